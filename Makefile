@@ -1,0 +1,35 @@
+# Quick start: `make demo` runs the default what-if scenario; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast install clean goldens bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/simdist run scenarios/default.yaml --plot out/demo.png
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q -m "not slow"
+
+goldens: $(STAMP)
+	$(BIN)/python -m simdist.results.goldens --regenerate
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/collectives.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,1 @@
+"""Gradient compression codecs: wire bytes, encode/decode cost, in-network summability."""

@@ -1,0 +1,1 @@
+"""simdist.failures"""

@@ -1,0 +1,150 @@
+"""Frozen specs of the hardware a scenario describes: GPUs, links, NICs, node interiors, fabrics.
+
+All quantities are SI with the unit in the name (bytes, bytes/s, seconds, FLOP/s). Catalog entries
+and inline scenario specs both end up as these dataclasses (io/ does the parsing).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Mapping
+
+# Fallbacks when a GPU has no figure for a dtype: the tensor-core path it would really use.
+_DTYPE_FALLBACK = {"tf32": "fp32", "bf16": "fp16", "fp8": "fp16", "fp16": "fp32", "fp32": None}
+
+
+@dataclass(frozen=True, eq=False)
+class GpuSpec:
+    """One GPU model: peak dense FLOP/s per dtype, memory, power and an indicative price."""
+
+    key: str
+    name: str
+    vendor: str
+    peak_flops: Mapping[str, float]  # dtype (fp32, tf32, fp16, bf16, fp8) -> dense FLOP/s
+    memory_bytes: float
+    memory_bandwidth_Bps: float
+    tdp_w: float
+    price_per_hour_usd: float
+    compute_efficiency: Mapping[str, float] = field(default_factory=dict)  # dtype -> achieved fraction of peak
+    source: str = ""
+
+    def flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s for `dtype`, falling back to the unit the GPU would use instead."""
+        d: str | None = dtype
+        while d is not None:
+            if d in self.peak_flops:
+                return self.peak_flops[d]
+            d = _DTYPE_FALLBACK.get(d)
+        raise KeyError(f"{self.key} has no FLOP/s figure for {dtype}")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One link class, per direction: line rate, latency, and the achieved fraction of line rate."""
+
+    bandwidth_Bps: float
+    latency_s: float
+    efficiency: float = 1.0
+    name: str = "custom"  # catalog key (e.g. 'ib-hdr', 'nvlink3') or 'custom'
+    transport: str = ""  # nvlink | pcie | rdma | tcp | upi ...
+    source: str = ""
+
+    @property
+    def effective_Bps(self) -> float:
+        """What transfers really get: bandwidth x efficiency (DESIGN.md section 3)."""
+        return self.bandwidth_Bps * self.efficiency
+
+    def with_(self, **changes: object) -> "LinkSpec":
+        return replace(self, **changes)
+
+
+class IntraNodeLayout(StrEnum):
+    """How GPUs inside one node are wired."""
+
+    SWITCH = "switch"  # NVSwitch (or an inline uniform switch): one link per GPU to a central switch
+    CUBE_MESH = "cube_mesh"  # DGX-1 hybrid cube-mesh of NVLinks (8 GPUs), PCIe to the NICs
+    NVLINK_PAIRS = "nvlink_pairs"  # pairs bridged by NVLink, PCIe switches between pairs
+    PCIE = "pcie"  # GPUs under PCIe switches under one or two CPU sockets
+
+
+@dataclass(frozen=True)
+class IntraNodeSpec:
+    """The inside of a node: layout, the GPU-GPU link class, PCIe, sockets and where NICs attach."""
+
+    key: str
+    layout: IntraNodeLayout
+    gpu_link: LinkSpec  # SWITCH: each GPU's aggregate link to the switch; meshes/pairs: one NVLink (brick)
+    pcie_link: LinkSpec | None = None  # GPU/NIC to PCIe switch; None for SWITCH layouts whose NICs hang off the switch
+    gpus_per_pcie_switch: int = 2
+    sockets: int = 1
+    socket_link: LinkSpec | None = None  # between CPU sockets (UPI/QPI/Infinity Fabric)
+    nic_attach: str = "pcie_switch"  # pcie_switch (beside GPUs, GPUDirect) | switch (on the node switch)
+    gpus: int | None = None  # the layout's fixed GPU count (cube mesh: 8), None = any
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class NicSpec:
+    """The node's network interfaces: `count` NICs each with `link`."""
+
+    link: LinkSpec
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class NodeGroupSpec:
+    """`count` identical nodes; several groups make a heterogeneous cluster."""
+
+    count: int
+    gpu: GpuSpec
+    gpus_per_node: int
+    intra_node: IntraNodeSpec
+    nic: NicSpec
+
+
+class TopologyKind(StrEnum):
+    SINGLE_SWITCH = "single_switch"
+    FAT_TREE = "fat_tree"
+    LEAF_SPINE = "leaf_spine"  # alias of a two-level fat_tree
+    RING = "ring"
+    TORUS2D = "torus2d"
+    TORUS3D = "torus3d"
+    CUSTOM = "custom"
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """How nodes are joined: the topology and the switch-to-switch (or node-to-node) link."""
+
+    topology: TopologyKind
+    link: LinkSpec
+    nodes_per_leaf: int | None = None  # fat_tree / leaf_spine
+    oversubscription: float = 1.0  # leaf downlink / uplink capacity
+    levels: int | None = None  # fat_tree: 2 or 3; None picks by size
+    leaves_per_pod: int | None = None  # three-level fat_tree
+    dims: tuple[int, ...] | None = None  # torus2d / torus3d; None picks a near-square shape
+    graphml: str | None = None  # custom: path of a GraphML file
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Node groups plus the fabric between them. GPUs are numbered node-major, group by group."""
+
+    node_groups: tuple[NodeGroupSpec, ...]
+    fabric: FabricSpec
+
+    @property
+    def num_nodes(self) -> int:
+        return sum(g.count for g in self.node_groups)
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(g.count * g.gpus_per_node for g in self.node_groups)
+
+    def nodes(self) -> list[NodeGroupSpec]:
+        """The group of each node, node by node."""
+        return [g for g in self.node_groups for _ in range(g.count)]
+
+    def gpu_specs(self) -> list[GpuSpec]:
+        """The GpuSpec of each GPU, in global GPU order."""
+        return [g.gpu for g in self.node_groups for _ in range(g.count * g.gpus_per_node)]

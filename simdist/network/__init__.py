@@ -1,0 +1,1 @@
+"""Network models behind one interface: analytical (alpha-beta) and flows (max-min on simpy)."""

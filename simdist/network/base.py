@@ -1,0 +1,21 @@
+"""The interface every network model offers to collectives runners and the training loop."""
+from __future__ import annotations
+
+from typing import Generator, Protocol
+
+from simdist.collectives.schedule import Schedule
+
+
+class NetworkModel(Protocol):
+    """Times collective schedules on a topology.
+
+    `schedule_time` answers for a schedule alone on an idle fabric; `run` is a simpy process body
+    that executes the schedule on the shared fabric, concurrently with whatever else is running,
+    and returns when its last chain ends.
+    """
+
+    def schedule_time(self, schedule: Schedule) -> float: ...
+
+    def run(self, env: object, schedule: Schedule) -> Generator: ...
+
+    def link_utilization(self, elapsed_s: float) -> dict[str, float]: ...

@@ -1,0 +1,1 @@
+"""Plain result records (RunResult, StepRecord), metrics, and writers (JSON, CSV, Chrome trace)."""

@@ -1,0 +1,203 @@
+"""The resolved scenario: every key of DESIGN.md section 3 as frozen dataclasses in SI units.
+
+io/ parses and validates YAML into these; the core only ever sees them. Defaults here match the
+documented defaults of the YAML keys.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from simdist.collectives.schedule import CollectiveOp
+from simdist.hardware.specs import ClusterSpec
+from simdist.workload.specs import ModelSpec
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+class Optimizer(StrEnum):
+    SGD = "sgd"
+    MOMENTUM = "momentum"
+    ADAM = "adam"
+
+
+class SyncMode(StrEnum):
+    BSP = "bsp"
+    ASP = "asp"
+    SSP = "ssp"
+    LOCAL_SGD = "local_sgd"
+
+
+class StrategyKind(StrEnum):
+    RING = "ring"
+    TREE = "tree"
+    HALVING_DOUBLING = "halving_doubling"
+    HIERARCHICAL = "hierarchical"
+    TORUS2D = "torus2d"
+    PS = "ps"
+
+
+class Backend(StrEnum):
+    TEXTBOOK = "textbook"
+    GLOO = "gloo"
+    NCCL = "nccl"
+
+
+class PsPlacement(StrEnum):
+    COLOCATED = "colocated"
+    DEDICATED = "dedicated"
+
+
+class CompressionMethod(StrEnum):
+    NONE = "none"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    ONEBIT = "onebit"
+    TOPK = "topk"
+    RANDOMK = "randomk"
+    POWERSGD = "powersgd"
+
+
+class Fidelity(StrEnum):
+    SIMULATE = "simulate"
+    ESTIMATE = "estimate"
+
+
+class PipelineSchedule(StrEnum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+
+
+class BatchSplit(StrEnum):
+    EQUAL = "equal"
+    PROPORTIONAL = "proportional"
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """An nccl-tests-like sweep: one op over several per-rank sizes."""
+
+    op: CollectiveOp
+    sizes_bytes: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A model to train, or a communication benchmark (exactly one of the two)."""
+
+    model: ModelSpec | None = None
+    benchmark: BenchmarkSpec | None = None
+    batch_per_gpu: int | None = None
+    global_batch: int | None = None
+    precision: Precision = Precision.FP32
+    grad_dtype: Precision = Precision.FP32
+    seq_len: int | None = None
+
+
+@dataclass(frozen=True)
+class ParallelismSpec:
+    dp: int | None = None  # None: all GPUs
+    tp: int = 1
+    pp: int = 1
+    zero: int = 0
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    parallelism: ParallelismSpec = field(default_factory=ParallelismSpec)
+    micro_batch: int = 1
+    schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    sync: SyncMode = SyncMode.BSP
+    staleness: int = 0
+    local_steps: int = 1
+    grad_accumulation: int = 1
+    batch_split: BatchSplit = BatchSplit.EQUAL
+    optimizer: Optimizer = Optimizer.SGD
+    convergence_factor: float = 1.0  # iterations needed relative to uncompressed BSP (an assumption)
+
+
+@dataclass(frozen=True)
+class CompressionSpec:
+    method: CompressionMethod = CompressionMethod.NONE
+    ratio: float | None = None  # topk / randomk: fraction of elements kept
+    rank: int | None = None  # powersgd
+    error_feedback: bool = True
+
+
+@dataclass(frozen=True)
+class CommunicationSpec:
+    strategy: StrategyKind = StrategyKind.RING
+    backend: Backend = Backend.TEXTBOOK
+    hierarchical_intra: StrategyKind = StrategyKind.RING
+    hierarchical_inter: StrategyKind = StrategyKind.RING
+    ps_servers: int = 1
+    ps_placement: PsPlacement = PsPlacement.COLOCATED
+    bucket_size_bytes: float = 25e6
+    fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
+    overlap: bool = True
+    compression: CompressionSpec = field(default_factory=CompressionSpec)
+
+
+@dataclass(frozen=True)
+class FailureEventSpec:
+    at_s: float
+    kind: str  # node_down | gpu_down | link_down | link_degrade | straggler
+    target: str  # node:3 | gpu:12 | link:leaf0-spine1
+    factor: float | None = None
+    slowdown: float | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RandomFailuresSpec:
+    gpu_mtbf_s: float | None = None
+    node_mtbf_s: float | None = None
+    link_mtbf_s: float | None = None
+    repair_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class RecoverySpec:
+    policy: str = "checkpoint_restart"  # checkpoint_restart | elastic | spares
+    checkpoint_interval_s: float = 1800.0
+    checkpoint_write_s: float = 60.0
+    restart_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class FailuresSpec:
+    events: tuple[FailureEventSpec, ...] = ()
+    random: RandomFailuresSpec | None = None
+    recovery: RecoverySpec = field(default_factory=RecoverySpec)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    iterations: int = 50
+    duration_s: float | None = None
+    warmup: int = 2
+    seed: int = 0
+    replicas: int = 1
+    fidelity: Fidelity = Fidelity.SIMULATE
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything one simulation needs, resolved and checked."""
+
+    name: str
+    cluster: ClusterSpec
+    workload: WorkloadSpec
+    training: TrainingSpec = field(default_factory=TrainingSpec)
+    communication: CommunicationSpec = field(default_factory=CommunicationSpec)
+    failures: FailuresSpec | None = None
+    run: RunSpec = field(default_factory=RunSpec)
+    calibration: str | None = None  # path of the profile that was applied, for the record

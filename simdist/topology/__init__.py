@@ -1,0 +1,1 @@
+"""Topology builders (networkx graphs of nodes, switches and links) and routing with ECMP."""

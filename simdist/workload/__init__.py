@@ -1,0 +1,1 @@
+"""Workloads: per-layer model profiles (ModelSpec), the model catalog, an optional torch importer."""
