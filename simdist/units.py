@@ -67,10 +67,9 @@ def _split(value: object, dim: Dimension, path: str) -> tuple[float, str]:
 
 def _unknown_unit(path: str, value: object, unit: str, dim: Dimension) -> ScenarioError:
     hint = ""
-    for typo, fix in _HINTS.items():
-        if unit.endswith(typo):
-            hint = f" (did you mean '{unit[: -len(typo)]}{fix}'?)" if unit != typo else f" (did you mean '{fix}'?)"
-            break
+    if unit in _HINTS:
+        number = str(value).strip()[: -len(unit)].strip()
+        hint = f" (did you mean '{number} {_HINTS[unit]}'?)"
     return ScenarioError(Issue(path, f"got {value!r}: unknown unit '{unit}'{hint}; expected {_EXAMPLES[dim]}"))
 
 

@@ -1,1 +1,1 @@
-"""simdist.engine"""
+"""The engine: wires a scenario's topology, network model and workload into one simulation."""

@@ -1,1 +1,1 @@
-"""simdist.strategies"""
+"""Training strategies: data-parallel iterations with gradient buckets, overlap and PS or allreduce."""

@@ -1,0 +1,181 @@
+"""The `simdist` command: thin verbs that load a scenario, call the engine and print or write results.
+
+Every error a user can cause ends in one line on stderr and a documented exit code (2 bad scenario,
+3 infeasible); `--debug` shows the traceback instead.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable, Sequence
+
+import click
+
+from simdist import __version__
+from simdist.errors import ScenarioError, SimdistError
+
+
+def _handle_errors(fn: Callable) -> Callable:
+    """Turn SimdistErrors into one line per issue and an exit code; anything else into 'internal error'."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        debug = kwargs.get("debug", False)
+        try:
+            return fn(*args, **kwargs)
+        except SimdistError as exc:
+            if debug:
+                traceback.print_exc()
+            issues = exc.issues if isinstance(exc, ScenarioError) else [str(exc)]
+            for issue in issues:
+                click.echo(f"error: {issue}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - last resort: never a bare traceback
+            if debug:
+                traceback.print_exc()
+            else:
+                click.echo(f"internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _common(fn: Callable) -> Callable:
+    fn = click.option("--debug", is_flag=True, help="Show tracebacks.")(fn)
+    fn = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                      help="Override a scenario key, e.g. --set communication.strategy=ps")(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="simdist")
+def main() -> None:
+    """simdist: what-if simulation of distributed deep-learning training."""
+
+
+def _load(path: str, overrides: Sequence[str]):
+    from simdist.io.load import load_scenario
+
+    return load_scenario(path, list(overrides))
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_common
+@_handle_errors
+def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> None:
+    """Check scenario files and print every problem at once (exit 2 if any)."""
+    from simdist.io.load import check_file
+
+    bad = 0
+    for f in files:
+        issues = check_file(f, list(overrides))
+        if issues:
+            bad += 1
+            for issue in issues:
+                click.echo(f"{f}: {issue}", err=True)
+        else:
+            click.echo(f"{f}: ok")
+    if bad:
+        sys.exit(2)
+
+
+def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | None, fidelity: str) -> None:
+    from simdist.engine.simulation import simulate
+    from simdist.report import print_result
+
+    scenario = _load(file, overrides)
+    result = simulate(scenario, fidelity=fidelity)
+    if out:
+        from simdist.results.writers import write_result_dir
+
+        write_result_dir(result, out)
+    if as_json:
+        from simdist.results.writers import result_json
+
+        click.echo(result_json(result), nl=False)
+    else:
+        click.echo(print_result(scenario, result))
+        if out:
+            click.echo(f"\nwrote {out}/")
+    if plot:
+        from simdist import plots
+
+        plots.plot_result(scenario, result, plot)
+        if not as_json:
+            click.echo(f"plot: {plot}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_common
+@click.option("--json", "as_json", is_flag=True, help="Print the result object (DESIGN.md section 4).")
+@click.option("--out", type=click.Path(file_okay=False), help="Write result.json, iterations.csv, trace.json here.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a plot of the result (PNG).")
+@_handle_errors
+def run(file: str, overrides, debug: bool, as_json: bool, out: str | None, plot: str | None) -> None:
+    """Simulate a scenario (discrete events, unless run.fidelity says estimate)."""
+    _run_verb(file, overrides, as_json, out, plot, fidelity="")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_common
+@click.option("--json", "as_json", is_flag=True, help="Print the result object.")
+@click.option("--out", type=click.Path(file_okay=False), help="Write result.json here.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a plot of the result (PNG).")
+@_handle_errors
+def estimate(file: str, overrides, debug: bool, as_json: bool, out: str | None, plot: str | None) -> None:
+    """The same result from the analytical model, with no events (fast, for planning)."""
+    _run_verb(file, overrides, as_json, out, plot, fidelity="estimate")
+
+
+@main.command()
+@click.argument("kind", type=click.Choice(["gpus", "links", "topologies", "intra_node", "models"]))
+@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_handle_errors
+def catalog(kind: str, as_json: bool, debug: bool) -> None:
+    """List the catalog: gpus, links, topologies, intra_node or models."""
+    from simdist.report import catalog_rows
+    from simdist.tables import format_table
+
+    headers, rows = catalog_rows(kind)
+    if as_json:
+        click.echo(json.dumps([dict(zip(headers, r)) for r in rows], indent=2))
+    else:
+        click.echo(format_table(headers, rows))
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_common
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Where to draw the graph (PNG).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_handle_errors
+def topo(file: str, overrides, debug: bool, out: str | None, as_json: bool) -> None:
+    """Summarise a scenario's cluster and draw its topology."""
+    from simdist.report import cluster_summary
+    from simdist.tables import format_pairs
+
+    scenario = _load(file, overrides)
+    summary, topology = cluster_summary(scenario)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(format_pairs(list(summary.items()), title=f"cluster of {scenario.name}"))
+    if out:
+        from simdist.plots import draw_topology
+
+        draw_topology(topology, out)
+        if not as_json:
+            click.echo(f"drew {out}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

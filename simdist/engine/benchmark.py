@@ -1,0 +1,38 @@
+"""nccl-tests-style predictions: time, algbw and busbw of one collective over a sweep of sizes."""
+from __future__ import annotations
+
+from simdist.engine.context import build_context
+from simdist.results.records import CollectiveRow, LinkUtilization, RunResult
+from simdist.scenario import Fidelity, Scenario
+
+
+def run_benchmark(scenario: Scenario, fidelity: Fidelity) -> RunResult:
+    """Each size runs alone on an idle fabric, as nccl-tests measures it (one op at a time)."""
+    from simdist.collectives.cost import bus_factor
+    from simdist.engine.simulation import result_header
+
+    bench = scenario.workload.benchmark
+    assert bench is not None
+    ctx = build_context(scenario, fidelity)
+    n = ctx.group.size
+    rows = []
+    for size in bench.sizes_bytes:
+        schedule = ctx.schedule(bench.op, size)
+        t = ctx.network.schedule_time(schedule)
+        algbw = size / t if t > 0 else 0.0
+        rows.append(CollectiveRow(op=bench.op.value, size_bytes=size, time_s=t, algbw_GBps=algbw / 1e9,
+                                  busbw_GBps=algbw * bus_factor(bench.op, n) / 1e9, algorithm=schedule.algorithm))
+    last = rows[-1] if rows else None
+    links = ()
+    if last is not None:  # which links the largest size loads most (the one that sets busbw)
+        ctx2 = build_context(scenario, fidelity)
+        sched = ctx2.schedule(bench.op, last.size_bytes)
+        ctx2.env.process(ctx2.network.run(ctx2.env, sched))
+        ctx2.env.run()
+        util = ctx2.network.link_utilization(ctx2.env.now) if ctx2.env.now > 0 else {}
+        top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        links = tuple(LinkUtilization(k, round(v, 6)) for k, v in top if v > 0)
+    return RunResult(**result_header(scenario, fidelity), collectives=tuple(rows), links=links,
+                     extra={"benchmark": {"op": bench.op.value, "ranks": n,
+                                          "strategy": scenario.communication.strategy.value,
+                                          "backend": scenario.communication.backend.value}})

@@ -1,0 +1,53 @@
+"""What every run needs from a scenario's cluster: topology, router, network model, groups, PS servers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from simdist.collectives.schedule import CollectiveOp, Group, Schedule
+from simdist.network.base import NetworkModel
+from simdist.scenario import Fidelity, PsPlacement, Scenario, StrategyKind
+from simdist.topology.graph import Topology
+
+
+@dataclass(eq=False)
+class FabricContext:
+    """The built cluster for one run: a simpy Environment, the network model and the DP group."""
+
+    scenario: Scenario
+    env: simpy.Environment
+    topology: Topology
+    network: NetworkModel
+    group: Group
+    servers: tuple[int, ...]
+
+    def schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
+        """The schedule the scenario's strategy and backend run for one collective call."""
+        from simdist.collectives.algorithms import build_schedule
+        from simdist.collectives.backends import select_algorithm
+
+        comm = self.scenario.communication
+        algorithm = select_algorithm(comm.backend, op, size_bytes, self.group, requested=comm.strategy.value)
+        return build_schedule(op, algorithm, size_bytes, self.group,
+                              intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
+                              servers=self.servers, server_delay_s=server_delay_s)
+
+
+def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
+    """Build topology (with dedicated PS hosts when asked), routing and the network model."""
+    from simdist.cluster import build_network, data_parallel_group, ps_server_endpoints
+    from simdist.topology.build import build_topology
+
+    comm = scenario.communication
+    dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
+    server_hosts = comm.ps_servers if dedicated else 0
+    server_nic = scenario.cluster.node_groups[0].nic if dedicated else None
+    topology = build_topology(scenario.cluster, server_hosts=server_hosts, server_nic=server_nic)
+    env = simpy.Environment()
+    network = build_network(fidelity.value, env, topology)
+    group = data_parallel_group(scenario.cluster, topology)
+    servers: tuple[int, ...] = ()
+    if comm.strategy == StrategyKind.PS:
+        servers = tuple(ps_server_endpoints(topology, comm.ps_servers, comm.ps_placement.value))
+    return FabricContext(scenario, env, topology, network, group, servers)

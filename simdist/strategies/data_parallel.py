@@ -1,0 +1,98 @@
+"""The BSP data-parallel iteration, two ways: played on the network (simpy) or folded in closed form.
+
+Per iteration: (k-1) micro-batches without communication, then the last forward and backward; each
+bucket's collectives start when the bucket is ready (or after backward without overlap; Horovod's
+fusion cycle rounds the start up to the next cycle tick) and run one after another on one
+communication stream, as NCCL runs the calls of one communicator in order; the optimizer step
+follows the last bucket.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Generator
+
+from simdist.collectives.schedule import Schedule
+from simdist.results.records import StepRecord
+from simdist.strategies.plan import BucketComm, IterationPlan
+
+
+@dataclass
+class IterationLog:
+    """What one run of iterations produced: per-iteration times, busy seconds and the timeline."""
+
+    times: list[float] = field(default_factory=list)
+    comm_busy_s: list[float] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list)
+
+
+def launch_offset(plan: IterationPlan, bucket: BucketComm) -> float:
+    """When the bucket's communication may start, after the start of the last backward."""
+    if plan.fusion_cycle_s > 0:
+        return math.ceil(bucket.ready_s / plan.fusion_cycle_s - 1e-12) * plan.fusion_cycle_s
+    return bucket.ready_s
+
+
+def run_simulated(env, plan: IterationPlan, iterations: int, schedule_for: Callable[[object, float, float], Schedule],
+                  network, record_tracks: bool = True) -> IterationLog:
+    """Play `iterations` iterations on the shared flow network (discrete events)."""
+    log = IterationLog()
+    env.process(_training(env, plan, iterations, schedule_for, network, log, record_tracks))
+    env.run()
+    return log
+
+
+def _training(env, plan, iterations, schedule_for, network, log: IterationLog, record: bool) -> Generator:
+    for it in range(iterations):
+        start = env.now
+        if plan.micro_steps > 1:
+            yield env.timeout((plan.micro_steps - 1) * (plan.fwd_s + plan.bwd_s))
+        yield env.timeout(plan.fwd_s)
+        bwd_start = env.now
+        busy = [0.0]
+        comm = env.process(_comm_stream(env, plan, bwd_start, schedule_for, network, log, it, busy, record))
+        yield env.timeout(plan.bwd_s)
+        yield comm
+        opt_start = env.now
+        yield env.timeout(plan.optimizer_s)
+        if record:
+            log.records += [
+                StepRecord("gpu:0", "forward+backward" if plan.micro_steps > 1 else "forward", start, bwd_start, it),
+                StepRecord("gpu:0", "backward", bwd_start, bwd_start + plan.bwd_s, it),
+                StepRecord("gpu:0", "optimizer", opt_start, env.now, it),
+            ]
+        log.times.append(env.now - start)
+        log.comm_busy_s.append(busy[0])
+
+
+def _comm_stream(env, plan, bwd_start, schedule_for, network, log, it, busy, record) -> Generator:
+    for bc in plan.buckets:
+        wait = bwd_start + launch_offset(plan, bc) - env.now
+        if wait > 0:
+            yield env.timeout(wait)
+        t0 = env.now
+        if bc.encode_s:
+            yield env.timeout(bc.encode_s)
+        for op, size in bc.collectives:
+            yield env.process(network.run(env, schedule_for(op, size, bc.server_delay_s)))
+        if bc.decode_s:
+            yield env.timeout(bc.decode_s)
+        busy[0] += env.now - t0
+        if record:
+            log.records.append(StepRecord("comm:0", f"bucket{bc.bucket.index}", t0, env.now, it))
+
+
+def run_closed_form(plan: IterationPlan, collective_time: Callable[[object, float, float], float]) -> tuple[float, float]:
+    """Iteration time and communication-stream busy time with no events: the same recurrence, folded.
+
+    `collective_time(op, size, server_delay)` is the closed-form time of one collective alone.
+    """
+    end = 0.0  # communication stream, from the start of the last backward
+    busy = 0.0
+    for bc in plan.buckets:
+        start = max(end, launch_offset(plan, bc))
+        dur = bc.encode_s + sum(collective_time(op, size, bc.server_delay_s) for op, size in bc.collectives) + bc.decode_s
+        end = start + dur
+        busy += dur
+    last = (plan.micro_steps - 1) * (plan.fwd_s + plan.bwd_s) + plan.fwd_s
+    return last + max(plan.bwd_s, end) + plan.optimizer_s, busy
