@@ -1,0 +1,78 @@
+"""Alpha-beta timing of schedules with static congestion: the fast 'estimate' network model.
+
+Step i of every chain is assumed to run at the same time: on each link, the members of all groups
+of those steps split its capacity equally. A group's rate is the smallest such share over its links;
+step time = latency phase (repeat x max path latency) + bandwidth phase (repeat x size / rate, the
+slowest group) + delay. A chain's time is the sum of its steps; a schedule's, the slowest chain.
+On an idle uniform fabric this is exactly the closed forms of collectives/cost.py.
+"""
+from __future__ import annotations
+
+from typing import Generator
+
+import numpy as np
+
+from simdist.collectives.schedule import Schedule
+from simdist.network.paths import PathTable
+from simdist.network.steps import CompiledStep, StepCache
+from simdist.network.utilization import utilization_from_bytes
+from simdist.topology.graph import Topology
+from simdist.topology.routing import Router
+
+
+class AnalyticalNetwork:
+    """NetworkModel with static congestion; no events beyond one timeout per schedule."""
+
+    def __init__(self, topology: Topology, router: Router | None = None) -> None:
+        self.topology = topology
+        self.paths = PathTable(topology, router)
+        self.steps = StepCache(self.paths)
+        self.capacity_Bps = topology.links.capacity_Bps.copy()
+        self.link_bytes = np.zeros_like(self.capacity_Bps)
+
+    def set_link_capacity(self, link_id: int, capacity_Bps: float) -> None:
+        """Change one directed link's capacity (degradation); later schedules see it."""
+        self.capacity_Bps[link_id] = capacity_Bps
+
+    def _stage_time(self, stage: list[CompiledStep]) -> list[float]:
+        """Times of steps that run concurrently (step i of each chain), sharing links statically."""
+        load = np.zeros_like(self.capacity_Bps)
+        for cs in stage:
+            for g in cs.groups:
+                load[g.links] += g.counts
+        times = []
+        for cs in stage:
+            bw = 0.0
+            for g in cs.groups:
+                share = self.capacity_Bps[g.links] / load[g.links]
+                rate = share.min()
+                bw = max(bw, g.size_bytes / rate if rate > 0 else np.inf)
+            times.append(cs.latency_s + bw + cs.delay_s)
+        return times
+
+    def schedule_time(self, schedule: Schedule) -> float:
+        """Seconds the schedule takes under static congestion (it alone on the fabric)."""
+        compiled = [[self.steps.get(s) for s in chain] for chain in schedule.chains]
+        totals = [0.0] * len(compiled)
+        depth = max((len(c) for c in compiled), default=0)
+        for i in range(depth):
+            idx = [k for k, c in enumerate(compiled) if i < len(c)]
+            for k, t in zip(idx, self._stage_time([compiled[k][i] for k in idx])):
+                totals[k] += t
+        return max(totals, default=0.0)
+
+    def _account(self, schedule: Schedule) -> None:
+        for chain in schedule.chains:
+            for step in chain:
+                for g in self.steps.get(step).groups:
+                    self.link_bytes[g.links] += g.link_bytes
+
+    def run(self, env, schedule: Schedule) -> Generator:
+        """simpy process body: wait schedule_time (no interaction with concurrent schedules)."""
+        t = self.schedule_time(schedule)
+        self._account(schedule)
+        yield env.timeout(t)
+
+    def link_utilization(self, elapsed_s: float) -> dict[str, float]:
+        """Fraction of each used directed link's capacity carried over `elapsed_s` seconds."""
+        return utilization_from_bytes(self.topology, self.link_bytes, elapsed_s)
