@@ -1,0 +1,93 @@
+"""Dense codecs: no compression, fp16/bf16 casts, and int8 quantisation with a shared scale.
+
+All three keep every element, so the workers' buffers line up and a ring or tree can sum them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from simdist.collectives.schedule import CollectiveOp
+from simdist.compression.base import Bucket, CodecBase, Collective, CommPlan
+from simdist.compression.cost import Kernel
+from simdist.scenario import CompressionMethod
+
+SCALE_BYTES = 4  # one fp32 scale per tensor
+
+
+@dataclass(frozen=True)
+class NoCompression(CodecBase):
+    """The dense bucket, all-reduced as is."""
+
+    method: ClassVar[CompressionMethod] = CompressionMethod.NONE
+
+
+@dataclass(frozen=True)
+class CastCodec(CodecBase):
+    """Cast to a 2-byte float before the all_reduce and back after (DDP's fp16/bf16 compress hooks)."""
+
+    method: ClassVar[CompressionMethod] = CompressionMethod.FP16
+    wire_elem_bytes: int = 2
+
+    def _compressed_plan(self, b: Bucket, n_workers: int) -> CommPlan | None:
+        return CommPlan((Collective(CollectiveOp.ALL_REDUCE, b.numel * self.wire_elem_bytes),), True,
+                        labels=(self.method.value,))
+
+    def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
+        return [Kernel("cast_down", b.numel * (b.elem_bytes + self.wire_elem_bytes))]
+
+    def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
+        return [Kernel("cast_up", b.numel * (self.wire_elem_bytes + b.elem_bytes))]
+
+
+@dataclass(frozen=True)
+class Fp16Codec(CastCodec):
+    method: ClassVar[CompressionMethod] = CompressionMethod.FP16
+
+
+@dataclass(frozen=True)
+class Bf16Codec(CastCodec):
+    method: ClassVar[CompressionMethod] = CompressionMethod.BF16
+
+
+def int_width_bytes(n_workers: int, min_levels: int = 1) -> int | None:
+    """Narrowest signed integer (1, 2 or 4 bytes) whose range holds the sum of `n_workers` values of
+    at least `min_levels` levels each side of zero; None when even int32 cannot."""
+    for width in (1, 2, 4):
+        if (2 ** (8 * width - 1) - 1) // n_workers >= min_levels:
+            return width
+    return None
+
+
+@dataclass(frozen=True)
+class Int8Codec(CodecBase):
+    """Int8 with a scale shared by all workers, summed by NCCL's native int8 all_reduce.
+
+    An all_reduce(max) of the per-tensor fp32 scales gives every worker the same scale; each worker
+    then quantises (stochastic rounding) to +-floor(127 / N) levels so the int8 sum of N workers cannot
+    wrap around (NCCL sums int8 in int8). When fewer than `min_levels` levels would be left, the wire
+    integer widens to int16 (twice the int8 bytes), then int32.
+    """
+
+    method: ClassVar[CompressionMethod] = CompressionMethod.INT8
+    min_levels: int = 1
+
+    def wire_elem_bytes(self, n_workers: int) -> int | None:
+        return int_width_bytes(n_workers, self.min_levels)
+
+    def _compressed_plan(self, b: Bucket, n_workers: int) -> CommPlan | None:
+        width = self.wire_elem_bytes(n_workers)
+        if width is None:
+            return None
+        return CommPlan(
+            (Collective(CollectiveOp.ALL_REDUCE, b.tensors * SCALE_BYTES),
+             Collective(CollectiveOp.ALL_REDUCE, b.numel * width)),
+            True, labels=("scale_max", f"int{8 * width}"))
+
+    def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
+        width = self.wire_elem_bytes(n_workers) or 4
+        return [Kernel("absmax", b.dense_bytes), Kernel("quantize", b.numel * (b.elem_bytes + width))]
+
+    def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
+        width = self.wire_elem_bytes(n_workers) or 4
+        return [Kernel("dequantize", b.numel * (width + b.elem_bytes))]
