@@ -1,0 +1,85 @@
+"""The model catalog: named architectures built layer by layer by the family generators.
+
+`get_model('gpt3-175b', seq_len=2048)` returns a ModelSpec; CNNs ignore seq_len, ViT derives its image
+size from it. Hyper-parameters and their sources are listed in docs/model.md ("model catalog").
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from simdist.workload import cnn
+from simdist.workload.specs import ModelSpec
+from simdist.workload.transformer import parametric_bert, parametric_gpt, vit, vit_seq_to_image
+
+_GPT2_VOCAB = 50257  # GPT-2 BPE, also used by GPT-3
+_LLAMA_VOCAB = 32000
+
+
+def _gpt2(layers: int, hidden: int, heads: int, name: str) -> Callable[[int], ModelSpec]:
+    return lambda s: parametric_gpt(layers, hidden, heads, _GPT2_VOCAB, s, name=name, max_positions=1024,
+                                    source="Radford et al. 2019 (GPT-2); HF gpt2 config")
+
+
+def _gpt3(layers: int, hidden: int, heads: int, name: str) -> Callable[[int], ModelSpec]:
+    return lambda s: parametric_gpt(layers, hidden, heads, _GPT2_VOCAB, s, name=name, max_positions=2048,
+                                    source="Brown et al. 2020, arXiv:2005.14165, Table 2.1 (dense attention assumed)")
+
+
+def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, name: str) -> Callable[[int], ModelSpec]:
+    return lambda s: parametric_gpt(layers, hidden, heads, _LLAMA_VOCAB, s, ffn, name=name, kv_heads=kv_heads,
+                                    positions="rotary", mlp="swiglu", norm="rmsnorm", bias=False, tied_head=False,
+                                    flash_attention=True,
+                                    source="Touvron et al. 2023, arXiv:2307.09288; HF Llama-2 configs")
+
+
+def _bert(layers: int, hidden: int, heads: int, name: str) -> Callable[[int], ModelSpec]:
+    return lambda s: parametric_bert(layers, hidden, heads, 30522, s, name=name,
+                                     source="Devlin et al. 2018, arXiv:1810.04805; HF bert-*-uncased configs")
+
+
+def _fixed(build: Callable[[], ModelSpec]) -> Callable[[int | None], ModelSpec]:
+    return lambda s: build()
+
+
+# key -> (builder taking seq_len, default seq_len or None for models without a sequence)
+_CATALOG: dict[str, tuple[Callable, int | None]] = {
+    "alexnet": (_fixed(cnn.alexnet), None),
+    "vgg16": (_fixed(cnn.vgg16), None),
+    "resnet50": (_fixed(lambda: cnn.resnet(50)), None),
+    "resnet101": (_fixed(lambda: cnn.resnet(101)), None),
+    "resnet152": (_fixed(lambda: cnn.resnet(152)), None),
+    "inception-v3": (_fixed(cnn.inception_v3), None),
+    "vit-b16": (lambda s: vit(image_size=vit_seq_to_image(s)), 197),
+    "bert-base": (_bert(12, 768, 12, "bert-base"), 512),
+    "bert-large": (_bert(24, 1024, 16, "bert-large"), 512),
+    "gpt2": (_gpt2(12, 768, 12, "gpt2"), 1024),
+    "gpt2-xl": (_gpt2(48, 1600, 25, "gpt2-xl"), 1024),
+    "gpt3-1.3b": (_gpt3(24, 2048, 16, "gpt3-1.3b"), 2048),
+    "gpt3-13b": (_gpt3(40, 5120, 40, "gpt3-13b"), 2048),
+    "gpt3-175b": (_gpt3(96, 12288, 96, "gpt3-175b"), 2048),
+    "llama2-7b": (_llama2(32, 4096, 32, 32, 11008, "llama2-7b"), 4096),
+    "llama2-13b": (_llama2(40, 5120, 40, 40, 13824, "llama2-13b"), 4096),
+    "llama2-70b": (_llama2(80, 8192, 64, 8, 28672, "llama2-70b"), 4096),
+}
+
+
+def model_keys() -> list[str]:
+    """Catalog keys in catalog order (CNNs first, then transformers by size)."""
+    return list(_CATALOG)
+
+
+def default_seq_len(key: str) -> int | None:
+    """The sequence length a catalog model is profiled at when none is given (None: not a sequence model)."""
+    if key not in _CATALOG:
+        raise KeyError(f"unknown model {key!r}; known: {', '.join(_CATALOG)}")
+    return _CATALOG[key][1]
+
+
+def get_model(key: str, seq_len: int | None = None) -> ModelSpec:
+    """The catalog model `key` profiled at `seq_len` tokens (its default when None; ignored by CNNs)."""
+    if key not in _CATALOG:
+        raise KeyError(f"unknown model {key!r}; known: {', '.join(_CATALOG)}")
+    build, default = _CATALOG[key]
+    if seq_len is not None and (not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len <= 0):
+        raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
+    return build(seq_len if seq_len is not None and default is not None else default)

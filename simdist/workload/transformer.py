@@ -1,0 +1,197 @@
+"""Parametric transformer generators: GPT-style decoders (GPT-2/3, LLaMA-2), BERT encoders and ViT.
+
+A block is a handful of LayerSpecs (norm, qkv, attention core, projection, residual add, MLP pieces):
+enough resolution for gradient buckets and for the roofline to tell matmuls from memory-bound work.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simdist.workload import layers as L
+from simdist.workload.specs import LayerSpec, ModelSpec
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """Everything that shapes one transformer block."""
+
+    hidden: int
+    heads: int
+    ffn_hidden: int
+    kv_heads: int  # < heads: grouped-query attention
+    mlp: str = "gelu"  # gelu | swiglu
+    norm: str = "layernorm"  # layernorm | rmsnorm
+    bias: bool = True
+    rotary: bool = False
+    flash_attention: bool = False  # attention core saves Q, K, V and the log-sum-exp, not the s x s probabilities
+    pre_norm: bool = True  # GPT/LLaMA/ViT: pre-norm; BERT: post-norm
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+def _check_dims(hidden: int, heads: int, kv_heads: int, seq_len: int) -> None:
+    for label, v in (("hidden", hidden), ("heads", heads), ("kv_heads", kv_heads), ("seq_len", seq_len)):
+        if not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{label} must be a positive integer, got {v!r}")
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be divisible by kv_heads ({kv_heads})")
+
+
+def _norm(cfg: BlockConfig, name: str, elems: int) -> LayerSpec:
+    if cfg.norm == "rmsnorm":
+        return L.norm(name, elems, cfg.hidden, bias=False, flops_per_elem=L.RMSNORM_FLOPS_PER_ELEM)
+    return L.norm(name, elems, cfg.hidden)
+
+
+def attention_core(name: str, cfg: BlockConfig, s: int) -> LayerSpec:
+    """softmax(Q K^T / sqrt(d)) V over all heads: 2 s^2 h FLOPs for Q K^T and 2 s^2 h for AV (causal masks not skipped)."""
+    d, a, kv = cfg.head_dim, cfg.heads, cfg.kv_heads
+    qkv_elems = s * (a + 2 * kv) * d
+    flops = 4.0 * s * s * a * d + L.SOFTMAX_FLOPS_PER_ELEM * a * s * s
+    if cfg.rotary:
+        flops += 3.0 * s * (a + kv) * d  # rotate q and k: two multiplies and an add per element
+    if cfg.flash_attention:
+        saved = qkv_elems + s * a * d + a * s  # Q, K, V, output, log-sum-exp
+    else:
+        saved = qkv_elems + a * s * s  # Q, K, V and the softmax probabilities
+    return LayerSpec(name, "attention", 0, flops, qkv_elems, s * a * d, saved, ())
+
+
+def block(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
+    """One transformer block on s tokens, in forward order."""
+    h, f, d = cfg.hidden, cfg.ffn_hidden, cfg.head_dim
+    qkv_out = (cfg.heads + 2 * cfg.kv_heads) * d
+    attn = [
+        L.linear(f"{prefix}.attn.qkv", s, h, qkv_out, bias=cfg.bias),
+        attention_core(f"{prefix}.attn.core", cfg, s),
+        L.linear(f"{prefix}.attn.proj", s, h, h, bias=cfg.bias),
+        L.add(f"{prefix}.attn.residual", s * h),
+    ]
+    if cfg.mlp == "swiglu":
+        gate_up = L.linear(f"{prefix}.mlp.gate_up", s, h, 2 * f, bias=False)
+        gate_up = LayerSpec(gate_up.name, "linear", gate_up.params, gate_up.fwd_flops, gate_up.input_elems,
+                            gate_up.output_elems, gate_up.saved_elems, ((f, h), (f, h)))  # w1 (gate), w3 (up)
+        mlp = [gate_up,
+               LayerSpec(f"{prefix}.mlp.swiglu", "activation", 0, L.SWIGLU_FLOPS_PER_ELEM * s * f, 2 * s * f, s * f, 2 * s * f, ()),
+               L.linear(f"{prefix}.mlp.down", s, f, h, bias=False)]
+    elif cfg.mlp == "gelu":
+        mlp = [L.linear(f"{prefix}.mlp.fc1", s, h, f, bias=cfg.bias),
+               L.activation(f"{prefix}.mlp.gelu", s * f, L.GELU_FLOPS_PER_ELEM),
+               L.linear(f"{prefix}.mlp.fc2", s, f, h, bias=cfg.bias)]
+    else:
+        raise ValueError(f"mlp must be 'gelu' or 'swiglu', got {cfg.mlp!r}")
+    mlp.append(L.add(f"{prefix}.mlp.residual", s * h))
+    if cfg.pre_norm:
+        return [_norm(cfg, f"{prefix}.norm1", s * h), *attn, _norm(cfg, f"{prefix}.norm2", s * h), *mlp]
+    return [*attn, _norm(cfg, f"{prefix}.norm1", s * h), *mlp, _norm(cfg, f"{prefix}.norm2", s * h)]
+
+
+def lm_loss(name: str, s: int, vocab: int) -> LayerSpec:
+    """Softmax cross-entropy over s x vocab logits; keeps the logits (or their softmax) for backward."""
+    return LayerSpec(name, "other", 0, L.SOFTMAX_FLOPS_PER_ELEM * s * vocab, s * vocab, s, s * vocab, ())
+
+
+def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: int, ffn_hidden: int | None = None,
+                   name: str | None = None, *, kv_heads: int | None = None, positions: str = "learned",
+                   max_positions: int | None = None, mlp: str = "gelu", norm: str = "layernorm", bias: bool = True,
+                   tied_head: bool = True, flash_attention: bool = False, source: str = "") -> ModelSpec:
+    """A GPT-style pre-norm decoder: token (+ learned position) embedding, `layers` blocks, final norm, LM head, loss.
+
+    Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding);
+    LLaMA uses positions='rotary', mlp='swiglu', norm='rmsnorm', bias=False, tied_head=False.
+    """
+    if not isinstance(layers, int) or layers <= 0:
+        raise ValueError(f"layers must be a positive integer, got {layers!r}")
+    if not isinstance(vocab, int) or vocab <= 0:
+        raise ValueError(f"vocab must be a positive integer, got {vocab!r}")
+    kv = heads if kv_heads is None else kv_heads
+    _check_dims(hidden, heads, kv, seq_len)
+    if positions not in ("learned", "rotary"):
+        raise ValueError(f"positions must be 'learned' or 'rotary', got {positions!r}")
+    f = ffn_hidden if ffn_hidden is not None else 4 * hidden
+    cfg = BlockConfig(hidden, heads, f, kv, mlp=mlp, norm=norm, bias=bias, rotary=positions == "rotary",
+                      flash_attention=flash_attention)
+    s = seq_len
+    out: list[LayerSpec] = [L.embedding("embed.tokens", s, vocab, hidden)]
+    if positions == "learned":
+        out.append(L.embedding("embed.positions", s, max(max_positions or s, s), hidden))
+        out.append(L.add("embed.add", s * hidden))
+    for i in range(layers):
+        out.extend(block(f"blocks.{i}", cfg, s))
+    out.append(_norm(cfg, "final_norm", s * hidden))
+    out.append(L.tied_linear("lm_head", s, hidden, vocab) if tied_head else L.linear("lm_head", s, hidden, vocab, bias=False))
+    out.append(lm_loss("loss", s, vocab))
+    label = name or f"gpt-{layers}l-{hidden}h"
+    return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric GPT decoder")
+
+
+def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, seq_len: int = 512,
+                    ffn_hidden: int | None = None, name: str | None = None, *, max_positions: int = 512,
+                    type_vocab: int = 2, pretraining_heads: bool = True, flash_attention: bool = False,
+                    source: str = "") -> ModelSpec:
+    """A BERT post-norm encoder: word + position + segment embeddings, `layers` blocks, pooler, MLM and NSP heads."""
+    if not isinstance(layers, int) or layers <= 0:
+        raise ValueError(f"layers must be a positive integer, got {layers!r}")
+    _check_dims(hidden, heads, heads, seq_len)
+    h, s = hidden, seq_len
+    cfg = BlockConfig(h, heads, ffn_hidden if ffn_hidden is not None else 4 * h, heads, pre_norm=False,
+                      flash_attention=flash_attention)
+    out: list[LayerSpec] = [
+        L.embedding("embed.words", s, vocab, h),
+        L.embedding("embed.positions", s, max(max_positions, s), h),
+        L.embedding("embed.token_types", s, type_vocab, h),
+        L.add("embed.add", 2 * s * h),
+        L.norm("embed.norm", s * h, h),
+    ]
+    for i in range(layers):
+        out.extend(block(f"encoder.{i}", cfg, s))
+    out.append(L.linear("pooler.dense", 1, h, h))
+    out.append(L.activation("pooler.tanh", h, L.GELU_FLOPS_PER_ELEM))
+    if pretraining_heads:
+        out.append(L.linear("mlm.transform", s, h, h))
+        out.append(L.activation("mlm.gelu", s * h, L.GELU_FLOPS_PER_ELEM))
+        out.append(L.norm("mlm.norm", s * h, h))
+        decoder = L.tied_linear("mlm.decoder", s, h, vocab)  # weight tied to embed.words; own bias
+        out.append(LayerSpec(decoder.name, "linear", vocab, decoder.fwd_flops, decoder.input_elems,
+                             decoder.output_elems, decoder.saved_elems, ((vocab,),)))
+        out.append(lm_loss("mlm.loss", s, vocab))
+        out.append(L.linear("nsp.classifier", 1, h, 2))
+    label = name or f"bert-{layers}l-{hidden}h"
+    return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric BERT encoder")
+
+
+def vit(layers: int = 12, hidden: int = 768, heads: int = 12, patch: int = 16, image_size: int = 224,
+        classes: int = 1000, ffn_hidden: int | None = None, name: str = "vit-b16") -> ModelSpec:
+    """A ViT (Dosovitskiy et al. 2020): patch-embedding conv, class token, learned positions, pre-norm GELU blocks."""
+    if image_size % patch:
+        raise ValueError(f"image_size ({image_size}) must be a multiple of the patch size ({patch})")
+    h = hidden
+    patches = (image_size // patch) ** 2
+    s = patches + 1
+    _check_dims(h, heads, heads, s)
+    conv, _ = L.conv("patch_embed", L.Shape(3, image_size, image_size), h, patch, patch, 0, bias=True)
+    out: list[LayerSpec] = [
+        conv,
+        LayerSpec("embed.cls_and_positions", "embedding", h + s * h, float(s * h), patches * h, s * h, 0,
+                  ((1, 1, h), (1, s, h))),
+    ]
+    cfg = BlockConfig(h, heads, ffn_hidden if ffn_hidden is not None else 4 * h, heads)
+    for i in range(layers):
+        out.extend(block(f"encoder.{i}", cfg, s))
+    out.append(L.norm("final_norm", s * h, h))
+    out.append(L.linear("head", 1, h, classes))
+    return ModelSpec(name, "transformer", tuple(out), tokens_per_sample=s,
+                     source="timm/torchvision vit_b_16; arXiv:2010.11929")
+
+
+def vit_seq_to_image(seq_len: int, patch: int = 16) -> int:
+    """The square image size whose patches plus the class token give `seq_len` tokens."""
+    n = math.isqrt(max(seq_len - 1, 0))
+    if seq_len < 2 or n * n != seq_len - 1:
+        raise ValueError(f"a ViT seq_len must be 1 + n^2 (class token plus an n x n patch grid), got {seq_len}")
+    return n * patch
