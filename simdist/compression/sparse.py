@@ -116,3 +116,12 @@ class RandomKCodec(SparseCodec):
             Kernel("zero_fill", b.dense_bytes),
             Kernel("scatter_average", k * (b.elem_bytes + idx + self.cost.random_access_bytes)),
         ]
+
+
+def topk_crossover_workers(ratio: float, value_bytes: float = 4, index_bytes_: float = 4) -> float:
+    """Group size at which top-k's ring all_gather sends as much per rank as the dense ring all_reduce.
+
+    all_gather: (N-1) k (v+i); all_reduce: 2 (N-1)/N n v; equal at N = 2 v / (ratio (v+i)). Beyond it
+    top-k loses on traffic even though its per-worker payload is smaller.
+    """
+    return 2.0 * value_bytes / (ratio * (value_bytes + index_bytes_))
