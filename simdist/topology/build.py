@@ -1,0 +1,69 @@
+"""build_topology: a ClusterSpec (plus optional dedicated server hosts) as one networkx graph.
+
+Machines are the worker nodes in ClusterSpec order, then `server_hosts` parameter servers (each a
+"server{s}/cpu0" endpoint with `server_nic`, default the first node group's NIC). The fabric builder
+is chosen from FABRIC_BUILDERS by FabricSpec.topology; structural facts go to `graph.graph["fabric"]`
+(used by bisection and drawing).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import networkx as nx
+
+from simdist.errors import Issue, ScenarioError
+from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, TopologyKind
+from simdist.topology.custom import build_custom
+from simdist.topology.direct import build_direct
+from simdist.topology.fattree import build_fat_tree, build_single_switch
+from simdist.topology.graph import Topology
+from simdist.topology.intranode import add_node_interior, add_server_interior
+from simdist.topology.machines import Machine
+from simdist.topology.validate import validate_cluster
+
+FabricBuilder = Callable[[nx.Graph, FabricSpec, list[Machine]], str]
+
+FABRIC_BUILDERS: dict[TopologyKind, FabricBuilder] = {
+    TopologyKind.SINGLE_SWITCH: build_single_switch,
+    TopologyKind.FAT_TREE: build_fat_tree,
+    TopologyKind.LEAF_SPINE: build_fat_tree,
+    TopologyKind.RING: build_direct,
+    TopologyKind.TORUS2D: build_direct,
+    TopologyKind.TORUS3D: build_direct,
+    TopologyKind.CUSTOM: build_custom,
+}
+
+
+def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None) -> Topology:
+    """The whole cluster (node interiors, servers, fabric) as a Topology; ScenarioError on bad specs."""
+    issues = validate_cluster(cluster, server_hosts)
+    if server_hosts < 0:
+        issues.append(Issue("communication.ps.servers", f"got {server_hosts!r}; expected >= 0 server hosts"))
+    if server_nic is not None and server_nic.count < 1:
+        issues.append(Issue("communication.ps.nic.count", f"got {server_nic.count!r}; expected >= 1"))
+    if issues:
+        raise ScenarioError(issues)
+    g = nx.Graph()
+    endpoints: list[str] = []
+    endpoint_node: list[int] = []
+    machines: list[Machine] = []
+    n = 0
+    for gi, group in enumerate(cluster.node_groups):
+        for _ in range(group.count):
+            gpus, nics = add_node_interior(g, n, group, f"cluster.nodes.{gi}")
+            endpoints.extend(gpus)
+            endpoint_node.extend([n] * len(gpus))
+            machines.append(Machine(f"node{n}", tuple(nics), group.nic.link))
+            n += 1
+    nic = server_nic or cluster.node_groups[0].nic
+    for s in range(server_hosts):
+        cpu, nics = add_server_interior(g, s, nic.count, nic.link)
+        endpoints.append(cpu)
+        endpoint_node.append(n + s)
+        machines.append(Machine(f"server{s}", tuple(nics), nic.link))
+    kind = TopologyKind(cluster.fabric.topology)
+    description = FABRIC_BUILDERS[kind](g, cluster.fabric, machines)
+    g.graph["topology"] = kind.value
+    g.graph["machines"] = tuple(m.prefix for m in machines)
+    g.graph["workers"] = n
+    return Topology(g, tuple(endpoints), tuple(endpoint_node), cluster.num_gpus, description)

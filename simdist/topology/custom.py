@@ -1,0 +1,88 @@
+"""A custom fabric read from GraphML.
+
+Format: an undirected graph whose vertices are fabric switches/routers, named by their GraphML id
+(no '/' allowed). Vertices with the attribute `host` = true (boolean or the string "true") are machine
+slots, taken in file order: the i-th host is machine i (worker nodes first, then dedicated servers);
+every NIC of machine i is cabled to that vertex with the NIC's link. Edge attributes: `bandwidth` (a
+unit string such as "100 Gb/s", or a number in bytes/s), `latency` ("1 us", or a number in seconds),
+optional `efficiency` (0 < e <= 1) and `multiplicity` (parallel cables); missing ones take fabric.link's.
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from simdist.errors import Issue, ScenarioError
+from simdist.hardware.specs import FabricSpec, LinkSpec
+from simdist.topology.machines import Machine, add_link, attach
+from simdist.units import parse_bandwidth, parse_duration
+
+PATH = "cluster.fabric.graphml"
+
+
+def _true(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes"))
+
+
+def read_graphml(path: str | None) -> nx.Graph:
+    """The GraphML file as an undirected graph, or a ScenarioError naming cluster.fabric.graphml."""
+    if not path:
+        raise ScenarioError.bad_value(PATH, path, "the path of a GraphML file for topology custom")
+    try:
+        graph = nx.read_graphml(path)
+    except (OSError, ValueError, SyntaxError, nx.NetworkXError) as exc:  # ParseError is a SyntaxError
+        raise ScenarioError.bad_value(PATH, path, f"a readable GraphML file ({exc})") from exc
+    return nx.Graph(graph)
+
+
+def host_vertices(graph: nx.Graph) -> list[str]:
+    """Host vertices in file order."""
+    return [str(v) for v, data in graph.nodes(data=True) if _true(data.get("host", False))]
+
+
+def _quantity(value: object, parse, where: str, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ScenarioError.bad_value(where, value, "a non-negative number in SI units")
+        return float(value)
+    return parse(value, where)
+
+
+def edge_link(data: dict, fabric: FabricSpec, where: str) -> LinkSpec:
+    """The LinkSpec of one GraphML edge, defaults from fabric.link."""
+    base = fabric.link
+    bw = _quantity(data.get("bandwidth"), parse_bandwidth, f"{where}.bandwidth", base.bandwidth_Bps)
+    lat = _quantity(data.get("latency"), parse_duration, f"{where}.latency", base.latency_s)
+    eff = float(data.get("efficiency", base.efficiency))
+    if bw <= 0:
+        raise ScenarioError.bad_value(f"{where}.bandwidth", data.get("bandwidth"), "a positive bandwidth")
+    if not 0 < eff <= 1:
+        raise ScenarioError.bad_value(f"{where}.efficiency", data.get("efficiency"), "0 < efficiency <= 1")
+    if (bw, lat, eff) == (base.bandwidth_Bps, base.latency_s, base.efficiency):
+        return base
+    return base.with_(bandwidth_Bps=bw, latency_s=lat, efficiency=eff)
+
+
+def build_custom(g: nx.Graph, fabric: FabricSpec, machines: list[Machine]) -> str:
+    """Copy the GraphML fabric into `g` and cable machine i's NICs to the i-th host vertex."""
+    src = read_graphml(fabric.graphml)
+    bad = [str(v) for v in src.nodes if "/" in str(v)]
+    if bad:
+        raise ScenarioError(Issue(PATH, f"vertex ids may not contain '/': {bad[:5]}"))
+    hosts = host_vertices(src)
+    if len(hosts) < len(machines):
+        raise ScenarioError(Issue(PATH, f"{fabric.graphml} has {len(hosts)} host vertices; "
+                                        f"expected at least {len(machines)} (one per machine)"))
+    for v in src.nodes:
+        g.add_node(str(v))
+    for u, v, data in src.edges(data=True):
+        where = f"{PATH}[{u}-{v}]"
+        mult = int(data.get("multiplicity", 1))
+        if mult < 1:
+            raise ScenarioError.bad_value(f"{where}.multiplicity", mult, "an integer >= 1")
+        add_link(g, str(u), str(v), edge_link(data, fabric, where), "fabric", mult)
+    for m, host in zip(machines, hosts):
+        attach(g, m, host)
+    g.graph["fabric"] = {"kind": "custom", "hosts": len(hosts), "file": fabric.graphml}
+    return f"custom fabric from {fabric.graphml}: {src.number_of_nodes()} vertices, {len(hosts)} hosts"

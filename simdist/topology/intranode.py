@@ -1,0 +1,128 @@
+"""The inside of one machine as graph vertices and edges, from its IntraNodeSpec layout.
+
+Vertices are "node{n}/gpu{i}", "node{n}/nvswitch", "node{n}/pcie{j}", "node{n}/cpu{k}", "node{n}/nic{m}".
+GPUs sit in groups of `gpus_per_pcie_switch` under PCIe switches, PCIe switch j hangs off socket
+j * sockets // n_pcie, and NIC m sits on PCIe switch m * n_pcie // nics (GPUDirect placement, as in
+DGX boxes). Sockets are chained by `socket_link` (falling back to `pcie_link` when it is missing).
+"""
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from simdist.errors import ScenarioError
+from simdist.hardware.specs import IntraNodeLayout, IntraNodeSpec, LinkSpec, NodeGroupSpec
+
+# Published DGX-1 NVLink wiring (nvidia-smi topo -m). V100: 6 bricks per GPU, some pairs doubled.
+DGX1_V100_BRICKS: dict[tuple[int, int], int] = {
+    (0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2,
+    (1, 2): 2, (1, 3): 1, (1, 5): 2,
+    (2, 3): 2, (2, 6): 1,
+    (3, 7): 1,
+    (4, 5): 1, (4, 6): 1, (4, 7): 2,
+    (5, 6): 2, (5, 7): 1,
+    (6, 7): 2,
+}
+# P100: 4 bricks per GPU, each quad fully connected plus one link to the same slot in the other quad.
+DGX1_P100_BRICKS: dict[tuple[int, int], int] = {
+    **{(a + q, b + q): 1 for q in (0, 4) for a in range(4) for b in range(a + 1, 4)},
+    **{(i, i + 4): 1 for i in range(4)},
+}
+
+
+def host_link(link: LinkSpec) -> LinkSpec:
+    """A host-internal hop that never limits: the NIC's line rate, zero latency, full efficiency."""
+    return LinkSpec(bandwidth_Bps=link.bandwidth_Bps, latency_s=0.0, efficiency=1.0, name="host", transport="pcie")
+
+
+def is_p100_mesh(group: NodeGroupSpec) -> bool:
+    """Cube-mesh wiring choice: P100 (4 bricks) when the GPU, the interior key or the NVLink is P100-era."""
+    intra = group.intra_node
+    text = f"{group.gpu.key} {group.gpu.name} {intra.key}".lower()
+    return "p100" in text or intra.gpu_link.name.lower() in ("nvlink1", "nvlink-1", "nvlink_1")
+
+
+def _add(g: nx.Graph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
+    if multiplicity > 1:
+        g.add_edge(u, v, link=link, kind=kind, multiplicity=multiplicity)
+    else:
+        g.add_edge(u, v, link=link, kind=kind)
+
+
+def _pcie_tree(g: nx.Graph, p: str, intra: IntraNodeSpec, gpus: list[str], nics: int, path: str,
+               gpus_on_pcie: bool = True) -> list[str]:
+    """GPUs under PCIe switches under sockets; returns the PCIe switch vertices (NICs go on them)."""
+    pcie = intra.pcie_link
+    if pcie is None:
+        raise ScenarioError.bad_value(f"{path}.intra_node.pcie_link", None,
+                                      f"a PCIe link for layout {intra.layout.value}")
+    per = max(1, intra.gpus_per_pcie_switch)
+    n_pcie = max(1, math.ceil(len(gpus) / per))
+    switches = [f"{p}/pcie{j}" for j in range(n_pcie)]
+    sockets = max(1, intra.sockets)
+    cpus = [f"{p}/cpu{k}" for k in range(sockets)]
+    for c in cpus:
+        g.add_node(c)
+    if gpus_on_pcie:
+        for i, gpu in enumerate(gpus):
+            _add(g, gpu, switches[min(i // per, n_pcie - 1)], pcie, "pcie")
+    for j, sw in enumerate(switches):
+        _add(g, sw, cpus[j * sockets // n_pcie], pcie, "pcie")
+    socket = intra.socket_link or pcie
+    for k in range(sockets - 1):
+        _add(g, cpus[k], cpus[k + 1], socket, "socket")
+    return switches
+
+
+def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cluster.nodes.0") -> tuple[list[str], list[str]]:
+    """Add node `n`'s GPUs, switches, sockets and NICs to `g`; return (gpu vertices, nic vertices)."""
+    intra = group.intra_node
+    p = f"node{n}"
+    gpus = [f"{p}/gpu{i}" for i in range(group.gpus_per_node)]
+    nics = [f"{p}/nic{m}" for m in range(group.nic.count)]
+    for v in gpus + nics:
+        g.add_node(v)
+    layout = IntraNodeLayout(intra.layout)
+    nvl = intra.gpu_link
+    if layout is IntraNodeLayout.SWITCH:
+        sw = f"{p}/nvswitch"
+        g.add_node(sw)
+        for gpu in gpus:
+            _add(g, gpu, sw, nvl, "nvlink")
+        if intra.pcie_link is not None:
+            pcie_switches = _pcie_tree(g, p, intra, gpus, len(nics), path)
+            if intra.nic_attach == "pcie_switch":
+                _attach_nics(g, nics, pcie_switches, intra.pcie_link)
+                return gpus, nics
+        for nic in nics:
+            _add(g, nic, sw, intra.pcie_link or host_link(group.nic.link), "pcie")
+        return gpus, nics
+    if layout is IntraNodeLayout.CUBE_MESH:
+        if len(gpus) != 8:
+            raise ScenarioError.bad_value(f"{path}.gpus_per_node", len(gpus), "8 GPUs for a cube_mesh node")
+        bricks = DGX1_P100_BRICKS if is_p100_mesh(group) else DGX1_V100_BRICKS
+        for (a, b), m in bricks.items():
+            _add(g, gpus[a], gpus[b], nvl, "nvlink", m)
+    elif layout is IntraNodeLayout.NVLINK_PAIRS:
+        for i in range(0, len(gpus) - 1, 2):
+            _add(g, gpus[i], gpus[i + 1], nvl, "nvlink")
+    switches = _pcie_tree(g, p, intra, gpus, len(nics), path)
+    _attach_nics(g, nics, switches, intra.pcie_link)
+    return gpus, nics
+
+
+def _attach_nics(g: nx.Graph, nics: list[str], switches: list[str], pcie: LinkSpec | None) -> None:
+    assert pcie is not None
+    for m, nic in enumerate(nics):
+        _add(g, nic, switches[m * len(switches) // len(nics)], pcie, "pcie")
+
+
+def add_server_interior(g: nx.Graph, s: int, nic_count: int, nic_link: LinkSpec) -> tuple[str, list[str]]:
+    """A dedicated server host: endpoint "server{s}/cpu0" with non-limiting hops to its NICs."""
+    cpu = f"server{s}/cpu0"
+    nics = [f"server{s}/nic{m}" for m in range(nic_count)]
+    g.add_node(cpu)
+    for nic in nics:
+        _add(g, cpu, nic, host_link(nic_link), "pcie")
+    return cpu, nics

@@ -1,0 +1,40 @@
+"""A machine as the fabric sees it: its NIC vertices and their link; shared by every fabric builder."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from simdist.hardware.specs import LinkSpec
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One worker node or dedicated server host: its vertex prefix and NICs (each with `nic_link`)."""
+
+    prefix: str  # "node3" or "server0"
+    nics: tuple[str, ...]
+    nic_link: LinkSpec
+
+    @property
+    def nic_capacity_Bps(self) -> float:
+        """Line rate of all NICs together (what a leaf downlink must carry)."""
+        return len(self.nics) * self.nic_link.bandwidth_Bps
+
+
+def attach(g: nx.Graph, machine: Machine, switch: str) -> None:
+    """Cable every NIC of `machine` to `switch` with the NIC's own link (kind 'nic')."""
+    for nic in machine.nics:
+        g.add_edge(nic, switch, link=machine.nic_link, kind="nic")
+
+
+def add_link(g: nx.Graph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
+    """One edge; `multiplicity` parallel cables are one edge with the attribute (capacity x m)."""
+    if g.has_edge(u, v):  # a second cable between the same pair (small rings/tori)
+        data = g.edges[u, v]
+        data["multiplicity"] = data.get("multiplicity", 1) + multiplicity
+        return
+    if multiplicity > 1:
+        g.add_edge(u, v, link=link, kind=kind, multiplicity=multiplicity)
+    else:
+        g.add_edge(u, v, link=link, kind=kind)
