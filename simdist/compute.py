@@ -1,0 +1,201 @@
+"""Roofline compute model: per-layer forward and backward time on one GPU, and the optimizer step.
+
+time = max(FLOPs / (peak(dtype) x efficiency(kind, dtype)), bytes / (memory bandwidth x memory efficiency))
+       + launch overhead per kernel. Every default figure and its source is in docs/model.md ("compute model").
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from simdist.hardware.specs import GpuSpec
+from simdist.workload.specs import ModelSpec
+
+# Bytes per element of the compute dtype (weights as the kernels read them) and of saved activations.
+DTYPE_BYTES: Mapping[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+ACTIVATION_BYTES: Mapping[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}  # fp8 GEMMs, bf16 tensors
+MIXED_PRECISIONS = frozenset({"fp16", "bf16", "fp8"})  # low-precision compute with fp32 master weights
+
+# Achieved fraction of peak on large matmuls when neither the GpuSpec nor a calibration gives one.
+DEFAULT_DTYPE_EFFICIENCY: Mapping[str, float] = {"fp32": 0.75, "tf32": 0.65, "fp16": 0.65, "bf16": 0.65, "fp8": 0.55}
+# Multiplier of that matmul efficiency per layer kind: convs and attention cores reach less of peak than
+# GEMMs; the rest are memory-bound anyway, so their factor rarely matters.
+DEFAULT_KIND_FACTOR: Mapping[str, float] = {
+    "linear": 1.0, "conv": 0.8, "attention": 0.7, "embedding": 0.5, "norm": 0.5, "pool": 0.5,
+    "activation": 0.5, "other": 0.5,
+}
+DEFAULT_MEMORY_EFFICIENCY = 0.8  # achieved fraction of HBM bandwidth by streaming kernels
+DEFAULT_LAUNCH_OVERHEAD_S = 5e-6  # per kernel: launch plus the idle gap between dependent kernels
+
+# Per parameter per step: optimizer state tensors (fp32) read and written, and FLOPs of the update.
+OPTIMIZER_STATES: Mapping[str, int] = {"sgd": 0, "momentum": 1, "adam": 2}
+OPTIMIZER_FLOPS_PER_PARAM: Mapping[str, float] = {"sgd": 2.0, "momentum": 4.0, "adam": 12.0}
+ANY_GPU = "*"
+
+
+def _check_fraction(label: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
+        raise ValueError(f"{label}: got {value!r}; expected a fraction in (0, 1]")
+
+
+@dataclass(frozen=True)
+class ComputeCalibration:
+    """Measured overrides of the compute model's defaults (what `simdist calibrate` fits per GPU and dtype).
+
+    `efficiency[gpu_key][dtype]` is the achieved fraction of peak on matmuls ('*' matches any GPU);
+    `kind_factor[kind]` scales it per layer kind; `memory_efficiency[gpu_key]` the HBM fraction.
+    """
+
+    efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    kind_factor: Mapping[str, float] = field(default_factory=dict)
+    memory_efficiency: Mapping[str, float] = field(default_factory=dict)
+    launch_overhead_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for gpu, table in self.efficiency.items():
+            for dtype, e in table.items():
+                _check_fraction(f"efficiency[{gpu}][{dtype}]", e)
+        for kind, f in self.kind_factor.items():
+            _check_fraction(f"kind_factor[{kind}]", f)
+        for gpu, e in self.memory_efficiency.items():
+            _check_fraction(f"memory_efficiency[{gpu}]", e)
+        if self.launch_overhead_s is not None and not self.launch_overhead_s >= 0:
+            raise ValueError(f"launch_overhead_s: got {self.launch_overhead_s!r}; expected >= 0")
+
+
+_NO_CALIBRATION = ComputeCalibration()
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """Forward and backward time of one layer for one micro-batch on one GPU."""
+
+    fwd_s: float
+    bwd_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.fwd_s + self.bwd_s
+
+
+def _check_precision(precision: str) -> str:
+    p = str(precision)
+    if p not in DTYPE_BYTES:
+        raise ValueError(f"precision: got {precision!r}; expected one of {', '.join(DTYPE_BYTES)}")
+    return p
+
+
+def matmul_efficiency(gpu: GpuSpec, precision: str, calibration: ComputeCalibration | None = None) -> float:
+    """Achieved fraction of peak on large matmuls: calibration, else the GpuSpec's figure, else the default."""
+    p = _check_precision(precision)
+    cal = calibration or _NO_CALIBRATION
+    for key in (gpu.key, ANY_GPU):
+        if p in cal.efficiency.get(key, {}):
+            return cal.efficiency[key][p]
+    if p in gpu.compute_efficiency:
+        return gpu.compute_efficiency[p]
+    return DEFAULT_DTYPE_EFFICIENCY[p]
+
+
+def efficiency(kind: str, gpu: GpuSpec, precision: str, calibration: ComputeCalibration | None = None) -> float:
+    """Achieved fraction of peak FLOP/s for a layer of `kind` (unknown kinds count as 'other')."""
+    cal = calibration or _NO_CALIBRATION
+    factor = cal.kind_factor.get(kind, DEFAULT_KIND_FACTOR.get(kind, DEFAULT_KIND_FACTOR["other"]))
+    return min(1.0, matmul_efficiency(gpu, precision, cal) * factor)
+
+
+def memory_bandwidth_Bps(gpu: GpuSpec, calibration: ComputeCalibration | None = None) -> float:
+    """Achieved HBM bandwidth: line rate x (calibrated or default) memory efficiency."""
+    cal = calibration or _NO_CALIBRATION
+    eff = cal.memory_efficiency.get(gpu.key, cal.memory_efficiency.get(ANY_GPU, DEFAULT_MEMORY_EFFICIENCY))
+    return gpu.memory_bandwidth_Bps * eff
+
+
+def launch_overhead_s(calibration: ComputeCalibration | None = None) -> float:
+    cal = calibration or _NO_CALIBRATION
+    return DEFAULT_LAUNCH_OVERHEAD_S if cal.launch_overhead_s is None else cal.launch_overhead_s
+
+
+def _roofline(flops: float, bytes_moved: float, peak: float, eff: float, bw: float) -> float:
+    return max(flops / (peak * eff), bytes_moved / bw)
+
+
+def first_trainable_layer(model: ModelSpec) -> int:
+    """Index of the first layer with parameters (len(layers) when none): backward starts needing input grads after it."""
+    return next((i for i, layer in enumerate(model.layers) if layer.params > 0), len(model.layers))
+
+
+def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
+                calibration: ComputeCalibration | None = None) -> list[LayerTime]:
+    """Per-layer forward/backward time of a `batch`-sample micro-batch, in forward order.
+
+    Backward is 2 x forward FLOPs (input gradient + weight gradient). Layers before the first layer with
+    parameters have no backward at all (nothing upstream needs a gradient); the first one computes only its
+    weight gradient (1 x forward FLOPs), as autograd does for a network input that does not require grad.
+    """
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise ValueError(f"batch: got {batch!r}; expected a positive integer")
+    p = _check_precision(precision)
+    peak = gpu.flops(p)
+    bw = memory_bandwidth_Bps(gpu, calibration)
+    launch = launch_overhead_s(calibration)
+    a, w = ACTIVATION_BYTES[p], DTYPE_BYTES[p]
+    first = first_trainable_layer(model)
+    out: list[LayerTime] = []
+    for i, layer in enumerate(model.layers):
+        eff = efficiency(layer.kind, gpu, p, calibration)
+        flops = layer.fwd_flops * batch
+        fwd_bytes = batch * (layer.input_elems + layer.output_elems) * a + layer.params * w
+        fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
+        if i < first:
+            out.append(LayerTime(fwd, 0.0))
+            continue
+        dgrad = i > first
+        wgrad = layer.params > 0
+        # bytes: read the output gradient and the saved activations, write the input gradient (dgrad),
+        # read the weights (dgrad) and write their gradients (wgrad)
+        bwd_bytes = batch * (layer.output_elems + layer.saved_elems + (layer.input_elems if dgrad else 0)) * a
+        bwd_bytes += layer.params * w * (int(dgrad) + int(wgrad))
+        if dgrad:
+            bwd_flops = 2.0 * flops
+        else:
+            bwd_flops = flops if wgrad else 0.0
+        kernels = max(1, int(dgrad) + int(wgrad)) if layer.params else 1
+        bwd = _roofline(bwd_flops, bwd_bytes, peak, eff, bw) + kernels * launch
+        out.append(LayerTime(fwd, bwd))
+    return out
+
+
+def forward_backward_s(times: Sequence[LayerTime]) -> tuple[float, float]:
+    """(total forward, total backward) of a list of layer times."""
+    return math.fsum(t.fwd_s for t in times), math.fsum(t.bwd_s for t in times)
+
+
+def optimizer_step_time(params: int, gpu: GpuSpec, optimizer: str, precision: str, grad_dtype: str = "fp32",
+                        calibration: ComputeCalibration | None = None) -> float:
+    """Time of one optimizer step over `params` parameters: a memory-bound streaming update.
+
+    Per parameter it reads the fp32 master weight and the gradient, reads and writes each fp32 state
+    (momentum: 1, Adam: 2), writes the master weight back and, in mixed precision, the low-precision copy.
+    """
+    opt = str(optimizer)
+    if opt not in OPTIMIZER_STATES:
+        raise ValueError(f"optimizer: got {optimizer!r}; expected one of {', '.join(OPTIMIZER_STATES)}")
+    per_param = optimizer_bytes_per_param(opt, precision, grad_dtype)
+    if params < 0:
+        raise ValueError(f"params: got {params!r}; expected >= 0")
+    if params == 0:
+        return 0.0
+    bytes_moved = params * per_param
+    flops = params * OPTIMIZER_FLOPS_PER_PARAM[opt]
+    t = max(flops / gpu.flops("fp32"), bytes_moved / memory_bandwidth_Bps(gpu, calibration))
+    return t + launch_overhead_s(calibration)
+
+
+def optimizer_bytes_per_param(optimizer: str, precision: str, grad_dtype: str = "fp32") -> int:
+    """Bytes of HBM traffic per parameter in one optimizer step (the figure optimizer_step_time streams)."""
+    p, g = _check_precision(precision), _check_precision(grad_dtype)
+    if str(optimizer) not in OPTIMIZER_STATES:
+        raise ValueError(f"optimizer: got {optimizer!r}; expected one of {', '.join(OPTIMIZER_STATES)}")
+    return 4 + DTYPE_BYTES[g] + 8 * OPTIMIZER_STATES[str(optimizer)] + 4 + (DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 0)
