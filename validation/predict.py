@@ -1,0 +1,90 @@
+"""Alpha-beta (beta only) predictions for the emulated cluster, to print measured/predicted ratios.
+
+A stand-in until `simdist validate` compares against the simulator: B = 0.956 x tbf rate (TCP
+goodput), one rank per host, alpha ignored (sizes are chosen where the network dominates).
+"""
+from __future__ import annotations
+
+from validation.cases import Case, CaseKind, DdpHook
+from validation.emulab.layout import EmulabLayout
+
+
+def _bw(layout: EmulabLayout) -> tuple[float, float]:
+    """(host goodput, uplink goodput) in bytes/s."""
+    return layout.goodput_Bps(layout.host_rate_bps), layout.goodput_Bps(layout.effective_uplink_rate_bps)
+
+
+def ring_bw(layout: EmulabLayout) -> float:
+    """Bottleneck of a ring over consecutive hosts: every rack uplink carries one flow per direction."""
+    host, up = _bw(layout)
+    return host if layout.racks == 1 else min(host, up)
+
+
+def all_reduce_s(layout: EmulabLayout, size_bytes: float) -> float:
+    n = layout.hosts
+    return 2 * (n - 1) / n * size_bytes / ring_bw(layout)
+
+
+def gather_scatter_s(layout: EmulabLayout, size_bytes: float) -> float:
+    """Ring reduce_scatter or all_gather of a `size_bytes` buffer: (N-1)/N S / B."""
+    n = layout.hosts
+    return (n - 1) / n * size_bytes / ring_bw(layout)
+
+
+def hierarchical_s(layout: EmulabLayout, size_bytes: float, local: int) -> float:
+    """Intra-group reduce-scatter + per-local-rank inter all_reduce (local flows share an uplink) + all_gather."""
+    host, up = _bw(layout)
+    groups = layout.hosts // local
+    intra = (local - 1) / local * size_bytes / host
+    crossing = layout.racks > 1 and local == (layout.nodes_per_leaf or layout.hosts)
+    inter_bw = min(host, up / local) if crossing else host
+    inter = 2 * (groups - 1) / groups * (size_bytes / local) / inter_bw if groups > 1 else 0.0
+    return 2 * intra + inter
+
+
+def ps_s(layout: EmulabLayout, size_bytes: float, servers: int, colocated: bool) -> float:
+    """Push then pull; the busiest link is a server's (W remote shards) or a worker's (its shards)."""
+    host, _ = _bw(layout)
+    workers = layout.hosts if colocated else layout.hosts - servers
+    remote_workers = workers - 1 if colocated else workers
+    shard = size_bytes / servers
+    worker_out = shard * (servers - 1 if colocated else servers)
+    return 2 * max(remote_workers * shard, worker_out) / host
+
+
+def predict_case(layout: EmulabLayout, case: Case, size_bytes: float, compute_s: float = 0.0) -> float | None:
+    """Predicted seconds of one point of `case`, or None where no closed form is given here."""
+    if layout.racks > 1 and case.kind is CaseKind.PS:
+        return None
+    if case.kind is CaseKind.ALL_REDUCE:
+        return all_reduce_s(layout, size_bytes)
+    if case.kind in (CaseKind.REDUCE_SCATTER, CaseKind.ALL_GATHER):
+        return gather_scatter_s(layout, size_bytes)
+    if case.kind is CaseKind.HIERARCHICAL:
+        return hierarchical_s(layout, size_bytes, case.local_size or (layout.nodes_per_leaf or layout.hosts))
+    if case.kind is CaseKind.PS:
+        return ps_s(layout, size_bytes, case.servers, case.placement == "colocated")
+    if case.kind is CaseKind.DDP:
+        if case.hook is DdpHook.POWERSGD:
+            h, r = case.hidden, case.powersgd_rank
+            wire = case.depth * (2 * h * r + h) * 4  # P and Q per weight matrix, biases uncompressed
+        else:
+            wire = size_bytes * (0.5 if case.hook is DdpHook.FP16 else 1.0)
+        return compute_s + all_reduce_s(layout, wire)
+    return None
+
+
+def add_predictions(layout: EmulabLayout, measured: dict[str, object]) -> list[dict[str, object]]:
+    """Rows {label, size_bytes, measured_s, predicted_s, ratio} for every point of a bench result."""
+    from validation.cases import case_from_dict
+
+    rows = []
+    for res in measured["cases"]:  # type: ignore[index]
+        case = case_from_dict(res["case"])
+        compute = res.get("compute", {}).get("median_s", 0.0)
+        for p in res["points"]:
+            pred = predict_case(layout, case, p["size_bytes"], compute)
+            rows.append({"label": res["label"], "size_bytes": p["size_bytes"], "measured_s": p["median_s"],
+                         "min_s": p["min_s"], "max_s": p["max_s"], "predicted_s": pred,
+                         "ratio": None if pred is None else p["median_s"] / pred})
+    return rows
