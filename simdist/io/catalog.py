@@ -1,0 +1,465 @@
+"""The hardware catalog shipped as YAML in simdist/hardware/data (GPUs, link classes, node interiors).
+
+Parsed once per process into the frozen specs of simdist.hardware.specs; the same parsers read inline
+specs in scenarios, so a catalog entry and an inline spec mean exactly the same thing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Callable, Collection, Mapping
+
+from simdist.errors import Issue, ScenarioError
+from simdist.hardware.specs import GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
+from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
+                           parse_flops, parse_size)
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+TRANSPORTS = ("nvlink", "pcie", "rdma", "tcp", "socket")
+NIC_ATTACH = ("pcie_switch", "switch")
+CATALOG_KINDS = ("gpus", "links", "topologies", "intra_node")
+DATA_DIR = "simdist/hardware/data"
+
+TOPOLOGY_DESCRIPTIONS: dict[TopologyKind, str] = {
+    TopologyKind.SINGLE_SWITCH: "every node on one non-blocking switch",
+    TopologyKind.FAT_TREE: "leaf/spine (2 levels) or pods (3 levels), optional oversubscription at the leaves",
+    TopologyKind.LEAF_SPINE: "alias of a two-level fat_tree",
+    TopologyKind.RING: "nodes joined in a bidirectional ring",
+    TopologyKind.TORUS2D: "2-D torus with wrap-around links (dims or a near-square shape)",
+    TopologyKind.TORUS3D: "3-D torus with wrap-around links (dims or a near-cubic shape)",
+    TopologyKind.CUSTOM: "any graph read from a GraphML file",
+}
+
+_GPU_KEYS = ("name", "vendor", "peak_flops", "memory", "memory_bandwidth", "tdp_w", "price_per_hour_usd",
+             "price_basis", "compute_efficiency", "efficiency_source", "source")
+_LINK_KEYS = ("link", "bandwidth", "latency", "efficiency", "transport", "source")
+_LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficiency_reason", "source")
+_TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
+_INTRA_KEYS = ("description", "layout", "gpu_link", "pcie_link", "gpus_per_pcie_switch", "sockets",
+               "socket_link", "nic_attach", "gpus", "source")
+
+
+@dataclass(frozen=True)
+class TransportDefault:
+    """What a link of one transport achieves when a spec gives only its line rate (links.yaml)."""
+
+    transport: str
+    efficiency: float
+    latency_s: float
+    reason: str = ""
+    source: str = ""
+
+
+class _Issues:
+    """Collects the issues of one parse so that a user sees all of them at once."""
+
+    def __init__(self) -> None:
+        self.items: list[Issue] = []
+
+    def take(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ScenarioError as e:
+            self.items.extend(e.issues)
+            return None
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ScenarioError(self.items)
+
+
+# ---- small field checks ------------------------------------------------------------------------
+
+def _mapping(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ScenarioError.bad_value(path, value, "a mapping of keys to values")
+    return value
+
+
+def _check_keys(d: Mapping[str, Any], path: str, allowed: Collection[str], required: Collection[str] = ()) -> None:
+    issues = []
+    for k in d:
+        if k not in allowed:
+            near = difflib.get_close_matches(str(k), list(allowed), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            issues.append(Issue(f"{path}.{k}", f"unknown key{hint}; expected one of {', '.join(allowed)}"))
+    issues += [Issue(f"{path}.{k}", "missing; this key is required") for k in required if k not in d]
+    if issues:
+        raise ScenarioError(issues)
+
+
+def _number(value: object, path: str, expected: str, ok: Callable[[float], bool]) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(float(value)):
+        raise ScenarioError.bad_value(path, value, expected)
+    return float(value)
+
+
+def _fraction(value: object, path: str) -> float:
+    return _number(value, path, "a fraction with 0 < e <= 1", lambda x: 0.0 < x <= 1.0)
+
+
+def _count(value: object, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ScenarioError.bad_value(path, value, "a positive whole number")
+    return value
+
+
+def _text(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ScenarioError.bad_value(path, value, "a non-empty string")
+    return value.strip()
+
+
+def _choice(value: object, path: str, choices: Collection[str]) -> str:
+    if value not in choices:
+        raise ScenarioError.bad_value(path, value, f"one of {', '.join(choices)}")
+    return str(value)
+
+
+def _lookup(table: Mapping[str, Any], value: object, path: str, kind: str) -> Any:
+    if isinstance(value, str) and value in table:
+        return table[value]
+    near = difflib.get_close_matches(str(value), list(table), n=3)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    raise ScenarioError.bad_value(path, value, f"a catalog key of `simdist catalog {kind}`{hint}")
+
+
+# ---- GPUs --------------------------------------------------------------------------------------
+
+def _dtype_map(value: object, path: str, parse: Callable[[object, str], float]) -> dict[str, float]:
+    d = _mapping(value, path)
+    _check_keys(d, path, DTYPES)
+    issues = _Issues()
+    out = {k: issues.take(parse, v, f"{path}.{k}") for k, v in d.items()}
+    issues.raise_if_any()
+    return out
+
+
+def _parse_gpu(d: object, path: str, key: str, base: GpuSpec | None, catalog: bool) -> GpuSpec:
+    d = _mapping(d, path)
+    required = [k for k in _GPU_KEYS if k != "efficiency_source"] if catalog else []
+    if base is None and not catalog:
+        required = ["peak_flops", "memory", "memory_bandwidth"]
+    _check_keys(d, path, _GPU_KEYS + (() if catalog else ("base",)), required)
+    issues = _Issues()
+    peak = dict(base.peak_flops) if base else {}
+    if "peak_flops" in d:
+        peak.update(issues.take(_dtype_map, d["peak_flops"], f"{path}.peak_flops", parse_flops) or {})
+    eff = dict(base.compute_efficiency) if base else {}
+    if "compute_efficiency" in d:
+        p, v = f"{path}.compute_efficiency", d["compute_efficiency"]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            eff.update({dt: issues.take(_fraction, v, p) for dt in peak})
+        else:
+            eff.update(issues.take(_dtype_map, v, p, _fraction) or {})
+        for dt in eff:
+            if peak and dt not in peak:
+                issues.items.append(Issue(f"{p}.{dt}", f"no peak_flops.{dt} to apply this efficiency to"))
+    fields: dict[str, Any] = {"key": key, "peak_flops": peak, "compute_efficiency": eff}
+    for name, field, parse in (("name", "name", _text), ("vendor", "vendor", _text),
+                               ("memory", "memory_bytes", parse_size),
+                               ("memory_bandwidth", "memory_bandwidth_Bps", parse_bandwidth),
+                               ("tdp_w", "tdp_w", lambda v, p: _number(v, p, "watts > 0", lambda x: x > 0)),
+                               ("price_per_hour_usd", "price_per_hour_usd",
+                                lambda v, p: _number(v, p, "US dollars per hour >= 0", lambda x: x >= 0))):
+        if name in d:
+            fields[field] = issues.take(parse, d[name], f"{path}.{name}")
+    notes = [issues.take(_text, d[k], f"{path}.{k}") for k in ("source",) if k in d]
+    notes += [f"{label}: {issues.take(_text, d[k], f'{path}.{k}')}"
+              for k, label in (("price_basis", "price"), ("efficiency_source", "efficiency")) if k in d]
+    issues.raise_if_any()
+    if notes:
+        fields["source"] = ". ".join(notes)
+    if base is not None:
+        return dataclasses.replace(base, **fields)
+    fields.setdefault("name", key)
+    fields.setdefault("vendor", "")
+    fields.setdefault("tdp_w", 0.0)
+    fields.setdefault("price_per_hour_usd", 0.0)
+    return GpuSpec(**fields)
+
+
+def parse_gpu_catalog(data: object, file: str) -> dict[str, GpuSpec]:
+    """Every entry of a GPU catalog file (gpus.yaml shape); all problems reported at once."""
+    issues = _Issues()
+    table = issues.take(_mapping, data, file) or {}
+    out = {k: issues.take(_parse_gpu, v, f"{file}:{k}", str(k), None, True) for k, v in table.items()}
+    issues.raise_if_any()
+    return out
+
+
+def parse_gpu_inline(d: Mapping[str, Any], path: str) -> GpuSpec:
+    """An inline GPU in a scenario: the catalog fields, or `base: KEY` plus the fields to override."""
+    base = _lookup(gpus(), d["base"], f"{path}.base", "gpus") if isinstance(d, Mapping) and "base" in d else None
+    return _parse_gpu(d, path, base.key if base else "custom", base, catalog=False)
+
+
+# ---- links -------------------------------------------------------------------------------------
+
+def _parse_transport_default(d: object, path: str, transport: str) -> TransportDefault:
+    d = _mapping(d, path)
+    _check_keys(d, path, _TRANSPORT_KEYS, _TRANSPORT_KEYS)
+    issues = _Issues()
+    td = TransportDefault(transport, issues.take(_fraction, d["efficiency"], f"{path}.efficiency"),
+                          issues.take(parse_duration, d["latency"], f"{path}.latency"),
+                          issues.take(_text, d["reason"], f"{path}.reason"),
+                          issues.take(_text, d["source"], f"{path}.source"))
+    issues.raise_if_any()
+    return td
+
+
+def _parse_link_entry(d: object, path: str, key: str, transports: Mapping[str, TransportDefault]) -> LinkSpec:
+    d = _mapping(d, path)
+    _check_keys(d, path, _LINK_ENTRY_KEYS, ("bandwidth", "latency", "transport", "source"))
+    if ("efficiency" in d) != ("efficiency_reason" in d):
+        raise ScenarioError(Issue(f"{path}.efficiency_reason", "efficiency and efficiency_reason go together"))
+    issues = _Issues()
+    transport = issues.take(_choice, d["transport"], f"{path}.transport", list(transports))
+    bw = issues.take(parse_bandwidth, d["bandwidth"], f"{path}.bandwidth")
+    lat = issues.take(parse_duration, d["latency"], f"{path}.latency")
+    src = issues.take(_text, d["source"], f"{path}.source")
+    if "efficiency" in d:
+        eff = issues.take(_fraction, d["efficiency"], f"{path}.efficiency")
+        why = issues.take(_text, d["efficiency_reason"], f"{path}.efficiency_reason")
+    issues.raise_if_any()
+    if "efficiency" not in d:
+        eff, why = transports[transport].efficiency, f"{transport} default: {transports[transport].reason}"
+    return LinkSpec(bw, lat, eff, key, transport, f"{src}. Efficiency {eff:g} ({why})")
+
+
+def parse_link_catalog(data: object, file: str) -> tuple[dict[str, LinkSpec], dict[str, TransportDefault]]:
+    """The links and transport defaults of a link catalog file (links.yaml shape)."""
+    d = _mapping(data, file)
+    _check_keys(d, file, ("transport_defaults", "links"), ("transport_defaults", "links"))
+    issues = _Issues()
+    tds = issues.take(_mapping, d["transport_defaults"], f"{file}:transport_defaults") or {}
+    issues.take(_check_keys, tds, f"{file}:transport_defaults", TRANSPORTS, TRANSPORTS)
+    transports = {t: issues.take(_parse_transport_default, v, f"{file}:transport_defaults.{t}", t)
+                  for t, v in tds.items() if t in TRANSPORTS}
+    issues.raise_if_any()
+    table = issues.take(_mapping, d["links"], f"{file}:links") or {}
+    links_ = {k: issues.take(_parse_link_entry, v, f"{file}:links.{k}", str(k), transports) for k, v in table.items()}
+    issues.raise_if_any()
+    return links_, transports
+
+
+def _parse_link(d: object, path: str, default: LinkSpec | None, ignore: Collection[str],
+                catalog: Mapping[str, LinkSpec], transports: Mapping[str, TransportDefault]) -> LinkSpec:
+    d = _mapping(d, path)
+    _check_keys(d, path, tuple(_LINK_KEYS) + tuple(ignore))
+    issues = _Issues()
+    start = issues.take(_lookup, catalog, d["link"], f"{path}.link", "links") if "link" in d else default
+    issues.raise_if_any()
+    transport = start.transport if start else ""
+    if "transport" in d:
+        transport = issues.take(_choice, d["transport"], f"{path}.transport", TRANSPORTS) or ""
+    td = transports.get(transport)
+    carry = start is not None and start.transport == transport  # a changed transport drops start's defaults
+    bw = issues.take(parse_bandwidth, d["bandwidth"], f"{path}.bandwidth") if "bandwidth" in d else None
+    if bw is None and start is not None:
+        bw = start.bandwidth_Bps
+    elif bw is None and "bandwidth" not in d:
+        issues.items.append(Issue(f"{path}.bandwidth", "missing; expected a bandwidth like '200 Gb/s'"))
+    if "latency" in d:
+        lat = issues.take(parse_duration, d["latency"], f"{path}.latency")
+    else:
+        lat = start.latency_s if carry else (td.latency_s if td else None)
+        if lat is None:
+            issues.items.append(Issue(f"{path}.latency", "missing; expected a duration like '2 us' "
+                                      f"(or a transport: {', '.join(TRANSPORTS)} to take its default)"))
+    if "efficiency" in d:
+        eff = issues.take(_fraction, d["efficiency"], f"{path}.efficiency")
+    else:
+        eff = start.efficiency if carry else (td.efficiency if td else 1.0)
+    src = issues.take(_text, d["source"], f"{path}.source") if "source" in d else None
+    issues.raise_if_any()
+    name = start.name if start is not None and "bandwidth" not in d else "custom"
+    if src is None:
+        src = start.source if start is not None and carry else f"inline spec at {path or 'top level'}"
+    return LinkSpec(bw, lat, eff, name, transport, src)
+
+
+def parse_link_inline(d: Mapping[str, Any], path: str, default: LinkSpec | None = None, *,
+                      ignore: Collection[str] = ()) -> LinkSpec:
+    """An inline link `{bandwidth, latency, efficiency, transport, link: KEY}`; unset fields come from
+    `link:` (a catalog key), else `default`, else the transport's defaults. `ignore` names sibling keys
+    the caller handles (e.g. a NIC's `count`)."""
+    return _parse_link(d, path, default, ignore, links(), _link_catalog()[1])
+
+
+def _parse_link_ref(value: object, path: str, catalog: Mapping[str, LinkSpec],
+                    transports: Mapping[str, TransportDefault]) -> LinkSpec:
+    """A catalog key, or an inline link that may add `bricks: K` (K parallel links of the class)."""
+    if isinstance(value, str):
+        return _lookup(catalog, value, path, "links")
+    d = dict(_mapping(value, path))
+    bricks = _count(d.pop("bricks"), f"{path}.bricks") if "bricks" in d else 1
+    link = _parse_link(d, path, None, (), catalog, transports)
+    if bricks == 1:
+        return link
+    return link.with_(bandwidth_Bps=link.bandwidth_Bps * bricks, name=f"{link.name}x{bricks}")
+
+
+# ---- node interiors ----------------------------------------------------------------------------
+
+def _parse_intra_node(d: object, path: str, key: str, catalog: Mapping[str, LinkSpec],
+                      transports: Mapping[str, TransportDefault], strict: bool) -> IntraNodeSpec:
+    d = _mapping(d, path)
+    _check_keys(d, path, _INTRA_KEYS, _INTRA_KEYS if strict else ("layout", "gpu_link"))
+    issues = _Issues()
+    fields: dict[str, Any] = {"key": key}
+    fields["layout"] = IntraNodeLayout(issues.take(_choice, d["layout"], f"{path}.layout",
+                                                   [x.value for x in IntraNodeLayout]) or "switch")
+    fields["gpu_link"] = issues.take(_parse_link_ref, d["gpu_link"], f"{path}.gpu_link", catalog, transports)
+    for name in ("pcie_link", "socket_link"):
+        if d.get(name) is not None:
+            fields[name] = issues.take(_parse_link_ref, d[name], f"{path}.{name}", catalog, transports)
+    for name in ("gpus_per_pcie_switch", "sockets"):
+        if name in d:
+            fields[name] = issues.take(_count, d[name], f"{path}.{name}")
+    if d.get("gpus") is not None:
+        fields["gpus"] = issues.take(_count, d["gpus"], f"{path}.gpus")
+    if "nic_attach" in d:
+        fields["nic_attach"] = issues.take(_choice, d["nic_attach"], f"{path}.nic_attach", NIC_ATTACH)
+    for name in ("description", "source"):
+        if name in d:
+            issues.take(_text, d[name], f"{path}.{name}")
+    issues.raise_if_any()
+    fields["source"] = str(d.get("source", f"inline spec at {path or 'top level'}")).strip()
+    spec = IntraNodeSpec(**fields)
+    if spec.pcie_link is None and spec.nic_attach != "switch":
+        raise ScenarioError(Issue(f"{path}.pcie_link", "required unless nic_attach is 'switch'"))
+    if spec.sockets > 1 and spec.socket_link is None:
+        raise ScenarioError(Issue(f"{path}.socket_link", f"required with sockets: {spec.sockets}"))
+    return spec
+
+
+def parse_intra_node_catalog(data: object, file: str, catalog: Mapping[str, LinkSpec],
+                             transports: Mapping[str, TransportDefault]
+                             ) -> tuple[dict[str, IntraNodeSpec], dict[str, str]]:
+    """The node interiors of an intra_node catalog file, and each entry's one-line description."""
+    issues = _Issues()
+    table = issues.take(_mapping, data, file) or {}
+    specs = {k: issues.take(_parse_intra_node, v, f"{file}:{k}", str(k), catalog, transports, True)
+             for k, v in table.items()}
+    issues.raise_if_any()
+    return specs, {k: str(v["description"]) for k, v in table.items()}
+
+
+def parse_intra_node_inline(d: Mapping[str, Any], path: str) -> IntraNodeSpec:
+    """An inline node interior: the full IntraNodeSpec fields (with `layout`), or just a link
+    `{bandwidth, latency, ...}` meaning a uniform switch (transport nvlink unless given)."""
+    catalog, transports = _link_catalog()
+    if isinstance(d, Mapping) and "layout" not in d:
+        link = _parse_link({"transport": "nvlink", **d}, path, None, (), catalog, transports)
+        return IntraNodeSpec("custom", IntraNodeLayout.SWITCH, link, nic_attach="switch",
+                             source=f"inline spec at {path or 'top level'}")
+    return _parse_intra_node(d, path, "custom", catalog, transports, strict=False)
+
+
+# ---- loading (cached) and public look-ups -----------------------------------------------------
+
+def _read(name: str) -> Any:
+    import yaml  # io/ may import yaml; lazily so that importing the catalog module stays cheap
+
+    file = f"{DATA_DIR}/{name}"
+    try:
+        return yaml.safe_load(resources.files("simdist.hardware").joinpath("data", name).read_text("utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise ScenarioError(Issue(file, f"cannot read the catalog file: {e}")) from None
+
+
+@functools.cache
+def _gpu_catalog() -> dict[str, GpuSpec]:
+    return parse_gpu_catalog(_read("gpus.yaml"), f"{DATA_DIR}/gpus.yaml")
+
+
+@functools.cache
+def _link_catalog() -> tuple[dict[str, LinkSpec], dict[str, TransportDefault]]:
+    return parse_link_catalog(_read("links.yaml"), f"{DATA_DIR}/links.yaml")
+
+
+@functools.cache
+def _intra_catalog() -> tuple[dict[str, IntraNodeSpec], dict[str, str]]:
+    return parse_intra_node_catalog(_read("intra_node.yaml"), f"{DATA_DIR}/intra_node.yaml", *_link_catalog())
+
+
+def gpus() -> dict[str, GpuSpec]:
+    """Every catalog GPU by key (a fresh dict; the specs themselves are shared and frozen)."""
+    return dict(_gpu_catalog())
+
+
+def links() -> dict[str, LinkSpec]:
+    """Every catalog link class by key (per link, per direction)."""
+    return dict(_link_catalog()[0])
+
+
+def intra_nodes() -> dict[str, IntraNodeSpec]:
+    """Every catalog node interior by key."""
+    return dict(_intra_catalog()[0])
+
+
+def transport_default(transport: str, path: str = "") -> TransportDefault:
+    """Default efficiency and latency of a link given only its transport (nvlink|pcie|rdma|tcp|socket)."""
+    return _lookup(_link_catalog()[1], transport, path, "links")
+
+
+def resolve_gpu(value: object, path: str) -> GpuSpec:
+    """A scenario's `gpu:` value: a catalog key or an inline mapping."""
+    return _lookup(_gpu_catalog(), value, path, "gpus") if isinstance(value, str) else parse_gpu_inline(value, path)
+
+
+def resolve_link(value: object, path: str, default: LinkSpec | None = None) -> LinkSpec:
+    """A scenario's link value: a catalog key or an inline mapping (see parse_link_inline)."""
+    if isinstance(value, str):
+        return _lookup(_link_catalog()[0], value, path, "links")
+    return parse_link_inline(value, path, default)
+
+
+def resolve_intra_node(value: object, path: str) -> IntraNodeSpec:
+    """A scenario's `intra_node:` value: a catalog key or an inline mapping."""
+    if isinstance(value, str):
+        return _lookup(_intra_catalog()[0], value, path, "topologies")
+    return parse_intra_node_inline(value, path)  # type: ignore[arg-type]
+
+
+# ---- tables for `simdist catalog KIND` -----------------------------------------------------------
+
+def _link_cell(link: LinkSpec | None) -> str:
+    if link is None:
+        return "-"
+    return f"{link.name} ({format_bandwidth(link.bandwidth_Bps, bits=link.transport in ('rdma', 'tcp'))})"
+
+
+def catalog_table(kind: str) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of one catalog (gpus | links | topologies | intra_node), as display strings."""
+    if kind == "gpus":
+        head = ["key", "vendor"] + [f"{d} TFLOP/s" for d in DTYPES] + ["memory", "mem bw", "TDP", "$/h", "name"]
+        rows = [[g.key, g.vendor] + [f"{g.peak_flops[d] / 1e12:g}" if d in g.peak_flops else "-" for d in DTYPES]
+                + [f"{g.memory_bytes / 2**30:g} GiB", format_bandwidth(g.memory_bandwidth_Bps, bits=False),
+                   f"{g.tdp_w:g} W", f"{g.price_per_hour_usd:.2f}", g.name] for g in _gpu_catalog().values()]
+        return head, rows
+    if kind == "links":
+        head = ["key", "transport", "bandwidth/dir", "latency", "efficiency", "effective"]
+        rows = []
+        for link in _link_catalog()[0].values():
+            bits = link.transport in ("rdma", "tcp")
+            rows.append([link.name, link.transport, format_bandwidth(link.bandwidth_Bps, bits=bits),
+                         format_duration(link.latency_s), f"{link.efficiency:.2f}",
+                         format_bandwidth(link.effective_Bps, bits=bits)])
+        return head, rows
+    if kind == "intra_node":
+        head = ["key", "layout", "gpus", "gpu_link", "pcie_link", "gpus/pcie switch", "sockets", "socket_link",
+                "nic_attach"]
+        rows = [[s.key, s.layout.value, str(s.gpus or "any"), _link_cell(s.gpu_link), _link_cell(s.pcie_link),
+                 str(s.gpus_per_pcie_switch), str(s.sockets), _link_cell(s.socket_link), s.nic_attach]
+                for s in _intra_catalog()[0].values()]
+        return head, rows
+    if kind == "topologies":
+        rows = [["fabric.topology", k.value, TOPOLOGY_DESCRIPTIONS[k]] for k in TopologyKind]
+        rows += [["intra_node", k, desc] for k, desc in _intra_catalog()[1].items()]
+        return ["key of", "value", "description"], rows
+    raise ScenarioError.bad_value("catalog", kind, f"one of {', '.join(CATALOG_KINDS)}")
