@@ -1,0 +1,117 @@
+"""Placement: rank -> GPU -> node -> topology endpoint; process groups, PS servers, the network model.
+
+GPUs are numbered node-major, group by group (ClusterSpec); topology endpoints are the GPUs in
+that order, then dedicated server hosts. Rank i runs on GPU i unless a Placement says otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from simdist.collectives.schedule import Group
+from simdist.errors import ScenarioError
+from simdist.hardware.specs import ClusterSpec
+from simdist.network.analytical import AnalyticalNetwork
+from simdist.network.base import NetworkModel
+from simdist.network.flows import FlowNetwork
+from simdist.scenario import Fidelity, PsPlacement
+from simdist.topology.graph import Topology
+from simdist.topology.routing import Router
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each rank runs: its GPU, that GPU's node, and the GPU's topology endpoint."""
+
+    rank_gpu: tuple[int, ...]
+    gpu_node: tuple[int, ...]
+    gpu_endpoint: tuple[int, ...]
+
+    @classmethod
+    def identity(cls, cluster: ClusterSpec) -> "Placement":
+        """Rank i on GPU i (node-major numbering), GPU i at endpoint i."""
+        gpu_node = tuple(n for n, g in enumerate(cluster.nodes()) for _ in range(g.gpus_per_node))
+        gpus = tuple(range(cluster.num_gpus))
+        return cls(gpus, gpu_node, gpus)
+
+    @property
+    def size(self) -> int:
+        return len(self.rank_gpu)
+
+    def gpu(self, rank: int) -> int:
+        return self.rank_gpu[rank]
+
+    def node(self, rank: int) -> int:
+        return self.gpu_node[self.rank_gpu[rank]]
+
+    def endpoint(self, rank: int) -> int:
+        return self.gpu_endpoint[self.rank_gpu[rank]]
+
+    def group(self, ranks: "tuple[int, ...] | list[int] | None" = None) -> Group:
+        """The Group of `ranks` (default all) as endpoints, in rank order, split by node."""
+        ranks = tuple(range(self.size)) if ranks is None else tuple(ranks)
+        by_node: dict[int, list[int]] = {}
+        for r in ranks:
+            by_node.setdefault(self.node(r), []).append(self.endpoint(r))
+        return Group(tuple(self.endpoint(r) for r in ranks), tuple(tuple(v) for v in by_node.values()))
+
+
+def data_parallel_group(cluster: ClusterSpec, topology: Topology) -> Group:
+    """All GPUs of the cluster as one data-parallel group (Group.nodes = the GPUs of each node)."""
+    if topology.num_gpus != cluster.num_gpus:
+        raise ScenarioError.bad_value("cluster.nodes", topology.num_gpus,
+                                      f"a topology with the cluster's {cluster.num_gpus} GPUs")
+    return Placement.identity(cluster).group()
+
+
+def _gpus_by_node(topology: Topology) -> list[list[int]]:
+    nodes: dict[int, list[int]] = {}
+    for ep in range(topology.num_gpus):
+        nodes.setdefault(topology.endpoint_node[ep], []).append(ep)
+    return [nodes[k] for k in sorted(nodes)]
+
+
+def ps_server_endpoints(topology: Topology, n: int, placement: "PsPlacement | str") -> tuple[int, ...]:
+    """Endpoints of `n` parameter servers: dedicated hosts (after the GPUs), or GPUs spread over
+    nodes (colocated: one per node first, evenly spaced over the nodes, then a second per node...)."""
+    try:
+        kind = PsPlacement(placement)
+    except ValueError:
+        raise ScenarioError.bad_value("communication.ps.placement", placement,
+                                      " or ".join(repr(p.value) for p in PsPlacement)) from None
+    if n < 1:
+        raise ScenarioError.bad_value("communication.ps.servers", n, "at least 1 server")
+    if kind == PsPlacement.DEDICATED:
+        hosts = len(topology.endpoints) - topology.num_gpus
+        if n > hosts:
+            raise ScenarioError.bad_value("communication.ps.servers", n,
+                                          f"at most the topology's {hosts} dedicated server hosts")
+        return tuple(range(topology.num_gpus, topology.num_gpus + n))
+    nodes = _gpus_by_node(topology)
+    if n > topology.num_gpus:
+        raise ScenarioError.bad_value("communication.ps.servers", n,
+                                      f"at most one colocated server per GPU ({topology.num_gpus})")
+    out: list[int] = []
+    layer = 0
+    while len(out) < n:
+        candidates = [gpus[layer] for gpus in nodes if layer < len(gpus)]
+        want = min(n - len(out), len(candidates))
+        out.extend(candidates[(k * len(candidates)) // want] for k in range(want))
+        layer += 1
+    return tuple(out)
+
+
+NETWORK_BUILDERS: dict[Fidelity, Callable[[object, Topology, Router | None], NetworkModel]] = {
+    Fidelity.ESTIMATE: lambda env, topology, router: AnalyticalNetwork(topology, router),
+    Fidelity.SIMULATE: lambda env, topology, router: FlowNetwork(env, topology, router),
+}
+
+
+def build_network(fidelity: "Fidelity | str", env, topology: Topology, router: Router | None = None) -> NetworkModel:
+    """The network model for a fidelity: 'estimate' -> AnalyticalNetwork, 'simulate' -> FlowNetwork."""
+    try:
+        kind = Fidelity(fidelity)
+    except ValueError:
+        raise ScenarioError.bad_value("run.fidelity", fidelity,
+                                      " or ".join(repr(f.value) for f in Fidelity)) from None
+    return NETWORK_BUILDERS[kind](env, topology, router)
