@@ -1,0 +1,86 @@
+"""Entry point: `build_schedule(op, algorithm, size_bytes, group, ...)` and the registry of which
+(algorithm, op) pairs exist.
+
+size_bytes follows nccl-tests: the per-rank buffer for all_reduce, broadcast and reduce; the total
+output for all_gather; the total input for reduce_scatter; the per-rank send buffer for all_to_all.
+Broadcast and reduce use group.ranks[0] as the root.
+"""
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Sequence
+
+from simdist.collectives.flat import FLAT_OPS, flat_chain
+from simdist.collectives.hierarchical import hierarchical_chain
+from simdist.collectives.ps import ps_chains
+from simdist.collectives.schedule import CollectiveOp, Group, Schedule
+from simdist.collectives.torus2d import torus2d_chain
+
+Op = CollectiveOp
+
+
+class Algorithm(StrEnum):
+    """Algorithms spelled as communication.strategy in the scenario."""
+
+    RING = "ring"
+    TREE = "tree"
+    HALVING_DOUBLING = "halving_doubling"
+    HIERARCHICAL = "hierarchical"
+    TORUS2D = "torus2d"
+    PS = "ps"
+
+
+SUPPORTED_OPS: dict[Algorithm, frozenset[CollectiveOp]] = {
+    Algorithm.RING: FLAT_OPS["ring"],
+    Algorithm.TREE: FLAT_OPS["tree"],
+    Algorithm.HALVING_DOUBLING: FLAT_OPS["halving_doubling"],
+    Algorithm.HIERARCHICAL: frozenset({Op.ALL_REDUCE}),
+    Algorithm.TORUS2D: frozenset({Op.ALL_REDUCE}),
+    Algorithm.PS: frozenset({Op.ALL_REDUCE}),
+}
+
+
+def supports(op: str, algorithm: str) -> bool:
+    """Whether `algorithm` has a schedule for `op`."""
+    try:
+        return CollectiveOp(op) in SUPPORTED_OPS[Algorithm(algorithm)]
+    except ValueError:
+        return False
+
+
+def build_schedule(
+    op: str,
+    algorithm: str,
+    size_bytes: float,
+    group: Group,
+    *,
+    intra: str = "ring",
+    inter: str = "ring",
+    servers: Sequence[int] = (),
+    server_delay_s: float = 0.0,
+    chunks: int | None = None,
+) -> Schedule:
+    """The schedule of `op` with `algorithm` over `group`; ValueError for unknown or absent pairs."""
+    try:
+        op = CollectiveOp(op)
+    except ValueError:
+        raise ValueError(f"unknown collective op {op!r}; expected one of {[str(o) for o in CollectiveOp]}") from None
+    try:
+        alg = Algorithm(algorithm)
+    except ValueError:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {[str(a) for a in Algorithm]}") from None
+    if op not in SUPPORTED_OPS[alg]:
+        raise ValueError(f"{alg} has no {op} schedule; it offers {sorted(str(o) for o in SUPPORTED_OPS[alg])}")
+    if not size_bytes >= 0:
+        raise ValueError(f"size_bytes must be >= 0, got {size_bytes!r}")
+    if len(set(group.ranks)) != len(group.ranks):
+        raise ValueError("group ranks must be distinct")
+    if alg == Algorithm.PS:
+        chains = ps_chains(size_bytes, group, servers, server_delay_s)
+    elif alg == Algorithm.HIERARCHICAL:
+        chains = (hierarchical_chain(size_bytes, group, intra, inter, chunks),)
+    elif alg == Algorithm.TORUS2D:
+        chains = (torus2d_chain(size_bytes, group, chunks),)
+    else:
+        chains = (flat_chain(str(alg), op, size_bytes, group.ranks, chunks),)
+    return Schedule(op=op, algorithm=str(alg), size_bytes=float(size_bytes), chains=chains)
