@@ -1,0 +1,159 @@
+"""Validated schema model -> simdist.scenario.Scenario (frozen dataclasses, SI units), with cross-field checks.
+
+Every rule that spans keys (dp x tp x pp = GPUs, batch divisibility, PS server count, failure
+targets, iterations vs duration) is checked here and reported with the YAML path it concerns; all
+issues are collected before one ScenarioError is raised.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from simdist.errors import Issue, ScenarioError
+from simdist.hardware.specs import ClusterSpec
+from simdist.io.resolve_cluster import resolve_cluster
+from simdist.io.resolve_workload import resolve_workload
+from simdist.io.schema import FailureKind, FailuresModel, RunModel, ScenarioModel
+from simdist.scenario import (
+    Backend, BatchSplit, CommunicationSpec, CompressionMethod, CompressionSpec, FailureEventSpec, FailuresSpec,
+    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsPlacement, RandomFailuresSpec, RecoverySpec,
+    RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
+)
+
+_SUB_ALGORITHMS = {StrategyKind.RING, StrategyKind.TREE, StrategyKind.HALVING_DOUBLING, StrategyKind.TORUS2D}
+_TARGETS = {  # failure kind -> target prefixes it accepts
+    FailureKind.NODE_DOWN: ("node",), FailureKind.GPU_DOWN: ("gpu",), FailureKind.LINK_DOWN: ("link",),
+    FailureKind.LINK_DEGRADE: ("link",), FailureKind.STRAGGLER: ("gpu", "node"),
+}
+
+
+def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> TrainingSpec:
+    t = m.training
+    par = t.parallelism
+    dp = par.dp
+    if gpus is not None:
+        if dp is None:
+            if gpus % (par.tp * par.pp):
+                issues.append(Issue("training.parallelism", f"tp x pp = {par.tp * par.pp} does not divide the "
+                                                            f"{gpus} GPUs of the cluster"))
+            else:
+                dp = gpus // (par.tp * par.pp)
+        elif dp * par.tp * par.pp != gpus:
+            issues.append(Issue("training.parallelism", f"dp x tp x pp = {dp} x {par.tp} x {par.pp} = "
+                                                        f"{dp * par.tp * par.pp}; expected the cluster's {gpus} GPUs"))
+    w = m.workload
+    if dp is not None and w.model is not None:
+        per_step = dp * t.grad_accumulation
+        if w.global_batch is not None and w.global_batch % per_step:
+            issues.append(Issue("workload.global_batch", f"got {w.global_batch}; expected a multiple of dp x "
+                                                         f"grad_accumulation = {dp} x {t.grad_accumulation}"))
+        replica = w.batch_per_gpu if w.batch_per_gpu is not None else (w.global_batch or 0) // per_step
+        if par.pp > 1 and replica and replica % t.micro_batch:
+            issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; expected a divisor of the "
+                                                        f"per-replica batch {replica}"))
+    return TrainingSpec(
+        parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, zero=par.zero), micro_batch=t.micro_batch,
+        schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
+        local_steps=t.local_steps, grad_accumulation=t.grad_accumulation, batch_split=BatchSplit(t.batch_split),
+        optimizer=Optimizer(t.optimizer), convergence_factor=t.convergence_factor,
+    )
+
+
+def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> CommunicationSpec:
+    c = m.communication
+    strategy = StrategyKind(c.strategy)
+    if strategy is StrategyKind.HIERARCHICAL:
+        for level in ("intra", "inter"):
+            algo = StrategyKind(getattr(c.hierarchical, level))
+            if algo not in _SUB_ALGORITHMS:
+                issues.append(Issue(f"communication.hierarchical.{level}", f"got '{algo}'; expected one of "
+                                    f"{', '.join(sorted(a.value for a in _SUB_ALGORITHMS))}"))
+    if (strategy is StrategyKind.PS and PsPlacement(c.ps.placement) is PsPlacement.COLOCATED
+            and gpus is not None and c.ps.servers > gpus):
+        issues.append(Issue("communication.ps.servers", f"got {c.ps.servers}; colocated servers cannot "
+                                                        f"outnumber the {gpus} GPUs"))
+    comp = c.compression
+    return CommunicationSpec(
+        strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
+        hierarchical_inter=StrategyKind(c.hierarchical.inter), ps_servers=c.ps.servers,
+        ps_placement=PsPlacement(c.ps.placement), bucket_size_bytes=c.bucket_size, fusion_cycle_s=c.fusion_cycle,
+        overlap=c.overlap,
+        compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
+    )
+
+
+def _failures(f: FailuresModel | None, cluster: ClusterSpec | None, issues: list[Issue]) -> FailuresSpec | None:
+    if f is None:
+        return None
+    events = []
+    for i, e in enumerate(f.events):
+        path = f"failures.events.{i}"
+        kind = FailureKind(e.kind)
+        prefix, _, rest = e.target.partition(":")
+        if prefix not in _TARGETS[kind]:
+            issues.append(Issue(f"{path}.target", f"got {e.target!r}; {kind} expects a "
+                                                  f"{' or '.join(p + ':N' for p in _TARGETS[kind])} target"))
+        elif prefix in ("node", "gpu"):
+            limit = None if cluster is None else (cluster.num_nodes if prefix == "node" else cluster.num_gpus)
+            if not rest.isdigit():
+                issues.append(Issue(f"{path}.target", f"got {e.target!r}; expected {prefix}:N with N an index"))
+            elif limit is not None and int(rest) >= limit:
+                issues.append(Issue(f"{path}.target", f"got {e.target!r}; the cluster has {limit} {prefix}s "
+                                                      f"(0..{limit - 1})"))
+        if kind is FailureKind.LINK_DEGRADE and e.factor is None:
+            issues.append(Issue(f"{path}.factor", "required key is missing (link_degrade needs the remaining fraction)"))
+        if kind is FailureKind.STRAGGLER:
+            if e.slowdown is None:
+                issues.append(Issue(f"{path}.slowdown", "required key is missing (straggler needs a slowdown)"))
+            elif e.slowdown < 1:
+                issues.append(Issue(f"{path}.slowdown", f"got {e.slowdown}; expected a multiplier >= 1"))
+        events.append(FailureEventSpec(e.at, kind.value, e.target, e.factor, e.slowdown, e.duration))
+    r = f.random
+    random = None if r is None else RandomFailuresSpec(r.gpu_mtbf, r.node_mtbf, r.link_mtbf, r.repair)
+    rec = f.recovery
+    recovery = RecoverySpec(str(rec.policy), rec.checkpoint_interval, rec.checkpoint_write, rec.restart)
+    return FailuresSpec(tuple(events), random, recovery)
+
+
+def _run(r: RunModel, issues: list[Issue]) -> RunSpec:
+    if r.duration is not None and "iterations" in r.model_fields_set:
+        issues.append(Issue("run.duration", "give `iterations` or `duration`, not both"))
+    if r.duration is None and r.warmup >= r.iterations:
+        issues.append(Issue("run.warmup", f"got {r.warmup}; expected fewer than run.iterations ({r.iterations})"))
+    return RunSpec(iterations=r.iterations, duration_s=r.duration, warmup=r.warmup, seed=r.seed,
+                   replicas=r.replicas, fidelity=Fidelity(r.fidelity))
+
+
+def _calibration(value: str | None, base_dir: Path, issues: list[Issue]) -> str | None:
+    if value is None:
+        return None
+    p = Path(value).expanduser()
+    p = p if p.is_absolute() else base_dir / p
+    if not p.is_file():
+        issues.append(Issue("calibration", f"got {value!r}; no such file ({p})"))
+    return str(p)
+
+
+def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") -> tuple[Scenario | None, list[Issue]]:
+    """The Scenario and no issues, or None and every issue found."""
+    issues: list[Issue] = []
+    cluster = resolve_cluster(m.cluster, base_dir, issues)
+    workload: WorkloadSpec | None = resolve_workload(m.workload, issues)
+    gpus = cluster.num_gpus if cluster is not None else None
+    training = _training(m, gpus, issues)
+    communication = _communication(m, gpus, issues)
+    failures = _failures(m.failures, cluster, issues)
+    run = _run(m.run, issues)
+    calibration = _calibration(m.calibration, base_dir, issues)
+    if issues or cluster is None or workload is None:
+        return None, issues
+    scenario = Scenario(name=m.name or default_name, cluster=cluster, workload=workload, training=training,
+                        communication=communication, failures=failures, run=run, calibration=calibration)
+    return scenario, []
+
+
+def resolve(m: ScenarioModel, base_dir: Path | str = ".", default_name: str = "scenario") -> Scenario:
+    """Scenario in SI units; relative paths resolve against `base_dir`. Raises ScenarioError with all issues."""
+    scenario, issues = collect(m, Path(base_dir), default_name)
+    if scenario is None:
+        raise ScenarioError(issues or [Issue("", "the scenario could not be resolved")])
+    return scenario

@@ -1,0 +1,185 @@
+"""Cluster section -> ClusterSpec: catalog lookups, link defaults by transport, fabric paths.
+
+Defaults (DESIGN.md section 3): a link given only its bandwidth takes latency and efficiency from
+its transport's documented default (NICs: rdma unless `transport: tcp`); a link based on a catalog
+entry keeps that entry's figures unless a key overrides them; `fabric.link` defaults to the first
+node group's NIC link. Problems are appended to `issues`; nothing here raises for user input.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from simdist.errors import Issue, ScenarioError
+from simdist.hardware.specs import (
+    ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, NicSpec, NodeGroupSpec,
+    TopologyKind,
+)
+from simdist.io.schema import ClusterModel, FabricModel, IntraNodeModel, LinkModel, NicModel, NodeGroupModel
+
+
+def hardware_catalog() -> ModuleType:
+    """simdist.io.catalog, imported when first needed."""
+    return importlib.import_module("simdist.io.catalog")
+
+
+def guarded(issues: list[Issue], path: str, call: Callable[[], Any]) -> Any:
+    """Run a catalog/importer call; its ScenarioError (or a value error) becomes issues, result None."""
+    try:
+        return call()
+    except ScenarioError as err:
+        top = path.split(".")[0]
+        for i in err.issues:  # paths relative to the value handed over get the value's path in front
+            where = i.path if i.path == top or i.path.startswith(top + ".") else ".".join(p for p in (path, i.path) if p)
+            issues.append(Issue(where, i.message))
+    except (KeyError, ValueError, TypeError) as err:
+        issues.append(Issue(path, f"{type(err).__name__}: {err}"))
+    return None
+
+
+def _lookup(table: dict[str, Any], key: str, path: str, what: str, issues: list[Issue]) -> Any:
+    if key in table:
+        return table[key]
+    import difflib
+
+    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.4)
+    hint = f"; closest: {', '.join(repr(k) for k in close)}" if close else ""
+    issues.append(Issue(path, f"got {key!r}; expected a {what} key (see `simdist catalog`){hint}"))
+    return None
+
+
+def _transport_default(transport: str, path: str, issues: list[Issue]) -> LinkSpec | None:
+    cat = hardware_catalog()
+    return guarded(issues, path, lambda: cat.transport_default(transport))
+
+
+def build_link(m: LinkModel, path: str, transport: str, issues: list[Issue],
+               base: LinkSpec | None = None) -> LinkSpec | None:
+    """An inline link: explicit keys win, then the catalog base, then the transport default."""
+    if m.catalog is not None:
+        base = _lookup(hardware_catalog().links(), m.catalog, f"{path}.catalog", "link", issues)
+        if base is None:
+            return None
+    transport = str(m.transport or (base.transport if base is not None and base.transport else transport))
+    if base is None:
+        if m.bandwidth is None:
+            issues.append(Issue(f"{path}.bandwidth", "required key is missing (or give `catalog: <link key>`)"))
+            return None
+        need_default = m.latency is None or m.efficiency is None
+        default = _transport_default(transport, f"{path}.transport", issues) if need_default else None
+        if need_default and default is None:
+            return None
+        return LinkSpec(
+            bandwidth_Bps=m.bandwidth,
+            latency_s=m.latency if m.latency is not None else default.latency_s,
+            efficiency=m.efficiency if m.efficiency is not None else default.efficiency,
+            name="custom", transport=transport,
+            source=getattr(default, "source", "") if default is not None else "",
+        )
+    changes: dict[str, Any] = {"transport": transport}
+    if m.bandwidth is not None:
+        changes["bandwidth_Bps"] = m.bandwidth
+    if m.latency is not None:
+        changes["latency_s"] = m.latency
+    if m.efficiency is not None:
+        changes["efficiency"] = m.efficiency
+    return replace(base, **changes)
+
+
+def _intra_node(v: str | IntraNodeModel, path: str, issues: list[Issue]) -> IntraNodeSpec | None:
+    cat = hardware_catalog()
+    if isinstance(v, str):
+        return _lookup(cat.intra_nodes(), v, path, "intra_node", issues)
+    if v.catalog is not None:
+        spec = _lookup(cat.intra_nodes(), v.catalog, f"{path}.catalog", "intra_node", issues)
+        if spec is None:
+            return None
+        m = v.model_copy(update={"catalog": None})
+        link = build_link(m, path, spec.gpu_link.transport or "nvlink", issues, base=spec.gpu_link)
+        return replace(spec, gpu_link=link) if link is not None else None
+    link = build_link(v, path, "nvlink", issues)
+    if link is None:
+        return None
+    return IntraNodeSpec(key="custom", layout=IntraNodeLayout(v.layout), gpu_link=link, nic_attach="switch")
+
+
+def _nic(v: str | NicModel, path: str, issues: list[Issue]) -> NicSpec | None:
+    if isinstance(v, str):
+        link = _lookup(hardware_catalog().links(), v, path, "link", issues)
+        return NicSpec(link) if link is not None else None
+    link = build_link(v, path, "rdma", issues)
+    return NicSpec(link, v.count) if link is not None else None
+
+
+def _gpu(v: str | dict, path: str, issues: list[Issue]) -> GpuSpec | None:
+    cat = hardware_catalog()
+    if isinstance(v, str):
+        return _lookup(cat.gpus(), v, path, "GPU", issues)
+    return guarded(issues, path, lambda: cat.parse_gpu_inline(dict(v), path))
+
+
+def _group(g: NodeGroupModel, path: str, issues: list[Issue]) -> NodeGroupSpec | None:
+    gpu = _gpu(g.gpu, f"{path}.gpu", issues)
+    intra = _intra_node(g.intra_node, f"{path}.intra_node", issues)
+    nic = _nic(g.nic, f"{path}.nic", issues)
+    per_node = g.gpus_per_node
+    if intra is not None and intra.gpus is not None:
+        if per_node is None:
+            per_node = intra.gpus
+        elif per_node != intra.gpus:
+            issues.append(Issue(f"{path}.gpus_per_node", f"got {per_node}; intra_node '{intra.key}' "
+                                                         f"holds exactly {intra.gpus} GPUs"))
+    if gpu is None or intra is None or nic is None:
+        return None
+    return NodeGroupSpec(count=g.count, gpu=gpu, gpus_per_node=per_node or 1, intra_node=intra, nic=nic)
+
+
+def _fabric(f: FabricModel, first_nic: NicSpec | None, base_dir: Path, issues: list[Issue]) -> FabricSpec | None:
+    topo = TopologyKind(f.topology)
+    link: LinkSpec | None
+    if f.link is None:
+        link = first_nic.link if first_nic is not None else None
+    elif isinstance(f.link, str):
+        link = _lookup(hardware_catalog().links(), f.link, "cluster.fabric.link", "link", issues)
+    else:
+        transport = first_nic.link.transport if first_nic is not None and first_nic.link.transport else "rdma"
+        link = build_link(f.link, "cluster.fabric.link", transport, issues)
+    graphml: str | None = None
+    if f.graphml is not None:
+        if topo is not TopologyKind.CUSTOM:
+            issues.append(Issue("cluster.fabric.graphml", f"only used by topology 'custom' (topology is '{topo}')"))
+        p = Path(f.graphml).expanduser()
+        p = p if p.is_absolute() else base_dir / p
+        if not p.is_file():
+            issues.append(Issue("cluster.fabric.graphml", f"got {f.graphml!r}; no such file ({p})"))
+        graphml = str(p)
+    elif topo is TopologyKind.CUSTOM:
+        issues.append(Issue("cluster.fabric.graphml", "required key is missing (topology 'custom' reads a GraphML file)"))
+    want_dims = {TopologyKind.TORUS2D: 2, TopologyKind.TORUS3D: 3}.get(topo)
+    if f.dims is not None and len(f.dims) != want_dims:
+        expected = f"{want_dims} numbers for {topo}" if want_dims else "no dims (only torus2d / torus3d take dims)"
+        issues.append(Issue("cluster.fabric.dims", f"got {f.dims!r}; expected {expected}"))
+    if link is None:
+        return None
+    return FabricSpec(topology=topo, link=link, nodes_per_leaf=f.nodes_per_leaf, oversubscription=f.oversubscription,
+                      levels=f.levels, leaves_per_pod=f.leaves_per_pod,
+                      dims=tuple(f.dims) if f.dims is not None else None, graphml=graphml)
+
+
+def resolve_cluster(m: ClusterModel, base_dir: Path, issues: list[Issue]) -> ClusterSpec | None:
+    """ClusterSpec, or None with the reasons appended to `issues` (topology fit checked too)."""
+    groups = [_group(g, f"cluster.nodes.{i}", issues) for i, g in enumerate(m.nodes)]
+    first_nic = groups[0].nic if groups and groups[0] is not None else None
+    fabric = _fabric(m.fabric, first_nic, base_dir, issues)
+    if fabric is None or any(g is None for g in groups):
+        return None
+    cluster = ClusterSpec(tuple(g for g in groups if g is not None), fabric)
+    validate = importlib.import_module("simdist.topology.validate").validate_cluster
+    found = guarded(issues, "cluster", lambda: validate(cluster))
+    if found:
+        issues.extend(found)
+        return None
+    return cluster

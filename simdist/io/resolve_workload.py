@@ -1,0 +1,102 @@
+"""Workload section -> WorkloadSpec: model catalog, parametric transformers, layer lists, torch, benchmarks.
+
+The model catalog (simdist.workload.catalog) and the torch importer are imported only when used,
+so a scenario without a `torch:` model never imports torch.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+from types import ModuleType
+
+from simdist.collectives.schedule import CollectiveOp
+from simdist.errors import Issue
+from simdist.io.resolve_cluster import guarded
+from simdist.io.schema import BertWrapper, GptWrapper, LayersModel, TorchModel, WorkloadModel
+from simdist.scenario import BenchmarkSpec, Precision, WorkloadSpec
+from simdist.workload.specs import ModelSpec
+
+
+def model_catalog() -> ModuleType:
+    """simdist.workload.catalog, imported when first needed."""
+    return importlib.import_module("simdist.workload.catalog")
+
+
+def _catalog_model(key: str, seq_len: int | None, issues: list[Issue]) -> ModelSpec | None:
+    cat = model_catalog()
+    try:
+        return cat.get_model(key, seq_len)
+    except KeyError:
+        keys = list(cat.model_keys())
+        close = difflib.get_close_matches(key, keys, n=3, cutoff=0.4) or keys[:8]
+        issues.append(Issue("workload.model", f"got {key!r}; expected a model catalog key; closest: "
+                                              f"{', '.join(repr(k) for k in close)}"))
+        return None
+
+
+def _parametric(m: GptWrapper | BertWrapper, seq_len: int | None, issues: list[Issue]) -> ModelSpec | None:
+    family = "gpt" if isinstance(m, GptWrapper) else "bert"
+    p = m.gpt if isinstance(m, GptWrapper) else m.bert
+    path = f"workload.model.{family}"
+    ok = True
+    if p.hidden % p.heads:
+        issues.append(Issue(f"{path}.heads", f"got {p.heads}; must divide hidden ({p.hidden})"))
+        ok = False
+    if seq_len is None:
+        issues.append(Issue("workload.seq_len", f"required key is missing (a {family} model needs a sequence length)"))
+        ok = False
+    if not ok:
+        return None
+    build = getattr(model_catalog(), f"parametric_{family}")
+    return guarded(issues, path, lambda: build(p.layers, p.hidden, p.heads, p.vocab, seq_len, p.ffn_hidden))
+
+
+def _torch(m: TorchModel, issues: list[Issue]) -> ModelSpec | None:
+    try:
+        importer = importlib.import_module("simdist.workload.torch_import")
+    except ImportError as err:
+        issues.append(Issue("workload.model.torch", f"a torch model needs PyTorch installed ({err})"))
+        return None
+
+    def call() -> ModelSpec:
+        try:
+            return importer.import_model(m.torch, tuple(m.input_shape))
+        except ImportError as err:
+            raise ValueError(f"cannot import {m.torch!r}: {err}") from None
+
+    return guarded(issues, "workload.model.torch", call)
+
+
+def resolve_model(w: WorkloadModel, issues: list[Issue]) -> ModelSpec | None:
+    m = w.model
+    if m is None:
+        return None
+    if isinstance(m, str):
+        return _catalog_model(m, w.seq_len, issues)
+    if isinstance(m, (GptWrapper, BertWrapper)):
+        return _parametric(m, w.seq_len, issues)
+    if isinstance(m, TorchModel):
+        return _torch(m, issues)
+    assert isinstance(m, LayersModel)
+    cat = model_catalog()
+    return guarded(issues, "workload.model.layers",
+                   lambda: cat.model_from_layers([dict(layer) for layer in m.layers], m.name))
+
+
+def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | None:
+    """WorkloadSpec, or None with the reasons appended (exactly one of model / benchmark)."""
+    if (w.model is None) == (w.benchmark is None):
+        which = "both are given" if w.model is not None else "neither is given"
+        issues.append(Issue("workload", f"give exactly one of `model` or `benchmark` ({which})"))
+        return None
+    if w.model is not None and (w.batch_per_gpu is None) == (w.global_batch is None):
+        which = "both are given" if w.batch_per_gpu is not None else "neither is given"
+        issues.append(Issue("workload.batch_per_gpu", f"give exactly one of `batch_per_gpu` or `global_batch` ({which})"))
+    model = resolve_model(w, issues)
+    benchmark = None
+    if w.benchmark is not None:
+        benchmark = BenchmarkSpec(CollectiveOp(w.benchmark.op), tuple(w.benchmark.sizes))
+    elif model is None:
+        return None
+    return WorkloadSpec(model=model, benchmark=benchmark, batch_per_gpu=w.batch_per_gpu, global_batch=w.global_batch,
+                        precision=Precision(w.precision), grad_dtype=Precision(w.grad_dtype), seq_len=w.seq_len)

@@ -1,0 +1,92 @@
+"""Read a scenario file: text -> plain data, plus the line of every YAML path for ordering issues.
+
+PyYAML quietly keeps the last of duplicated keys; here duplicates are reported as issues, and
+every read or parse failure is a ScenarioError that names the file and the line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simdist.errors import Issue, ScenarioError
+
+
+@dataclass(frozen=True)
+class Source:
+    """Parsed YAML data, the line (1-based) of each dotted path, and structural issues found."""
+
+    data: Any
+    lines: dict[str, int] = field(default_factory=dict)
+    issues: tuple[Issue, ...] = ()
+
+    def line_of(self, path: str) -> int:
+        """Line of `path` or of its deepest ancestor present in the file; huge when absent."""
+        parts = path.split(".") if path else []
+        while parts:
+            key = ".".join(parts)
+            if key in self.lines:
+                return self.lines[key]
+            parts.pop()
+        return 10**9
+
+
+def _walk(node: yaml.Node, prefix: str, lines: dict[str, int], issues: list[Issue], depth: int = 0) -> None:
+    if depth > 64:
+        return
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            path = f"{prefix}.{key}" if prefix else key
+            if key in seen:
+                issues.append(Issue(path, f"duplicate key (line {key_node.start_mark.line + 1}); "
+                                          "each key may appear once"))
+            seen.add(key)
+            lines.setdefault(path, key_node.start_mark.line + 1)
+            _walk(value_node, path, lines, issues, depth + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            path = f"{prefix}.{i}" if prefix else str(i)
+            lines.setdefault(path, item.start_mark.line + 1)
+            _walk(item, path, lines, issues, depth + 1)
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}"
+
+
+def parse_text(text: str, where: str = "<text>") -> Source:
+    """Parse YAML text; broken YAML raises ScenarioError with the line and column."""
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        raise ScenarioError(Issue("", f"{where}: not valid YAML: {_yaml_problem(err)}")) from None
+    except (ValueError, TypeError, RecursionError) as err:  # e.g. timestamps out of range
+        raise ScenarioError(Issue("", f"{where}: not valid YAML: {err}")) from None
+    lines: dict[str, int] = {}
+    issues: list[Issue] = []
+    if root is not None:
+        _walk(root, "", lines, issues)
+    return Source(data, lines, tuple(issues))
+
+
+def read_file(path: Path) -> Source:
+    """Read and parse a scenario file; a missing, unreadable or non-UTF-8 file is a ScenarioError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(Issue("", f"scenario file '{path}' does not exist")) from None
+    except IsADirectoryError:
+        raise ScenarioError(Issue("", f"'{path}' is a folder, not a scenario file")) from None
+    except UnicodeDecodeError as err:
+        raise ScenarioError(Issue("", f"'{path}' is not UTF-8 text ({err.reason} at byte {err.start})")) from None
+    except OSError as err:
+        raise ScenarioError(Issue("", f"cannot read scenario file '{path}': {err.strerror or err}")) from None
+    return parse_text(text, str(path))
