@@ -255,8 +255,8 @@ def _parse_link(d: object, path: str, default: LinkSpec | None, ignore: Collecti
     issues.raise_if_any()
     transport = start.transport if start else ""
     if "transport" in d:
-        transport = issues.take(_choice, d["transport"], f"{path}.transport", TRANSPORTS) or ""
-    td = transports.get(transport)
+        transport = issues.take(_choice, d["transport"], f"{path}.transport", TRANSPORTS)
+    td = transports.get(transport or "")
     carry = start is not None and start.transport == transport  # a changed transport drops start's defaults
     bw = issues.take(parse_bandwidth, d["bandwidth"], f"{path}.bandwidth") if "bandwidth" in d else None
     if bw is None and start is not None:
@@ -267,7 +267,7 @@ def _parse_link(d: object, path: str, default: LinkSpec | None, ignore: Collecti
         lat = issues.take(parse_duration, d["latency"], f"{path}.latency")
     else:
         lat = start.latency_s if carry else (td.latency_s if td else None)
-        if lat is None:
+        if lat is None and transport is not None:  # (a bad transport was reported already)
             issues.items.append(Issue(f"{path}.latency", "missing; expected a duration like '2 us' "
                                       f"(or a transport: {', '.join(TRANSPORTS)} to take its default)"))
     if "efficiency" in d:
@@ -279,7 +279,7 @@ def _parse_link(d: object, path: str, default: LinkSpec | None, ignore: Collecti
     name = start.name if start is not None and "bandwidth" not in d else "custom"
     if src is None:
         src = start.source if start is not None and carry else f"inline spec at {path or 'top level'}"
-    return LinkSpec(bw, lat, eff, name, transport, src)
+    return LinkSpec(bw, lat, eff, name, transport or "", src)
 
 
 def parse_link_inline(d: Mapping[str, Any], path: str, default: LinkSpec | None = None, *,
