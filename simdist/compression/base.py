@@ -64,20 +64,18 @@ class CommPlan:
 
 @dataclass(frozen=True)
 class Bucket:
-    """A gradient bucket: its non-empty tensor shapes and bytes per gradient element."""
+    """A gradient bucket: its non-empty tensor shapes, bytes per gradient element, element count."""
 
     shapes: tuple[tuple[int, ...], ...]
     elem_bytes: float
+    numel: int
 
     @classmethod
     def of(cls, shapes: Shapes, grad_bytes_per_elem: float) -> "Bucket":
         assert grad_bytes_per_elem > 0, grad_bytes_per_elem
-        kept = tuple(tuple(int(d) for d in s) for s in shapes if math.prod(s) > 0)
-        return cls(kept, float(grad_bytes_per_elem))
-
-    @property
-    def numel(self) -> int:
-        return sum(math.prod(s) for s in self.shapes)
+        sizes = [math.prod(s) for s in shapes]
+        kept = tuple(tuple(int(d) for d in s) for s, n in zip(shapes, sizes) if n > 0)
+        return cls(kept, float(grad_bytes_per_elem), int(sum(n for n in sizes if n > 0)))
 
     @property
     def dense_bytes(self) -> float:
@@ -110,6 +108,22 @@ class Codec(Protocol):
     def decode_time_s(self, shapes: Shapes, gpu: GpuSpec, n_workers: int, grad_bytes_per_elem: float = 4) -> float: ...
 
     def error_feedback_bytes(self, shapes: Shapes, grad_bytes_per_elem: float = 4, n_workers: int = 1) -> float: ...
+
+    def compresses(self, shapes: Shapes, grad_bytes_per_elem: float = 4, n_workers: int = 2) -> bool: ...
+
+    def summary(self, shapes: Shapes, gpu: GpuSpec, n_workers: int,
+                grad_bytes_per_elem: float = 4) -> "BucketCompression": ...
+
+
+@dataclass(frozen=True)
+class BucketCompression:
+    """Everything the training loop needs about one compressed bucket, computed in one pass."""
+
+    plan: CommPlan
+    wire_bytes: float
+    encode_s: float
+    decode_s: float
+    state_bytes: float
 
 
 N_UNKNOWN = 2  # group size assumed by encode_time_s when the caller gives none
@@ -183,6 +197,18 @@ class CodecBase:
     def decode_time_s(self, shapes: Shapes, gpu: GpuSpec, n_workers: int, grad_bytes_per_elem: float = 4) -> float:
         """GPU seconds to turn what the collectives delivered into the dense averaged gradient."""
         return self.cost.time_s(self.decode_kernels(shapes, n_workers, grad_bytes_per_elem), gpu)
+
+    def summary(self, shapes: Shapes, gpu: GpuSpec, n_workers: int,
+                grad_bytes_per_elem: float = 4) -> BucketCompression:
+        """Plan, wire bytes, encode/decode seconds and codec memory for one bucket at `n_workers`."""
+        plan = self.plan(shapes, grad_bytes_per_elem, n_workers)
+        if not plan.compressed:
+            return BucketCompression(plan, plan.wire_bytes(n_workers), 0.0, 0.0, 0.0)
+        b = Bucket.of(shapes, grad_bytes_per_elem)
+        return BucketCompression(plan, plan.wire_bytes(n_workers),
+                                 self.cost.time_s(self._encode_kernels(b, n_workers), gpu),
+                                 self.cost.time_s(self._decode_kernels(b, n_workers), gpu),
+                                 self._state_bytes(b, n_workers))
 
     def error_feedback_bytes(self, shapes: Shapes, grad_bytes_per_elem: float = 4, n_workers: int = 1) -> float:
         """GPU memory the codec keeps across iterations (error-feedback residuals, PowerSGD's P/Q)."""

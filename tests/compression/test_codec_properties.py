@@ -87,3 +87,14 @@ def test_keeping_more_elements_never_sends_fewer_bytes(shapes, a, b, n):
     lo, hi = min(a, b), max(a, b)
     for codec in (TopKCodec, RandomKCodec):
         assert codec(ratio=lo).wire_bytes(shapes, 4, n) <= codec(ratio=hi).wire_bytes(shapes, 4, n)
+
+
+@settings(max_examples=100, deadline=None)
+@given(codecs(), shapes_st, elem_st, workers_st)
+def test_summary_agrees_with_the_single_questions(codec, shapes, elem, n):
+    s = codec.summary(shapes, A100, n, elem)
+    assert s.plan == codec.plan(shapes, elem, n)
+    assert s.wire_bytes == codec.wire_bytes(shapes, elem, n)
+    assert s.encode_s == codec.encode_time_s(shapes, A100, elem, n)
+    assert s.decode_s == codec.decode_time_s(shapes, A100, n, elem)
+    assert s.state_bytes == codec.error_feedback_bytes(shapes, elem, n)
