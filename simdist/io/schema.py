@@ -8,6 +8,7 @@ rules (dp*tp*pp = GPUs, batch divisibility, topology fit) live in resolve.py.
 from __future__ import annotations
 
 import difflib
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Callable, Literal, Union
 
@@ -260,10 +261,17 @@ class LayersModel(Strict):
 
 
 class TorchModel(Strict):
-    torch: Annotated[str, Field(strict=True, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+    torch: Annotated[str, Field(strict=True)]
     """'package.module:factory' returning an nn.Module (imported lazily; needs torch)."""
     input_shape: Annotated[list[PosInt], Field(min_length=1)]
     """Shape of one sample, without the batch dimension, e.g. [3, 224, 224]."""
+
+    @field_validator("torch")
+    @classmethod
+    def _factory(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v):
+            raise _fail(f"got {v!r}; expected 'package.module:factory' (a Python module path, not a file)")
+        return v
 
 
 def _model_tag(v: Any) -> str | None:
@@ -412,8 +420,15 @@ class FailureEventModel(Strict):
     """When, from the start of training, e.g. '2 h'."""
     kind: FailureKind
     """node_down | gpu_down | link_down | link_degrade | straggler."""
-    target: Annotated[str, Field(strict=True, pattern=r"^(node|gpu|link):\S+$")]
+    target: Annotated[str, Field(strict=True)]
     """'node:3', 'gpu:12' or 'link:leaf0-spine1'."""
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        if not re.fullmatch(r"(node|gpu|link):\S+", v):
+            raise _fail(f"got {v!r}; expected 'node:N', 'gpu:N' or 'link:NAME'")
+        return v
     factor: Fraction | None = None
     """link_degrade: remaining fraction of bandwidth, 0 < f <= 1."""
     slowdown: PosFloat | None = None

@@ -19,21 +19,21 @@ class Source:
     """Parsed YAML data, the line (1-based) of each dotted path, and structural issues found."""
 
     data: Any
-    lines: dict[str, int] = field(default_factory=dict)
+    lines: dict[str, tuple[int, int]] = field(default_factory=dict)
     issues: tuple[Issue, ...] = ()
 
-    def line_of(self, path: str) -> int:
-        """Line of `path` or of its deepest ancestor present in the file; huge when absent."""
+    def line_of(self, path: str) -> tuple[int, int]:
+        """(line, column) of `path` or of its deepest ancestor in the file; after everything when absent."""
         parts = path.split(".") if path else []
         while parts:
             key = ".".join(parts)
             if key in self.lines:
                 return self.lines[key]
             parts.pop()
-        return 10**9
+        return (10**9, 0)
 
 
-def _walk(node: yaml.Node, prefix: str, lines: dict[str, int], issues: list[Issue], depth: int = 0) -> None:
+def _walk(node: yaml.Node, prefix: str, lines: dict[str, tuple[int, int]], issues: list[Issue], depth: int = 0) -> None:
     if depth > 64:
         return
     if isinstance(node, yaml.MappingNode):
@@ -45,12 +45,12 @@ def _walk(node: yaml.Node, prefix: str, lines: dict[str, int], issues: list[Issu
                 issues.append(Issue(path, f"duplicate key (line {key_node.start_mark.line + 1}); "
                                           "each key may appear once"))
             seen.add(key)
-            lines.setdefault(path, key_node.start_mark.line + 1)
+            lines.setdefault(path, (key_node.start_mark.line + 1, key_node.start_mark.column))
             _walk(value_node, path, lines, issues, depth + 1)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             path = f"{prefix}.{i}" if prefix else str(i)
-            lines.setdefault(path, item.start_mark.line + 1)
+            lines.setdefault(path, (item.start_mark.line + 1, item.start_mark.column))
             _walk(item, path, lines, issues, depth + 1)
 
 
@@ -70,7 +70,7 @@ def parse_text(text: str, where: str = "<text>") -> Source:
         raise ScenarioError(Issue("", f"{where}: not valid YAML: {_yaml_problem(err)}")) from None
     except (ValueError, TypeError, RecursionError) as err:  # e.g. timestamps out of range
         raise ScenarioError(Issue("", f"{where}: not valid YAML: {err}")) from None
-    lines: dict[str, int] = {}
+    lines: dict[str, tuple[int, int]] = {}
     issues: list[Issue] = []
     if root is not None:
         _walk(root, "", lines, issues)
