@@ -165,3 +165,11 @@ def test_catalog_table_contents():
 def test_catalog_table_unknown_kind():
     with pytest.raises(catalog.ScenarioError, match="gpus, links, topologies, intra_node"):
         catalog.catalog_table("nics")
+
+
+def test_docs_list_every_catalog_entry():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "catalog.md").read_text(encoding="utf-8")
+    keys = [*catalog.gpus(), *catalog.links(), *catalog.intra_nodes(), *catalog.TRANSPORTS]
+    assert [k for k in keys if f"| {k} |" not in doc] == []
