@@ -44,15 +44,20 @@ class MemoryEstimate:
     def fits(self) -> bool:
         return self.total_bytes <= self.capacity_bytes
 
-    def parts(self) -> dict[str, float]:
-        """Part name -> bytes, in the order a report lists them."""
+    @property
+    def parts_bytes(self) -> dict[str, float]:
+        """Part name (weights, gradients, optimizer_states, activations, buffers, workspace) -> bytes."""
         return {"weights": self.weights_bytes, "gradients": self.gradients_bytes,
-                "optimizer states": self.optimizer_states_bytes, "activations": self.activations_bytes,
+                "optimizer_states": self.optimizer_states_bytes, "activations": self.activations_bytes,
                 "buffers": self.buffers_bytes, "workspace": self.workspace_bytes}
+
+    def parts(self) -> dict[str, float]:
+        """The same as parts_bytes (kept for callers that prefer a method)."""
+        return self.parts_bytes
 
     def describe(self) -> str:
         """'needs 2.8 TB per GPU (weights 349 GB, ...), the v100 has 16 GB'."""
-        parts = ", ".join(f"{k} {format_size(v)}" for k, v in self.parts().items() if v > 0)
+        parts = ", ".join(f"{k.replace('_', ' ')} {format_size(v)}" for k, v in self.parts_bytes.items() if v > 0)
         return f"needs {format_size(self.total_bytes)} per GPU ({parts}), the {self.gpu or 'GPU'} has {format_size(self.capacity_bytes)}"
 
 

@@ -62,7 +62,8 @@ def test_activations_and_workspace_by_hand() -> None:
     assert est.activations_bytes == 4000 * 8 * 2
     assert est.workspace_bytes == FRAMEWORK_RESERVE_BYTES + 6000 * 8 * 2
     assert est.buffers_bytes == 25e6
-    assert est.total_bytes == pytest.approx(sum(est.parts().values()))
+    assert est.total_bytes == pytest.approx(sum(est.parts_bytes.values()))
+    assert list(est.parts_bytes) == ["weights", "gradients", "optimizer_states", "activations", "buffers", "workspace"]
     assert est.capacity_bytes == 80e9 and est.gpu == "a100-sxm4-80gb"
 
 
