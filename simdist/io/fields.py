@@ -36,6 +36,21 @@ _FIXES = {  # unambiguous misspellings -> the unit meant
 _SPLIT = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(\S+)\s*$")
 
 
+def closest(word: str, choices: list[str], n: int = 3) -> list[str]:
+    """Choices that contain `word` (or that it contains), then difflib's closest, at most `n`."""
+    low = word.lower()
+    near = [c for c in choices if low and (low in c.lower() or c.lower() in low)]
+    near += [c for c in difflib.get_close_matches(word, choices, n=n, cutoff=0.4) if c not in near]
+    return near[:n]
+
+
+def unknown_key_message(value: str, choices: list[str], what: str) -> str:
+    """"got 'a100'; expected a GPU catalog key (see `simdist catalog`); closest: 'a100-sxm4-80gb'"."""
+    near = closest(value, choices)
+    hint = f"; closest: {', '.join(repr(k) for k in near)}" if near else ""
+    return f"got {value!r}; expected a {what} catalog key (see `simdist catalog`){hint}"
+
+
 def _suggest(value: object, dim: Dimension, parser: Callable[..., float]) -> str:
     """' (did you mean '100 Gb/s'?)' when the unit looks like a known misspelling, else ''."""
     if not isinstance(value, str):

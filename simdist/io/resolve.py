@@ -136,7 +136,9 @@ def _calibration(value: str | None, base_dir: Path, issues: list[Issue]) -> str 
 def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") -> tuple[Scenario | None, list[Issue]]:
     """The Scenario and no issues, or None and every issue found."""
     issues: list[Issue] = []
-    cluster = resolve_cluster(m.cluster, base_dir, issues)
+    c = m.communication
+    dedicated = c.strategy == StrategyKind.PS and c.ps.placement == PsPlacement.DEDICATED
+    cluster = resolve_cluster(m.cluster, base_dir, issues, c.ps.servers if dedicated else 0)
     workload: WorkloadSpec | None = resolve_workload(m.workload, issues)
     gpus = cluster.num_gpus if cluster is not None else None
     training = _training(m, gpus, issues)

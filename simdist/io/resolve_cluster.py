@@ -8,6 +8,7 @@ node group's NIC link. Problems are appended to `issues`; nothing here raises fo
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -18,12 +19,25 @@ from simdist.hardware.specs import (
     ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, NicSpec, NodeGroupSpec,
     TopologyKind,
 )
+from simdist.io.fields import unknown_key_message
 from simdist.io.schema import ClusterModel, FabricModel, IntraNodeModel, LinkModel, NicModel, NodeGroupModel
 
 
 def hardware_catalog() -> ModuleType:
     """simdist.io.catalog, imported when first needed."""
     return importlib.import_module("simdist.io.catalog")
+
+
+_LOCATED = re.compile(r"^(\w+)\[(\d+)\]\.(\w+):\s*(.*)$", re.S)
+
+
+def located(path: str, message: str) -> Issue:
+    """An Issue from a library message; 'layers[2].params: got ...' under `path` ending in 'layers' is placed
+    at path.2.params."""
+    m = _LOCATED.match(message)
+    if m and path.endswith("." + m.group(1)):
+        return Issue(f"{path}.{m.group(2)}.{m.group(3)}", m.group(4))
+    return Issue(path, message)
 
 
 def guarded(issues: list[Issue], path: str, call: Callable[[], Any]) -> Any:
@@ -36,18 +50,14 @@ def guarded(issues: list[Issue], path: str, call: Callable[[], Any]) -> Any:
             where = i.path if i.path == top or i.path.startswith(top + ".") else ".".join(p for p in (path, i.path) if p)
             issues.append(Issue(where, i.message))
     except (KeyError, ValueError, TypeError) as err:
-        issues.append(Issue(path, f"{type(err).__name__}: {err}"))
+        issues.append(located(path, str(err.args[0]) if err.args else type(err).__name__))
     return None
 
 
 def _lookup(table: dict[str, Any], key: str, path: str, what: str, issues: list[Issue]) -> Any:
     if key in table:
         return table[key]
-    import difflib
-
-    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.4)
-    hint = f"; closest: {', '.join(repr(k) for k in close)}" if close else ""
-    issues.append(Issue(path, f"got {key!r}; expected a {what} key (see `simdist catalog`){hint}"))
+    issues.append(Issue(path, unknown_key_message(key, list(table), what)))
     return None
 
 
@@ -59,14 +69,14 @@ def _transport_default(transport: str, path: str, issues: list[Issue]) -> LinkSp
 def build_link(m: LinkModel, path: str, transport: str, issues: list[Issue],
                base: LinkSpec | None = None) -> LinkSpec | None:
     """An inline link: explicit keys win, then the catalog base, then the transport default."""
-    if m.catalog is not None:
-        base = _lookup(hardware_catalog().links(), m.catalog, f"{path}.catalog", "link", issues)
+    if m.link is not None:
+        base = _lookup(hardware_catalog().links(), m.link, f"{path}.link", "link", issues)
         if base is None:
             return None
     transport = str(m.transport or (base.transport if base is not None and base.transport else transport))
     if base is None:
         if m.bandwidth is None:
-            issues.append(Issue(f"{path}.bandwidth", "required key is missing (or give `catalog: <link key>`)"))
+            issues.append(Issue(f"{path}.bandwidth", "required key is missing (or give `link: <catalog link key>`)"))
             return None
         need_default = m.latency is None or m.efficiency is None
         default = _transport_default(transport, f"{path}.transport", issues) if need_default else None
@@ -93,17 +103,17 @@ def _intra_node(v: str | IntraNodeModel, path: str, issues: list[Issue]) -> Intr
     cat = hardware_catalog()
     if isinstance(v, str):
         return _lookup(cat.intra_nodes(), v, path, "intra_node", issues)
-    if v.catalog is not None:
-        spec = _lookup(cat.intra_nodes(), v.catalog, f"{path}.catalog", "intra_node", issues)
+    if v.base is not None:
+        spec = _lookup(cat.intra_nodes(), v.base, f"{path}.base", "intra_node", issues)
         if spec is None:
             return None
-        m = v.model_copy(update={"catalog": None})
-        link = build_link(m, path, spec.gpu_link.transport or "nvlink", issues, base=spec.gpu_link)
+        link = build_link(v, path, spec.gpu_link.transport or "nvlink", issues, base=spec.gpu_link)
         return replace(spec, gpu_link=link) if link is not None else None
     link = build_link(v, path, "nvlink", issues)
     if link is None:
         return None
-    return IntraNodeSpec(key="custom", layout=IntraNodeLayout(v.layout), gpu_link=link, nic_attach="switch")
+    return IntraNodeSpec(key="custom", layout=IntraNodeLayout.SWITCH, gpu_link=link, nic_attach="switch",
+                         source=f"inline spec at {path}")
 
 
 def _nic(v: str | NicModel, path: str, issues: list[Issue]) -> NicSpec | None:
@@ -169,8 +179,9 @@ def _fabric(f: FabricModel, first_nic: NicSpec | None, base_dir: Path, issues: l
                       dims=tuple(f.dims) if f.dims is not None else None, graphml=graphml)
 
 
-def resolve_cluster(m: ClusterModel, base_dir: Path, issues: list[Issue]) -> ClusterSpec | None:
-    """ClusterSpec, or None with the reasons appended to `issues` (topology fit checked too)."""
+def resolve_cluster(m: ClusterModel, base_dir: Path, issues: list[Issue], server_hosts: int = 0) -> ClusterSpec | None:
+    """ClusterSpec, or None with the reasons appended to `issues` (topology fit, with `server_hosts`
+    dedicated parameter-server hosts, checked too)."""
     groups = [_group(g, f"cluster.nodes.{i}", issues) for i, g in enumerate(m.nodes)]
     first_nic = groups[0].nic if groups and groups[0] is not None else None
     fabric = _fabric(m.fabric, first_nic, base_dir, issues)
@@ -178,7 +189,7 @@ def resolve_cluster(m: ClusterModel, base_dir: Path, issues: list[Issue]) -> Clu
         return None
     cluster = ClusterSpec(tuple(g for g in groups if g is not None), fabric)
     validate = importlib.import_module("simdist.topology.validate").validate_cluster
-    found = guarded(issues, "cluster", lambda: validate(cluster))
+    found = guarded(issues, "cluster", lambda: validate(cluster, server_hosts))
     if found:
         issues.extend(found)
         return None

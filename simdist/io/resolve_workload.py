@@ -1,16 +1,16 @@
 """Workload section -> WorkloadSpec: model catalog, parametric transformers, layer lists, torch, benchmarks.
 
-The model catalog (simdist.workload.catalog) and the torch importer are imported only when used,
+The model catalog (simdist.workload) and the torch importer are imported only when used,
 so a scenario without a `torch:` model never imports torch.
 """
 from __future__ import annotations
 
-import difflib
 import importlib
 from types import ModuleType
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.errors import Issue
+from simdist.errors import Issue, ScenarioError
+from simdist.io.fields import unknown_key_message
 from simdist.io.resolve_cluster import guarded
 from simdist.io.schema import BertWrapper, GptWrapper, LayersModel, TorchModel, WorkloadModel
 from simdist.scenario import BenchmarkSpec, Precision, WorkloadSpec
@@ -18,8 +18,8 @@ from simdist.workload.specs import ModelSpec
 
 
 def model_catalog() -> ModuleType:
-    """simdist.workload.catalog, imported when first needed."""
-    return importlib.import_module("simdist.workload.catalog")
+    """simdist.workload's public API (get_model, model_keys, parametric_*, model_from_layers), imported lazily."""
+    return importlib.import_module("simdist.workload")
 
 
 def _catalog_model(key: str, seq_len: int | None, issues: list[Issue]) -> ModelSpec | None:
@@ -27,11 +27,10 @@ def _catalog_model(key: str, seq_len: int | None, issues: list[Issue]) -> ModelS
     try:
         return cat.get_model(key, seq_len)
     except KeyError:
-        keys = list(cat.model_keys())
-        close = difflib.get_close_matches(key, keys, n=3, cutoff=0.4) or keys[:8]
-        issues.append(Issue("workload.model", f"got {key!r}; expected a model catalog key; closest: "
-                                              f"{', '.join(repr(k) for k in close)}"))
-        return None
+        issues.append(Issue("workload.model", unknown_key_message(key, list(cat.model_keys()), "model")))
+    except ValueError as err:
+        issues.append(Issue("workload.seq_len", str(err)))
+    return None
 
 
 def _parametric(m: GptWrapper | BertWrapper, seq_len: int | None, issues: list[Issue]) -> ModelSpec | None:
@@ -60,9 +59,11 @@ def _torch(m: TorchModel, issues: list[Issue]) -> ModelSpec | None:
 
     def call() -> ModelSpec:
         try:
-            return importer.import_model(m.torch, tuple(m.input_shape))
-        except ImportError as err:
-            raise ValueError(f"cannot import {m.torch!r}: {err}") from None
+            return importer.import_model(m.torch, list(m.input_shape))
+        except (ScenarioError, KeyError, ValueError, TypeError):
+            raise
+        except Exception as err:  # noqa: BLE001 - the user's factory or forward may raise anything
+            raise ValueError(f"{m.torch!r} failed: {type(err).__name__}: {err}") from None
 
     return guarded(issues, "workload.model.torch", call)
 

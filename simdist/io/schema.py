@@ -7,7 +7,6 @@ rules (dp*tp*pp = GPUs, batch divisibility, topology fit) live in resolve.py.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Callable, Literal, Union
@@ -16,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from pydantic_core import PydanticCustomError
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.hardware.specs import IntraNodeLayout, TopologyKind
+from simdist.hardware.specs import TopologyKind
 from simdist.io.fields import (
     SIMDIST_ERROR, Bandwidth, Duration, Efficiency, Fraction, Key, NonNegInt, PosFloat, PosInt,
-    PositiveDuration, Size, SizeOrZero, StrictBool,
+    PositiveDuration, Size, SizeOrZero, StrictBool, unknown_key_message,
 )
 from simdist.scenario import (
     Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, PipelineSchedule, Precision,
@@ -34,7 +33,7 @@ class Transport(StrEnum):
     TCP = "tcp"
     NVLINK = "nvlink"
     PCIE = "pcie"
-    UPI = "upi"
+    SOCKET = "socket"
 
 
 class NicTransport(StrEnum):
@@ -70,9 +69,7 @@ def _check_key(value: Any, info: ValidationInfo, family: str, what: str) -> Any:
     """A catalog key must exist when the context lists the catalog's keys."""
     keys = (info.context or {}).get(family)
     if isinstance(value, str) and keys is not None and value not in keys:
-        close = difflib.get_close_matches(value, list(keys), n=3, cutoff=0.4)
-        hint = f"; closest: {', '.join(repr(k) for k in close)}" if close else ""
-        raise _fail(f"got {value!r}; expected a {what} key (see `simdist catalog`){hint}")
+        raise _fail(unknown_key_message(value, list(keys), what))
     return value
 
 
@@ -111,7 +108,7 @@ def _key_or(model: type, expected: str) -> Any:
 class LinkModel(Strict):
     """A link class inline: line rate per direction, latency, achieved efficiency."""
 
-    catalog: Key | None = None
+    link: Key | None = None
     """Start from this catalog link (e.g. 'ib-hdr'); the other keys here override its figures."""
     bandwidth: Bandwidth | None = None
     """Line rate per direction, e.g. '200 Gb/s' or '300 GB/s'. Required unless `catalog` is given."""
@@ -120,9 +117,9 @@ class LinkModel(Strict):
     efficiency: Efficiency | None = None
     """Achieved fraction of line rate, 0 < e <= 1. Default: the transport's documented default."""
     transport: Transport | None = None
-    """rdma | tcp | nvlink | pcie | upi: picks the default latency and efficiency."""
+    """rdma | tcp | nvlink | pcie | socket: picks the default latency and efficiency."""
 
-    @field_validator("catalog")
+    @field_validator("link")
     @classmethod
     def _known(cls, v: Any, info: ValidationInfo) -> Any:
         return _check_key(v, info, "link_keys", "link")
@@ -140,12 +137,14 @@ class NicModel(LinkModel):
 class IntraNodeModel(LinkModel):
     """An inline node interior: every GPU on one switch (NVSwitch-like) with this per-GPU link."""
 
-    layout: IntraNodeLayout = IntraNodeLayout.SWITCH
-    """switch (only inline layout; use catalog keys for cube_mesh, nvlink_pairs, pcie)."""
+    base: Key | None = None
+    """Start from this intra_node catalog entry (e.g. 'nvswitch-a100'); the link keys here override its GPU link."""
+    layout: Literal["switch"] = "switch"
+    """switch (the only inline layout; use catalog keys for cube_mesh, nvlink_pairs, pcie)."""
 
-    @field_validator("catalog")
+    @field_validator("base")
     @classmethod
-    def _known(cls, v: Any, info: ValidationInfo) -> Any:
+    def _known_base(cls, v: Any, info: ValidationInfo) -> Any:
         return _check_key(v, info, "intra_node_keys", "intra_node")
 
 
@@ -264,7 +263,7 @@ class TorchModel(Strict):
     torch: Annotated[str, Field(strict=True)]
     """'package.module:factory' returning an nn.Module (imported lazily; needs torch)."""
     input_shape: Annotated[list[PosInt], Field(min_length=1)]
-    """Shape of one sample, without the batch dimension, e.g. [3, 224, 224]."""
+    """Shape of the profiling input, batch first, e.g. [1, 3, 224, 224] (see simdist.workload.torch_import)."""
 
     @field_validator("torch")
     @classmethod

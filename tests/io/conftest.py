@@ -1,8 +1,9 @@
 """Fake catalogs for the io tests: small, fixed, so expectations are hand-checkable.
 
-The real simdist.io.catalog, simdist.workload.catalog, simdist.topology.validate and
+The real simdist.io.catalog, simdist.workload, simdist.topology.validate and
 simdist.workload.torch_import are written by other engineers; these stand-ins follow the agreed
-signatures and are swapped into sys.modules for every test in this folder.
+signatures and are swapped in (sys.modules / attributes) for every test in this folder unless the
+test module sets REAL_CATALOGS = True.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ TRANSPORT = {
     "tcp": LinkSpec(0.0, 25e-6, 0.6, "custom", "tcp", "fake tcp default"),
     "nvlink": LinkSpec(0.0, 1e-6, 0.85, "custom", "nvlink"),
     "pcie": LinkSpec(0.0, 1e-6, 0.8, "custom", "pcie"),
-    "upi": LinkSpec(0.0, 1e-6, 0.7, "custom", "upi"),
+    "socket": LinkSpec(0.0, 1e-6, 0.7, "custom", "socket"),
 }
 
 
@@ -95,7 +96,7 @@ def _import_model(factory: str, input_shape: tuple[int, ...]) -> ModelSpec:
     return _model(factory.split(":")[1], [1000, 2000])
 
 
-def _validate_cluster(cluster) -> list[Issue]:
+def _validate_cluster(cluster, server_hosts: int = 0) -> list[Issue]:
     f = cluster.fabric
     if f.dims is not None and math.prod(f.dims) != cluster.num_nodes:
         return [Issue("cluster.fabric.dims", f"got {list(f.dims)}; {cluster.num_nodes} nodes do not fill it")]
@@ -112,24 +113,30 @@ def _module(name: str, **attrs) -> types.ModuleType:
     return mod
 
 
+WORKLOAD_FAKES = {"get_model": _get_model, "model_keys": lambda: list(MODELS), "parametric_gpt": _parametric,
+                  "parametric_bert": _parametric, "model_from_layers": _from_layers}
+
 FAKES = {
     "simdist.io.catalog": _module(
         "simdist.io.catalog", gpus=lambda: {"a100-sxm4-80gb": A100, "v100-sxm2-32gb": V100},
         links=lambda: dict(LINKS), intra_nodes=lambda: {"nvswitch-a100": NVSWITCH, "dgx1-cube-mesh": CUBE},
         transport_default=_transport_default, parse_gpu_inline=_parse_gpu_inline,
         parse_link_inline=lambda d, path, default: default),
-    "simdist.workload.catalog": _module(
-        "simdist.workload.catalog", get_model=_get_model, model_keys=lambda: list(MODELS),
-        parametric_gpt=_parametric, parametric_bert=_parametric, model_from_layers=_from_layers),
     "simdist.topology.validate": _module("simdist.topology.validate", validate_cluster=_validate_cluster),
     "simdist.workload.torch_import": _module("simdist.workload.torch_import", import_model=_import_model),
 }
 
 
 @pytest.fixture(autouse=True)
-def fake_catalogs(monkeypatch):
+def fake_catalogs(monkeypatch, request):
+    if getattr(request.module, "REAL_CATALOGS", False):
+        return
     for name, mod in FAKES.items():
         monkeypatch.setitem(sys.modules, name, mod)
+    import simdist.workload as workload  # the public model API: patch its functions, keep the package
+
+    for attr, fn in WORKLOAD_FAKES.items():
+        monkeypatch.setattr(workload, attr, fn, raising=False)
 
 
 DESIGN_EXAMPLE = textwrap.dedent("""\

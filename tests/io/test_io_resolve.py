@@ -77,7 +77,7 @@ def test_tcp_nic_takes_tcp_defaults_and_efficiency_overrides():
 def test_catalog_link_keys_and_overrides():
     d = copy.deepcopy(MINIMAL)
     d["cluster"]["nodes"][0]["nic"] = "ib-hdr"
-    d["cluster"]["fabric"] = {"link": {"catalog": "ib-hdr", "efficiency": 0.75}}
+    d["cluster"]["fabric"] = {"link": {"link": "ib-hdr", "efficiency": 0.75}}
     s = load_data(d)
     assert s.cluster.node_groups[0].nic.link is LINKS["ib-hdr"]
     assert s.cluster.fabric.link == LINKS["ib-hdr"].with_(efficiency=0.75)
@@ -183,3 +183,24 @@ def test_several_cross_field_issues_at_once():
     d["calibration"] = "missing.json"
     paths = [i.path for i in check_data(d)]
     assert set(paths) == {"training.parallelism", "run.warmup", "calibration"}
+
+
+def test_intra_node_base_with_link_override():
+    d = copy.deepcopy(MINIMAL)
+    d["cluster"]["nodes"][0]["intra_node"] = {"base": "nvswitch-a100", "efficiency": 0.6}
+    intra = load_data(d).cluster.node_groups[0].intra_node
+    assert intra.key == "nvswitch-a100" and intra.gpu_link == NVSWITCH.gpu_link.with_(efficiency=0.6)
+
+
+def test_dedicated_servers_are_counted_by_the_topology_check(monkeypatch):
+    import sys
+
+    seen = []
+    monkeypatch.setattr(sys.modules["simdist.topology.validate"], "validate_cluster",
+                        lambda cluster, server_hosts=0: seen.append(server_hosts) or [])
+    d = copy.deepcopy(MINIMAL)
+    d["communication"] = {"strategy": "ps", "ps": {"servers": 3, "placement": "dedicated"}}
+    load_data(d)
+    d["communication"]["ps"]["placement"] = "colocated"
+    load_data(d)
+    assert seen == [3, 0]
