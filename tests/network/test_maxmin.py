@@ -60,7 +60,7 @@ def problems(draw):
     return caps, links, counts
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(problems())
 def test_maxmin_is_feasible_and_every_group_has_a_bottleneck(problem):
     caps, links, counts = problem
