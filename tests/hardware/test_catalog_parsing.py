@@ -207,26 +207,24 @@ def test_inline_gpu_errors_name_the_path(d, where):
     assert issue_paths(e) == [where]
 
 
-def test_resolve_helpers():
-    assert catalog.resolve_gpu("t4-16gb", "gpu") is catalog.gpus()["t4-16gb"]
-    assert catalog.resolve_link("ib-ndr", "nic") == catalog.links()["ib-ndr"]
-    assert catalog.resolve_intra_node("nvswitch-a100", "x") == catalog.intra_nodes()["nvswitch-a100"]
+def test_unknown_keys_suggest_close_matches():
     with pytest.raises(ScenarioError) as e:
-        catalog.resolve_gpu("a100-sxm4-80", "cluster.nodes.0.gpu")
-    assert issue_paths(e) == ["cluster.nodes.0.gpu"] and "a100-sxm4-80gb" in str(e.value)
-    with pytest.raises(ScenarioError, match="cluster.nodes.0.intra_node"):
-        catalog.resolve_intra_node("dgx", "cluster.nodes.0.intra_node")
+        catalog.parse_gpu_inline({"base": "a100-sxm4-80", "tdp_w": 10}, "cluster.nodes.0.gpu")
+    assert issue_paths(e) == ["cluster.nodes.0.gpu.base"] and "a100-sxm4-80gb" in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        catalog.parse_link_inline({"bandwidth": "1 Gb/s", "latncy": "2 us"}, "cluster.fabric.link")
+    assert issue_paths(e) == ["cluster.fabric.link.latncy"] and "did you mean 'latency'" in str(e.value)
     with pytest.raises(ScenarioError, match="transport"):
         catalog.transport_default("udp", "transport")
 
 
 def test_inline_intra_node():
-    s = catalog.resolve_intra_node({"bandwidth": "300 GB/s", "latency": "2 us"}, "cluster.nodes.0.intra_node")
+    s = catalog.parse_intra_node_inline({"bandwidth": "300 GB/s", "latency": "2 us"}, "cluster.nodes.0.intra_node")
     assert s.layout is IntraNodeLayout.SWITCH and s.gpu_link.bandwidth_Bps == 300e9
     assert s.gpu_link.transport == "nvlink" and s.gpu_link.efficiency == catalog.transport_default("nvlink").efficiency
-    full = catalog.resolve_intra_node({"layout": "pcie", "gpu_link": "pcie-gen4", "pcie_link": "pcie-gen4",
+    full = catalog.parse_intra_node_inline({"layout": "pcie", "gpu_link": "pcie-gen4", "pcie_link": "pcie-gen4",
                                        "gpus_per_pcie_switch": 4}, "n")
     assert full.layout is IntraNodeLayout.PCIE and full.sockets == 1 and full.gpus_per_pcie_switch == 4
     with pytest.raises(ScenarioError) as e:
-        catalog.resolve_intra_node({"layout": "pcie", "gpu_link": {"link": "pcie-gen4", "bricks": 0}}, "n")
+        catalog.parse_intra_node_inline({"layout": "pcie", "gpu_link": {"link": "pcie-gen4", "bricks": 0}}, "n")
     assert issue_paths(e) == ["n.gpu_link.bricks"]
