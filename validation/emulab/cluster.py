@@ -7,6 +7,7 @@ the namespaces this object created, then deletes those namespaces (which removes
 from __future__ import annotations
 
 import fcntl
+from contextlib import contextmanager
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from simdist.errors import SimdistError
 from validation.emulab.commands import build_plan, rerate_plan
@@ -112,6 +113,17 @@ class _Lock:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None
+
+
+@contextmanager
+def machine_lock(timeout_s: float = 600.0) -> Iterator[None]:
+    """Hold the machine-wide emulation lock (e.g. while timing local runs that must not share the CPUs)."""
+    lock = _Lock(timeout_s)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def cleanup_stale(lock_timeout_s: float = 600.0) -> list[str]:
