@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from simdist.collectives.gloo import reduce_segments
 from simdist.collectives.backends import build_backend_schedule, select_algorithm
 from simdist.collectives.nccl import nccl_choice, nccl_predicted_time_s
 from simdist.collectives.schedule import Group
@@ -35,7 +36,9 @@ def test_gloo_hierarchical_goes_through_node_leaders():
     # the leaders (0, 2) run a 2-rank ring: each sends 2(n-1)/n S = S; non-leaders stay inside the node
     inter = sum(t.size_bytes * s.repeat for s in sched.chains[0] for t in s.transfers if {t.src, t.dst} == {0, 2})
     assert inter == pytest.approx(2 * 16e6)
-    assert recv[1] == pytest.approx(16e6) and recv[3] == pytest.approx(16e6)  # the broadcast back
+    # a non-leader receives gloo's reduce-scatter segments (n_seg - 2 of them) plus the broadcast back
+    seg, count = reduce_segments(2, 16e6)
+    assert recv[1] == pytest.approx((count - 2) * seg + 16e6) and recv[3] == recv[1]
 
 
 def test_nccl_picks_tree_for_small_messages_on_many_nodes_and_ring_for_large():
