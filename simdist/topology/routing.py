@@ -1,36 +1,352 @@
-"""Shortest-path routing with ECMP: equal-cost paths are chosen per flow by a deterministic hash."""
+"""Shortest-path routing with ECMP: equal-cost next hops are chosen per flow and per hop by a stable hash.
+
+Edge cost (integer, so equal-cost ties are exact): 1 + round(1 TB/s / capacity), capacity = effective
+bandwidth x multiplicity. One unit per hop plus the picoseconds a byte takes on the link, so a direct
+NVLink (300 GB/s: 4) beats a PCIe detour (32 GB/s: 32 per hop) and among equal links fewer hops win.
+
+Scale comes from structure. A vertex "node3/gpu5" belongs to machine "node3" (the text before '/');
+vertices without '/' are fabric. Machine vertices adjacent to another machine are transit routers
+(torus/ring NICs) and join the fabric in the *core* graph; the other machine vertices are only ever
+a flow's first or last hops. Distances are computed by Dijkstra on the core graph once per exit vertex
+(a leaf switch, a torus NIC), inside a machine once per destination vertex, and flows are walked
+hop by hop, hashing (src, dst, flow_key, vertex) to pick among the equal-cost next hops.
+Paths are deterministic across processes (no Python `hash()`).
+"""
 from __future__ import annotations
 
-import zlib
+import hashlib
+import heapq
+import math
 
-import networkx as nx
-
+from simdist.errors import InfeasibleError
 from simdist.topology.graph import Topology
+
+REFERENCE_Bps = 1e12
+INF = math.inf
+_MASK = (1 << 64) - 1
+
+
+def edge_cost(capacity_Bps: float) -> int:
+    """Routing cost of one hop (see the module docstring)."""
+    return 1 + int(round(REFERENCE_Bps / capacity_Bps)) if capacity_Bps > 0 else 1 << 40
+
+
+def _mix(x: int) -> int:
+    """splitmix64 finaliser: a well-spread 64-bit hash of a 64-bit integer."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def flow_hash(src: int, dst: int, flow_key: int) -> int:
+    """A stable 64-bit hash of one flow (blake2b; the same in every process)."""
+    return int.from_bytes(hashlib.blake2b(f"{src}:{dst}:{flow_key}".encode(), digest_size=8).digest(), "little")
+
+
+def _dijkstra(adj: dict, seeds: dict, fixed=frozenset()) -> dict:
+    """Integer Dijkstra over `adj` from several seeds; `fixed` vertices keep their seed distance."""
+    dist = dict(seeds)
+    heap = [(d, v) for v, d in seeds.items()]
+    heapq.heapify(heap)
+    pop, push, get = heapq.heappop, heapq.heappush, dist.get
+    while heap:
+        d, u = pop(heap)
+        if d > dist[u]:
+            continue
+        for w, c in adj[u].items():
+            nd = d + c
+            if nd < get(w, INF) and w not in fixed:
+                dist[w] = nd
+                push(heap, (nd, w))
+    return dist
+
+
+def _bfs(adj: dict, src: str, step: int) -> dict:
+    """Distances when every edge costs `step` (fat trees): a breadth-first search."""
+    dist = {src: 0}
+    frontier = [src]
+    d = 0
+    while frontier:
+        d += step
+        nxt = []
+        for u in frontier:
+            for w in adj[u]:
+                if w not in dist:
+                    dist[w] = d
+                    nxt.append(w)
+        frontier = nxt
+    return dist
 
 
 class Router:
-    """Routes endpoint-to-endpoint flows onto directed link ids; paths are cached per vertex pair."""
+    """Routes endpoint-to-endpoint flows onto directed link ids; per-pair results are cached."""
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
+        graph = topology.graph
+        self._cost: dict[str, dict[str, int]] = {
+            u: {w: edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1)) for w, d in nbrs.items()}
+            for u, nbrs in graph.adj.items()}
+        machine = self._machine = {v: (v.split("/", 1)[0] if isinstance(v, str) and "/" in v else None) for v in graph}
+        self._lname = {v: (v.split("/", 1)[1] if m is not None else v) for v, m in machine.items()}
+        self._vid = {v: i for i, v in enumerate(graph)}
+        self._gateways: dict[str, list[str]] = {}
+        self._members: dict[str, list[str]] = {}
+        core = set()
+        for v, m in machine.items():
+            if m is None:
+                core.add(v)
+                continue
+            self._members.setdefault(m, []).append(v)
+            outside = [w for w in self._cost[v] if machine[w] != m]
+            if outside:
+                self._gateways.setdefault(m, []).append(v)
+                if any(machine[w] is not None for w in outside):
+                    core.add(v)
+        self._core = core
+        self._core_adj = {u: {w: c for w, c in self._cost[u].items() if w in core} for u in core}
+        steps = {c for nbrs in self._core_adj.values() for c in nbrs.values()}
+        self._core_step = steps.pop() if len(steps) == 1 else None
+        self._tmpl_of: dict[str, int] = {}
+        self._tmpl_ids: dict[tuple, int] = {}
+        self._tmpl_adj: list[dict[str, dict[str, int]]] = []
+        self._tmpl_gw: list[frozenset[str]] = []
+        self._tlocal: dict[tuple[int, str], dict[str, int]] = {}
+        self._tsrc: dict[tuple, dict[str, int]] = {}
+        self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
+        self._srckey: dict[tuple[str, str], tuple[tuple, int]] = {}
+        self._dcore: dict[str, dict[str, int]] = {}
+        self._nh: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._nh_local: dict[tuple, tuple[str, ...]] = {}
+        self._nh_core: dict[tuple, tuple[str, ...]] = {}
+        self._dag: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
+
+    # -- machine templates: isomorphic machines share their local computations -------------------
+    def _tmpl(self, m: str) -> int:
+        tid = self._tmpl_of.get(m)
+        if tid is None:
+            ln, machine = self._lname, self._machine
+            adj = {ln[v]: {ln[w]: c for w, c in self._cost[v].items() if machine[w] == m} for v in self._members[m]}
+            gw = frozenset(ln[h] for h in self._gateways.get(m, ()))
+            key = (tuple(sorted((u, w, c) for u, nb in adj.items() for w, c in nb.items())), tuple(sorted(gw)))
+            tid = self._tmpl_ids.get(key)
+            if tid is None:
+                tid = self._tmpl_ids[key] = len(self._tmpl_adj)
+                self._tmpl_adj.append(adj)
+                self._tmpl_gw.append(gw)
+            self._tmpl_of[m] = tid
+        return tid
+
+    def _local(self, t: str) -> dict[str, int]:
+        """Distances to `t` inside t's machine, keyed by local vertex name."""
+        key = (self._tmpl(self._machine[t]), self._lname[t])
+        hit = self._tlocal.get(key)
+        if hit is None:
+            hit = self._tlocal[key] = _dijkstra(self._tmpl_adj[key[0]], {key[1]: 0})
+        return hit
+
+    # -- distances -------------------------------------------------------------------------------
+    def _exits_of(self, t: str) -> tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]:
+        """Core vertices a flow to `t` leaves the core at: a -> (remaining cost, entry vertices); and a key."""
+        hit = self._exits.get(t)
+        if hit is not None:
+            return hit
+        exits: dict[str, tuple[int, tuple[str, ...]]] = {}
+        if t in self._core:
+            exits[t] = (0, ())
+        m = self._machine[t]
+        if m is not None:
+            local, ln = self._local(t), self._lname
+            offers: dict[str, list[tuple[int, str]]] = {}
+            for h in self._gateways.get(m, ()):
+                lh = local.get(ln[h])
+                if lh is None:
+                    continue
+                if h in self._core:
+                    offers.setdefault(h, []).append((lh, ""))
+                else:
+                    for a, c in self._cost[h].items():
+                        if self._machine[a] is None:
+                            offers.setdefault(a, []).append((c + lh, h))
+            for a, opts in offers.items():
+                best = min(o[0] for o in opts)
+                if a in exits and exits[a][0] <= best:
+                    continue
+                exits[a] = (best, tuple(sorted(h for d, h in opts if d == best and h)))
+        hit = self._exits[t] = (exits, tuple(sorted((a, c) for a, (c, _) in exits.items())))
+        return hit
+
+    def _core_dist(self, a: str) -> dict[str, int]:
+        hit = self._dcore.get(a)
+        if hit is None:
+            if self._core_step is not None:
+                hit = _bfs(self._core_adj, a, self._core_step)
+            else:
+                hit = _dijkstra(self._core_adj, {a: 0})
+            self._dcore[a] = hit
+        return hit
+
+    def _d_core(self, v: str, t: str) -> float:
+        best = INF
+        for a, (cost, _) in self._exits_of(t)[0].items():
+            d = self._core_dist(a).get(v)
+            if d is not None and d + cost < best:
+                best = d + cost
+        return best
+
+    def _source_side(self, m: str, t: str) -> tuple[tuple, int]:
+        """(template key, base): source machine m's distance to t is template_dist[local name] + base."""
+        ekey = self._exits_of(t)[1]
+        hit = self._srckey.get((m, ekey))
+        if hit is not None:
+            return hit
+        seeds = {}
+        for h in self._gateways.get(m, ()):
+            if h in self._core:
+                d = self._d_core(h, t)
+            else:
+                d = min((c + self._d_core(a, t) for a, c in self._cost[h].items() if self._machine[a] != m), default=INF)
+            if d < INF:
+                seeds[self._lname[h]] = d
+        base = min(seeds.values(), default=0)
+        tid = self._tmpl(m)
+        key = (tid, tuple(sorted((h, d - base) for h, d in seeds.items())))
+        if key not in self._tsrc:
+            self._tsrc[key] = _dijkstra(self._tmpl_adj[tid], dict(key[1]), fixed=self._tmpl_gw[tid])
+        hit = self._srckey[(m, ekey)] = (key, base)
+        return hit
+
+    # -- next hops -------------------------------------------------------------------------------
+    def _core_next(self, a: str, v: str) -> tuple[str, ...]:
+        table = self._nh.setdefault(a, {})
+        hit = table.get(v)
+        if hit is None:
+            dist = self._core_dist(a)
+            dv = dist[v]
+            hit = tuple(sorted(w for w, c in self._core_adj[v].items() if dist.get(w, INF) + c == dv))
+            table[v] = hit
+        return hit
+
+    def _local_next(self, tid: int, dist: dict[str, int], key: tuple, lv: str) -> tuple[str, ...]:
+        """Local names of v's in-machine neighbours one cost step closer (cached by template)."""
+        hit = self._nh_local.get(key)
+        if hit is None:
+            dv = dist[lv]
+            hit = tuple(sorted(w for w, c in self._tmpl_adj[tid][lv].items() if dist.get(w, INF) + c == dv))
+            self._nh_local[key] = hit
+        return hit
+
+    def _next_hops(self, s: str, t: str, v: str) -> tuple[str, ...]:
+        mt, ms, mv = self._machine[t], self._machine[s], self._machine[v]
+        ln = self._lname
+        if mv is not None and mv == mt and (ms == mt or v not in self._core):  # inside t's machine
+            tid = self._tmpl(mt)
+            local = self._local(t)
+            names = self._local_next(tid, local, ("t", tid, ln[t], ln[v]), ln[v])
+            return tuple(f"{mt}/{w}" for w in names)
+        if v in self._core:
+            exits, ekey = self._exits_of(t)
+            ck = (ekey, v)
+            hit = self._nh_core.get(ck)
+            if hit is None:
+                dv = self._d_core(v, t)
+                out: set[str] = set()
+                here = False
+                for a, (ca, _) in exits.items():
+                    da = self._core_dist(a).get(v)
+                    if da is not None and da + ca == dv:
+                        if a == v:
+                            here = True
+                        else:
+                            out.update(self._core_next(a, v))
+                hit = self._nh_core[ck] = (tuple(sorted(out)), here)
+            hops, here = hit
+            if not here:
+                return hops
+            entries = exits[v][1]
+            if not entries and v != t:  # v is a gateway of t's machine: go inside
+                local = self._local(t)
+                entries = tuple(w for w, c in self._cost[v].items() if self._machine[w] == mt and w not in self._core
+                                and local.get(ln[w], INF) + c == local[ln[v]])
+            return tuple(sorted(set(hops) | set(entries)))
+        key, base = self._source_side(mv, t)
+        tid = key[0]
+        dist = self._tsrc[key]
+        lv = ln[v]
+        if lv in self._tmpl_gw[tid]:  # a stub NIC: out to the fabric
+            dv = dist.get(lv, INF) + base
+            return tuple(sorted(a for a, c in self._cost[v].items() if self._machine[a] != mv and self._d_core(a, t) + c == dv))
+        return tuple(f"{mv}/{w}" for w in self._local_next(tid, dist, ("s", key, lv), lv))
+
+    def _hops(self, dag: dict, s: str, t: str, v: str) -> tuple[str, ...]:
+        hops = dag.get(v)
+        if hops is None:
+            hops = dag[v] = self._next_hops(s, t, v)
+            if not hops:
+                raise InfeasibleError(f"no route from {s} to {t} (stuck at {v})")
+        return hops
+
+    # -- public ----------------------------------------------------------------------------------
+    def distance(self, src_vertex: str, dst_vertex: str) -> float:
+        """The routing cost between two vertices (inf when unreachable)."""
+        if src_vertex == dst_vertex:
+            return 0
+        mt, ms = self._machine[dst_vertex], self._machine[src_vertex]
+        if mt is not None and ms == mt:
+            return self._local(dst_vertex).get(self._lname[src_vertex], INF)
+        if src_vertex in self._core:
+            return self._d_core(src_vertex, dst_vertex)
+        key, base = self._source_side(ms, dst_vertex)
+        return self._tsrc[key].get(self._lname[src_vertex], INF) + base
+
+    def vertex_path(self, src_vertex: str, dst_vertex: str, flow_hash_: int = 0) -> list[str]:
+        """One least-cost vertex path; at each branching hop the next vertex is picked by `flow_hash_`."""
+        path = [src_vertex]
+        if src_vertex == dst_vertex:
+            return path
+        dag = self._dag.get((src_vertex, dst_vertex))
+        if dag is None:
+            if self.distance(src_vertex, dst_vertex) == INF:
+                raise InfeasibleError(f"no route from {src_vertex} to {dst_vertex}")
+            dag = self._dag[(src_vertex, dst_vertex)] = {}
+        v = src_vertex
+        while v != dst_vertex:
+            hops = dag.get(v) or self._hops(dag, src_vertex, dst_vertex, v)
+            v = hops[0] if len(hops) == 1 else hops[_mix(flow_hash_ ^ self._vid[v]) % len(hops)]
+            path.append(v)
+        return path
 
     def equal_cost_paths(self, src_vertex: str, dst_vertex: str) -> list[tuple[int, ...]]:
-        """All shortest (fewest-hop) paths between two vertices, as directed link id tuples."""
+        """All least-cost paths between two vertices, as directed link id tuples, sorted by vertex names.
+
+        Enumerates every path: meant for small cases and tests; flows use `path` (per-hop hashing).
+        """
         key = (src_vertex, dst_vertex)
         if key not in self._paths:
+            if src_vertex == dst_vertex:
+                self._paths[key] = [()]
+                return self._paths[key]
+            self.vertex_path(src_vertex, dst_vertex)  # checks reachability, creates the DAG
+            dag = self._dag[key]
+            found: list[list[str]] = []
+            stack = [[src_vertex]]
+            while stack:
+                p = stack.pop()
+                if p[-1] == dst_vertex:
+                    found.append(p)
+                    continue
+                stack.extend(p + [w] for w in self._hops(dag, src_vertex, dst_vertex, p[-1]))
             index = self.topology.links.index
-            paths = sorted(nx.all_shortest_paths(self.topology.graph, src_vertex, dst_vertex))
-            self._paths[key] = [tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1)) for p in paths]
+            self._paths[key] = [tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1)) for p in sorted(found)]
         return self._paths[key]
 
     def path(self, src: int, dst: int, flow_key: int = 0) -> tuple[int, ...]:
-        """Directed link ids from endpoint `src` to endpoint `dst`; ECMP picks by hash of (src, dst, key)."""
+        """Directed link ids from endpoint `src` to endpoint `dst`; ECMP per hop by hash of (src, dst, key)."""
         if src == dst:
             return ()
         eps = self.topology.endpoints
-        paths = self.equal_cost_paths(eps[src], eps[dst])
-        if len(paths) == 1:
-            return paths[0]
-        h = zlib.crc32(f"{src}:{dst}:{flow_key}".encode())
-        return paths[h % len(paths)]
+        p = self.vertex_path(eps[src], eps[dst], flow_hash(src, dst, flow_key))
+        index = self.topology.links.index
+        return tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
