@@ -111,7 +111,7 @@ class LinkModel(Strict):
     link: Key | None = None
     """Start from this catalog link (e.g. 'ib-hdr'); the other keys here override its figures."""
     bandwidth: Bandwidth | None = None
-    """Line rate per direction, e.g. '200 Gb/s' or '300 GB/s'. Required unless `catalog` is given."""
+    """Line rate per direction, e.g. '200 Gb/s' or '300 GB/s'. Required unless `link` is given."""
     latency: Duration | None = None
     """One-way latency, e.g. '1 us'. Default: the transport's documented default."""
     efficiency: Efficiency | None = None

@@ -204,3 +204,12 @@ def test_dedicated_servers_are_counted_by_the_topology_check(monkeypatch):
     d["communication"]["ps"]["placement"] = "colocated"
     load_data(d)
     assert seen == [3, 0]
+
+
+def test_schema_defaults_equal_scenario_dataclass_defaults():
+    from simdist.scenario import CommunicationSpec, ParallelismSpec, RunSpec, TrainingSpec
+
+    s = load_data(MINIMAL)
+    assert s.communication == CommunicationSpec()
+    assert s.run == RunSpec()
+    assert s.training == TrainingSpec(parallelism=ParallelismSpec(dp=8))
