@@ -24,7 +24,7 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
     shapes = [s for _, s in model.gradients_backward_order()]
     codec = make_codec(scenario.communication.compression)
     # DDP keeps its gradient buckets as a flat copy of every gradient; codecs add error-feedback state
-    buffers = model.params * grad_bytes + codec.error_feedback_bytes(shapes)
+    buffers = model.params * grad_bytes + codec.error_feedback_bytes(shapes, grad_bytes, dp)
     worst = None
     for group in scenario.cluster.node_groups:
         est = estimate_memory(model, group.gpu, batch, scenario.workload.precision.value,

@@ -107,7 +107,7 @@ def build_plan(scenario: Scenario) -> IterationPlan:
         times = layer_times(model, gpu, batch, precision)
         f = sum(x.fwd_s for x in times)
         b = sum(x.bwd_s for x in times)
-        o = optimizer_step_time(model.params, gpu, t.optimizer.value, precision)
+        o = optimizer_step_time(model.params, gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value)
         # backward runs from the last layer to the first: time until layer i's gradients exist
         done_after = [0.0] * len(times)
         acc = 0.0
@@ -127,12 +127,13 @@ def build_plan(scenario: Scenario) -> IterationPlan:
         server_delay = 0.0
         if is_ps:  # servers apply the update to their shard; workers then skip their own step
             shard = bucket.elems / max(1, comm.ps_servers)
-            server_delay = optimizer_step_time(int(shard), server_gpu, t.optimizer.value, precision)
+            server_delay = optimizer_step_time(int(shard), server_gpu, t.optimizer.value, precision,
+                                               grad_dtype=w.grad_dtype.value)
         comms.append(BucketComm(
             bucket=bucket,
             ready_s=ready[j] if comm.overlap else bwd,
-            encode_s=max(codec.encode_time_s(bucket.shapes, g) for g, _ in gpus),
-            decode_s=max(codec.decode_time_s(bucket.shapes, g, dp) for g, _ in gpus),
+            encode_s=max(codec.encode_time_s(bucket.shapes, g, grad_bytes, dp) for g, _ in gpus),
+            decode_s=max(codec.decode_time_s(bucket.shapes, g, dp, grad_bytes) for g, _ in gpus),
             collectives=tuple(comm_plan.collectives),
             server_delay_s=server_delay,
         ))
