@@ -1,0 +1,105 @@
+"""Figures (matplotlib, Agg backend). Only this module touches matplotlib; it is imported lazily."""
+from __future__ import annotations
+
+from simdist.topology.graph import Topology
+
+_LAYER = {"core": 4.0, "spine": 3.0, "agg": 3.0, "leaf": 2.0, "switch": 2.0}
+_KIND_STYLE = {"nvlink": ("tab:green", 1.2), "pcie": ("tab:gray", 0.8), "socket": ("tab:purple", 1.0),
+               "nic": ("tab:blue", 0.8), "fabric": ("tab:red", 1.0)}
+_INNER_Y = {"nic": 1.2, "nvswitch": 0.8, "pcie": 0.8, "cpu": 0.45, "gpu": 0.0}
+
+
+def _machine(v: str) -> str | None:
+    return v.split("/", 1)[0] if "/" in v else None
+
+
+def _fabric_layer(v: str) -> float:
+    for prefix, y in _LAYER.items():
+        if v.startswith(prefix):
+            return y
+    return 2.0
+
+
+def _layout(graph, collapse: bool) -> tuple[dict, list[tuple[str, str, str]]]:
+    """Positions (fabric on top, machines below) and the edges to draw as (u, v, kind)."""
+    machines: dict[str, list[str]] = {}
+    fabric: dict[float, list[str]] = {}
+    for v in graph:
+        m = _machine(str(v))
+        if m is None:
+            fabric.setdefault(_fabric_layer(str(v)), []).append(v)
+        else:
+            machines.setdefault(m, []).append(v)
+    width = max(len(machines), 1)
+    pos: dict[str, tuple[float, float]] = {}
+    for y, verts in fabric.items():
+        for i, v in enumerate(verts):
+            pos[v] = ((i + 0.5) * width / len(verts), y)
+    for col, (m, verts) in enumerate(machines.items()):
+        if collapse:
+            pos[m] = (col + 0.5, 0.6)
+            continue
+        rows: dict[float, list[str]] = {}
+        for v in verts:
+            name = v.split("/", 1)[1]
+            y = next((yy for p, yy in _INNER_Y.items() if name.startswith(p)), 0.6)
+            rows.setdefault(y, []).append(v)
+        for y, row in rows.items():
+            for i, v in enumerate(row):
+                pos[v] = (col + 0.1 + 0.8 * (i + 0.5) / len(row), y)
+    edges: dict[tuple[str, str], str] = {}
+    for u, v, data in graph.edges(data=True):
+        if collapse:
+            u = _machine(str(u)) or u
+            v = _machine(str(v)) or v
+            if u == v:
+                continue
+        edges.setdefault((u, v), data.get("kind", "fabric"))
+    return pos, [(u, v, k) for (u, v), k in edges.items()]
+
+
+def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> None:
+    """A layered drawing (fabric on top, machines below) written to `path` (PNG, SVG or PDF).
+
+    With more than `max_vertices` vertices each machine is collapsed into one box; with more machines
+    than that only the fabric switches are drawn, each labelled with the number of machines below it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    graph = topology.graph
+    collapse = graph.number_of_nodes() > max_vertices
+    n_machines = len({_machine(str(v)) for v in graph} - {None})
+    fabric_only = collapse and n_machines > max_vertices
+    if fabric_only:
+        graph = graph.subgraph([v for v in graph if _machine(str(v)) is None])
+    pos, edges = _layout(graph, collapse and not fabric_only)
+    fig, ax = plt.subplots(figsize=(min(24, 4 + 0.35 * max(n_machines, 8)), 6))
+    for u, v, kind in edges:
+        color, lw = _KIND_STYLE.get(kind, ("black", 0.8))
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        ax.plot([x0, x1], [y0, y1], color=color, lw=lw, alpha=0.6, zorder=1)
+    for v, (x, y) in pos.items():
+        inner = _machine(str(v)) is not None
+        box = not inner and v.startswith(("node", "server"))
+        ax.scatter([x], [y], s=160 if box else 40, marker="s" if (box or not inner) else "o",
+                   color="tab:orange" if box else ("tab:red" if not inner else "tab:green"), zorder=2)
+        if len(pos) <= 80:
+            ax.annotate(str(v).split("/")[-1] if inner else str(v), (x, y), fontsize=6, ha="center",
+                        xytext=(0, 6), textcoords="offset points")
+    if fabric_only:
+        counts: dict[str, int] = {}
+        for u, v, data in topology.graph.edges(data=True):
+            if data.get("kind") == "nic":
+                sw = u if _machine(str(u)) is None else v
+                counts[sw] = counts.get(sw, 0) + 1
+        for sw, c in counts.items():
+            if sw in pos:
+                ax.annotate(f"{c} NICs", pos[sw], fontsize=5, ha="center", xytext=(0, -9), textcoords="offset points")
+    ax.set_title(topology.description or "topology", fontsize=9)
+    ax.set_axis_off()
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
