@@ -97,7 +97,7 @@ _EXPECT = {
     "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
     "bool_parsing": "true or false", "string_type": "a string", "list_type": "a list",
     "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
-    "finite_number": "a finite number",
+    "finite_number": "a finite number", "invalid_key": "a text key",
 }
 
 

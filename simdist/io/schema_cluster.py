@@ -1,0 +1,200 @@
+"""The cluster part of the strict scenario schema (DESIGN.md section 3) and the shared schema machinery.
+
+`Strict` is the base of every section (unknown keys are errors, attribute docstrings become field
+descriptions); `key_or` builds "catalog key or inline mapping" fields whose catalog keys are checked
+against the catalogs passed in pydantic's validation context (`{"gpu_keys": [...], ...}`).
+"""
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Callable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from simdist.hardware.specs import TopologyKind
+from simdist.io.fields import SIMDIST_ERROR, Bandwidth, Duration, Efficiency, Key, PosFloat, PosInt, unknown_key_message
+
+TAG_PREFIX = "~"  # union tags appear in pydantic error locations; paths drop parts starting with it
+
+
+class Transport(StrEnum):
+    RDMA = "rdma"
+    TCP = "tcp"
+    NVLINK = "nvlink"
+    PCIE = "pcie"
+    SOCKET = "socket"
+
+
+class NicTransport(StrEnum):
+    RDMA = "rdma"
+    TCP = "tcp"
+
+
+class Strict(BaseModel):
+    """Base of every scenario section: unknown keys are errors, values are not coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+def fail(message: str) -> PydanticCustomError:
+    return PydanticCustomError(SIMDIST_ERROR, "{message}", {"message": message})
+
+
+def check_key(value: Any, info: ValidationInfo, family: str, what: str) -> Any:
+    """A catalog key must exist when the context lists the catalog's keys."""
+    keys = (info.context or {}).get(family)
+    if isinstance(value, str) and keys is not None and value not in keys:
+        raise fail(unknown_key_message(value, list(keys), what))
+    return value
+
+
+def shape(kinds: dict[str, Callable[[Any], bool]]) -> Callable[[Any], str | None]:
+    """A callable discriminator: the tag of the first predicate the raw value satisfies."""
+
+    def pick(value: Any) -> str | None:
+        for tag, test in kinds.items():
+            if test(value):
+                return tag
+        return None
+
+    return pick
+
+
+def is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def is_map(v: Any) -> bool:
+    return isinstance(v, (dict, BaseModel))
+
+
+def key_or(model: type, expected: str) -> Any:
+    """A field that is either a catalog key (string) or an inline mapping validated by `model`."""
+    return Annotated[
+        Union[Annotated[Key, Tag(TAG_PREFIX + "key")], Annotated[model, Tag(TAG_PREFIX + "inline")]],
+        Discriminator(shape({TAG_PREFIX + "key": is_str, TAG_PREFIX + "inline": is_map}),
+                      custom_error_type=SIMDIST_ERROR, custom_error_message=expected),
+    ]
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+class LinkModel(Strict):
+    """A link class inline: line rate per direction, latency, achieved efficiency."""
+
+    link: Key | None = None
+    """Start from this catalog link (e.g. 'ib-hdr'); the other keys here override its figures."""
+    bandwidth: Bandwidth | None = None
+    """Line rate per direction, e.g. '200 Gb/s' or '300 GB/s'. Required unless `link` is given."""
+    latency: Duration | None = None
+    """One-way latency, e.g. '1 us'. Default: the transport's documented default."""
+    efficiency: Efficiency | None = None
+    """Achieved fraction of line rate, 0 < e <= 1. Default: the transport's documented default."""
+    transport: Transport | None = None
+    """rdma | tcp | nvlink | pcie | socket: picks the default latency and efficiency."""
+
+    @field_validator("link")
+    @classmethod
+    def _known(cls, v: Any, info: ValidationInfo) -> Any:
+        return check_key(v, info, "link_keys", "link")
+
+
+class NicModel(LinkModel):
+    """The NICs of every node in a group: `count` NICs of one link class."""
+
+    transport: NicTransport | None = None  # type: ignore[assignment]
+    """rdma | tcp (default rdma): picks the default latency and efficiency."""
+    count: PosInt = 1
+    """NICs per node."""
+
+
+class IntraNodeModel(LinkModel):
+    """An inline node interior: every GPU on one switch (NVSwitch-like) with this per-GPU link."""
+
+    base: Key | None = None
+    """Start from this intra_node catalog entry (e.g. 'nvswitch-a100'); the link keys here override its GPU link."""
+    layout: Literal["switch"] = "switch"
+    """switch (the only inline layout; use catalog keys for cube_mesh, nvlink_pairs, pcie)."""
+
+    @field_validator("base")
+    @classmethod
+    def _known_base(cls, v: Any, info: ValidationInfo) -> Any:
+        return check_key(v, info, "intra_node_keys", "intra_node")
+
+
+LinkField = key_or(LinkModel, "expected a link catalog key or a mapping {bandwidth, latency, efficiency}")
+NicField = key_or(NicModel, "expected a link catalog key or a mapping {bandwidth, latency, count, transport}")
+IntraNodeField = key_or(IntraNodeModel, "expected an intra_node catalog key or a mapping {bandwidth, latency}")
+GpuField = Annotated[
+    Union[Annotated[Key, Tag(TAG_PREFIX + "key")], Annotated[dict[str, Any], Tag(TAG_PREFIX + "inline")]],
+    Discriminator(shape({TAG_PREFIX + "key": is_str, TAG_PREFIX + "inline": is_map}),
+                  custom_error_type=SIMDIST_ERROR,
+                  custom_error_message="expected a GPU catalog key or an inline GPU mapping"),
+]
+
+
+class NodeGroupModel(Strict):
+    """`count` identical nodes."""
+
+    count: PosInt = 1
+    """Number of nodes in this group."""
+    gpu: GpuField
+    """GPU catalog key (`simdist catalog gpus`) or an inline GPU spec."""
+    gpus_per_node: PosInt | None = None
+    """GPUs per node. Default: the intra_node layout's fixed count, else 1."""
+    intra_node: IntraNodeField
+    """Catalog key (e.g. 'nvswitch-a100') or inline {bandwidth, latency, efficiency}."""
+    nic: NicField
+    """Link catalog key or inline {bandwidth, latency, count, transport, efficiency}."""
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v: Any, info: ValidationInfo) -> Any:
+        return check_key(v, info, "gpu_keys", "GPU")
+
+    @field_validator("intra_node")
+    @classmethod
+    def _known_intra(cls, v: Any, info: ValidationInfo) -> Any:
+        return check_key(v, info, "intra_node_keys", "intra_node")
+
+    @field_validator("nic")
+    @classmethod
+    def _known_nic(cls, v: Any, info: ValidationInfo) -> Any:
+        return check_key(v, info, "link_keys", "link")
+
+
+class FabricModel(Strict):
+    """How nodes are joined."""
+
+    topology: TopologyKind = TopologyKind.SINGLE_SWITCH
+    """single_switch | fat_tree | leaf_spine | ring | torus2d | torus3d | custom."""
+    nodes_per_leaf: PosInt | None = None
+    """fat_tree / leaf_spine: nodes under one leaf switch. Default: chosen by the builder."""
+    oversubscription: PosFloat = 1.0
+    """Leaf downlink / uplink capacity (fewer uplinks at the fabric link speed)."""
+    link: LinkField | None = None
+    """Switch-to-switch (or node-to-node) link. Default: the first node group's NIC link."""
+    levels: Literal[2, 3] | None = None
+    """fat_tree: 2 or 3 levels. Default: picked by size."""
+    leaves_per_pod: PosInt | None = None
+    """Three-level fat_tree: leaves per pod."""
+    dims: list[PosInt] | None = None
+    """torus2d / torus3d shape, e.g. [4, 4]. Default: near-square."""
+    graphml: Key | None = None
+    """custom: GraphML file, relative to the scenario file's folder."""
+
+    @field_validator("link")
+    @classmethod
+    def _known_link(cls, v: Any, info: ValidationInfo) -> Any:
+        return check_key(v, info, "link_keys", "link")
+
+
+class ClusterModel(Strict):
+    """Node groups plus the fabric between them."""
+
+    nodes: Annotated[list[NodeGroupModel], Field(min_length=1)]
+    """Node groups; several groups make a heterogeneous cluster."""
+    fabric: FabricModel = FabricModel()
+    """The network between nodes. Default: one switch, NIC-speed links."""
