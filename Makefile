@@ -26,7 +26,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q -m "not slow"
 
 goldens: $(STAMP)
-	$(BIN)/python -m simdist.results.goldens --regenerate
+	$(BIN)/python -m tests.golden.regenerate --regenerate
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/collectives.py
