@@ -1,0 +1,214 @@
+"""Calibration profiles: measured link latency/efficiency, per-algorithm factors and compute efficiency.
+
+`simdist calibrate` writes one (JSON, see docs/validation.md); `apply_profile` folds it into a resolved
+Scenario with dataclasses.replace, so a prediction runs on measured instead of documented defaults.
+The scenario loader's `calibration:` key is one line: `scenario = apply_profile(scenario, load_profile(path))`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from simdist.errors import ScenarioError
+from simdist.hardware.specs import ClusterSpec, GpuSpec, IntraNodeSpec, LinkSpec, NodeGroupSpec
+from simdist.scenario import Scenario
+
+FORMAT = "simdist-calibration/1"
+ROLES = ("nic", "fabric", "intra_node")
+
+
+@dataclass(frozen=True)
+class LinkCalibration:
+    """Measured figures of one link class: links whose name/transport/role match get `latency_s`, `efficiency`.
+
+    A None selector matches anything; `fit` keeps the fit's figures (points, residuals, nominal rate).
+    """
+
+    name: str | None = None  # LinkSpec.name: catalog key or 'custom'
+    transport: str | None = None  # LinkSpec.transport: tcp | rdma | nvlink | ...
+    role: str | None = None  # nic | fabric | intra_node
+    latency_s: float | None = None
+    efficiency: float | None = None
+    fit: Mapping[str, Any] = field(default_factory=dict)
+
+    def matches(self, link: LinkSpec, role: str) -> bool:
+        return ((self.name is None or self.name == link.name)
+                and (self.transport is None or self.transport == link.transport)
+                and (self.role is None or self.role == role))
+
+    def apply(self, link: LinkSpec) -> LinkSpec:
+        changes: dict[str, Any] = {}
+        if self.latency_s is not None:
+            changes["latency_s"] = self.latency_s
+        if self.efficiency is not None:
+            changes["efficiency"] = self.efficiency
+        return replace(link, **changes) if changes else link
+
+
+@dataclass(frozen=True)
+class ComputeCalibration:
+    """Achieved fraction of peak FLOP/s of GPUs whose key or name is `gpu`, for `dtype`."""
+
+    gpu: str
+    dtype: str
+    efficiency: float
+    fit: Mapping[str, Any] = field(default_factory=dict)
+
+    def matches(self, gpu: GpuSpec) -> bool:
+        return self.gpu in (gpu.key, gpu.name)
+
+
+@dataclass(frozen=True)
+class CalibrationProfile:
+    """Everything one calibration run measured; `source` is the file it was loaded from (for the record)."""
+
+    links: tuple[LinkCalibration, ...] = ()
+    algorithms: Mapping[str, float] = field(default_factory=dict)  # algorithm -> measured/predicted factor
+    compute: tuple[ComputeCalibration, ...] = ()
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+    def algorithm_factor(self, algorithm: str) -> float:
+        """Multiply a predicted collective time of `algorithm` by this (1.0 when not measured)."""
+        return float(self.algorithms.get(algorithm, 1.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        def link(c: LinkCalibration) -> dict[str, Any]:
+            return {"name": c.name, "transport": c.transport, "role": c.role, "latency_s": c.latency_s,
+                    "efficiency": c.efficiency, "fit": dict(c.fit)}
+
+        return {"format": FORMAT, "links": [link(c) for c in self.links], "algorithms": dict(self.algorithms),
+                "compute": [{"gpu": c.gpu, "dtype": c.dtype, "efficiency": c.efficiency, "fit": dict(c.fit)}
+                            for c in self.compute],
+                "provenance": dict(self.provenance)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
+
+
+# ---------------------------------------------------------------------------------------- parsing
+
+def _num(value: Any, path: str, expected: str, ok: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
+        raise ScenarioError.bad_value(path, value, expected)
+    return float(value)
+
+
+def _opt_str(d: Mapping[str, Any], key: str, path: str, choices: tuple[str, ...] | None = None) -> str | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or (choices is not None and v not in choices):
+        raise ScenarioError.bad_value(f"{path}.{key}", v, f"one of {list(choices)}" if choices else "a string or null")
+    return v
+
+
+def _mapping(v: Any, path: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise ScenarioError.bad_value(path, v, f"a mapping with keys {list(keys)}")
+    unknown = sorted(set(v) - set(keys))
+    if unknown:
+        raise ScenarioError.bad_value(path, unknown, f"keys among {list(keys)}")
+    return v
+
+
+_LINK_KEYS = ("name", "transport", "role", "latency_s", "efficiency", "fit")
+_COMPUTE_KEYS = ("gpu", "dtype", "efficiency", "fit")
+_TOP_KEYS = ("format", "links", "algorithms", "compute", "provenance")
+
+
+def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfile:
+    """A CalibrationProfile from parsed JSON; ScenarioError naming the path of the first bad value."""
+    where = source or "calibration"
+    d = _mapping(data, where, _TOP_KEYS)
+    if d.get("format", FORMAT) != FORMAT:
+        raise ScenarioError.bad_value(f"{where}.format", d.get("format"), repr(FORMAT))
+    links = []
+    for i, raw in enumerate(d.get("links", [])):
+        p = f"{where}.links[{i}]"
+        e = _mapping(raw, p, _LINK_KEYS)
+        lat = e.get("latency_s")
+        eff = e.get("efficiency")
+        links.append(LinkCalibration(
+            _opt_str(e, "name", p), _opt_str(e, "transport", p), _opt_str(e, "role", p, ROLES),
+            None if lat is None else _num(lat, f"{p}.latency_s", "seconds >= 0", lambda x: x >= 0),
+            None if eff is None else _num(eff, f"{p}.efficiency", "0 < efficiency <= 1", lambda x: 0 < x <= 1),
+            dict(e.get("fit") or {})))
+    algs = d.get("algorithms", {})
+    if not isinstance(algs, Mapping):
+        raise ScenarioError.bad_value(f"{where}.algorithms", algs, "a mapping algorithm -> factor")
+    algorithms = {str(k): _num(v, f"{where}.algorithms.{k}", "a positive factor", lambda x: x > 0)
+                  for k, v in algs.items()}
+    compute = []
+    for i, raw in enumerate(d.get("compute", [])):
+        p = f"{where}.compute[{i}]"
+        e = _mapping(raw, p, _COMPUTE_KEYS)
+        for key in ("gpu", "dtype"):
+            if not isinstance(e.get(key), str):
+                raise ScenarioError.bad_value(f"{p}.{key}", e.get(key), "a string")
+        compute.append(ComputeCalibration(e["gpu"], e["dtype"], _num(e.get("efficiency"), f"{p}.efficiency",
+                                                                     "0 < efficiency <= 1", lambda x: 0 < x <= 1),
+                                          dict(e.get("fit") or {})))
+    prov = d.get("provenance", {})
+    if not isinstance(prov, Mapping):
+        raise ScenarioError.bad_value(f"{where}.provenance", prov, "a mapping")
+    return CalibrationProfile(tuple(links), algorithms, tuple(compute), dict(prov), source)
+
+
+def load_profile(path: str | Path) -> CalibrationProfile:
+    """Read a profile written by `simdist calibrate`; ScenarioError for a missing or malformed file."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError.bad_value("calibration", str(path), f"a readable profile file ({err.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ScenarioError.bad_value("calibration", str(path), f"JSON ({err.msg} at line {err.lineno})") from None
+    return profile_from_dict(data, source=str(path))
+
+
+# ---------------------------------------------------------------------------------------- applying
+
+def _link(link: LinkSpec | None, role: str, profile: CalibrationProfile) -> LinkSpec | None:
+    if link is None:
+        return None
+    for cal in profile.links:  # the first matching entry wins, so list specific entries first
+        if cal.matches(link, role):
+            return cal.apply(link)
+    return link
+
+
+def _gpu(gpu: GpuSpec, profile: CalibrationProfile) -> GpuSpec:
+    eff = dict(gpu.compute_efficiency)
+    for cal in profile.compute:
+        if cal.matches(gpu):
+            eff[cal.dtype] = cal.efficiency
+    return replace(gpu, compute_efficiency=eff) if eff != dict(gpu.compute_efficiency) else gpu
+
+
+def _intra(spec: IntraNodeSpec, profile: CalibrationProfile) -> IntraNodeSpec:
+    return replace(spec, gpu_link=_link(spec.gpu_link, "intra_node", profile),
+                   pcie_link=_link(spec.pcie_link, "intra_node", profile),
+                   socket_link=_link(spec.socket_link, "intra_node", profile))
+
+
+def _group(g: NodeGroupSpec, profile: CalibrationProfile) -> NodeGroupSpec:
+    return replace(g, gpu=_gpu(g.gpu, profile), intra_node=_intra(g.intra_node, profile),
+                   nic=replace(g.nic, link=_link(g.nic.link, "nic", profile)))
+
+
+def apply_profile(scenario: Scenario, profile: CalibrationProfile) -> Scenario:
+    """`scenario` with the profile's link latency/efficiency and GPU compute efficiency substituted.
+
+    Links match by LinkSpec.name / transport and role (nic, fabric, intra_node); GPUs by key or name.
+    Algorithm factors are not part of a Scenario: callers scale predicted times with `algorithm_factor`.
+    """
+    c = scenario.cluster
+    cluster = ClusterSpec(tuple(_group(g, profile) for g in c.node_groups),
+                          replace(c.fabric, link=_link(c.fabric.link, "fabric", profile)))
+    return replace(scenario, cluster=cluster, calibration=profile.source or scenario.calibration)
