@@ -3,7 +3,8 @@
 Builders' fabrics use closed forms (the worst balanced cut of the structure):
 - single switch: the NICs of the smaller half, sum of the floor(N/2) smallest machine NIC capacities;
 - fat tree: min(that host bound, floor(leaves/2) x leaf uplink capacity, floor(pods/2) x pod uplink capacity);
-- ring: 2 links (cut in two places) x planes; complete torus: 2 x (N / longest side) links x planes.
+- ring: 2 links (cut in two places) x planes; complete torus whose first side is the longest and even:
+  2 x (N / that side) links x planes.
 Custom graphs, incomplete tori and hand-built graphs fall back to max-flow between the first and the
 second half of the machines (in machine order), which is exact for that cut.
 """
@@ -88,8 +89,9 @@ def bisection_bandwidth_Bps(topology: Topology) -> float:
     link = _fabric_link_Bps(topology)
     if kind == "ring" and n > 2:
         return 2 * link * meta["planes"]
-    if kind in ("torus2d", "torus3d") and meta.get("complete") and max(meta["dims"]) > 2:
-        return 2 * (n // max(meta["dims"])) * link * meta["planes"]
+    dims = meta.get("dims", ())
+    if kind in ("torus2d", "torus3d") and meta.get("complete") and dims[0] == max(dims) > 2 and dims[0] % 2 == 0:
+        return 2 * (n // dims[0]) * link * meta["planes"]
     return max_flow_bisection_Bps(topology)
 
 
