@@ -77,18 +77,27 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> Non
         graph = graph.subgraph([v for v in graph if _machine(str(v)) is None])
     pos, edges = _layout(graph, collapse and not fabric_only)
     fig, ax = plt.subplots(figsize=(min(24, 4 + 0.35 * max(n_machines, 8)), 6))
+    from matplotlib.collections import LineCollection
+
+    by_kind: dict[str, list] = {}
     for u, v, kind in edges:
+        by_kind.setdefault(kind, []).append((pos[u], pos[v]))
+    for kind, segments in by_kind.items():
         color, lw = _KIND_STYLE.get(kind, ("black", 0.8))
-        (x0, y0), (x1, y1) = pos[u], pos[v]
-        ax.plot([x0, x1], [y0, y1], color=color, lw=lw, alpha=0.6, zorder=1)
-    for v, (x, y) in pos.items():
+        ax.add_collection(LineCollection(segments, colors=color, linewidths=lw, alpha=0.6, zorder=1))
+    groups: dict[str, list[tuple[float, float]]] = {"fabric": [], "box": [], "inner": []}
+    for v, xy in pos.items():
         inner = _machine(str(v)) is not None
-        box = not inner and v.startswith(("node", "server"))
-        ax.scatter([x], [y], s=160 if box else 40, marker="s" if (box or not inner) else "o",
-                   color="tab:orange" if box else ("tab:red" if not inner else "tab:green"), zorder=2)
-        if len(pos) <= 80:
-            ax.annotate(str(v).split("/")[-1] if inner else str(v), (x, y), fontsize=6, ha="center",
-                        xytext=(0, 6), textcoords="offset points")
+        groups["inner" if inner else ("box" if str(v).startswith(("node", "server")) else "fabric")].append(xy)
+    styles = {"fabric": ("s", 40, "tab:red"), "box": ("s", 160, "tab:orange"), "inner": ("o", 40, "tab:green")}
+    for name, xy in groups.items():
+        if xy:
+            marker, size, color = styles[name]
+            ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=size, marker=marker, color=color, zorder=2)
+    if len(pos) <= 80:
+        for v, (x, y) in pos.items():
+            label = str(v).split("/")[-1] if _machine(str(v)) is not None else str(v)
+            ax.annotate(label, (x, y), fontsize=6, ha="center", xytext=(0, 6), textcoords="offset points")
     if fabric_only:
         counts: dict[str, int] = {}
         for u, v, data in topology.graph.edges(data=True):
@@ -98,6 +107,7 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> Non
         for sw, c in counts.items():
             if sw in pos:
                 ax.annotate(f"{c} NICs", pos[sw], fontsize=5, ha="center", xytext=(0, -9), textcoords="offset points")
+    ax.autoscale()
     ax.set_title(topology.description or "topology", fontsize=9)
     ax.set_axis_off()
     fig.tight_layout()
