@@ -49,6 +49,7 @@ class Case:
     depth: int = 8
     batch: int = 32
     powersgd_rank: int = 4
+    scheme: str = "rs_ag"  # hierarchical: rs_ag (reduce-scatter/all_reduce/all_gather) | leader (reduce/all_reduce/broadcast)
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -56,6 +57,8 @@ class Case:
             raise ScenarioError.bad_value("case.reps", (self.warmup, self.reps), "reps >= 1 and warmup >= 0")
         if self.placement not in ("colocated", "dedicated"):
             raise ScenarioError.bad_value("case.placement", self.placement, "colocated or dedicated")
+        if self.scheme not in ("rs_ag", "leader"):
+            raise ScenarioError.bad_value("case.scheme", self.scheme, "rs_ag or leader")
         if self.servers < 1:
             raise ScenarioError.bad_value("case.servers", self.servers, "at least 1 server")
         if self.kind is CaseKind.DDP and self.hook is DdpHook.POWERSGD and self.warmup < 2:

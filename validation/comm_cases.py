@@ -59,6 +59,17 @@ def _collective_op(case: Case, size_bytes: float, device: str, groups: Groups | 
     assert case.kind is CaseKind.HIERARCHICAL and groups is not None
     local = groups.local
     buf = torch.ones(_numel(size_bytes, local), device=device)
+    if case.scheme == "leader":  # gloo-style: reduce to the group's first rank, leaders all_reduce, broadcast
+        rank = dist.get_rank()
+        leader = rank - rank % local
+
+        def hier_leader() -> None:
+            dist.reduce(buf, dst=leader, group=groups.intra)
+            if rank == leader:
+                dist.all_reduce(buf, group=groups.inter)
+            dist.broadcast(buf, src=leader, group=groups.intra)
+
+        return hier_leader
     part = torch.empty(buf.numel() // local, device=device)
 
     def hier() -> None:

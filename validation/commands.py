@@ -1,0 +1,121 @@
+"""`simdist validate` and `simdist calibrate`: run scenario files on the harness, simulate the same files,
+compare (DESIGN.md section 4), and fit calibration profiles. The CLI wraps exactly these functions.
+
+validate: files with the same emulated layout share one EmulatedCluster and one launch (DDP cases get
+their own launch, fresh processes). Each file is simulated with the profile applied and every link
+rate multiplied by `rate_scale` (the same factor the emulated links get).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Sequence
+
+from simdist.errors import ScenarioError
+from validation.compare import build_report, format_validation  # noqa: F401  (re-exported for the CLI)
+
+
+def _load(files: Sequence[str], rate_scale: float) -> list[tuple[str, object, object]]:
+    from simdist.io.load import load_scenario
+    from validation.from_scenario import plan_for
+
+    out = []
+    for f in files:
+        scenario = load_scenario(f)
+        out.append((str(Path(f).resolve()), scenario, plan_for(scenario, Path(f).stem, rate_scale)))
+    return out
+
+
+def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: float,
+            timeout_s: float = 300.0, workdir: str | None = None) -> list[dict]:
+    """Run every plan's cases; one record per file: {file, name, metric, case, result, layout, environment}."""
+    from validation.bench import Launcher, run_cases
+
+    launcher = Launcher(launcher)
+    if launcher is Launcher.EMULAB:
+        from validation.emulab.cluster import check_privileges
+        check_privileges()
+    by_layout: dict[object, list[int]] = {}
+    for i, (_, _, plan) in enumerate(plans):
+        by_layout.setdefault(plan.layout, []).append(i)  # type: ignore[attr-defined]
+    records: list[dict | None] = [None] * len(plans)
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    for layout, idx in by_layout.items():
+        cases = [c for i in idx for c in plans[i][2].cases]  # type: ignore[attr-defined]
+        res = run_cases(cases, launcher, layout if launcher is Launcher.EMULAB else None,  # type: ignore[arg-type]
+                        world_size=layout.hosts, timeout_s=timeout_s, workdir=workdir)  # type: ignore[attr-defined]
+        env = dict(res["environment"])  # type: ignore[arg-type]
+        launches = env.pop("launches", [])
+        env |= {k: v for k, v in (launches[0] if launches else {}).items() if k in ("torch_version", "hostname", "backend")}
+        results = iter(res["cases"])  # type: ignore[arg-type]
+        for i in idx:
+            path, scenario, plan = plans[i]
+            for case in plan.cases:  # type: ignore[attr-defined]
+                records[i] = {"file": path, "name": Path(path).stem, "metric": plan.metric,  # type: ignore[attr-defined]
+                              "case": case.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
+                              "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
+                              "environment": env}
+    return [r for r in records if r is not None]
+
+
+def predict(scenario: object, profile: object | None, rate_scale: float) -> dict:
+    """Simulated figures for one scenario: {"rows": [(size_bytes, time_s, algorithm)]} or {"iteration_time_s"}."""
+    from simdist.engine.simulation import simulate
+    from simdist.io.calibration import apply_profile
+    from validation.from_scenario import scale_rates
+
+    s = scale_rates(scenario, rate_scale)  # type: ignore[arg-type]
+    if profile is not None:
+        s = apply_profile(s, profile)  # type: ignore[arg-type]
+    result = simulate(s)
+    if result.collectives:
+        factor = (lambda alg: profile.algorithm_factor(alg)) if profile is not None else (lambda alg: 1.0)  # type: ignore[attr-defined]
+        return {"rows": [(r.size_bytes, r.time_s * factor(r.algorithm), r.algorithm) for r in result.collectives]}
+    return {"iteration_time_s": result.iteration_time_s}
+
+
+def validate(files: list[str], launcher: str, calibration: str | None, out: str | None,
+             rate_scale: float = 1.0, records: list[dict] | None = None) -> dict:
+    """Measure `files` on `launcher` (emulab | local | torchrun), simulate them (with the profile), compare.
+
+    Returns {"cases": [{name, metric, predicted, measured, error, ...}], "mape", "max_error",
+    "ranking_ok", ...}. With `out`: out/measurements/<file>.json (raw), out/validation.json, and
+    out/predicted_vs_measured.png. `records` reuses earlier measurements instead of running the harness.
+    """
+    from simdist.io.calibration import load_profile
+    from simdist.results.writers import atomic_write_text
+
+    if not files:
+        raise ScenarioError.bad_value("FILE", files, "at least one scenario file")
+    profile = load_profile(calibration) if calibration else None
+    plans = _load(files, rate_scale)
+    if records is None:
+        records = measure(plans, launcher, rate_scale)
+    predictions = {}
+    for path, scenario, _ in plans:
+        try:
+            predictions[path] = predict(scenario, profile, rate_scale)
+        except (ValueError, KeyError, NotImplementedError) as err:  # a simulator gap: report the case unpredicted
+            predictions[path] = {"error": f"{type(err).__name__}: {err}"}
+    report = build_report(records, predictions)
+    report["calibration"] = calibration
+    report["launcher"] = str(launcher)
+    report["rate_scale"] = rate_scale
+    if out:
+        o = Path(out)
+        for rec in records:
+            atomic_write_text(o / "measurements" / f"{rec['name']}.json", json.dumps(rec, indent=1))
+        atomic_write_text(o / "validation.json", json.dumps(report, indent=1))
+        from validation.plot import plot_report
+        plot_report(report, o / "predicted_vs_measured.png")
+    return report
+
+
+def calibrate_command(run_dir: str, out: str) -> str:
+    """Fit a profile from `run_dir` (written by validate --out), write it to `out`; returns a summary."""
+    from validation.calibrate import calibrate, describe, write_profile
+
+    profile = calibrate(run_dir)
+    path = write_profile(profile, out)
+    return f"wrote {path}\n{describe(profile)}"

@@ -1,0 +1,117 @@
+"""Predicted vs measured: per-case rows, MAPE, max error and the ranking check of `simdist validate`.
+
+error = |predicted - measured| / measured (DESIGN.md section 4). Network-bound cases are the
+collective benchmarks; DDP steps also carry compute and codec time on shared CPU cores, so they are
+reported but kept out of `mape_network_bound` (docs/validation.md says why).
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+from typing import Any
+
+TIE_TOLERANCE = 0.05  # predicted times closer than this are ties: their measured order is not checked
+
+
+def _rows(rec: dict, pred: dict) -> list[dict[str, Any]]:
+    res = rec["result"]
+    layout = rec["layout"]
+    fabric = (layout["hosts"], layout["host_rate_bps"], layout["racks"], layout.get("uplink_rate_bps"))
+    out = []
+    if rec["metric"] == "time_s":
+        rows = pred.get("rows") or [None] * len(res["points"])
+        for p, row in zip(res["points"], rows):
+            size = p["size_bytes"]
+            out.append({"name": f"{rec['name']}/{size / 1e6:g}MB", "metric": "time_s",
+                        "predicted": None if row is None else row[1], "measured": p["median_s"],
+                        "min": p["min_s"], "max": p["max_s"], "size_bytes": size,
+                        "algorithm": None if row is None else row[2], "file": rec["file"],
+                        "network_bound": True, "group": ["time_s", size, *fabric]})
+    else:
+        step = res["step"]
+        out.append({"name": rec["name"], "metric": "iteration_time_s", "predicted": pred.get("iteration_time_s"),
+                    "measured": step["median_s"], "min": step["min_s"], "max": step["max_s"],
+                    "size_bytes": res.get("grad_bytes"), "algorithm": rec["case"].get("hook"), "file": rec["file"],
+                    "compute_measured": res["compute"]["median_s"], "network_bound": False,
+                    "group": ["iteration_time_s", res.get("params"), *fabric]})
+    for r in out:
+        if pred.get("error"):
+            r["note"] = f"simulation failed: {pred['error']}"
+        r["error"] = None if r["predicted"] is None else abs(r["predicted"] - r["measured"]) / r["measured"]
+        r["ratio"] = None if r["predicted"] is None else r["measured"] / r["predicted"]
+    return out
+
+
+def ranking(cases: list[dict[str, Any]], tie: float = TIE_TOLERANCE) -> list[dict[str, Any]]:
+    """Per comparable group (same metric, size and fabric): the pairs whose predicted order differs from
+    the measured one. Pairs predicted within `tie` of each other are not checked."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for c in cases:
+        if c["predicted"] is not None:
+            groups.setdefault(repr(c["group"]), []).append(c)
+    out = []
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        wrong = []
+        for a, b in itertools.combinations(members, 2):
+            lo, hi = sorted((a["predicted"], b["predicted"]))
+            if hi <= lo * (1 + tie):
+                continue
+            if (a["predicted"] < b["predicted"]) != (a["measured"] < b["measured"]):
+                wrong.append([a["name"], b["name"]])
+        out.append({"group": [m["name"] for m in members], "network_bound": all(m["network_bound"] for m in members),
+                    "predicted_order": [m["name"] for m in sorted(members, key=lambda m: m["predicted"])],
+                    "measured_order": [m["name"] for m in sorted(members, key=lambda m: m["measured"])],
+                    "misordered_pairs": wrong, "ok": not wrong})
+    return out
+
+
+def _mape(cases: list[dict[str, Any]]) -> float | None:
+    errs = [c["error"] for c in cases if c["error"] is not None]
+    return statistics.fmean(errs) if errs else None
+
+
+def build_report(records: list[dict], predictions: dict[str, dict]) -> dict[str, Any]:
+    """The `simdist validate --json` object from measurement records and per-file predictions."""
+    cases = [row for rec in records for row in _rows(rec, predictions.get(rec["file"], {}))]
+    errs = [c["error"] for c in cases if c["error"] is not None]
+    ranks = ranking(cases)
+    net = [c for c in cases if c["network_bound"]]
+    return {"cases": cases, "mape": _mape(cases), "max_error": max(errs) if errs else None,
+            "ranking_ok": all(r["ok"] for r in ranks),
+            "mape_network_bound": _mape(net),
+            "max_error_network_bound": max((c["error"] for c in net if c["error"] is not None), default=None),
+            "ranking_ok_network_bound": all(r["ok"] for r in ranks if r["network_bound"]),
+            "ranking": ranks,
+            "excluded_from_network_bound": sorted({c["name"] for c in cases if not c["network_bound"]}),
+            "not_predicted": sorted(c["name"] for c in cases if c["predicted"] is None)}
+
+
+def format_validation(report: dict[str, Any]) -> str:
+    """An aligned table: case, metric, predicted and measured ms, measured/predicted, error; then aggregates."""
+    from simdist.tables import format_table
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else round(v * 1e3, 2)
+
+    rows = [[c["name"], c["metric"], ms(c["predicted"]), ms(c["measured"]),
+             None if c["ratio"] is None else round(c["ratio"], 3),
+             None if c["error"] is None else f"{100 * c['error']:.1f}%", "yes" if c["network_bound"] else "no"]
+            for c in report["cases"]]
+    table = format_table(["case", "metric", "predicted ms", "measured ms", "meas/pred", "error", "net-bound"], rows)
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.2f}%"
+
+    tail = [f"MAPE {pct(report['mape'])}, max error {pct(report['max_error'])}, ranking "
+            f"{'ok' if report['ranking_ok'] else 'WRONG'}",
+            f"network-bound: MAPE {pct(report.get('mape_network_bound'))}, max error "
+            f"{pct(report.get('max_error_network_bound'))}, ranking "
+            f"{'ok' if report.get('ranking_ok_network_bound', True) else 'WRONG'}"]
+    for r in report.get("ranking", []):
+        if not r["ok"]:
+            tail.append("misordered: " + "; ".join(" vs ".join(p) for p in r["misordered_pairs"]))
+    for name in report.get("not_predicted", []):
+        tail.append(f"not predicted: {name}")
+    return table + "\n" + "\n".join(tail)
