@@ -177,5 +177,35 @@ def topo(file: str, overrides, debug: bool, out: str | None, as_json: bool) -> N
             click.echo(f"drew {out}")
 
 
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--launcher", type=click.Choice(["emulab", "torchrun", "local"]), default="emulab", show_default=True,
+              help="emulab: Linux namespaces with shaped links (root); local: loopback; torchrun: a real cluster.")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None, help="A profile from `simdist calibrate`.")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Keep raw measurements and a plot here.")
+@click.option("--rate-scale", type=float, default=1.0, show_default=True, help="Scale link rates for the testbed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the validation object (DESIGN.md section 4).")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_handle_errors
+def validate(files, launcher, calibration, out, rate_scale, as_json, debug) -> None:
+    """Run scenarios for real on torch.distributed and compare with the simulator's predictions."""
+    from validation.commands import format_validation, validate as run_validation
+
+    report = run_validation(list(files), launcher=launcher, calibration=calibration, out=out, rate_scale=rate_scale)
+    click.echo(json.dumps(report, indent=2) if as_json else format_validation(report))
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Where to write the profile (JSON).")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_handle_errors
+def calibrate(run_dir, out, debug) -> None:
+    """Fit link latency/efficiency and compute efficiency from harness measurements into a profile."""
+    from validation.commands import calibrate_command
+
+    click.echo(calibrate_command(run_dir, out))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

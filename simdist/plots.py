@@ -113,3 +113,72 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> Non
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
+
+
+def _figure(ncols: int, width: float = 12.0, height: float = 4.2):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=(width, height))
+    return plt, fig, (axes if ncols > 1 else [axes])
+
+
+def _save(plt, fig, path: str) -> None:
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_result(scenario, result, path: str) -> None:
+    """A benchmark as busbw and time per size; a training run as one iteration's timeline and its breakdown."""
+    if result.collectives is not None:
+        _plot_collectives(scenario, result, path)
+    else:
+        _plot_training(scenario, result, path)
+
+
+def _plot_collectives(scenario, result, path: str) -> None:
+    plt, fig, (ax_bw, ax_t) = _figure(2)
+    sizes = [r.size_bytes for r in result.collectives]
+    ax_bw.plot(sizes, [r.busbw_GBps for r in result.collectives], "o-", label="busbw")
+    ax_bw.plot(sizes, [r.algbw_GBps for r in result.collectives], "s--", label="algbw")
+    ax_bw.set(xscale="log", xlabel="size (bytes)", ylabel="GB/s", title=f"{result.collectives[0].op} bandwidth")
+    ax_bw.legend()
+    ax_bw.grid(alpha=0.3)
+    ax_t.plot(sizes, [r.time_s for r in result.collectives], "o-")
+    ax_t.set(xscale="log", yscale="log", xlabel="size (bytes)", ylabel="time (s)", title="time per call")
+    ax_t.grid(alpha=0.3)
+    fig.suptitle(f"{scenario.name} ({result.gpus} GPUs, {result.fidelity})")
+    _save(plt, fig, path)
+
+
+def _plot_training(scenario, result, path: str) -> None:
+    plt, fig, (ax_tl, ax_bd) = _figure(2, width=13.0)
+    last = max((r.iteration for r in result.records), default=-1)
+    recs = [r for r in result.records if r.iteration == last]
+    if recs:
+        t0 = min(r.start_s for r in recs)
+        tracks = sorted({r.track for r in recs})
+        colors = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green"}
+        for y, track in enumerate(tracks):
+            for r in (x for x in recs if x.track == track):
+                ax_tl.barh(y, (r.end_s - r.start_s) * 1e3, left=(r.start_s - t0) * 1e3, height=0.6,
+                           color=colors.get(r.name, "tab:red"), edgecolor="white", linewidth=0.3)
+        ax_tl.set_yticks(range(len(tracks)), tracks)
+        ax_tl.set(xlabel="ms", title=f"iteration {last}: compute (blue/orange/green) and buckets (red)")
+    b = result.breakdown_s
+    if b is not None:
+        names = ["compute", "communication", "exposed\ncommunication", "compression", "optimizer"]
+        values = [b.compute, b.communication, b.exposed_communication, b.compression, b.optimizer]
+        ax_bd.bar(names, [v * 1e3 for v in values], color=["tab:blue", "tab:red", "darkred", "tab:purple", "tab:green"])
+        ax_bd.axhline((result.iteration_time_s or 0) * 1e3, color="black", linestyle="--", label="iteration")
+        ax_bd.set(ylabel="ms per iteration", title=f"{result.throughput.samples_per_s:,.0f} samples/s, "
+                                                   f"scaling efficiency {result.scaling_efficiency:.0%}")
+        ax_bd.legend()
+    fig.suptitle(f"{scenario.name} ({result.gpus} GPUs, {result.fidelity})")
+    _save(plt, fig, path)

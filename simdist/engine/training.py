@@ -59,12 +59,14 @@ def run_training(scenario: Scenario, fidelity: Fidelity) -> RunResult:
     if fidelity == Fidelity.ESTIMATE:
         iteration_s, comm_busy = run_closed_form(plan, lambda op, size, d: ctx.network.schedule_time(schedule_for(op, size, d)))
         times = (iteration_s,)
+        extrapolated = 0
     else:
         log = run_simulated(ctx.env, plan, run.iterations, schedule_for, ctx.network)
         steady = log.times[run.warmup:] or log.times[-1:]
         iteration_s = statistics.fmean(steady)
         comm_busy = statistics.fmean(log.comm_busy_s[run.warmup:] or log.comm_busy_s[-1:])
         times = tuple(log.times)
+        extrapolated = log.extrapolated
         records = tuple(log.records)
         util = ctx.network.link_utilization(ctx.env.now) if ctx.env.now > 0 else {}
         top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LINKS]
@@ -77,7 +79,8 @@ def run_training(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         breakdown_s=_breakdown(plan, iteration_s, comm_busy),
         memory=memory,
         links=links,
-        extra={"strategy": _strategy_summary(scenario, plan)},
+        extra={"strategy": _strategy_summary(scenario, plan),
+               "simulated_iterations": len(times) - extrapolated},
         iterations=times,
         records=records,
     )

@@ -24,6 +24,20 @@ class IterationLog:
     times: list[float] = field(default_factory=list)
     comm_busy_s: list[float] = field(default_factory=list)
     records: list[StepRecord] = field(default_factory=list)
+    extrapolated: int = 0  # iterations copied from the steady state instead of simulated
+
+
+def _repeats(log: IterationLog) -> bool:
+    """Two identical consecutive iterations: the fabric is idle at every iteration boundary in BSP
+    without failures, so from then on every iteration repeats exactly and need not be simulated."""
+    if len(log.times) < 2:
+        return False
+    return _same(log.times[-2], log.times[-1]) and _same(log.comm_busy_s[-2], log.comm_busy_s[-1])
+
+
+def _same(a: float, b: float) -> bool:
+    """Equal up to the rounding that absolute simulation time adds (relative 1e-9)."""
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
 
 
 def launch_offset(plan: IterationPlan, bucket: BucketComm) -> float:
@@ -44,6 +58,11 @@ def run_simulated(env, plan: IterationPlan, iterations: int, schedule_for: Calla
 
 def _training(env, plan, iterations, schedule_for, network, log: IterationLog, record: bool) -> Generator:
     for it in range(iterations):
+        if _repeats(log):  # steady state reached: the remaining iterations are copies
+            log.times += [log.times[-1]] * (iterations - it)
+            log.comm_busy_s += [log.comm_busy_s[-1]] * (iterations - it)
+            log.extrapolated = iterations - it
+            return
         start = env.now
         if plan.micro_steps > 1:
             yield env.timeout((plan.micro_steps - 1) * (plan.fwd_s + plan.bwd_s))
