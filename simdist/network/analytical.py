@@ -29,10 +29,12 @@ class AnalyticalNetwork:
         self.steps = StepCache(self.paths)
         self.capacity_Bps = topology.links.capacity_Bps.copy()
         self.link_bytes = np.zeros_like(self.capacity_Bps)
+        self._times: dict[Schedule, float] = {}  # answers at the current capacities
 
     def set_link_capacity(self, link_id: int, capacity_Bps: float) -> None:
         """Change one directed link's capacity (degradation); later schedules see it."""
         self.capacity_Bps[link_id] = capacity_Bps
+        self._times.clear()
 
     def _stage_time(self, stage: list[CompiledStep]) -> list[float]:
         """Times of steps that run concurrently (step i of each chain), sharing links statically."""
@@ -51,7 +53,10 @@ class AnalyticalNetwork:
         return times
 
     def schedule_time(self, schedule: Schedule) -> float:
-        """Seconds the schedule takes under static congestion (it alone on the fabric)."""
+        """Seconds the schedule takes under static congestion (it alone on the fabric); memoised."""
+        hit = self._times.get(schedule)
+        if hit is not None:
+            return hit
         compiled = [[self.steps.get(s) for s in chain] for chain in schedule.chains]
         totals = [0.0] * len(compiled)
         depth = max((len(c) for c in compiled), default=0)
@@ -59,7 +64,10 @@ class AnalyticalNetwork:
             idx = [k for k, c in enumerate(compiled) if i < len(c)]
             for k, t in zip(idx, self._stage_time([compiled[k][i] for k in idx])):
                 totals[k] += t
-        return max(totals, default=0.0)
+        if len(self._times) >= 1024:
+            self._times.clear()
+        self._times[schedule] = out = max(totals, default=0.0)
+        return out
 
     def _account(self, schedule: Schedule) -> None:
         for chain in schedule.chains:

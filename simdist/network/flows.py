@@ -21,6 +21,8 @@ from simdist.network.utilization import utilization_from_bytes
 from simdist.topology.graph import Topology
 from simdist.topology.routing import Router
 
+_MEMO_ENTRIES = 1024
+
 
 def run_chain(env: simpy.Environment, fabric: Fabric, chain: list[CompiledStep]) -> Generator:
     """simpy process body: the steps of one chain, in order."""
@@ -53,6 +55,7 @@ class FlowNetwork:
         self.paths = PathTable(topology, router)
         self.steps = StepCache(self.paths)
         self.fabric = Fabric(env, topology.links.capacity_Bps, record_intervals)
+        self._idle_times: dict[Schedule, float] = {}  # schedule_time answers at the current capacities
 
     def run(self, env: simpy.Environment, schedule: Schedule) -> Generator:
         """simpy process body: run `schedule` on the shared fabric (env must be this network's)."""
@@ -60,7 +63,10 @@ class FlowNetwork:
         yield from run_schedule(env, self.fabric, self.steps, schedule)
 
     def schedule_time(self, schedule: Schedule) -> float:
-        """Seconds `schedule` takes alone on an idle copy of the fabric (current capacities)."""
+        """Seconds `schedule` takes alone on an idle copy of the fabric (current capacities); memoised."""
+        hit = self._idle_times.get(schedule)
+        if hit is not None:
+            return hit
         env = simpy.Environment()
         fabric = Fabric(env, self.fabric.capacity_Bps)
         proc = env.process(run_schedule(env, fabric, self.steps, schedule))
@@ -68,11 +74,15 @@ class FlowNetwork:
         if not proc.triggered:
             raise InfeasibleError(f"{schedule.algorithm} {schedule.op} cannot finish: "
                                   "a link on its paths has no capacity")
+        if len(self._idle_times) >= _MEMO_ENTRIES:
+            self._idle_times.clear()
+        self._idle_times[schedule] = float(env.now)
         return float(env.now)
 
     def set_link_capacity(self, link_id: int, capacity_Bps: float) -> None:
         """Degrade, restore or (with 0) stop one directed link; groups in flight re-share at once."""
         self.fabric.set_link_capacity(link_id, capacity_Bps)
+        self._idle_times.clear()
 
     def link_bytes(self) -> np.ndarray:
         """Bytes carried so far per directed link (in-flight groups pro rata)."""

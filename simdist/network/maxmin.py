@@ -16,33 +16,33 @@ def maxmin_rates_flat(capacity_Bps: np.ndarray, entry_group: np.ndarray, entry_l
                       entry_count: np.ndarray, num_groups: int) -> np.ndarray:
     """Rates of `num_groups` groups; entry i says group entry_group[i] crosses link entry_link[i]
     entry_count[i] times. Groups with no entries get +inf (nothing limits them)."""
-    rates = np.zeros(num_groups, dtype=float)
+    rates = np.full(num_groups, np.inf)
     if num_groups == 0:
         return rates
-    num_links = capacity_Bps.shape[0]
-    entry_group = np.asarray(entry_group, dtype=np.int64)
-    entry_link = np.asarray(entry_link, dtype=np.int64)
     entry_count = np.asarray(entry_count, dtype=float)
     keep = entry_count > 0
-    entry_group, entry_link, entry_count = entry_group[keep], entry_link[keep], entry_count[keep]
-    has_links = np.bincount(entry_group, minlength=num_groups) > 0
-    rates[~has_links] = np.inf
-    active = has_links.copy()
-    remaining = np.asarray(capacity_Bps, dtype=float).copy()
-    live = np.ones(entry_group.shape[0], dtype=bool)  # entries of still-unfrozen groups
-    while live.any():
-        load = np.bincount(entry_link[live], weights=entry_count[live], minlength=num_links)
+    group = np.asarray(entry_group, dtype=np.int64)[keep]
+    count = entry_count[keep]
+    # work on the used links only, renumbered 0..U-1
+    used_links, link = np.unique(np.asarray(entry_link, dtype=np.int64)[keep], return_inverse=True)
+    remaining = np.asarray(capacity_Bps, dtype=float)[used_links].copy()
+    frozen = np.zeros(num_groups, dtype=bool)
+    level = 0.0  # the rate every still-unfrozen group has reached
+    while group.size:
+        load = np.bincount(link, weights=count, minlength=remaining.size)
         used = load > 0
-        share = np.full(num_links, np.inf)
+        share = np.full(remaining.size, np.inf)
         share[used] = np.maximum(remaining[used], 0.0) / load[used]
-        delta = share.min()
-        rates[active] += delta
-        remaining[used] -= delta * load[used]
+        delta = float(share.min())
+        level += delta
+        remaining -= delta * load
         saturated = used & (share <= delta * (1.0 + _REL_TOL))
         remaining[saturated] = 0.0
-        frozen_groups = np.unique(entry_group[live & saturated[entry_link]])
-        active[frozen_groups] = False
-        live &= active[entry_group]
+        hit = group[saturated[link]]
+        rates[hit] = level
+        frozen[hit] = True
+        live = ~frozen[group]
+        group, link, count = group[live], link[live], count[live]
     return rates
 
 

@@ -35,6 +35,12 @@ class CompiledStep:
     delay_s: float
 
 
+def _single(path: np.ndarray, size_bytes: float, repeat: int) -> FlowGroup:
+    """One transfer: a shortest path never repeats a directed link, so no dedup is needed."""
+    total = size_bytes * repeat
+    return FlowGroup(path, np.ones(path.size), float(total), np.full(path.size, float(total)))
+
+
 def _group(paths: list[np.ndarray], sizes: list[float], repeat: int) -> FlowGroup | None:
     lengths = [p.size for p in paths]
     if sum(lengths) == 0:
@@ -59,7 +65,7 @@ def compile_step(step: Step, paths: PathTable) -> CompiledStep:
             g = _group([p for p, _ in live], [s for _, s in live], step.repeat)
             groups = [g] if g is not None else []
         else:
-            groups = [g for p, s in live if (g := _group([p], [s], step.repeat)) is not None]
+            groups = [_single(p, s, step.repeat) for p, s in live]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 

@@ -54,3 +54,12 @@ def test_degraded_link_slows_later_schedules():
     net = AnalyticalNetwork(topo)
     net.set_link_capacity(topo.links.index[("A", "B")], 2.5e9)
     assert net.schedule_time(one_step([(0, 1, 1e9)])) == pytest.approx(0.4)
+
+
+def test_answer_follows_capacity_changes():
+    topo = dumbbell(1, 1, latency_s=0.0)
+    net = AnalyticalNetwork(topo)
+    sched = one_step([(0, 1, 1e9)])
+    assert net.schedule_time(sched) == pytest.approx(0.1)
+    net.set_link_capacity(topo.links.index[("A", "B")], 5e9)
+    assert net.schedule_time(sched) == pytest.approx(0.2)

@@ -236,3 +236,23 @@ def test_deterministic():
     e2, n2 = _run_together(topo, scheds, starts=[0.0, 0.01, 0.02])
     assert e1 == e2
     assert np.array_equal(n1.link_bytes(), n2.link_bytes())
+
+
+def test_schedule_time_is_remembered_until_a_capacity_changes():
+    topo = dumbbell(1, 1, latency_s=0.0)
+    net = FlowNetwork(simpy.Environment(), topo)
+    sched = one_step([(0, 1, 1e9)])
+    assert _close(net.schedule_time(sched), 0.1)
+    assert _close(net.schedule_time(one_step([(0, 1, 1e9)])), 0.1)  # an equal schedule
+    net.set_link_capacity(topo.links.index[("A", "B")], 5e9)
+    assert _close(net.schedule_time(sched), 0.2)
+
+
+def test_busy_intervals_are_recorded_when_asked():
+    topo = dumbbell(1, 1, latency_s=0.0)
+    env = simpy.Environment()
+    net = FlowNetwork(env, topo, record_intervals=True)
+    env.process(net.run(env, one_step([(0, 1, 1e9)])))
+    env.run()
+    (iv,) = net.fabric.intervals
+    assert iv.start_s == 0.0 and _close(iv.end_s, 0.1) and iv.links.size == 3
