@@ -36,6 +36,13 @@ class AnalyticalNetwork:
         self.capacity_Bps[link_id] = capacity_Bps
         self._times.clear()
 
+    def set_router(self, router: Router) -> None:
+        """Route later schedules with `router` (e.g. one that avoids dead links)."""
+        self.paths.router = router
+        self.paths.clear()
+        self.steps.clear()
+        self._times.clear()
+
     def _stage_time(self, stage: list[CompiledStep]) -> list[float]:
         """Times of steps that run concurrently (step i of each chain), sharing links statically."""
         load = np.zeros_like(self.capacity_Bps)

@@ -84,6 +84,13 @@ class FlowNetwork:
         self.fabric.set_link_capacity(link_id, capacity_Bps)
         self._idle_times.clear()
 
+    def set_router(self, router: Router) -> None:
+        """Route steps started from now on with `router` (e.g. one that avoids dead links)."""
+        self.paths.router = router
+        self.paths.clear()
+        self.steps.clear()
+        self._idle_times.clear()
+
     def link_bytes(self) -> np.ndarray:
         """Bytes carried so far per directed link (in-flight groups pro rata)."""
         return self.fabric.carried_bytes()

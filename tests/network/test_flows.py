@@ -256,3 +256,17 @@ def test_busy_intervals_are_recorded_when_asked():
     env.run()
     (iv,) = net.fabric.intervals
     assert iv.start_s == 0.0 and _close(iv.end_s, 0.1) and iv.links.size == 3
+
+
+def test_set_router_reroutes_later_steps():
+    topo = dumbbell(1, 1, latency_s=0.0)
+
+    class Detour:  # a stand-in router that sends everything over one fixed path
+        def path(self, src, dst, flow_key=0):
+            return (topo.links.index[("h0", "A")],)
+
+    net = FlowNetwork(simpy.Environment(), topo)
+    sched = one_step([(0, 1, 1e9)])
+    net.schedule_time(sched)
+    net.set_router(Detour())
+    assert net.steps.get(sched.chains[0][0]).groups[0].links.tolist() == [topo.links.index[("h0", "A")]]
