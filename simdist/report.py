@@ -49,7 +49,8 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
         if key in ("gpus", "nodes"):
             continue
         if "bisection" in key and isinstance(value, (int, float)):
-            value = format_bandwidth(value)
+            value = format_bandwidth(value) if cluster.num_nodes > 1 else "n/a (one node)"
+            key = "bisection bandwidth"
         out[key.replace("_", " ")] = value
     out[f"aggregate peak ({precision})"] = format_flops(peak)
     return out, topology
