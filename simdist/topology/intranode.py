@@ -4,6 +4,11 @@ Vertices are "node{n}/gpu{i}", "node{n}/nvswitch", "node{n}/pcie{j}", "node{n}/c
 GPUs sit in groups of `gpus_per_pcie_switch` under PCIe switches, PCIe switch j hangs off socket
 j * sockets // n_pcie, and NIC m sits on PCIe switch m * n_pcie // nics (GPUDirect placement, as in
 DGX boxes). Sockets are chained by `socket_link` (falling back to `pcie_link` when it is missing).
+
+Rails: with g GPUs and m NICs, GPU j is bound to NIC floor(j*m/g) (the NIC under its own PCIe switch
+in DGX-style boxes, as NCCL binds each GPU to its nearest NIC); the GPU vertex carries it as its
+`rail` attribute, and routing leaves and enters a machine through the endpoint's rail NIC whenever
+that NIC lies on a least-cost path. NVLINK_PAIRS joins each pair with NVLINK_BRIDGE_BRICKS bricks.
 """
 from __future__ import annotations
 
@@ -29,6 +34,14 @@ DGX1_P100_BRICKS: dict[tuple[int, int], int] = {
     **{(a + q, b + q): 1 for q in (0, 4) for a in range(4) for b in range(a + 1, 4)},
     **{(i, i + 4): 1 for i in range(4)},
 }
+# A100 / H100 PCIe NVLink bridge set: 3 bridges x 4 NVLinks = 12 bricks, 600 GB/s bidirectional with
+# NVLink3 (NVIDIA A100 PCIe product brief, 2021; H100 PCIe datasheet). gpu_link stays ONE brick.
+NVLINK_BRIDGE_BRICKS = 12
+
+
+def rail_index(local_gpu: int, gpus: int, nics: int) -> int:
+    """The NIC GPU `local_gpu` of `gpus` is bound to when the node has `nics` NICs: floor(j*m/g)."""
+    return local_gpu * nics // gpus
 
 
 def host_link(link: LinkSpec) -> LinkSpec:
@@ -83,6 +96,9 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
     nics = [f"{p}/nic{m}" for m in range(group.nic.count)]
     for v in gpus + nics:
         g.add_node(v)
+    if nics:
+        for j, gpu in enumerate(gpus):
+            g.nodes[gpu]["rail"] = nics[rail_index(j, len(gpus), len(nics))]
     layout = IntraNodeLayout(intra.layout)
     nvl = intra.gpu_link
     if layout is IntraNodeLayout.SWITCH:
@@ -106,7 +122,7 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
             _add(g, gpus[a], gpus[b], nvl, "nvlink", m)
     elif layout is IntraNodeLayout.NVLINK_PAIRS:
         for i in range(0, len(gpus) - 1, 2):
-            _add(g, gpus[i], gpus[i + 1], nvl, "nvlink")
+            _add(g, gpus[i], gpus[i + 1], nvl, "nvlink", NVLINK_BRIDGE_BRICKS)
     switches = _pcie_tree(g, p, intra, gpus, len(nics), path)
     _attach_nics(g, nics, switches, intra.pcie_link)
     return gpus, nics

@@ -11,12 +11,18 @@ a flow's first or last hops. Distances are computed by Dijkstra on the core grap
 (a leaf switch, a torus NIC), inside a machine once per destination vertex, and flows are walked
 hop by hop, hashing (src, dst, flow_key, vertex) to pick among the equal-cost next hops.
 Paths are deterministic across processes (no Python `hash()`).
+
+Rails (NIC affinity, as NCCL binds GPUs to NICs): a vertex with a `rail` attribute (a GPU, set by
+topology.intranode: GPU j of g uses NIC floor(j*m/g)) leaves its machine through that NIC, and a flow
+to it enters through that NIC, whenever the NIC lies on a least-cost path; otherwise plain ECMP.
+Inside the fabric ECMP applies as before.
 """
 from __future__ import annotations
 
 import hashlib
 import heapq
 import math
+from typing import Sequence
 
 from simdist.errors import InfeasibleError
 from simdist.topology.graph import Topology
@@ -29,6 +35,17 @@ _MASK = (1 << 64) - 1
 def edge_cost(capacity_Bps: float) -> int:
     """Routing cost of one hop (see the module docstring)."""
     return 1 + int(round(REFERENCE_Bps / capacity_Bps)) if capacity_Bps > 0 else 1 << 40
+
+
+def ring_channels(topology: Topology, nodes: Sequence[Sequence[int]]) -> int:
+    """Concurrent rings worth running over a group (its endpoints by node, Group.nodes): the fewest
+    distinct rail NICs the group's endpoints use on one node (C = NICs per node for whole DGX-style
+    nodes; 1 with one NIC, for endpoints without rails, or for a single-node group)."""
+    if len(nodes) <= 1:
+        return 1
+    attrs = topology.graph.nodes
+    counts = [len({attrs[topology.endpoints[e]].get("rail") for e in node} - {None}) for node in nodes]
+    return max(1, min(counts, default=1))
 
 
 def _mix(x: int) -> int:
@@ -122,6 +139,8 @@ class Router:
         self._nh_local: dict[tuple, tuple[str, ...]] = {}
         self._nh_core: dict[tuple, tuple[str, ...]] = {}
         self._dag: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
+        self._rail: dict[str, str] = {v: d["rail"] for v, d in graph.nodes(data=True) if d.get("rail") in graph}
+        self._via: dict[tuple[str, str], tuple[str, ...]] = {}
 
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
@@ -301,8 +320,35 @@ class Router:
         key, base = self._source_side(ms, dst_vertex)
         return self._tsrc[key].get(self._lname[src_vertex], INF) + base
 
+    def waypoints(self, src_vertex: str, dst_vertex: str) -> tuple[str, ...]:
+        """The rail NICs a flow between two machines is pinned to: the source's rail NIC, then the
+        destination's, each kept only when it lies on a least-cost path (so paths stay least-cost)."""
+        key = (src_vertex, dst_vertex)
+        hit = self._via.get(key)
+        if hit is not None:
+            return hit
+        via: list[str] = []
+        if src_vertex != dst_vertex and self._machine[dst_vertex] != self._machine[src_vertex]:
+            here = src_vertex
+            for rail in (self._rail.get(src_vertex), self._rail.get(dst_vertex)):
+                if rail is not None and rail != here:
+                    total = self.distance(here, dst_vertex)
+                    if total < INF and self.distance(here, rail) + self.distance(rail, dst_vertex) == total:
+                        via.append(rail)
+                        here = rail
+        hit = self._via[key] = tuple(via)
+        return hit
+
     def vertex_path(self, src_vertex: str, dst_vertex: str, flow_hash_: int = 0) -> list[str]:
-        """One least-cost vertex path; at each branching hop the next vertex is picked by `flow_hash_`."""
+        """One least-cost vertex path; at each branching hop the next vertex is picked by `flow_hash_`.
+
+        Between machines the path goes through the rail NICs of `waypoints` (NIC affinity)."""
+        path = [src_vertex]
+        for v in self.waypoints(src_vertex, dst_vertex) + (dst_vertex,):
+            path.extend(self._walk(path[-1], v, flow_hash_)[1:])
+        return path
+
+    def _walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int) -> list[str]:
         path = [src_vertex]
         if src_vertex == dst_vertex:
             return path
@@ -328,7 +374,7 @@ class Router:
             if src_vertex == dst_vertex:
                 self._paths[key] = [()]
                 return self._paths[key]
-            self.vertex_path(src_vertex, dst_vertex)  # checks reachability, creates the DAG
+            self._walk(src_vertex, dst_vertex, 0)  # checks reachability, creates the DAG
             dag = self._dag[key]
             found: list[list[str]] = []
             stack = [[src_vertex]]
