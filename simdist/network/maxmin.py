@@ -30,15 +30,15 @@ def maxmin_rates_flat(capacity_Bps: np.ndarray, entry_group: np.ndarray, entry_l
     level = 0.0  # the rate every still-unfrozen group has reached
     while group.size:
         load = np.bincount(link, weights=count, minlength=remaining.size)
-        used = load > 0
-        share = np.full(remaining.size, np.inf)
-        share[used] = np.maximum(remaining[used], 0.0) / load[used]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(load > 0, np.maximum(remaining, 0.0) / load, np.inf)
         delta = float(share.min())
         level += delta
         remaining -= delta * load
-        saturated = used & (share <= delta * (1.0 + _REL_TOL))
+        saturated = share <= delta * (1.0 + _REL_TOL)
         remaining[saturated] = 0.0
-        hit = group[saturated[link]]
+        on_saturated = saturated[link]
+        hit = group[on_saturated]
         rates[hit] = level
         frozen[hit] = True
         live = ~frozen[group]
