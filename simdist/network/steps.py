@@ -70,23 +70,33 @@ def compile_step(step: Step, paths: PathTable) -> CompiledStep:
 
 
 class StepCache:
-    """Compiled steps by Step identity (the Step is kept alive, so its id cannot be reused)."""
+    """Compiled steps, found by Step identity (fast) or else by value (equal steps of a new schedule,
+    e.g. the same bucket size next iteration); least recently used entries are dropped first."""
 
     def __init__(self, paths: PathTable, max_entries: int = 4096) -> None:
         self.paths = paths
         self.max_entries = max_entries
-        self._cache: OrderedDict[int, tuple[Step, CompiledStep]] = OrderedDict()
+        self._by_id: OrderedDict[int, tuple[Step, CompiledStep]] = OrderedDict()
+        self._by_value: OrderedDict[Step, CompiledStep] = OrderedDict()
 
     def get(self, step: Step) -> CompiledStep:
-        hit = self._cache.get(id(step))
+        hit = self._by_id.get(id(step))
         if hit is not None and hit[0] is step:
-            self._cache.move_to_end(id(step))
+            self._by_id.move_to_end(id(step))
             return hit[1]
-        compiled = compile_step(step, self.paths)
-        self._cache[id(step)] = (step, compiled)
-        if len(self._cache) > self.max_entries:
-            self._cache.popitem(last=False)
+        compiled = self._by_value.get(step)
+        if compiled is None:
+            compiled = compile_step(step, self.paths)
+            self._by_value[step] = compiled
+            if len(self._by_value) > self.max_entries:
+                self._by_value.popitem(last=False)
+        else:
+            self._by_value.move_to_end(step)
+        self._by_id[id(step)] = (step, compiled)  # keeps `step` alive, so its id is not reused
+        if len(self._by_id) > self.max_entries:
+            self._by_id.popitem(last=False)
         return compiled
 
     def clear(self) -> None:
-        self._cache.clear()
+        self._by_id.clear()
+        self._by_value.clear()

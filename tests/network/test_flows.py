@@ -270,3 +270,11 @@ def test_set_router_reroutes_later_steps():
     net.schedule_time(sched)
     net.set_router(Detour())
     assert net.steps.get(sched.chains[0][0]).groups[0].links.tolist() == [topo.links.index[("h0", "A")]]
+
+
+def test_equal_steps_of_a_new_schedule_reuse_the_compiled_step():
+    net = FlowNetwork(simpy.Environment(), single_switch(4))
+    a, b = ring_allreduce(4, 1e6), ring_allreduce(4, 1e6)
+    assert a.chains[0][0] is not b.chains[0][0]
+    assert net.steps.get(a.chains[0][0]) is net.steps.get(b.chains[0][0])
+    assert net.steps.get(ring_allreduce(4, 2e6).chains[0][0]) is not net.steps.get(a.chains[0][0])
