@@ -13,6 +13,7 @@ from typing import Generator
 import numpy as np
 
 from simdist.collectives.schedule import Schedule
+from simdist.errors import InfeasibleError
 from simdist.network.paths import PathTable
 from simdist.network.steps import CompiledStep, StepCache
 from simdist.network.utilization import utilization_from_bytes
@@ -55,7 +56,9 @@ class AnalyticalNetwork:
             for g in cs.groups:
                 share = self.capacity_Bps[g.links] / load[g.links]
                 rate = share.min()
-                bw = max(bw, g.size_bytes / rate if rate > 0 else np.inf)
+                if rate <= 0:
+                    raise InfeasibleError("a schedule's transfer crosses a link with no capacity")
+                bw = max(bw, g.size_bytes / rate)
             times.append(cs.latency_s + bw + cs.delay_s)
         return times
 

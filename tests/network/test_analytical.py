@@ -63,3 +63,13 @@ def test_answer_follows_capacity_changes():
     assert net.schedule_time(sched) == pytest.approx(0.1)
     net.set_link_capacity(topo.links.index[("A", "B")], 5e9)
     assert net.schedule_time(sched) == pytest.approx(0.2)
+
+
+def test_dead_link_is_infeasible():
+    from simdist.errors import InfeasibleError
+
+    topo = dumbbell(1, 1)
+    net = AnalyticalNetwork(topo)
+    net.set_link_capacity(topo.links.index[("A", "B")], 0.0)
+    with pytest.raises(InfeasibleError):
+        net.schedule_time(one_step([(0, 1, 1e6)]))
