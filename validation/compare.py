@@ -97,7 +97,7 @@ def build_report(records: list[dict], predictions: dict[str, dict]) -> dict[str,
             "ranking_ok": all(r["ok"] for r in ranks),
             "mape_network_bound": _mape(net),
             "max_error_network_bound": max((c["error"] for c in net if c["error"] is not None), default=None),
-            "ranking_ok_network_bound": all(r["ok"] for r in ranks if r["network_bound"]),
+            "ranking_ok_network_bound": all(r["ok"] for r in ranking(net)),
             "ranking": ranks,
             "excluded_from_network_bound": {c["name"]: c["out_of_envelope"] for c in cases if c["out_of_envelope"]},
             "not_predicted": sorted(c["name"] for c in cases if c["predicted"] is None)}
