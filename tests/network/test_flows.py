@@ -183,7 +183,9 @@ transfers = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.floats(1
 def test_bytes_are_conserved(steps, lockstep, repeat):
     topo = dumbbell(3, 3)
     schedules = [one_step(ts, lockstep=lockstep and len({s for _, _, s in ts}) == 1, repeat=repeat) for ts in steps]
-    _, net = _run_together(topo, schedules)
+    ends, net = _run_together(topo, schedules)
+    # no link carries more than its capacity allows over the whole run
+    assert np.all(net.link_bytes() <= topo.links.capacity_Bps * max(ends) * (1 + 1e-9))
     from simdist.network.paths import PathTable
     paths = PathTable(topo)
     expected = sum(b * repeat * paths.path(s, d)[0].size for ts in steps for s, d, b in ts)
