@@ -2,8 +2,8 @@
 
 A lockstep step is ONE group (all transfers share a rate, the pace of a pipelined ring); an
 independent step has one group per transfer. Each group moves `repeat x size` bytes per member,
-so a repeated step is solved once, not once per repetition. Compiled steps are cached per Step
-object (by identity, holding a reference) so identical steps of later schedules reuse them.
+so a repeated step is solved once, not once per repetition. Compiled steps are cached by Step
+identity and by value, so equal steps of later schedules are not routed again.
 """
 from __future__ import annotations
 
