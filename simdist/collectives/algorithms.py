@@ -3,7 +3,10 @@
 
 size_bytes follows nccl-tests: the per-rank buffer for all_reduce, broadcast and reduce; the total
 output for all_gather; the total input for reduce_scatter; the per-rank send buffer for all_to_all.
-Broadcast and reduce use group.ranks[0] as the root.
+Broadcast and reduce use group.ranks[0] as the root. `channels` (ring all_reduce, reduce_scatter,
+all_gather only) runs that many concurrent rings, NCCL-style (ring.py); None or 1 = one ring. The
+caller picks it from the hardware: simdist.topology.routing.ring_channels(topology, group.nodes) gives the
+NICs per node (NCCL opens at least one channel per NIC), capped by the ranks per node.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Sequence
 from simdist.collectives.flat import FLAT_OPS, flat_chain
 from simdist.collectives.hierarchical import hierarchical_chain
 from simdist.collectives.ps import ps_chains
+from simdist.collectives.ring import CHANNEL_OPS, channel_chains, effective_channels
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 from simdist.collectives.torus2d import torus2d_chain
 
@@ -59,6 +63,7 @@ def build_schedule(
     servers: Sequence[int] = (),
     server_delay_s: float = 0.0,
     chunks: int | None = None,
+    channels: int | None = None,
 ) -> Schedule:
     """The schedule of `op` with `algorithm` over `group`; ValueError for unknown or absent pairs."""
     try:
@@ -75,10 +80,13 @@ def build_schedule(
         raise ValueError(f"size_bytes must be >= 0, got {size_bytes!r}")
     if len(set(group.ranks)) != len(group.ranks):
         raise ValueError("group ranks must be distinct")
+    n_channels = effective_channels(group, channels)
     if alg == Algorithm.PS:
         chains = ps_chains(size_bytes, group, servers, server_delay_s)
     elif alg == Algorithm.HIERARCHICAL:
         chains = (hierarchical_chain(size_bytes, group, intra, inter, chunks),)
+    elif alg == Algorithm.RING and op in CHANNEL_OPS and n_channels > 1:
+        chains = channel_chains(op, size_bytes, group, channels)
     elif alg == Algorithm.TORUS2D:
         chains = (torus2d_chain(size_bytes, group, chunks),)
     else:

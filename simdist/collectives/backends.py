@@ -6,6 +6,7 @@ gloo goes through reduce / leader all-reduce / broadcast. nccl: ring or tree for
 NCCL's tuning model (nccl.py), ring for every other op. Strategy-level schemes the library does not
 choose itself (hierarchical, torus2d, ps) pass through unchanged except hierarchical on gloo.
 Backend names are the values of simdist.scenario.Backend ("textbook", "gloo", "nccl").
+`channels` (concurrent rings, see ring.py) applies to textbook and nccl rings; gloo runs one ring.
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def select_algorithm(
 def build_backend_schedule(
     backend: str, op: str, size_bytes: float, group: Group, *, requested: str = "ring",
     intra: str = "ring", inter: str = "ring", servers: Sequence[int] = (), server_delay_s: float = 0.0,
-    chunks: int | None = None, bus_bw_GBps: float = DEFAULT_BUS_BW_GBPS,
+    chunks: int | None = None, bus_bw_GBps: float = DEFAULT_BUS_BW_GBPS, channels: int | None = None,
 ) -> Schedule:
     """The schedule `backend` really runs (see select_algorithm), built for `group`."""
     op = CollectiveOp(op)
@@ -82,5 +83,5 @@ def build_backend_schedule(
         return Schedule(op, alg, float(size_bytes), (gloo_hierarchical_chain(size_bytes, group),))
     return build_schedule(
         op, alg, size_bytes, group, intra=intra, inter=inter, servers=servers,
-        server_delay_s=server_delay_s, chunks=chunks,
+        server_delay_s=server_delay_s, chunks=chunks, channels=None if backend == "gloo" else channels,
     )

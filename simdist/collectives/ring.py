@@ -6,13 +6,60 @@ reduce-scatter repetition k (k = 0..n-2): position i sends chunk (i-k-1) mod n t
 its own contribution, so position i ends holding chunk i fully reduced. All-gather repetition k:
 position i sends chunk (i-k) mod n to i+1. All-reduce is reduce-scatter then all-gather: two Steps
 (one per phase, repeat n-1 each) that share one transfers tuple, so construction is O(n).
+
+Channels (NCCL's concurrent rings): all_reduce, reduce_scatter and all_gather may split the buffer
+into C channels, each a full ring over the group moving S/C, all running at once as separate chains.
+Channel c visits every node's ranks rotated to start at position e_c = ceil(c*k/C) of the node's k
+ranks, so it enters node i+1 at its position e_c and leaves node i through position e_c - 1: with the
+routing's rails (GPU j of g uses NIC floor(j*m/g)) and C = m NICs, each channel enters and leaves
+every node through its own NIC. Single-node groups and nodes holding one rank keep one ring (C = 1).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from simdist.collectives._steps import Chain, check_chunks, ring_transfers
-from simdist.collectives.schedule import CollectiveOp, Step, Transfer
+from simdist.collectives.schedule import CollectiveOp, Group, Step, Transfer
+
+CHANNEL_OPS = frozenset({CollectiveOp.ALL_REDUCE, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_GATHER})
+
+
+def effective_channels(group: Group, channels: int | None) -> int:
+    """Channels actually used: 1 unless the group spans several nodes that all hold >= 2 ranks;
+    then min(channels, fewest ranks on a node). ValueError for a non-positive count."""
+    if channels is None:
+        return 1
+    if int(channels) != channels or channels < 1:
+        raise ValueError(f"channels must be a positive integer, got {channels!r}")
+    if len(group.nodes) <= 1:
+        return 1
+    fewest = min(len(node) for node in group.nodes)
+    return 1 if fewest <= 1 else min(int(channels), fewest)
+
+
+def channel_rings(group: Group, channels: int) -> list[tuple[int, ...]]:
+    """The ring order of each channel (see the module docstring); one ring = group.ranks unchanged."""
+    c_total = effective_channels(group, channels)
+    if c_total == 1:
+        return [tuple(group.ranks)]
+    rings = []
+    for c in range(c_total):
+        ring: list[int] = []
+        for node in group.nodes:
+            k = len(node)
+            start = -(-c * k // c_total)  # ceil(c k / C)
+            ring.extend(node[start:] + node[:start])
+        rings.append(tuple(ring))
+    return rings
+
+
+def channel_chains(op: CollectiveOp, size_bytes: float, group: Group, channels: int | None) -> tuple[Chain, ...]:
+    """One ring chain per channel, each moving size_bytes / C (ops without channels: one ring)."""
+    op = CollectiveOp(op)
+    if op not in CHANNEL_OPS:
+        return (ring_chain(op, size_bytes, group.ranks),)
+    rings = channel_rings(group, channels or 1)
+    return tuple(ring_chain(op, size_bytes / len(rings), ring) for ring in rings)
 
 
 def ring_chain(op: CollectiveOp, size_bytes: float, ranks: Sequence[int], chunks: int | None = None) -> Chain:

@@ -15,7 +15,10 @@ Paths are deterministic across processes (no Python `hash()`).
 Rails (NIC affinity, as NCCL binds GPUs to NICs): a vertex with a `rail` attribute (a GPU, set by
 topology.intranode: GPU j of g uses NIC floor(j*m/g)) leaves its machine through that NIC, and a flow
 to it enters through that NIC, whenever the NIC lies on a least-cost path; otherwise plain ECMP.
-Inside the fabric ECMP applies as before.
+Rails stay apart in the fabric: a flow from a railed GPU (local index j among its machine's railed
+GPUs) to another machine hashes (src machine, dst machine, key) and offsets each ECMP pick by j, so
+the GPUs (rails) of one machine pair take different equal-cost paths (spines) and no two channels of
+a ring collide on an uplink by chance, while machine pairs still spread by hash.
 """
 from __future__ import annotations
 
@@ -141,6 +144,11 @@ class Router:
         self._dag: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
         self._rail: dict[str, str] = {v: d["rail"] for v, d in graph.nodes(data=True) if d.get("rail") in graph}
         self._via: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._lane: dict[str, int] = {}  # a railed vertex's index among its machine's railed vertices
+        per_machine: dict[str, int] = {}
+        for v in self._rail:
+            self._lane[v] = per_machine.get(machine[v], 0)
+            per_machine[machine[v]] = self._lane[v] + 1
 
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
@@ -339,16 +347,17 @@ class Router:
         hit = self._via[key] = tuple(via)
         return hit
 
-    def vertex_path(self, src_vertex: str, dst_vertex: str, flow_hash_: int = 0) -> list[str]:
+    def vertex_path(self, src_vertex: str, dst_vertex: str, flow_hash_: int = 0, offset: int = 0) -> list[str]:
         """One least-cost vertex path; at each branching hop the next vertex is picked by `flow_hash_`.
 
-        Between machines the path goes through the rail NICs of `waypoints` (NIC affinity)."""
+        Between machines the path goes through the rail NICs of `waypoints` (NIC affinity); `offset`
+        shifts every ECMP pick (rails of one machine pair apart)."""
         path = [src_vertex]
         for v in self.waypoints(src_vertex, dst_vertex) + (dst_vertex,):
-            path.extend(self._walk(path[-1], v, flow_hash_)[1:])
+            path.extend(self._walk(path[-1], v, flow_hash_, offset)[1:])
         return path
 
-    def _walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int) -> list[str]:
+    def _walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int = 0) -> list[str]:
         path = [src_vertex]
         if src_vertex == dst_vertex:
             return path
@@ -360,7 +369,7 @@ class Router:
         v = src_vertex
         while v != dst_vertex:
             hops = dag.get(v) or self._hops(dag, src_vertex, dst_vertex, v)
-            v = hops[0] if len(hops) == 1 else hops[_mix(flow_hash_ ^ self._vid[v]) % len(hops)]
+            v = hops[0] if len(hops) == 1 else hops[(_mix(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
             path.append(v)
         return path
 
@@ -389,10 +398,16 @@ class Router:
         return self._paths[key]
 
     def path(self, src: int, dst: int, flow_key: int = 0) -> tuple[int, ...]:
-        """Directed link ids from endpoint `src` to endpoint `dst`; ECMP per hop by hash of (src, dst, key)."""
+        """Directed link ids from endpoint `src` to endpoint `dst`; ECMP per hop by hash of (src, dst, key),
+        or from a railed GPU to another machine by hash of the machine pair, offset by the GPU's lane."""
         if src == dst:
             return ()
         eps = self.topology.endpoints
-        p = self.vertex_path(eps[src], eps[dst], flow_hash(src, dst, flow_key))
+        s, t = eps[src], eps[dst]
+        if s in self._lane and self._machine[s] != self._machine[t]:
+            nodes = self.topology.endpoint_node
+            p = self.vertex_path(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s])
+        else:
+            p = self.vertex_path(s, t, flow_hash(src, dst, flow_key))
         index = self.topology.links.index
         return tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
