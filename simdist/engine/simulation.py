@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from simdist import __version__
-from simdist.errors import ScenarioError
 from simdist.results.records import RunResult
 from simdist.scenario import Fidelity, Scenario
 
@@ -13,8 +12,10 @@ def simulate(scenario: Scenario, fidelity: str = "") -> RunResult:
     An empty fidelity takes the scenario's `run.fidelity`.
     """
     chosen = Fidelity(fidelity) if fidelity else scenario.run.fidelity
-    if scenario.failures is not None and (scenario.failures.events or scenario.failures.random):
-        raise ScenarioError("failures: failure injection is not implemented yet; remove the 'failures' section", "failures")
+    if scenario.failures is not None:  # only static stragglers run today; the rest is refused by path
+        from simdist.strategies.stragglers import check_failures
+
+        check_failures(scenario)
     if scenario.workload.benchmark is not None:
         from simdist.engine.benchmark import run_benchmark
 

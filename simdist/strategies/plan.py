@@ -2,7 +2,8 @@
 
 Both fidelities share this plan: `simulate` plays it on the flow network, `estimate` folds it with
 closed-form collective times. Everything here is per iteration and per GPU; in BSP the slowest GPU
-sets each time (heterogeneous clusters wait for their slowest group).
+sets each time (heterogeneous clusters and static stragglers wait for their slowest GPU), while the
+asynchronous modes use each worker's own times (`IterationPlan.workers`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from simdist.errors import ScenarioError
 from simdist.hardware.specs import GpuSpec
 from simdist.scenario import Precision, Scenario, StrategyKind, SyncMode
 from simdist.strategies.buckets import Bucket, make_buckets
+from simdist.strategies.stragglers import gpu_slowdowns
 
 DTYPE_BYTES = {Precision.FP32: 4, Precision.TF32: 4, Precision.FP16: 2, Precision.BF16: 2, Precision.FP8: 1}
 
@@ -30,6 +32,17 @@ class BucketComm:
 
 
 @dataclass(frozen=True)
+class WorkerCompute:
+    """One worker's own compute per micro-batch (its GPU kind times its straggler slowdown)."""
+
+    fwd_s: float
+    bwd_s: float
+    optimizer_s: float  # its local optimizer step (asynchronous PS workers skip it: the server steps)
+    ready_s: tuple[float, ...]  # per bucket, after the start of the last backward (bwd_s without overlap)
+    slowdown: float = 1.0
+
+
+@dataclass(frozen=True)
 class IterationPlan:
     fwd_s: float  # one micro-batch forward, slowest GPU
     bwd_s: float  # one micro-batch backward, slowest GPU
@@ -42,6 +55,8 @@ class IterationPlan:
     single_gpu_samples_per_s: float  # the same GPUs with no communication (for scaling efficiency)
     overlap: bool
     fusion_cycle_s: float
+    workers: tuple[WorkerCompute, ...] = ()  # per rank (GPU order)
+    local_optimizer_s: float = 0.0  # slowest GPU's own optimizer step (local SGD steps locally even with PS)
 
     @property
     def global_batch(self) -> int:
@@ -66,7 +81,7 @@ def resolve_batch(scenario: Scenario, dp: int) -> int:
 
 
 def check_supported(scenario: Scenario) -> int:
-    """The data-parallel loop's scope; returns dp. Model parallelism and async modes are later issues."""
+    """The data-parallel loop's scope; returns dp. Model parallelism is a later issue."""
     t = scenario.training
     p = t.parallelism
     n = scenario.cluster.num_gpus
@@ -78,8 +93,16 @@ def check_supported(scenario: Scenario) -> int:
     dp = p.dp if p.dp is not None else n
     if dp != n:
         raise ScenarioError.bad_value("training.parallelism.dp", dp, f"the number of GPUs ({n}) for data parallelism")
-    if t.sync != SyncMode.BSP:
-        raise ScenarioError.bad_value("training.sync", t.sync.value, "bsp (asp, ssp and local_sgd are not implemented yet)")
+    if t.sync in (SyncMode.ASP, SyncMode.SSP) and scenario.communication.strategy != StrategyKind.PS:
+        raise ScenarioError.bad_value("training.sync", t.sync.value,
+                                      "bsp or local_sgd with an all-reduce strategy (asp and ssp need "
+                                      "communication.strategy: ps)")
+    if t.sync == SyncMode.SSP and t.staleness < 0:
+        raise ScenarioError.bad_value("training.staleness", t.staleness, "a bound >= 0")
+    if t.local_steps < 1:
+        raise ScenarioError.bad_value("training.local_steps", t.local_steps, "a period >= 1")
+    if not t.convergence_factor > 0:
+        raise ScenarioError.bad_value("training.convergence_factor", t.convergence_factor, "a factor > 0")
     return dp
 
 
@@ -103,6 +126,10 @@ def build_plan(scenario: Scenario) -> IterationPlan:
     ready = [0.0] * len(buckets)
     single = 0.0
     gpus = _gpu_kinds(scenario)
+    slowdowns = gpu_slowdowns(scenario)
+    gpu_keys = [g.key for g in scenario.cluster.gpu_specs()]
+    k = t.grad_accumulation
+    per_kind: dict[str, tuple[float, float, float, list[float]]] = {}
     for gpu, count in gpus:
         times = layer_times(model, gpu, batch, precision)
         f = sum(x.fwd_s for x in times)
@@ -114,11 +141,20 @@ def build_plan(scenario: Scenario) -> IterationPlan:
         for i in range(len(times) - 1, -1, -1):
             acc += times[i].bwd_s
             done_after[i] = acc
-        for j, bucket in enumerate(buckets):
-            ready[j] = max(ready[j], done_after[bucket.ready_after_layer])
-        fwd, bwd, opt = max(fwd, f), max(bwd, b), max(opt, o)
-        k = t.grad_accumulation
-        single += count * batch * k / (k * (f + b) + o)
+        bucket_done = [done_after[bucket.ready_after_layer] for bucket in buckets]
+        per_kind[gpu.key] = (f, b, o, bucket_done)
+        slow = [x for key, x in zip(gpu_keys, slowdowns) if key == gpu.key and x != 1.0]
+        for x in [1.0] + slow:  # the nominal GPUs, then each straggler of this kind
+            for j in range(len(buckets)):
+                ready[j] = max(ready[j], bucket_done[j] * x)
+            fwd, bwd, opt = max(fwd, f * x), max(bwd, b * x), max(opt, o * x)
+        single += (count - len(slow)) * batch * k / (k * (f + b) + o)
+        single += sum(batch * k / (x * (k * (f + b) + o)) for x in slow)
+    workers = []
+    for key, x in zip(gpu_keys, slowdowns):
+        f, b, o, bucket_done = per_kind[key]
+        workers.append(WorkerCompute(fwd_s=f * x, bwd_s=b * x, optimizer_s=o * x, slowdown=x,
+                                     ready_s=tuple(d * x if comm.overlap else b * x for d in bucket_done)))
 
     server_gpu = gpus[0][0]  # a PS server is modelled as a machine of the cluster's first kind
     comms = []
@@ -141,6 +177,7 @@ def build_plan(scenario: Scenario) -> IterationPlan:
         fwd_s=fwd, bwd_s=bwd, micro_steps=t.grad_accumulation, optimizer_s=0.0 if is_ps else opt,
         buckets=tuple(comms), batch_per_gpu=batch, dp=dp, tokens_per_sample=model.tokens_per_sample,
         single_gpu_samples_per_s=single, overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s,
+        workers=tuple(workers), local_optimizer_s=opt,
     )
 
 
