@@ -1,12 +1,15 @@
-"""A training workload end to end: memory check, iteration plan, simulate or estimate, RunResult."""
+"""A training workload end to end: memory check, iteration plan, the sync mode simulated or estimated, RunResult."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, replace
 
 from simdist.engine.context import build_context
 from simdist.results.records import Breakdown, LinkUtilization, MemoryUsage, RunResult, Throughput
-from simdist.scenario import Fidelity, Scenario
-from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, resolve_batch, check_supported
+from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, StrategyKind, SyncMode
+from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, resolve_batch
+from simdist.strategies.sync_report import (ps_bytes_per_exchange, server_load, staleness_stats,
+                                            wire_bytes_per_iteration, worker_iteration_s)
 
 TOP_LINKS = 10
 
@@ -38,9 +41,29 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
                        parts_bytes=dict(worst.parts_bytes))
 
 
-def run_training(scenario: Scenario, fidelity: Fidelity) -> RunResult:
+@dataclass
+class _Outcome:
+    """What one sync mode's run produced, before it becomes a RunResult."""
+
+    iteration_s: float
+    comm_busy_s: float
+    compute_s: float
+    optimizer_s: float
+    compression_s: float
+    times: tuple[float, ...]
+    simulated: int
+    sync: dict
+    records: tuple = ()
+    links: tuple[LinkUtilization, ...] = ()
+
+
+def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True) -> RunResult:
+    """Simulate or estimate a training workload in its sync mode.
+
+    `with_baseline` also runs BSP without compression (same fidelity) for `relative_time_to_target`
+    when the scenario is not that baseline itself; compare.py turns it off for speed.
+    """
     from simdist.engine.simulation import result_header
-    from simdist.strategies.data_parallel import run_closed_form, run_simulated
 
     memory = check_memory(scenario)
     plan = build_plan(scenario)
@@ -52,6 +75,50 @@ def run_training(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         if key not in cache:
             cache[key] = ctx.schedule(op, size, server_delay_s=delay)
         return cache[key]
+
+    sync = scenario.training.sync
+    if sync in (SyncMode.ASP, SyncMode.SSP):
+        out = _run_async(scenario, fidelity, plan, ctx)
+    elif sync == SyncMode.LOCAL_SGD:
+        out = _run_local_sgd(scenario, fidelity, plan, ctx, schedule_for)
+    else:
+        out = _run_bsp(scenario, fidelity, plan, ctx, schedule_for)
+    throughput = _throughput(plan, out.iteration_s)
+    return RunResult(
+        **result_header(scenario, fidelity),
+        iteration_time_s=out.iteration_s,
+        throughput=throughput,
+        scaling_efficiency=(plan.global_batch / out.iteration_s) / plan.single_gpu_samples_per_s,
+        breakdown_s=Breakdown(compute=out.compute_s, communication=max(0.0, out.comm_busy_s - out.compression_s),
+                              exposed_communication=max(0.0, out.iteration_s - out.compute_s - out.optimizer_s),
+                              compression=out.compression_s, optimizer=out.optimizer_s),
+        memory=memory,
+        links=out.links,
+        extra={"strategy": _strategy_summary(scenario, plan),
+               "simulated_iterations": out.simulated,
+               "sync": out.sync,
+               "statistical_efficiency": _statistical_efficiency(scenario, fidelity, throughput.samples_per_s,
+                                                                 with_baseline)},
+        iterations=out.times,
+        records=out.records,
+    )
+
+
+def _top_links(ctx) -> tuple[LinkUtilization, ...]:
+    util = ctx.network.link_utilization(ctx.env.now) if ctx.env.now > 0 else {}
+    top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LINKS]
+    return tuple(LinkUtilization(name, round(u, 6)) for name, u in top if u > 0)
+
+
+def _servers(scenario, ctx, in_bytes, out_bytes, elapsed_s, simulated: bool) -> list[dict] | None:
+    if scenario.communication.strategy != StrategyKind.PS:
+        return None
+    util = ctx.network.link_utilization(ctx.env.now) if simulated and ctx.env.now > 0 else None
+    return server_load(ctx.topology, ctx.servers, in_bytes, out_bytes, elapsed_s, util)
+
+
+def _run_bsp(scenario, fidelity, plan: IterationPlan, ctx, schedule_for) -> _Outcome:
+    from simdist.strategies.data_parallel import run_closed_form, run_simulated
 
     run = scenario.run
     links: tuple[LinkUtilization, ...] = ()
@@ -68,35 +135,113 @@ def run_training(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         times = tuple(log.times)
         extrapolated = log.extrapolated
         records = tuple(log.records)
-        util = ctx.network.link_utilization(ctx.env.now) if ctx.env.now > 0 else {}
-        top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LINKS]
-        links = tuple(LinkUtilization(name, round(u, 6)) for name, u in top if u > 0)
-    return RunResult(
-        **result_header(scenario, fidelity),
-        iteration_time_s=iteration_s,
-        throughput=_throughput(plan, iteration_s),
-        scaling_efficiency=(plan.global_batch / iteration_s) / plan.single_gpu_samples_per_s,
-        breakdown_s=_breakdown(plan, iteration_s, comm_busy),
-        memory=memory,
-        links=links,
-        extra={"strategy": _strategy_summary(scenario, plan),
-               "simulated_iterations": len(times) - extrapolated},
-        iterations=times,
-        records=records,
-    )
+        links = _top_links(ctx)
+    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
+    rate = {sv: b / iteration_s for sv, b in per_exchange.items()}
+    sync = _sync_common(scenario, plan, [plan.batch_per_gpu * plan.micro_steps / iteration_s] * plan.dp, 1)
+    sync["staleness"] = {"mean": 0.0, "max": 0}
+    sync["servers"] = _servers(scenario, ctx, rate, rate, 1.0, fidelity == Fidelity.SIMULATE)
+    return _Outcome(iteration_s, comm_busy, plan.compute_s, plan.optimizer_s, _codec_s(plan), times,
+                    len(times) - extrapolated, sync, records, links)
+
+
+def _run_async(scenario, fidelity, plan: IterationPlan, ctx) -> _Outcome:
+    from simdist.strategies.async_ps import run_async
+
+    t, run = scenario.training, scenario.run
+    bound = t.staleness if t.sync == SyncMode.SSP else None
+    simulated = fidelity == Fidelity.SIMULATE
+    log = run_async(ctx.env, plan, run.iterations, bound, ctx.group.ranks, ctx.servers, ctx.network,
+                    contended=not simulated)
+    per_iter = [worker_iteration_s(f, run.warmup) for f in log.finish_s]
+    samples = plan.batch_per_gpu * plan.micro_steps
+    rates = [samples / x for x in per_iter]
+    aggregate = sum(rates)
+    iteration_s = plan.global_batch / aggregate
+    sync = _sync_common(scenario, plan, rates, 1)
+    sync["aggregate_samples_per_s"] = aggregate
+    sync["staleness"] = staleness_stats(log.staleness)
+    if bound is not None:
+        sync["staleness_bound"] = bound
+    sync["servers"] = _servers(scenario, ctx, log.server_in_bytes, log.server_out_bytes, log.end_s, simulated)
+    comm_busy = statistics.fmean(statistics.fmean(b[run.warmup:] or b[-1:]) for b in log.comm_busy_s)
+    compute = statistics.fmean(plan.micro_steps * (w.fwd_s + w.bwd_s) for w in plan.workers)
+    times = tuple(per_iter)  # per worker: its mean iteration time (rank order)
+    return _Outcome(iteration_s, comm_busy, compute, plan.optimizer_s, _codec_s(plan), times,
+                    run.iterations, sync, tuple(sorted(log.records, key=lambda r: (r.start_s, r.track))),
+                    _top_links(ctx) if simulated else ())
+
+
+def _run_local_sgd(scenario, fidelity, plan: IterationPlan, ctx, schedule_for) -> _Outcome:
+    from simdist.strategies.local_sgd import local_compute_s, round_closed_form, run_rounds_simulated
+
+    h = scenario.training.local_steps
+    simulated = fidelity == Fidelity.SIMULATE
+    if simulated:
+        rounds = max(2, -(-scenario.run.iterations // h))
+        log = run_rounds_simulated(ctx.env, plan, rounds, h, schedule_for, ctx.network)
+        round_s, comm_s = log.rounds_s[-1], log.comm_busy_s[-1]
+        n_rounds, records = len(log.rounds_s), tuple(log.records)
+    else:
+        round_s, comm_s = round_closed_form(plan, h, lambda op, size, d: ctx.network.schedule_time(schedule_for(op, size, d)))
+        n_rounds, records = 1, ()
+    iteration_s = round_s / h
+    compute_round = local_compute_s(plan, h)
+    times = tuple(round_s / h for _ in range(max(1, scenario.run.iterations)))
+    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
+    rate = {sv: b / round_s for sv, b in per_exchange.items()}
+    sync = _sync_common(scenario, plan, [plan.batch_per_gpu * plan.micro_steps / iteration_s] * plan.dp, h)
+    sync["staleness"] = {"mean": 0.0, "max": 0}
+    sync["servers"] = _servers(scenario, ctx, rate, rate, 1.0, simulated)
+    slowest_opt = max(w.optimizer_s for w in plan.workers)
+    return _Outcome(iteration_s, comm_s / h, compute_round / h - slowest_opt, slowest_opt, _codec_s(plan) / h,
+                    times, n_rounds * h, sync, records, _top_links(ctx) if simulated else ())
+
+
+def _codec_s(plan: IterationPlan) -> float:
+    return sum(b.encode_s + b.decode_s for b in plan.buckets)
+
+
+def _sync_common(scenario: Scenario, plan: IterationPlan, rates: list[float], period: int) -> dict:
+    t = scenario.training
+    out = {"mode": t.sync.value, "per_worker_samples_per_s": rates,
+           "min_worker_samples_per_s": min(rates), "max_worker_samples_per_s": max(rates),
+           "wire_bytes_per_iteration": wire_bytes_per_iteration(plan) / period,
+           "stragglers": {f"gpu:{i}": w.slowdown for i, w in enumerate(plan.workers) if w.slowdown != 1.0}}
+    if t.sync == SyncMode.LOCAL_SGD:
+        out["local_steps"] = period
+    return out
+
+
+def _is_baseline(scenario: Scenario) -> bool:
+    return scenario.training.sync == SyncMode.BSP and scenario.communication.compression.method == CompressionMethod.NONE
+
+
+def baseline_scenario(scenario: Scenario) -> Scenario:
+    """The same cluster, model and strategy under BSP without compression (the convergence reference)."""
+    return replace(scenario,
+                   training=replace(scenario.training, sync=SyncMode.BSP, convergence_factor=1.0),
+                   communication=replace(scenario.communication, compression=CompressionSpec()))
+
+
+def _statistical_efficiency(scenario: Scenario, fidelity: Fidelity, samples_per_s: float, with_baseline: bool) -> dict:
+    """Throughput divided by the assumed convergence factor, and time-to-target relative to BSP uncompressed."""
+    cf = scenario.training.convergence_factor
+    out = {"convergence_factor": cf, "effective_samples_per_s": samples_per_s / cf,
+           "relative_time_to_target": None, "baseline": "bsp, no compression, same cluster and strategy",
+           "assumed": True}
+    if _is_baseline(scenario):
+        out["relative_time_to_target"] = cf
+    elif with_baseline:
+        base = run_training(baseline_scenario(scenario), fidelity, with_baseline=False)
+        out["relative_time_to_target"] = cf * base.throughput.samples_per_s / samples_per_s
+    return out
 
 
 def _throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
     samples = plan.global_batch / iteration_s
     tokens = samples * plan.tokens_per_sample if plan.tokens_per_sample else None
     return Throughput(samples_per_s=samples, tokens_per_s=tokens)
-
-
-def _breakdown(plan: IterationPlan, iteration_s: float, comm_busy_s: float) -> Breakdown:
-    compression = sum(b.encode_s + b.decode_s for b in plan.buckets)
-    exposed = max(0.0, iteration_s - plan.compute_s - plan.optimizer_s)
-    return Breakdown(compute=plan.compute_s, communication=max(0.0, comm_busy_s - compression),
-                     exposed_communication=exposed, compression=compression, optimizer=plan.optimizer_s)
 
 
 def _strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:

@@ -135,7 +135,9 @@ def test_deterministic():
 
 
 @pytest.mark.parametrize("key, value", [
-    ("training.sync", "asp"), ("training.parallelism", {"dp": 4, "tp": 4, "pp": 1}),
+    ("training.sync", "asp"),  # asp and ssp need a parameter server; BASE uses a ring
+    ("training.sync", "ssp"),
+    ("training.parallelism", {"dp": 4, "tp": 4, "pp": 1}),
 ])
 def test_unimplemented_modes_are_clear_errors(key, value):
     from simdist.errors import ScenarioError

@@ -1,0 +1,57 @@
+"""Figures the synchronisation modes report: per-worker throughput, staleness, server load, wire bytes.
+
+Plain functions over the logs and the plan, so both fidelities and every mode build the same keys
+(documented in docs/model.md, "Synchronisation modes").
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Mapping, Sequence
+
+from simdist.strategies.async_ps import worker_payload_bytes
+from simdist.strategies.plan import IterationPlan
+
+
+def worker_iteration_s(finish_s: Sequence[float], warmup: int) -> float:
+    """Mean time between one worker's iteration ends (the first from time 0), after `warmup` iterations."""
+    gaps = [b - a for a, b in zip([0.0, *finish_s[:-1]], finish_s)]
+    steady = gaps[warmup:] or gaps[-1:]
+    return statistics.fmean(steady)
+
+
+def staleness_stats(samples: Sequence[int]) -> dict[str, float]:
+    """Mean and max of the observed staleness (0 when every update was fresh)."""
+    if not samples:
+        return {"mean": 0.0, "max": 0}
+    return {"mean": statistics.fmean(samples), "max": max(samples)}
+
+
+def wire_bytes_per_iteration(plan: IterationPlan) -> float:
+    """Bytes one worker contributes per exchange: its payload of every codec collective of every bucket."""
+    return sum(worker_payload_bytes(op, size, plan.dp) for bc in plan.buckets for op, size in bc.collectives)
+
+
+def ps_bytes_per_exchange(plan: IterationPlan, ranks: Sequence[int], servers: Sequence[int]) -> dict[int, float]:
+    """Bytes each server receives in one exchange of every worker (and sends back: pull = push)."""
+    per_worker = wire_bytes_per_iteration(plan) / max(1, len(servers))
+    return {sv: per_worker * sum(1 for w in ranks if w != sv) for sv in servers}
+
+
+def server_load(topology, servers: Sequence[int], in_bytes: Mapping[int, float], out_bytes: Mapping[int, float],
+                elapsed_s: float, utilization: Mapping[str, float] | None) -> list[dict]:
+    """Per server: bytes/s in and out, and the busiest utilisation of its own links in each direction
+    (None without flows, i.e. under `estimate`)."""
+    out = []
+    for sv in servers:
+        vertex = topology.endpoints[sv]
+        row = {"endpoint": int(sv), "vertex": vertex,
+               "in_Bps": in_bytes.get(sv, 0.0) / elapsed_s if elapsed_s > 0 else 0.0,
+               "out_Bps": out_bytes.get(sv, 0.0) / elapsed_s if elapsed_s > 0 else 0.0,
+               "link_utilization_in": None, "link_utilization_out": None}
+        if utilization is not None:
+            into = [u for name, u in utilization.items() if name.endswith(f"->{vertex}")]
+            outof = [u for name, u in utilization.items() if name.startswith(f"{vertex}->")]
+            row["link_utilization_in"] = round(max(into, default=0.0), 6)
+            row["link_utilization_out"] = round(max(outof, default=0.0), 6)
+        out.append(row)
+    return out
