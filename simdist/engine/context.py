@@ -24,14 +24,12 @@ class FabricContext:
 
     def schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
         """The schedule the scenario's strategy and backend run for one collective call."""
-        from simdist.collectives.algorithms import build_schedule
-        from simdist.collectives.backends import select_algorithm
+        from simdist.collectives.backends import build_backend_schedule
 
         comm = self.scenario.communication
-        algorithm = select_algorithm(comm.backend, op, size_bytes, self.group, requested=comm.strategy.value)
-        return build_schedule(op, algorithm, size_bytes, self.group,
-                              intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
-                              servers=self.servers, server_delay_s=server_delay_s)
+        return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=comm.strategy.value,
+                                      intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
+                                      servers=self.servers, server_delay_s=server_delay_s)
 
 
 def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:

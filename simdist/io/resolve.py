@@ -150,6 +150,13 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
         return None, issues
     scenario = Scenario(name=m.name or default_name, cluster=cluster, workload=workload, training=training,
                         communication=communication, failures=failures, run=run, calibration=calibration)
+    if calibration is not None:  # measured link and compute efficiencies replace the catalog defaults
+        from simdist.io.calibration import apply_profile, load_profile
+
+        try:
+            scenario = apply_profile(scenario, load_profile(calibration))
+        except ScenarioError as err:
+            return None, [Issue("calibration", str(i)) if not i.path else i for i in err.issues]
     return scenario, []
 
 
