@@ -182,3 +182,26 @@ def _plot_training(scenario, result, path: str) -> None:
         ax_bd.legend()
     fig.suptitle(f"{scenario.name} ({result.gpus} GPUs, {result.fidelity})")
     _save(plt, fig, path)
+
+
+def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
+    """A compare.BreakevenTable: speedup over no compression (or iteration time) vs NIC bandwidth, log x."""
+    plt, fig, (ax,) = _figure(1, width=7.0, height=4.5)
+    gbps = [b * 8 / 1e9 for b in table.bandwidths_Bps]
+    for m in table.methods:
+        if metric == "speedup" and m == "none":
+            continue
+        ys = table.speedup(m) if metric == "speedup" else tuple(None if t is None else t * 1e3
+                                                              for t in table.iteration_time_s[m])
+        pts = [(x, y) for x, y in zip(gbps, ys) if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+    if metric == "speedup":
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="none")
+    ax.set_xscale("log")
+    ax.set_xlabel("NIC bandwidth (Gb/s)")
+    ax.set_ylabel("speedup over no compression" if metric == "speedup" else "iteration time (ms)")
+    ax.set_title(f"{table.scenario}: compression break-even ({table.fidelity})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(plt, fig, path)

@@ -20,7 +20,7 @@ LAYERS = {
     "simdist.strategies": 4, "simdist.failures": 4,
     "simdist.results": 5,
     "simdist.engine": 6,
-    "simdist.planner": 7,
+    "simdist.planner": 7, "simdist.compare": 7,
     "simdist.io": 8, "simdist.plots": 8, "simdist.report": 8, "simdist.tables": 8,
     "simdist.cli": 9,
 }
