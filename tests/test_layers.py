@@ -12,7 +12,7 @@ ROOT = Path(simdist.__file__).parent
 
 # module prefix -> layer; a module may import only from layers <= its own (same package allowed).
 LAYERS = {
-    "simdist.units": 0, "simdist.errors": 0,
+    "simdist.units": 0, "simdist.errors": 0, "simdist.tables": 0,
     "simdist.hardware": 1, "simdist.workload": 1, "simdist.results.records": 1,
     "simdist.topology": 2, "simdist.collectives": 2, "simdist.compression": 2, "simdist.scenario": 2,
     "simdist.compute": 2, "simdist.memory": 2,
@@ -21,7 +21,7 @@ LAYERS = {
     "simdist.results": 5,
     "simdist.engine": 6,
     "simdist.planner": 7, "simdist.compare": 7,
-    "simdist.io": 8, "simdist.plots": 8, "simdist.report": 8, "simdist.tables": 8,
+    "simdist.io": 8, "simdist.plots": 8, "simdist.report": 8,
     "simdist.cli": 9,
 }
 HEAVY = ("yaml", "pydantic", "matplotlib", "click", "typer", "ray", "torch")
