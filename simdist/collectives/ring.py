@@ -71,14 +71,15 @@ def ring_chain(op: CollectiveOp, size_bytes: float, ranks: Sequence[int], chunks
         shard = size_bytes / n
         ring = ring_transfers(ranks, shard)
         return (
-            Step(ring, repeat=n - 1, reduce_bytes=shard, label="ring reduce-scatter"),
-            Step(ring, repeat=n - 1, label="ring all-gather"),
+            Step(ring, repeat=n - 1, reduce_bytes=shard, label="ring reduce-scatter", pipelined=True),
+            Step(ring, repeat=n - 1, label="ring all-gather", pipelined=True),
         )
     if op == CollectiveOp.REDUCE_SCATTER:
         shard = size_bytes / n
-        return (Step(ring_transfers(ranks, shard), repeat=n - 1, reduce_bytes=shard, label="ring reduce-scatter"),)
+        return (Step(ring_transfers(ranks, shard), repeat=n - 1, reduce_bytes=shard, label="ring reduce-scatter",
+                     pipelined=True),)
     if op == CollectiveOp.ALL_GATHER:
-        return (Step(ring_transfers(ranks, size_bytes / n), repeat=n - 1, label="ring all-gather"),)
+        return (Step(ring_transfers(ranks, size_bytes / n), repeat=n - 1, label="ring all-gather", pipelined=True),)
     if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
         return pipelined_chain(op, size_bytes, ranks, check_chunks(chunks, size_bytes))
     if op == CollectiveOp.ALL_TO_ALL:

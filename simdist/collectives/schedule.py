@@ -36,8 +36,12 @@ class Step:
     lockstep=True: the transfers move at the pace of the slowest (a pipelined ring: every hop waits
     for its predecessor), so they share one rate; all must then have the same size.
     lockstep=False: independent flows; the step ends when the last one ends.
-    `delay_s` is non-network time after the transfers (e.g. a server's update); `reduce_bytes` is
-    what each receiver reduces per repetition (for models that charge reduction compute).
+    pipelined=True: the transfers form a ring whose every repetition moves data one hop further
+    (NCCL/gloo ring steps); the latency paid over `repeat` repetitions is that of `repeat`
+    consecutive hops, so each repetition costs the MEAN path latency of the transfers, not the
+    max (a 512-GPU ring crosses nodes on 1 hop in 8). Otherwise each repetition costs the max.
+    `delay_s` is non-network time after the transfers, once per step (e.g. a server's update);
+    `reduce_bytes` is what each receiver reduces per repetition (for models that charge reduction).
     """
 
     transfers: tuple[Transfer, ...]
@@ -46,6 +50,7 @@ class Step:
     delay_s: float = 0.0
     reduce_bytes: float = 0.0
     label: str = ""
+    pipelined: bool = False
 
 
 @dataclass(frozen=True)

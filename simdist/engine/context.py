@@ -21,6 +21,7 @@ class FabricContext:
     network: NetworkModel
     group: Group
     servers: tuple[int, ...]
+    channels: int = 1  # concurrent rings, one per NIC rail (NCCL channels)
 
     def schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
         """The schedule the scenario's strategy and backend run for one collective call."""
@@ -29,13 +30,14 @@ class FabricContext:
         comm = self.scenario.communication
         return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=comm.strategy.value,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
-                                      servers=self.servers, server_delay_s=server_delay_s)
+                                      servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)
 
 
 def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
     """Build topology (with dedicated PS hosts when asked), routing and the network model."""
     from simdist.cluster import build_network, data_parallel_group, ps_server_endpoints
     from simdist.topology.build import build_topology
+    from simdist.topology.routing import ring_channels
 
     comm = scenario.communication
     dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
@@ -48,4 +50,4 @@ def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
     servers: tuple[int, ...] = ()
     if comm.strategy == StrategyKind.PS:
         servers = tuple(ps_server_endpoints(topology, comm.ps_servers, comm.ps_placement.value))
-    return FabricContext(scenario, env, topology, network, group, servers)
+    return FabricContext(scenario, env, topology, network, group, servers, ring_channels(topology, group.nodes))

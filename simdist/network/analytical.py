@@ -2,7 +2,7 @@
 
 Step i of every chain is assumed to run at the same time: on each link, the members of all groups
 of those steps split its capacity equally. A group's rate is the smallest such share over its links;
-step time = latency phase (repeat x max path latency) + bandwidth phase (repeat x size / rate, the
+step time = latency phase (repeat x max path latency; mean for pipelined ring steps) + bandwidth phase (repeat x size / rate, the
 slowest group) + delay. A chain's time is the sum of its steps; a schedule's, the slowest chain.
 On an idle uniform fabric this is exactly the closed forms of collectives/cost.py.
 """

@@ -30,7 +30,7 @@ class FlowGroup:
 class CompiledStep:
     """A step ready for a network model: latency phase, then groups, then delay."""
 
-    latency_s: float  # repeat x the largest path latency over the step's transfers
+    latency_s: float  # repeat x the largest (pipelined rings: the mean) path latency of the step's transfers
     groups: tuple[FlowGroup, ...]
     delay_s: float
 
@@ -57,7 +57,13 @@ def _group(paths: list[np.ndarray], sizes: list[float], repeat: int) -> FlowGrou
 def compile_step(step: Step, paths: PathTable) -> CompiledStep:
     """Route every transfer of `step` and form its flow groups (zero-byte transfers move nothing)."""
     routed = [(paths.path(t.src, t.dst), t.size_bytes) for t in step.transfers]
-    latency = max((lat for (_, lat), _ in routed), default=0.0)
+    latencies = [lat for (_, lat), _ in routed]
+    if not latencies:
+        latency = 0.0
+    elif step.pipelined:  # a ring's critical path runs through consecutive hops: their mean
+        latency = sum(latencies) / len(latencies)
+    else:
+        latency = max(latencies)
     live = [(p, s) for (p, _), s in routed if s > 0 and p.size > 0]
     groups: list[FlowGroup] = []
     if step.repeat > 0 and live:

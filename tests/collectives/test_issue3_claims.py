@@ -2,16 +2,17 @@
 leaf), timed with build_topology + FlowNetwork + build_schedule. Figures measured (flow model, ms):
 
                       8 NICs 1:1   8 NICs 4:1   1 NIC 1:1
-ring (C channels) 1MB    16.36        16.36        20.53
+ring (C channels) 1MB     4.91         4.91         5.50
 hierarchical 1 MB         2.09         2.09         3.17
-ring (C channels) 1GB    27.44        27.44       109.16
+ring (C channels) 1GB    15.99        15.99        94.13
 hierarchical 1 GB        18.84        18.84        96.41
 halving-doubling 1 GB   165.5        598.9       1055.9
 
-With one NIC per node flat ring and hierarchical tie at 1 GB (13%); with 8 NICs both put the same
-bytes on every NIC, but the 512-rank ring still pays 2(n-1) = 1022 step latencies of an inter-node
-path (16 us here, 16 ms in all) against hierarchical's 126 inter-node ones, so hierarchical stays
-~1.46x faster at 1 GB (flat ring wins above ~3 GB, where hierarchical's NVSwitch phases dominate).
+A pipelined ring pays the mean hop latency per step (7 NVSwitch hops in 8), so its 2(n-1) = 1022
+steps cost ~4.9 ms against hierarchical's 2 x 7 NVSwitch + 126 inter-node steps (~2.1 ms): 2.3x at
+1 MB with 8 NICs, 1.7x with one. (With every ring step charged an inter-node latency, as a naive
+model does, the gap would be 7.8x; NCCL's own tuner charges ring latency per hop type, as here.)
+At 1 GB both put the same bytes on every NIC and tie within 15%.
 """
 from __future__ import annotations
 
@@ -45,23 +46,23 @@ def eight_nics():
 
 
 @pytest.mark.parametrize("nics", [8, 1])
-def test_hierarchical_beats_flat_ring_several_times_at_1MB(nics, eight_nics):
+def test_hierarchical_beats_flat_ring_at_1MB(nics, eight_nics):
     topo, net = eight_nics if nics == 8 else _net(nics)
     ratio = _time(net, topo, "ring", 1e6) / _time(net, topo, "hierarchical", 1e6)
-    assert ratio > 5  # measured 7.8 (8 NICs), 6.5 (1 NIC)
+    assert ratio > 1.6  # measured 2.35 (8 NICs), 1.74 (1 NIC): fewer latency steps
 
 
 def test_one_nic_hierarchical_ties_flat_ring_at_1GB():
     topo, net = _net(1)
     ratio = _time(net, topo, "ring", 1e9) / _time(net, topo, "hierarchical", 1e9)
-    assert 1.0 <= ratio < 1.2  # measured 1.13: the one NIC carries the same bytes either way
+    assert 0.9 <= ratio < 1.1  # measured 0.976: the one NIC carries the same bytes either way
 
 
-def test_eight_nics_same_nic_bytes_and_the_gap_is_ring_latency(eight_nics):
+def test_eight_nics_same_nic_bytes_and_a_tie_at_1GB(eight_nics):
     topo, net = eight_nics
     ring, hier = _time(net, topo, "ring", 1e9), _time(net, topo, "hierarchical", 1e9)
     ring_lat, hier_lat = _time(net, topo, "ring", 1.0), _time(net, topo, "hierarchical", 1.0)
-    assert 1.2 < ring / hier < 1.7  # measured 1.46
+    assert 0.8 < ring / hier < 1.2  # measured 0.85: a tie
     # without the latency terms the ring's bandwidth time is below hierarchical's (which adds NVSwitch phases)
     assert ring - ring_lat < hier - hier_lat
     nic_bytes = {}
