@@ -1,8 +1,7 @@
-"""Ring (and hierarchical, when available) all_reduce of 1 GB on 64..16,384 GPUs: simulated vs closed form.
+"""Ring and hierarchical all_reduce of 1 GB on 64..16,384 GPUs: simulated vs closed form.
 
 Prints, per size, the flow model's time, the alpha-beta closed form, their ratio, and the wall-clock
-seconds the flow model took (routing included). 8 GPUs per node on a fat tree (single switch if the
-fat-tree builder is missing). Run: .venv/bin/python benchmarks/collectives.py [--max-gpus N]
+seconds the flow model took (routing included). 8 GPUs per node on a fat tree. Run: .venv/bin/python benchmarks/collectives.py [--max-gpus N]
 """
 from __future__ import annotations
 
@@ -11,7 +10,8 @@ import time
 
 import simpy
 
-from simdist.collectives.schedule import CollectiveOp, Group, Schedule, Step, Transfer
+from simdist.collectives.algorithms import build_schedule
+from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 from simdist.hardware.specs import (ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec,
                                     NicSpec, NodeGroupSpec, TopologyKind)
 from simdist.network.analytical import AnalyticalNetwork
@@ -31,30 +31,20 @@ def cluster(gpus: int) -> ClusterSpec:
     return ClusterSpec((NodeGroupSpec(nodes, GPU, 8, INTRA, NIC),), fabric)
 
 
-def ring(ranks: list[int]) -> Schedule:
-    n = len(ranks)
-    step = Step(tuple(Transfer(ranks[i], ranks[(i + 1) % n], SIZE_BYTES / n) for i in range(n)), repeat=2 * (n - 1))
-    return Schedule(CollectiveOp.ALL_REDUCE, "ring", SIZE_BYTES, ((step,),))
-
-
-def collective_schedule(algorithm: str, group: Group) -> Schedule | None:
-    """From simdist.collectives when it has landed; the hand-built ring otherwise (None: skip)."""
-    try:
-        from simdist.collectives.algorithms import build_schedule
-    except ImportError:
-        return ring(list(group.ranks)) if algorithm == "ring" else None
+def collective_schedule(algorithm: str, group: Group) -> Schedule:
     return build_schedule(CollectiveOp.ALL_REDUCE, algorithm, SIZE_BYTES, group,
                           intra="ring", inter="ring", servers=(), server_delay_s=0.0)
 
 
 def ring_closed_form(topology, router_paths, n: int) -> float:
-    """2(N-1)/N S/B + 2(N-1) alpha with B the slowest hop and alpha the slowest hop's latency."""
-    slowest_bw, slowest_lat = float("inf"), 0.0
+    """2(N-1)/N S/B + 2(N-1) alpha with B the slowest hop and alpha the ring's mean hop latency
+    (a pipelined ring's critical path runs through consecutive hops; docs/network.md)."""
+    slowest_bw, total_lat = float("inf"), 0.0
     for i in range(n):
         links, lat = router_paths.path(i, (i + 1) % n)
         slowest_bw = min(slowest_bw, float(topology.links.capacity_Bps[links].min()))
-        slowest_lat = max(slowest_lat, lat)
-    return 2 * (n - 1) / n * SIZE_BYTES / slowest_bw + 2 * (n - 1) * slowest_lat
+        total_lat += lat
+    return 2 * (n - 1) / n * SIZE_BYTES / slowest_bw + 2 * (n - 1) * total_lat / n
 
 
 def main() -> None:
@@ -72,8 +62,6 @@ def main() -> None:
         group = Group.flat(range(gpus), 8)
         for algorithm in ("ring", "hierarchical"):
             schedule = collective_schedule(algorithm, group)
-            if schedule is None:
-                continue
             t0 = time.perf_counter()
             flows = FlowNetwork(simpy.Environment(), topo)
             simulated = flows.schedule_time(schedule)
