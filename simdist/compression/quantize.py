@@ -51,9 +51,9 @@ class Bf16Codec(CastCodec):
 
 
 def int_width_bytes(n_workers: int, min_levels: int = 1) -> int | None:
-    """Narrowest signed integer (1, 2 or 4 bytes) whose range holds the sum of `n_workers` values of
-    at least `min_levels` levels each side of zero; None when even int32 cannot."""
-    for width in (1, 2, 4):
+    """Narrowest signed integer NCCL and gloo can sum (int8 or int32; neither has int16) whose range
+    holds the sum of `n_workers` values of at least `min_levels` levels each side; None when even int32 cannot."""
+    for width in (1, 4):
         if (2 ** (8 * width - 1) - 1) // n_workers >= min_levels:
             return width
     return None
@@ -66,7 +66,7 @@ class Int8Codec(CodecBase):
     An all_reduce(max) of the per-tensor fp32 scales gives every worker the same scale; each worker
     then quantises (stochastic rounding) to +-floor(127 / N) levels so the int8 sum of N workers cannot
     wrap around (NCCL sums int8 in int8). When fewer than `min_levels` levels would be left, the wire
-    integer widens to int16 (twice the int8 bytes), then int32.
+    integer widens to int32 (no saving over fp32: the dense fallback), since no backend sums int16.
     """
 
     method: ClassVar[CompressionMethod] = CompressionMethod.INT8
