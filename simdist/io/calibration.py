@@ -208,6 +208,8 @@ def apply_profile(scenario: Scenario, profile: CalibrationProfile) -> Scenario:
     Links match by LinkSpec.name / transport and role (nic, fabric, intra_node); GPUs by key or name.
     Algorithm factors are not part of a Scenario: callers scale predicted times with `algorithm_factor`.
     """
+    if not profile.links and not profile.compute:  # nothing to substitute: keep the specs as they are
+        return replace(scenario, calibration=profile.source or scenario.calibration)
     c = scenario.cluster
     cluster = ClusterSpec(tuple(_group(g, profile) for g in c.node_groups),
                           replace(c.fabric, link=_link(c.fabric.link, "fabric", profile)))
