@@ -142,3 +142,16 @@ def test_run_out_dir_for_training(tmp_path):
     assert data["throughput"]["samples_per_s"] > 0
     trace = json.loads((out / "trace.json").read_text())
     assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+
+
+def test_compare_breakeven(tmp_path):
+    text = BASE.replace('benchmark: {op: all_reduce, sizes: ["1 MB", "64 MB"]}',
+                        "model: resnet50\n  batch_per_gpu: 32\n  precision: fp16")
+    plot = tmp_path / "be.png"
+    r = _run("compare", _write(tmp_path, text), "--bandwidths", "1 Gb/s,100 Gb/s", "--methods", "fp16,topk:0.01",
+             "--plot", str(plot))
+    assert r.exit_code == 0, r.output
+    assert "fp16" in r.output and "topk" in r.output
+    assert plot.stat().st_size > 1000
+    r = _run("compare", _write(tmp_path, text), "--methods", "zip9")
+    assert r.exit_code == 2 and "Traceback" not in r.output

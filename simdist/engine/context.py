@@ -25,10 +25,14 @@ class FabricContext:
 
     def schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
         """The schedule the scenario's strategy and backend run for one collective call."""
+        from simdist.collectives.algorithms import supports
         from simdist.collectives.backends import build_backend_schedule
 
         comm = self.scenario.communication
-        return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=comm.strategy.value,
+        # hierarchical, torus2d and ps exist for all_reduce only; a codec's all_gather or all_to_all
+        # (top-k, 1-bit) then runs as a ring, as Horovod and DDP hooks do
+        requested = comm.strategy.value if supports(op, comm.strategy.value) else "ring"
+        return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
                                       servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)
 
