@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from simdist.collectives.algorithms import Algorithm as StrategyKind  # communication.strategy: one spelling
 from simdist.collectives.schedule import CollectiveOp
 from simdist.hardware.specs import ClusterSpec
 from simdist.workload.specs import ModelSpec
@@ -32,15 +33,6 @@ class SyncMode(StrEnum):
     ASP = "asp"
     SSP = "ssp"
     LOCAL_SGD = "local_sgd"
-
-
-class StrategyKind(StrEnum):
-    RING = "ring"
-    TREE = "tree"
-    HALVING_DOUBLING = "halving_doubling"
-    HIERARCHICAL = "hierarchical"
-    TORUS2D = "torus2d"
-    PS = "ps"
 
 
 class Backend(StrEnum):

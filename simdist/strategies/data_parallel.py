@@ -32,10 +32,10 @@ def _repeats(log: IterationLog) -> bool:
     without failures, so from then on every iteration repeats exactly and need not be simulated."""
     if len(log.times) < 2:
         return False
-    return _same(log.times[-2], log.times[-1]) and _same(log.comm_busy_s[-2], log.comm_busy_s[-1])
+    return same_time(log.times[-2], log.times[-1]) and same_time(log.comm_busy_s[-2], log.comm_busy_s[-1])
 
 
-def _same(a: float, b: float) -> bool:
+def same_time(a: float, b: float) -> bool:
     """Equal up to the rounding that absolute simulation time adds (relative 1e-9)."""
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
 
@@ -84,18 +84,28 @@ def _training(env, plan, iterations, schedule_for, network, log: IterationLog, r
         log.comm_busy_s.append(busy[0])
 
 
+def exchange(env, bc: BucketComm, schedule_for, network) -> Generator:
+    """One bucket on the communication stream: the codec's encode, its collectives in order, decode."""
+    if bc.encode_s:
+        yield env.timeout(bc.encode_s)
+    for op, size in bc.collectives:
+        yield env.process(network.run(env, schedule_for(op, size, bc.server_delay_s)))
+    if bc.decode_s:
+        yield env.timeout(bc.decode_s)
+
+
+def exchange_closed_form_s(bc: BucketComm, collective_time: Callable[[object, float, float], float]) -> float:
+    """The same bucket with each collective's closed-form time (no events)."""
+    return bc.encode_s + sum(collective_time(op, size, bc.server_delay_s) for op, size in bc.collectives) + bc.decode_s
+
+
 def _comm_stream(env, plan, bwd_start, schedule_for, network, log, it, busy, record) -> Generator:
     for bc in plan.buckets:
         wait = bwd_start + launch_offset(plan, bc) - env.now
         if wait > 0:
             yield env.timeout(wait)
         t0 = env.now
-        if bc.encode_s:
-            yield env.timeout(bc.encode_s)
-        for op, size in bc.collectives:
-            yield env.process(network.run(env, schedule_for(op, size, bc.server_delay_s)))
-        if bc.decode_s:
-            yield env.timeout(bc.decode_s)
+        yield from exchange(env, bc, schedule_for, network)
         busy[0] += env.now - t0
         if record:
             log.records.append(StepRecord("comm:0", f"bucket{bc.bucket.index}", t0, env.now, it))
@@ -110,7 +120,7 @@ def run_closed_form(plan: IterationPlan, collective_time: Callable[[object, floa
     busy = 0.0
     for bc in plan.buckets:
         start = max(end, launch_offset(plan, bc))
-        dur = bc.encode_s + sum(collective_time(op, size, bc.server_delay_s) for op, size in bc.collectives) + bc.decode_s
+        dur = exchange_closed_form_s(bc, collective_time)
         end = start + dur
         busy += dur
     last = (plan.micro_steps - 1) * (plan.fwd_s + plan.bwd_s) + plan.fwd_s

@@ -15,6 +15,7 @@ from typing import Callable, Generator
 
 from simdist.collectives.schedule import Schedule
 from simdist.results.records import StepRecord
+from simdist.strategies.data_parallel import exchange, exchange_closed_form_s, same_time
 from simdist.strategies.plan import IterationPlan
 
 
@@ -45,19 +46,14 @@ def run_rounds_simulated(env, plan: IterationPlan, rounds: int, local_steps: int
 def _rounds(env, plan, rounds, local_steps, schedule_for, network, log: RoundLog) -> Generator:
     compute = local_compute_s(plan, local_steps)
     for r in range(rounds):
-        if len(log.rounds_s) >= 2 and _same(log.rounds_s[-1], log.rounds_s[-2]):
+        if len(log.rounds_s) >= 2 and same_time(log.rounds_s[-1], log.rounds_s[-2]):
             break
         start = env.now
         yield env.timeout(compute)
         busy = 0.0
         for bc in plan.buckets:
             t0 = env.now
-            if bc.encode_s:
-                yield env.timeout(bc.encode_s)
-            for op, size in bc.collectives:
-                yield env.process(network.run(env, schedule_for(op, size, bc.server_delay_s)))
-            if bc.decode_s:
-                yield env.timeout(bc.decode_s)
+            yield from exchange(env, bc, schedule_for, network)
             busy += env.now - t0
             log.records.append(StepRecord("comm:0", f"bucket{bc.bucket.index}", t0, env.now, r))
         log.records.append(StepRecord("gpu:0", f"{local_steps} local steps", start, start + compute, r))
@@ -65,13 +61,8 @@ def _rounds(env, plan, rounds, local_steps, schedule_for, network, log: RoundLog
         log.comm_busy_s.append(busy)
 
 
-def _same(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
-
-
 def round_closed_form(plan: IterationPlan, local_steps: int,
                       collective_time: Callable[[object, float, float], float]) -> tuple[float, float]:
     """(round seconds, communication seconds) with each collective's closed-form time."""
-    comm = sum(bc.encode_s + sum(collective_time(op, size, bc.server_delay_s) for op, size in bc.collectives)
-               + bc.decode_s for bc in plan.buckets)
+    comm = sum(exchange_closed_form_s(bc, collective_time) for bc in plan.buckets)
     return local_compute_s(plan, local_steps) + comm, comm
