@@ -44,3 +44,19 @@ def test_ps_equals_closed_form(workers, servers, colocated):
     flows, estimate = _both(topo, schedule)
     assert flows == pytest.approx(expected, rel=1e-6)
     assert estimate == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [4, 8, 16])
+def test_one_dedicated_server_is_bound_by_its_link_while_n_colocated_shards_match_ring(n):
+    """The issue's PS claims: one dedicated server for N workers takes ~N*S/B each way (its own link
+    carries every worker's gradient), N colocated shards move 2(N-1)/N*S per worker, like a ring."""
+    size = 256e6
+    ring = _both(single_switch(n, bandwidth_Bps=12.5e9, latency_s=1.5e-6, efficiency=0.9),
+                 build_schedule("all_reduce", "ring", size, Group.flat(range(n), 1)))[0]
+    one_topo = single_switch(n, bandwidth_Bps=12.5e9, latency_s=1.5e-6, efficiency=0.9, servers=1)
+    one = _both(one_topo, build_schedule("all_reduce", "ps", size, Group.flat(range(n), 1), servers=(n,)))[0]
+    shards = _both(single_switch(n, bandwidth_Bps=12.5e9, latency_s=1.5e-6, efficiency=0.9),
+                   build_schedule("all_reduce", "ps", size, Group.flat(range(n), 1), servers=tuple(range(n))))[0]
+    assert one >= 2 * n * size / BW * 0.999  # push N*S in, pull N*S out, through one link each way
+    assert shards == pytest.approx(ring, rel=0.01)
+    assert one / ring > n / 2
