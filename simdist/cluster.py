@@ -103,7 +103,7 @@ def ps_server_endpoints(topology: Topology, n: int, placement: "PsPlacement | st
 
 NETWORK_BUILDERS: dict[Fidelity, Callable[[object, Topology, Router | None], NetworkModel]] = {
     Fidelity.ESTIMATE: lambda env, topology, router: AnalyticalNetwork(topology, router),
-    Fidelity.SIMULATE: lambda env, topology, router: FlowNetwork(env, topology, router),
+    Fidelity.SIMULATE: lambda env, topology, router: FlowNetwork(env, topology, router, record_intervals=True),
 }
 
 

@@ -163,7 +163,8 @@ def _plot_training(scenario, result, path: str) -> None:
     recs = [r for r in result.records if r.iteration == last]
     if recs:
         t0 = min(r.start_s for r in recs)
-        tracks = sorted({r.track for r in recs})
+        gpus = sorted({r.track for r in recs if r.track.startswith("gpu:")}, key=lambda t: int(t.split(":")[1]))
+        tracks = gpus[:4] + sorted({r.track for r in recs if not r.track.startswith("gpu:")})  # a few GPUs suffice
         colors = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green"}
         for y, track in enumerate(tracks):
             for r in (x for x in recs if x.track == track):

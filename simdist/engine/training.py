@@ -5,7 +5,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from simdist.engine.context import build_context
-from simdist.results.records import Breakdown, LinkUtilization, MemoryUsage, RunResult, Throughput
+from simdist.results.records import Breakdown, LinkUtilization, MemoryUsage, RunResult, StepRecord, Throughput
 from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, StrategyKind, SyncMode
 from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, resolve_batch
 from simdist.strategies.sync_report import (ps_bytes_per_exchange, server_load, staleness_stats,
@@ -110,6 +110,12 @@ def _top_links(ctx) -> tuple[LinkUtilization, ...]:
     return tuple(LinkUtilization(name, round(u, 6)) for name, u in top if u > 0)
 
 
+def _link_records(ctx, links: tuple[LinkUtilization, ...]) -> tuple[StepRecord, ...]:
+    """Busy spans of the most utilised links, one trace track each."""
+    spans = ctx.network.busy_spans([l.link for l in links]) if hasattr(ctx.network, "busy_spans") else {}
+    return tuple(StepRecord(f"link:{name}", "busy", s, e) for name in sorted(spans) for s, e in spans[name])
+
+
 def _servers(scenario, ctx, in_bytes, out_bytes, elapsed_s, simulated: bool) -> list[dict] | None:
     if scenario.communication.strategy != StrategyKind.PS:
         return None
@@ -134,8 +140,8 @@ def _run_bsp(scenario, fidelity, plan: IterationPlan, ctx, schedule_for) -> _Out
         comm_busy = statistics.fmean(log.comm_busy_s[run.warmup:] or log.comm_busy_s[-1:])
         times = tuple(log.times)
         extrapolated = log.extrapolated
-        records = tuple(log.records)
         links = _top_links(ctx)
+        records = tuple(log.records) + _link_records(ctx, links)
     per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
     rate = {sv: b / iteration_s for sv, b in per_exchange.items()}
     sync = _sync_common(scenario, plan, [plan.batch_per_gpu * plan.micro_steps / iteration_s] * plan.dp, 1)

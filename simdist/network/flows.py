@@ -17,7 +17,7 @@ from simdist.errors import InfeasibleError
 from simdist.network.fabric import Fabric
 from simdist.network.paths import PathTable
 from simdist.network.steps import CompiledStep, StepCache
-from simdist.network.utilization import utilization_from_bytes
+from simdist.network.utilization import busy_spans, utilization_from_bytes
 from simdist.topology.graph import Topology
 from simdist.topology.routing import Router
 
@@ -94,6 +94,12 @@ class FlowNetwork:
     def link_bytes(self) -> np.ndarray:
         """Bytes carried so far per directed link (in-flight groups pro rata)."""
         return self.fabric.carried_bytes()
+
+    def busy_spans(self, link_names: "list[str]") -> dict[str, list[tuple[float, float]]]:
+        """When each named directed link was busy (needs record_intervals=True), for traces."""
+        index = {self.topology.links.name(i): i for i in range(len(self.topology.links.ends))}
+        wanted = {index[n]: n for n in link_names if n in index}
+        return busy_spans(self.fabric.intervals or [], wanted)
 
     def link_utilization(self, elapsed_s: float) -> dict[str, float]:
         """Fraction of each used directed link's capacity carried over `elapsed_s` seconds."""

@@ -18,3 +18,28 @@ def utilization_from_bytes(topology: Topology, link_bytes: np.ndarray, elapsed_s
 def top_links(utilization: dict[str, float], n: int = 10) -> list[tuple[str, float]]:
     """The `n` busiest links, busiest first (ties by name, so the order is deterministic)."""
     return sorted(utilization.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def busy_spans(intervals, link_names: dict[int, str]) -> dict[str, list[tuple[float, float]]]:
+    """{link name: merged (start, end) spans during which some flow group used it}, for the given links.
+
+    `intervals` are the fabric's BusyInterval records (start_s, end_s, links); overlapping or touching
+    spans of one link merge into one, so a trace shows when each link was busy, not every flow.
+    """
+    raw: dict[int, list[tuple[float, float]]] = {i: [] for i in link_names}
+    for iv in intervals:
+        for link in iv.links:
+            spans = raw.get(int(link))
+            if spans is not None:
+                spans.append((iv.start_s, iv.end_s))
+    out: dict[str, list[tuple[float, float]]] = {}
+    for link, spans in raw.items():
+        merged: list[tuple[float, float]] = []
+        for s, e in sorted(spans):
+            if merged and s <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+            else:
+                merged.append((s, e))
+        if merged:
+            out[link_names[link]] = merged
+    return out

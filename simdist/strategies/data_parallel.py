@@ -75,13 +75,26 @@ def _training(env, plan, iterations, schedule_for, network, log: IterationLog, r
         opt_start = env.now
         yield env.timeout(plan.optimizer_s)
         if record:
-            log.records += [
-                StepRecord("gpu:0", "forward+backward" if plan.micro_steps > 1 else "forward", start, bwd_start, it),
-                StepRecord("gpu:0", "backward", bwd_start, bwd_start + plan.bwd_s, it),
-                StepRecord("gpu:0", "optimizer", opt_start, env.now, it),
-            ]
+            log.records += _gpu_records(plan, start, opt_start, it)
         log.times.append(env.now - start)
         log.comm_busy_s.append(busy[0])
+
+
+MAX_GPU_TRACKS = 64  # a trace of 16,384 identical GPU tracks helps nobody: the first 64 are drawn
+
+
+def _gpu_records(plan: IterationPlan, start: float, opt_start: float, it: int) -> list[StepRecord]:
+    """Each GPU's own forward, backward and optimizer in this iteration (stragglers show as longer bars;
+    the gap before the optimizer is the wait for the slowest GPU and the last bucket)."""
+    out = []
+    for g, w in enumerate(plan.workers[:MAX_GPU_TRACKS]):
+        track = f"gpu:{g}"
+        bwd_start = start + plan.micro_steps * (w.fwd_s + w.bwd_s) - w.bwd_s
+        name = "forward+backward" if plan.micro_steps > 1 else "forward"
+        out += [StepRecord(track, name, start, bwd_start, it),
+                StepRecord(track, "backward", bwd_start, bwd_start + w.bwd_s, it),
+                StepRecord(track, "optimizer", opt_start, opt_start + w.optimizer_s, it)]
+    return out
 
 
 def exchange(env, bc: BucketComm, schedule_for, network) -> Generator:
