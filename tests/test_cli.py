@@ -142,6 +142,9 @@ def test_run_out_dir_for_training(tmp_path):
     assert data["throughput"]["samples_per_s"] > 0
     trace = json.loads((out / "trace.json").read_text())
     assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+    tracks = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert {f"gpu:{i}" for i in range(16)} <= tracks  # one track per GPU
+    assert any(t.startswith("link:") for t in tracks)  # and per busy link
 
 
 def test_compare_breakeven(tmp_path):
