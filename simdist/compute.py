@@ -44,7 +44,8 @@ class ComputeCalibration:
     """Measured overrides of the compute model's defaults (what `simdist calibrate` fits per GPU and dtype).
 
     `efficiency[gpu_key][dtype]` is the achieved fraction of peak on matmuls ('*' matches any GPU);
-    `kind_factor[kind]` scales it per layer kind; `memory_efficiency[gpu_key]` the HBM fraction.
+    `kind_factor[kind]` scales it per layer kind (efficiency x factor is capped at 1, so a factor may
+    exceed 1); `memory_efficiency[gpu_key]` the HBM fraction.
     """
 
     efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -56,8 +57,9 @@ class ComputeCalibration:
         for gpu, table in self.efficiency.items():
             for dtype, e in table.items():
                 _check_fraction(f"efficiency[{gpu}][{dtype}]", e)
-        for kind, f in self.kind_factor.items():
-            _check_fraction(f"kind_factor[{kind}]", f)
+        for kind, f in self.kind_factor.items():  # may exceed 1 (a kind beating matmuls): efficiency() caps
+            if not (isinstance(f, (int, float)) and 0.0 < f < math.inf):  # efficiency x factor at 1
+                raise ValueError(f"kind_factor[{kind}]: got {f!r}; expected a positive factor")
         for gpu, e in self.memory_efficiency.items():
             _check_fraction(f"memory_efficiency[{gpu}]", e)
         if self.launch_overhead_s is not None and not self.launch_overhead_s >= 0:

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from simdist.collectives.algorithms import Algorithm as StrategyKind  # communication.strategy: one spelling
 from simdist.collectives.schedule import CollectiveOp
+from simdist.compute import ComputeCalibration
 from simdist.hardware.specs import ClusterSpec
 from simdist.workload.specs import ModelSpec
 
@@ -193,3 +194,5 @@ class Scenario:
     failures: FailuresSpec | None = None
     run: RunSpec = field(default_factory=RunSpec)
     calibration: str | None = None  # path of the profile that was applied, for the record
+    # measured kind factors / memory efficiency / launch overhead from a profile's compute entries
+    compute_calibration: ComputeCalibration | None = None

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from simdist.errors import ScenarioError
-from simdist.io.calibration import CalibrationProfile, ComputeCalibration, LinkCalibration
+from simdist.io.calibration import CalibrationProfile, ComputeEntry, LinkCalibration
 from simdist.results.writers import atomic_write_text
 from simdist.scenario import Scenario
 
@@ -123,7 +123,7 @@ def calibrate(run_dir: str | Path) -> CalibrationProfile:
             dtype = cal.workload.precision.value
             old = gpu.compute_efficiency.get(dtype, 1.0)
             compute.setdefault((_gpu_key(s), dtype), []).append(old * predicted / rec["result"]["compute"]["median_s"])
-    comp = tuple(ComputeCalibration(g, d, min(1.0, statistics.median(v)), {"points": len(v), "values": v})
+    comp = tuple(ComputeEntry(g, d, min(1.0, statistics.median(v)), {"points": len(v), "values": v})
                  for (g, d), v in sorted(compute.items()))
     env = runs[0].get("environment", {})
     provenance = {"measured_at": runs[0].get("measured_at"), "fitted_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from simdist.compute import ComputeCalibration
 from simdist.errors import ScenarioError
 from simdist.hardware.specs import ClusterSpec, GpuSpec, IntraNodeSpec, LinkSpec, NodeGroupSpec
 from simdist.scenario import Scenario
@@ -49,16 +50,35 @@ class LinkCalibration:
 
 
 @dataclass(frozen=True)
-class ComputeCalibration:
-    """Achieved fraction of peak FLOP/s of GPUs whose key or name is `gpu`, for `dtype`."""
+class ComputeEntry:
+    """Measured compute figures of GPUs whose key or name is `gpu`, for `dtype`.
+
+    `efficiency` is the achieved fraction of peak on matmuls; the optional `kind_factor` (layer kind ->
+    multiplier of that efficiency), `memory_efficiency` (fraction of HBM bandwidth) and
+    `launch_overhead_s` (per kernel) become the scenario's `simdist.compute.ComputeCalibration`.
+    """
 
     gpu: str
     dtype: str
     efficiency: float
     fit: Mapping[str, Any] = field(default_factory=dict)
+    kind_factor: Mapping[str, float] = field(default_factory=dict)
+    memory_efficiency: float | None = None
+    launch_overhead_s: float | None = None
 
     def matches(self, gpu: GpuSpec) -> bool:
         return self.gpu in (gpu.key, gpu.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"gpu": self.gpu, "dtype": self.dtype, "efficiency": self.efficiency}
+        if self.kind_factor:
+            d["kind_factor"] = dict(self.kind_factor)
+        if self.memory_efficiency is not None:
+            d["memory_efficiency"] = self.memory_efficiency
+        if self.launch_overhead_s is not None:
+            d["launch_overhead_s"] = self.launch_overhead_s
+        d["fit"] = dict(self.fit)
+        return d
 
 
 @dataclass(frozen=True)
@@ -67,7 +87,7 @@ class CalibrationProfile:
 
     links: tuple[LinkCalibration, ...] = ()
     algorithms: Mapping[str, float] = field(default_factory=dict)  # algorithm -> measured/predicted factor
-    compute: tuple[ComputeCalibration, ...] = ()
+    compute: tuple[ComputeEntry, ...] = ()
     provenance: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = None
 
@@ -81,8 +101,7 @@ class CalibrationProfile:
                     "efficiency": c.efficiency, "fit": dict(c.fit)}
 
         return {"format": FORMAT, "links": [link(c) for c in self.links], "algorithms": dict(self.algorithms),
-                "compute": [{"gpu": c.gpu, "dtype": c.dtype, "efficiency": c.efficiency, "fit": dict(c.fit)}
-                            for c in self.compute],
+                "compute": [c.to_dict() for c in self.compute],
                 "provenance": dict(self.provenance)}
 
     def to_json(self) -> str:
@@ -116,8 +135,22 @@ def _mapping(v: Any, path: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
 
 
 _LINK_KEYS = ("name", "transport", "role", "latency_s", "efficiency", "fit")
-_COMPUTE_KEYS = ("gpu", "dtype", "efficiency", "fit")
+_COMPUTE_KEYS = ("gpu", "dtype", "efficiency", "kind_factor", "memory_efficiency", "launch_overhead_s", "fit")
 _TOP_KEYS = ("format", "links", "algorithms", "compute", "provenance")
+
+
+def _compute_entry(e: Mapping[str, Any], p: str) -> ComputeEntry:
+    frac = "0 < efficiency <= 1"
+    kinds = e.get("kind_factor") or {}
+    if not isinstance(kinds, Mapping):
+        raise ScenarioError.bad_value(f"{p}.kind_factor", kinds, "a mapping layer kind -> factor")
+    # a kind may beat the matmul efficiency (factor > 1); the compute model caps efficiency x factor at 1
+    kind_factor = {str(k): _num(v, f"{p}.kind_factor.{k}", "a positive factor", lambda x: x > 0) for k, v in kinds.items()}
+    mem, launch = e.get("memory_efficiency"), e.get("launch_overhead_s")
+    return ComputeEntry(e["gpu"], e["dtype"], _num(e.get("efficiency"), f"{p}.efficiency", frac, lambda x: 0 < x <= 1),
+                        dict(e.get("fit") or {}), kind_factor,
+                        None if mem is None else _num(mem, f"{p}.memory_efficiency", frac, lambda x: 0 < x <= 1),
+                        None if launch is None else _num(launch, f"{p}.launch_overhead_s", "seconds >= 0", lambda x: x >= 0))
 
 
 def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfile:
@@ -149,9 +182,7 @@ def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfil
         for key in ("gpu", "dtype"):
             if not isinstance(e.get(key), str):
                 raise ScenarioError.bad_value(f"{p}.{key}", e.get(key), "a string")
-        compute.append(ComputeCalibration(e["gpu"], e["dtype"], _num(e.get("efficiency"), f"{p}.efficiency",
-                                                                     "0 < efficiency <= 1", lambda x: 0 < x <= 1),
-                                          dict(e.get("fit") or {})))
+        compute.append(_compute_entry(e, p))
     prov = d.get("provenance", {})
     if not isinstance(prov, Mapping):
         raise ScenarioError.bad_value(f"{where}.provenance", prov, "a mapping")
@@ -202,8 +233,34 @@ def _group(g: NodeGroupSpec, profile: CalibrationProfile) -> NodeGroupSpec:
                    nic=replace(g.nic, link=_link(g.nic.link, "nic", profile)))
 
 
+def compute_calibration(scenario: Scenario, profile: CalibrationProfile) -> ComputeCalibration | None:
+    """The compute model's overrides from the profile's entries matching the scenario's GPUs and precision.
+
+    Kind factors and launch overhead are one table for the run (several matching GPU kinds: the first
+    entry of each wins); memory efficiency is kept per GPU key. None when no entry carries any.
+    """
+    dtype = scenario.workload.precision.value
+    kinds: dict[str, float] = {}
+    memory: dict[str, float] = {}
+    launch: float | None = None
+    for g in scenario.cluster.node_groups:
+        for e in profile.compute:
+            if not (e.matches(g.gpu) and e.dtype == dtype):
+                continue
+            for k, v in e.kind_factor.items():
+                kinds.setdefault(k, v)
+            if e.memory_efficiency is not None:
+                memory.setdefault(g.gpu.key, e.memory_efficiency)
+            if launch is None:
+                launch = e.launch_overhead_s
+    if not kinds and not memory and launch is None:
+        return None
+    return ComputeCalibration(kind_factor=kinds, memory_efficiency=memory, launch_overhead_s=launch)
+
+
 def apply_profile(scenario: Scenario, profile: CalibrationProfile) -> Scenario:
-    """`scenario` with the profile's link latency/efficiency and GPU compute efficiency substituted.
+    """`scenario` with the profile's link latency/efficiency, GPU compute efficiency and compute-model
+    overrides (kind factors, memory efficiency, launch overhead: `Scenario.compute_calibration`) substituted.
 
     Links match by LinkSpec.name / transport and role (nic, fabric, intra_node); GPUs by key or name.
     Algorithm factors are not part of a Scenario: callers scale predicted times with `algorithm_factor`.
@@ -213,4 +270,6 @@ def apply_profile(scenario: Scenario, profile: CalibrationProfile) -> Scenario:
     c = scenario.cluster
     cluster = ClusterSpec(tuple(_group(g, profile) for g in c.node_groups),
                           replace(c.fabric, link=_link(c.fabric.link, "fabric", profile)))
-    return replace(scenario, cluster=cluster, calibration=profile.source or scenario.calibration)
+    cal = compute_calibration(scenario, profile) or scenario.compute_calibration
+    return replace(scenario, cluster=cluster, calibration=profile.source or scenario.calibration,
+                   compute_calibration=cal)

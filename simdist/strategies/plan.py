@@ -121,6 +121,7 @@ def build_plan(scenario: Scenario) -> IterationPlan:
     buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes)
     codec = make_codec(comm.compression)
     is_ps = comm.strategy == StrategyKind.PS
+    cal = scenario.compute_calibration  # a profile's kind factors etc. (None: the documented defaults)
 
     fwd = bwd = opt = 0.0
     ready = [0.0] * len(buckets)
@@ -131,10 +132,11 @@ def build_plan(scenario: Scenario) -> IterationPlan:
     k = t.grad_accumulation
     per_kind: dict[str, tuple[float, float, float, list[float]]] = {}
     for gpu, count in gpus:
-        times = layer_times(model, gpu, batch, precision)
+        times = layer_times(model, gpu, batch, precision, calibration=cal)
         f = sum(x.fwd_s for x in times)
         b = sum(x.bwd_s for x in times)
-        o = optimizer_step_time(model.params, gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value)
+        o = optimizer_step_time(model.params, gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value,
+                                calibration=cal)
         # backward runs from the last layer to the first: time until layer i's gradients exist
         done_after = [0.0] * len(times)
         acc = 0.0
@@ -164,7 +166,7 @@ def build_plan(scenario: Scenario) -> IterationPlan:
         if is_ps:  # servers apply the update to their shard; workers then skip their own step
             shard = bucket.elems / max(1, comm.ps_servers)
             server_delay = optimizer_step_time(int(shard), server_gpu, t.optimizer.value, precision,
-                                               grad_dtype=w.grad_dtype.value)
+                                               grad_dtype=w.grad_dtype.value, calibration=cal)
         comms.append(BucketComm(
             bucket=bucket,
             ready_s=ready[j] if comm.overlap else bwd,

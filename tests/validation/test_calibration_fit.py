@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdist.errors import ScenarioError
-from simdist.io.calibration import (CalibrationProfile, ComputeCalibration, LinkCalibration, apply_profile,
+from simdist.io.calibration import (CalibrationProfile, ComputeEntry, LinkCalibration, apply_profile,
                                     load_profile, profile_from_dict)
 from simdist.io.load import load_scenario
 from validation.calibrate import coefficients, fit_alpha_beta, write_profile
@@ -75,7 +75,7 @@ def test_apply_profile_matches_links_by_transport_name_and_role_and_gpu_by_name(
         links=(LinkCalibration(transport="tcp", role="nic", latency_s=2e-3, efficiency=0.9),
                LinkCalibration(name="custom", transport="tcp", efficiency=0.8),
                LinkCalibration(transport="rdma", efficiency=0.1)),
-        compute=(ComputeCalibration("emulab-cpu-core", "fp32", 0.2), ComputeCalibration("a100-sxm4-80gb", "fp32", 0.9)),
+        compute=(ComputeEntry("emulab-cpu-core", "fp32", 0.2), ComputeEntry("a100-sxm4-80gb", "fp32", 0.9)),
         source="x.json")
     c = apply_profile(s, p).cluster
     g = c.node_groups[0]
@@ -90,7 +90,7 @@ def test_apply_profile_matches_links_by_transport_name_and_role_and_gpu_by_name(
 
 def test_profile_round_trip_and_atomic_write(tmp_path: Path) -> None:
     p = CalibrationProfile((LinkCalibration("custom", "tcp", None, 1e-3, 0.95, {"points": 3}),), {"ring": 1.01},
-                           (ComputeCalibration("t4-16gb", "fp16", 0.4),), {"where": "here"})
+                           (ComputeEntry("t4-16gb", "fp16", 0.4),), {"where": "here"})
     path = write_profile(p, tmp_path / "sub" / "profile.json")
     loaded = load_profile(path)
     assert loaded == CalibrationProfile(p.links, p.algorithms, p.compute, p.provenance, str(path))
