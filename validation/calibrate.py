@@ -7,6 +7,12 @@ latency (for a ring on one switch: k_alpha = 2(N-1) steps x 2 links, k_beta = 2(
 taken from simdist's own closed forms, so the fitted figures mean what the simulator means by them.
 Ordinary least squares in (latency, 1/efficiency); a negative latency (the tbf burst makes small
 messages fast) is clamped to 0 and the efficiency refitted.
+
+Point-to-point sweeps (validation/p2p_fit.py) give alpha and beta per link class directly. Where both
+exist, the profile takes the latency from the p2p fit (ping-pongs measure it; ring sweeps cannot
+separate it from the tbf burst) and the efficiency from the ring sweep refitted at that latency; the
+per-algorithm factors then come from the collective benchmarks. Every link entry's `fit` keeps both
+fits with their residuals and `used` says which one gave which figure.
 """
 from __future__ import annotations
 
@@ -19,33 +25,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from simdist.errors import ScenarioError
 from simdist.io.calibration import CalibrationProfile, ComputeEntry, LinkCalibration
 from simdist.results.writers import atomic_write_text
 from simdist.scenario import Scenario
 
-PROBE_LATENCY_S = 1e-3
-
-
-def fit_alpha_beta(k_alpha: Sequence[float], k_beta: Sequence[float], measured_s: Sequence[float]) -> dict[str, float]:
-    """Least squares of measured = k_alpha * latency + k_beta / efficiency; returns latency_s, efficiency, residuals.
-
-    Residuals are relative (fit / measured - 1): `rms_rel_residual`, `max_rel_residual`.
-    """
-    a, b, m = (np.asarray(v, dtype=float) for v in (k_alpha, k_beta, measured_s))
-    if len(m) < 1 or not (len(a) == len(b) == len(m)):
-        raise ScenarioError.bad_value("calibration points", len(m), "at least one point with matching coefficients")
-    latency, inv_eff = 0.0, float(np.sum(b * m) / np.sum(b * b))
-    if len(m) >= 2 and np.ptp(a / b) > 1e-12 * np.max(a / b, initial=1.0):
-        sol, *_ = np.linalg.lstsq(np.column_stack([a, b]), m, rcond=None)
-        if sol[0] >= 0:
-            latency, inv_eff = float(sol[0]), float(sol[1])
-    fit = a * latency + b * inv_eff
-    rel = fit / m - 1
-    return {"latency_s": latency, "efficiency": 1.0 / inv_eff, "points": int(len(m)),
-            "rms_rel_residual": float(np.sqrt(np.mean(rel ** 2))), "max_rel_residual": float(np.max(np.abs(rel)))}
+from validation.p2p_fit import PROBE_LATENCY_S, efficiency_given_latency, fit_alpha_beta, fit_p2p_records  # noqa: F401
 
 
 def _all_links(scenario: Scenario, latency_s: float, efficiency: float) -> Scenario:
@@ -89,9 +74,41 @@ def _gpu_key(s: Scenario) -> str:
     return g.name if g.key == "custom" else g.key
 
 
+def _link_entry(key: tuple[str, str, str | None], p2p: dict | None, sweep: list | None,
+                scenarios: list[Scenario]) -> LinkCalibration:
+    """One link class: latency from the p2p fit when there is one (else the collective fit), efficiency from
+    the collective fit (refitted with that latency fixed) when there is one (else the p2p fit)."""
+    name, transport, role = key
+    fit: dict = {}
+    if sweep is not None:
+        coll = fit_alpha_beta(*zip(*sweep))
+        coll["nominal_Bps"] = sorted({float(s.cluster.node_groups[0].nic.link.bandwidth_Bps)
+                                      for s in scenarios if _link_class(s) == (name, transport)})
+        fit["collective"] = coll
+    if p2p is not None:
+        fit["p2p"] = p2p
+        latency, used_lat = p2p["model"]["latency_s"], "p2p"
+    else:
+        latency, used_lat = fit["collective"]["latency_s"], "collective"
+    if sweep is not None:
+        eff_fit = fit["collective"] if used_lat == "collective" else efficiency_given_latency(*zip(*sweep), latency)
+        fit["collective_at_p2p_latency"] = eff_fit if used_lat == "p2p" else None
+        efficiency, used_eff = eff_fit["efficiency"], "collective"
+    else:
+        efficiency, used_eff = p2p["model"]["efficiency"], "p2p"  # type: ignore[index]
+    fit["used"] = {"latency_s": used_lat, "efficiency": used_eff}
+    # the figures `describe` and older readers look at, from the fit that was used
+    src = fit["collective"] if used_eff == "collective" and used_lat == "collective" else \
+        (fit.get("collective_at_p2p_latency") or p2p["model"])  # type: ignore[index]
+    fit |= {k: src[k] for k in ("points", "rms_rel_residual", "max_rel_residual")}
+    if sweep is not None:
+        fit["nominal_Bps"] = fit["collective"]["nominal_Bps"]
+    return LinkCalibration(name, transport, role, latency, min(1.0, efficiency), fit)
+
+
 def calibrate(run_dir: str | Path) -> CalibrationProfile:
-    """Fit a profile from the ring all_reduce sweeps (links), other benchmarks (algorithm factors) and
-    DDP compute-only steps (compute efficiency) found in `run_dir`."""
+    """Fit a profile from the p2p sweeps and ring all_reduce sweeps (links: `_link_entry` says which fit
+    gives what), the collective benchmarks (algorithm factors) and DDP compute-only steps (compute efficiency)."""
     from simdist.engine.simulation import simulate
     from simdist.io.calibration import apply_profile
 
@@ -103,17 +120,18 @@ def calibrate(run_dir: str | Path) -> CalibrationProfile:
             continue
         for (ka, kb, _), p in zip(coefficients(s), rec["result"]["points"]):
             sweeps.setdefault(_link_class(s), []).append((ka, kb, p["median_s"]))
-    links = []
-    for (name, transport), pts in sorted(sweeps.items()):
-        fit = fit_alpha_beta(*zip(*pts))
-        nominal = {float(s.cluster.node_groups[0].nic.link.bandwidth_Bps) for s in scenarios if _link_class(s) == (name, transport)}
-        fit["nominal_Bps"] = sorted(nominal)
-        links.append(LinkCalibration(name, transport, None, fit["latency_s"], min(1.0, fit["efficiency"]), fit))
+    p2p = fit_p2p_records(*zip(*[(r, s) for r, s in zip(runs, scenarios) if r["metric"] == "p2p"])) \
+        if any(r["metric"] == "p2p" for r in runs) else {}
+    links = [_link_entry(key, p2p.get(key), sweeps.pop((key[0], key[1]), None) if key[2] is None else None, scenarios)
+             for key in p2p]  # cross-uplink classes (role set) first: specific entries win
+    links += [_link_entry((name, transport, None), None, pts, scenarios) for (name, transport), pts in sorted(sweeps.items())]
     profile = CalibrationProfile(links=tuple(links))
     algorithms: dict[str, list[float]] = {}
     compute: dict[tuple[str, str], list[float]] = {}
     for rec, s in zip(runs, scenarios):
         cal = apply_profile(s, profile)
+        if rec["metric"] == "p2p":
+            continue
         if rec["metric"] == "time_s":
             for row, p in zip(simulate(cal, "estimate").collectives or (), rec["result"]["points"]):
                 algorithms.setdefault(row.algorithm, []).append(p["median_s"] / row.time_s)
@@ -147,8 +165,14 @@ def describe(profile: CalibrationProfile) -> str:
     lines = []
     for c in profile.links:
         f = c.fit
-        lines.append(f"link {c.name}/{c.transport}: latency {c.latency_s * 1e3:.3f} ms, efficiency {c.efficiency:.4f} "
-                     f"({f.get('points')} points, rms residual {100 * f.get('rms_rel_residual', math.nan):.2f} %)")
+        used = f.get("used", {"latency_s": "collective", "efficiency": "collective"})
+        lines.append(f"link {c.name}/{c.transport}{'/' + c.role if c.role else ''}: latency {c.latency_s * 1e3:.3f} ms "
+                     f"({used['latency_s']}), efficiency {c.efficiency:.4f} ({used['efficiency']}; {f.get('points')} points, "
+                     f"rms residual {100 * f.get('rms_rel_residual', math.nan):.2f} %)")
+        for pl in f.get("p2p", {}).get("plain", []):
+            lines.append(f"  p2p {f['p2p']['pair_class']} at {pl['nominal_Bps'] * 8 / 1e6:g} Mb/s: alpha "
+                         f"{pl['alpha_s'] * 1e3:.3f} ms, {pl['bandwidth_Bps'] * 8 / 1e6:.1f} Mb/s = "
+                         f"{pl['efficiency_vs_nominal']:.4f} x nominal")
     lines += [f"algorithm {k}: x{v:.4f}" for k, v in profile.algorithms.items()]
     lines += [f"compute {c.gpu} {c.dtype}: efficiency {c.efficiency:.4f}" for c in profile.compute]
     return "\n".join(lines)

@@ -18,6 +18,18 @@ class CaseKind(StrEnum):
     HIERARCHICAL = "hierarchical"  # intra-node reduce-scatter, inter-node all_reduce, intra-node all_gather
     PS = "ps"  # parameter server: push shards to servers, then pull them back
     DDP = "ddp"  # DistributedDataParallel training steps of a synthetic MLP
+    P2P = "p2p"  # send/recv between pairs of ranks: ping-pong (latency) and one-way streams (bandwidth)
+
+
+class P2pMode(StrEnum):
+    AUTO = "auto"  # ping-pong below STREAM_MIN_BYTES, one-way stream from there on
+    PINGPONG = "pingpong"  # a sends, b sends back; the point is half the round trip
+    STREAM = "stream"  # a sends, b receives; the point is the time until both are done
+
+
+STREAM_MIN_BYTES = 1e6
+# ping-pong sizes far below tbf's 256 KB burst (latency), streams well above it (bandwidth)
+P2P_SIZES = (1e3, 8e3, 4e6, 8e6, 16e6)
 
 
 class DdpHook(StrEnum):
@@ -34,7 +46,8 @@ class Case:
     """One measurement: `kind` at each of `sizes_bytes` (per-rank buffer, fp32), `reps` timed after `warmup`.
 
     ps: `servers`, `placement` (colocated | dedicated). hierarchical: `local_size` ranks per group
-    (0 = LOCAL_WORLD_SIZE). ddp: an MLP of `depth` x Linear(hidden, hidden), `batch` samples, `hook`.
+    (0 = LOCAL_WORLD_SIZE). p2p: `pairs` "a-b/..." timed one pair at a time, `mode`, `local_size` ranks
+    per rack (0 = one switch), which names each pair's class (same_switch | cross_uplink). ddp: an MLP of `depth` x Linear(hidden, hidden), `batch` samples, `hook`.
     """
 
     kind: CaseKind
@@ -50,6 +63,8 @@ class Case:
     batch: int = 32
     powersgd_rank: int = 4
     scheme: str = "rs_ag"  # hierarchical: rs_ag (reduce-scatter/all_reduce/all_gather) | leader (reduce/all_reduce/broadcast)
+    mode: str = "auto"  # p2p: auto | pingpong | stream
+    pairs: str = ""  # p2p: "0-1/0-2" (sender-receiver rank pairs); "" = 0-1
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -59,6 +74,10 @@ class Case:
             raise ScenarioError.bad_value("case.placement", self.placement, "colocated or dedicated")
         if self.scheme not in ("rs_ag", "leader"):
             raise ScenarioError.bad_value("case.scheme", self.scheme, "rs_ag or leader")
+        if self.mode not in tuple(P2pMode):
+            raise ScenarioError.bad_value("case.mode", self.mode, f"one of {[m.value for m in P2pMode]}")
+        if self.kind is CaseKind.P2P:
+            self.pair_list  # noqa: B018  (checks the spelling)
         if self.servers < 1:
             raise ScenarioError.bad_value("case.servers", self.servers, "at least 1 server")
         if self.kind is CaseKind.DDP and self.hook is DdpHook.POWERSGD and self.warmup < 2:
@@ -74,6 +93,26 @@ class Case:
         if self.kind is CaseKind.DDP:
             return f"ddp-{self.hook}"
         return str(self.kind)
+
+    @property
+    def pair_list(self) -> tuple[tuple[int, int], ...]:
+        """p2p pairs as (sender, receiver) ranks."""
+        out = []
+        for item in filter(None, (self.pairs or "0-1").split("/")):
+            a, dash, b = item.partition("-")
+            if not (dash and a.strip().isdigit() and b.strip().isdigit()) or int(a) == int(b):
+                raise ScenarioError.bad_value("case.pairs", self.pairs, "pairs of distinct ranks like '0-1/0-2'")
+            out.append((int(a), int(b)))
+        return tuple(out)
+
+    def pair_class(self, a: int, b: int) -> str:
+        """same_switch, or cross_uplink when `local_size` racks put the two ranks apart."""
+        return "cross_uplink" if self.local_size and a // self.local_size != b // self.local_size else "same_switch"
+
+    def p2p_mode(self, size_bytes: float) -> P2pMode:
+        if self.mode != P2pMode.AUTO:
+            return P2pMode(self.mode)
+        return P2pMode.PINGPONG if size_bytes < STREAM_MIN_BYTES else P2pMode.STREAM
 
     @property
     def ddp_params(self) -> int:
@@ -132,6 +171,21 @@ def parse_case(text: str) -> Case:
         key = {"sizes": "sizes_bytes", "size": "sizes_bytes"}.get(key.strip(), key.strip())
         d[key] = val.split("/") if key == "sizes_bytes" else val.strip()
     return case_from_dict(d, path=f"case '{text}'")
+
+
+def p2p_case(hosts: int, nodes_per_leaf: int | None = None, sizes_bytes: tuple[float, ...] = P2P_SIZES,
+             warmup: int = 1, reps: int = 3, ranks_per_host: int = 1, name: str = "p2p") -> Case:
+    """One pair per pair class of the layout: hosts 0-1 on one switch, and 0 to the first host of the
+    next rack across the rack uplink when there are racks (one rank per host unless `ranks_per_host`)."""
+    if hosts < 2:
+        raise ScenarioError.bad_value("hosts", hosts, "at least 2 hosts for point-to-point pairs")
+    pairs = []
+    if nodes_per_leaf is None or nodes_per_leaf >= 2:
+        pairs.append((0, ranks_per_host))
+    if nodes_per_leaf is not None and hosts > nodes_per_leaf:
+        pairs.append((0, nodes_per_leaf * ranks_per_host))
+    return Case(CaseKind.P2P, tuple(sizes_bytes), warmup, reps, local_size=(nodes_per_leaf or 0) * ranks_per_host,
+                pairs="/".join(f"{a}-{b}" for a, b in pairs), name=name)
 
 
 def split_launches(cases: list[Case]) -> list[list[Case]]:

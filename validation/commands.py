@@ -28,9 +28,14 @@ def _load(files: Sequence[str], rate_scale: float) -> list[tuple[str, object, ob
 
 
 def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: float,
-            timeout_s: float = 300.0, workdir: str | None = None) -> list[dict]:
-    """Run every plan's cases; one record per file: {file, name, metric, case, result, layout, environment}."""
+            timeout_s: float = 300.0, workdir: str | None = None, p2p: bool = True) -> list[dict]:
+    """Run every plan's cases; one record per file: {file, name, metric, case, result, layout, environment}.
+
+    With `p2p`, every layout's launch also runs a point-to-point sweep (one pair per pair class, a few
+    seconds), kept as a record with metric "p2p" named `p2p-<first file>` (what `calibrate` fits links from).
+    """
     from validation.bench import Launcher, run_cases
+    from validation.cases import p2p_case
 
     launcher = Launcher(launcher)
     if launcher is Launcher.EMULAB:
@@ -43,6 +48,8 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for layout, idx in by_layout.items():
         cases = [c for i in idx for c in plans[i][2].cases]  # type: ignore[attr-defined]
+        pp = p2p_case(layout.hosts, layout.nodes_per_leaf) if p2p and layout.hosts >= 2 else None  # type: ignore[attr-defined]
+        cases += [pp] if pp is not None else []
         res = run_cases(cases, launcher, layout if launcher is Launcher.EMULAB else None,  # type: ignore[arg-type]
                         world_size=layout.hosts, timeout_s=timeout_s, workdir=workdir)  # type: ignore[attr-defined]
         env = dict(res["environment"])  # type: ignore[arg-type]
@@ -56,6 +63,11 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
                               "case": case.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
                               "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
                               "environment": env}
+        if pp is not None:
+            first = plans[idx[0]][0]
+            records.append({"file": first, "name": f"p2p-{Path(first).stem}", "metric": "p2p", "case": pp.to_dict(),
+                            "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
+                            "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp, "environment": env})
     return [r for r in records if r is not None]
 
 
@@ -78,6 +90,21 @@ def predict(scenario: object, profile: object | None, rate_scale: float) -> dict
         factor = (lambda alg: profile.algorithm_factor(alg)) if profile is not None else (lambda alg: 1.0)  # type: ignore[attr-defined]
         return {"rows": [(r.size_bytes, r.time_s * factor(r.algorithm), r.algorithm) for r in result.collectives]}
     return {"iteration_time_s": result.iteration_time_s}
+
+
+def _predict_p2p(rec: dict, profile: object | None, rate_scale: float) -> dict:
+    """{"times": simdist's estimate per p2p point} on the record's scenario (scaled, profile applied)."""
+    from simdist.io.calibration import apply_profile
+    from simdist.io.load import load_scenario
+    from validation.from_scenario import scale_rates
+    from validation.p2p_fit import p2p_times
+
+    try:
+        s = scale_rates(load_scenario(rec["file"]), rate_scale)
+        s = apply_profile(s, profile) if profile is not None else s  # type: ignore[arg-type]
+        return {"times": p2p_times(s, rec["result"]["points"])}
+    except (ValueError, KeyError, IndexError) as err:
+        return {"error": f"{type(err).__name__}: {err}"}
 
 
 def _gloo_hierarchical_rows(scenario: object, profile: object | None) -> list[tuple[float, float, str]]:
@@ -121,6 +148,9 @@ def validate(files: list[str], launcher: str, calibration: str | None, out: str 
             predictions[path] = predict(scenario, profile, rate_scale)
         except (ValueError, KeyError, NotImplementedError) as err:  # a simulator gap: report the case unpredicted
             predictions[path] = {"error": f"{type(err).__name__}: {err}"}
+    for rec in records:
+        if rec["metric"] == "p2p":
+            predictions[f"p2p:{rec['name']}"] = _predict_p2p(rec, profile, rate_scale)
     report = build_report(records, predictions)
     report["calibration"] = calibration
     report["launcher"] = str(launcher)

@@ -89,7 +89,7 @@ def _mape(cases: list[dict[str, Any]]) -> float | None:
 
 def build_report(records: list[dict], predictions: dict[str, dict]) -> dict[str, Any]:
     """The `simdist validate --json` object from measurement records and per-file predictions."""
-    cases = [row for rec in records for row in _rows(rec, predictions.get(rec["file"], {}))]
+    cases = [row for rec in records if rec["metric"] != "p2p" for row in _rows(rec, predictions.get(rec["file"], {}))]
     errs = [c["error"] for c in cases if c["error"] is not None]
     ranks = ranking(cases)
     net = [c for c in cases if c["network_bound"] and not c["out_of_envelope"]]
@@ -100,7 +100,22 @@ def build_report(records: list[dict], predictions: dict[str, dict]) -> dict[str,
             "ranking_ok_network_bound": all(r["ok"] for r in ranking(net)),
             "ranking": ranks,
             "excluded_from_network_bound": {c["name"]: c["out_of_envelope"] for c in cases if c["out_of_envelope"]},
-            "not_predicted": sorted(c["name"] for c in cases if c["predicted"] is None)}
+            "not_predicted": sorted(c["name"] for c in cases if c["predicted"] is None),
+            "p2p": [row for rec in records if rec["metric"] == "p2p"
+                    for row in p2p_rows(rec, predictions.get(f"p2p:{rec['name']}", {}))]}
+
+
+def p2p_rows(rec: dict, pred: dict) -> list[dict[str, Any]]:
+    """Point-to-point figures (kept out of the MAPE: microbenchmarks that calibrate the links, not cases)."""
+    times = pred.get("times") or [None] * len(rec["result"]["points"])
+    out = []
+    for p, t in zip(rec["result"]["points"], times):
+        out.append({"name": f"{rec['name']}/{p['pair'][0]}-{p['pair'][1]}/{p['size_bytes'] / 1e6:g}MB",
+                    "pair_class": p["pair_class"], "mode": p["mode"], "size_bytes": p["size_bytes"],
+                    "measured": p["median_s"], "min": p["min_s"], "max": p["max_s"], "predicted": t,
+                    "measured_bandwidth_Bps": p["size_bytes"] / p["median_s"],
+                    "ratio": None if t is None else p["median_s"] / t, "note": pred.get("error")})
+    return out
 
 
 def format_validation(report: dict[str, Any]) -> str:
@@ -132,4 +147,11 @@ def format_validation(report: dict[str, Any]) -> str:
     for name, why in report.get("excluded_from_network_bound", {}).items():
         if why and not why.startswith("DDP"):
             tail.append(f"excluded from network-bound MAPE: {name}: {why.split(':')[0]}")
+    p2p = report.get("p2p") or []
+    if p2p:
+        table += "\n\npoint-to-point (one-way; microbenchmarks, not in the MAPE)\n" + format_table(
+            ["pair", "class", "mode", "predicted ms", "measured ms", "meas/pred", "Mb/s"],
+            [[r["name"], r["pair_class"], r["mode"], ms(r["predicted"]), round(r["measured"] * 1e3, 3),
+              None if r["ratio"] is None else round(r["ratio"], 3), round(r["measured_bandwidth_Bps"] * 8 / 1e6, 1)]
+             for r in p2p])
     return table + "\n" + "\n".join(tail)

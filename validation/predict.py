@@ -58,8 +58,17 @@ def ps_s(layout: EmulabLayout, size_bytes: float, servers: int, colocated: bool)
     return 2 * max(remote_workers * shard, worker_out) / host
 
 
-def predict_case(layout: EmulabLayout, case: Case, size_bytes: float, compute_s: float = 0.0) -> float | None:
+def p2p_bw(layout: EmulabLayout, pair_class: str) -> float:
+    """Goodput of one flow between two hosts: the host link, or the slower of it and the rack uplink."""
+    host, up = _bw(layout)
+    return min(host, up) if pair_class == "cross_uplink" and layout.racks > 1 else host
+
+
+def predict_case(layout: EmulabLayout, case: Case, size_bytes: float, compute_s: float = 0.0,
+                 pair_class: str = "same_switch") -> float | None:
     """Predicted seconds of one point of `case`, or None where no closed form is given here."""
+    if case.kind is CaseKind.P2P:  # one-way time; alpha ignored (ping-pong ratios show it)
+        return size_bytes / p2p_bw(layout, pair_class)
     if layout.racks > 1 and case.kind is CaseKind.PS:
         return None
     if case.kind is CaseKind.ALL_REDUCE:
@@ -91,8 +100,9 @@ def add_predictions(layout: EmulabLayout, measured: dict[str, object]) -> list[d
         case = case_from_dict(res["case"])
         compute = res.get("compute", {}).get("median_s", 0.0)
         for p in res["points"]:
-            pred = predict_case(layout, case, p["size_bytes"], compute)
-            rows.append({"label": res["label"], "size_bytes": p["size_bytes"], "measured_s": p["median_s"],
+            pred = predict_case(layout, case, p["size_bytes"], compute, p.get("pair_class", "same_switch"))
+            label = f"{res['label']} {p['pair'][0]}-{p['pair'][1]} {p['mode']}" if "pair" in p else res["label"]
+            rows.append({"label": label, "size_bytes": p["size_bytes"], "measured_s": p["median_s"],
                          "min_s": p["min_s"], "max_s": p["max_s"], "predicted_s": pred,
                          "ratio": None if pred is None else p["median_s"] / pred})
     return rows
