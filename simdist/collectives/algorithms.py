@@ -44,12 +44,18 @@ SUPPORTED_OPS: dict[Algorithm, frozenset[CollectiveOp]] = {
 }
 
 
-def supports(op: str, algorithm: str) -> bool:
-    """Whether `algorithm` has a schedule for `op`."""
+def supports(op: str, algorithm: str, ranks: int | None = None) -> bool:
+    """Whether `algorithm` has a schedule for `op` (on a group of `ranks`, when given: halving-doubling's
+    reduce-scatter and all-gather exist for power-of-two groups only)."""
     try:
-        return CollectiveOp(op) in SUPPORTED_OPS[Algorithm(algorithm)]
+        op, alg = CollectiveOp(op), Algorithm(algorithm)
     except ValueError:
         return False
+    if op not in SUPPORTED_OPS[alg]:
+        return False
+    power_of_two = ranks is None or ranks & (ranks - 1) == 0
+    return power_of_two or not (alg == Algorithm.HALVING_DOUBLING and op in (CollectiveOp.REDUCE_SCATTER,
+                                                                             CollectiveOp.ALL_GATHER))
 
 
 def build_schedule(

@@ -29,9 +29,10 @@ class FabricContext:
         from simdist.collectives.backends import build_backend_schedule
 
         comm = self.scenario.communication
-        # hierarchical, torus2d and ps exist for all_reduce only; a codec's all_gather or all_to_all
-        # (top-k, 1-bit) then runs as a ring, as Horovod and DDP hooks do
-        requested = comm.strategy.value if supports(op, comm.strategy.value) else "ring"
+        # hierarchical, torus2d and ps exist for all_reduce only (halving-doubling's all_gather for
+        # power-of-two groups only); a codec's all_gather or all_to_all (top-k, 1-bit) then runs as a
+        # ring, as Horovod and DDP hooks do
+        requested = comm.strategy.value if supports(op, comm.strategy.value, self.group.size) else "ring"
         return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
                                       servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)

@@ -144,3 +144,12 @@ def test_unimplemented_modes_are_clear_errors(key, value):
 
     with pytest.raises(ScenarioError, match=key.split(".")[0]):
         _run({key: value})
+
+
+@pytest.mark.parametrize("strategy", ["halving_doubling", "hierarchical", "torus2d", "ps"])
+@pytest.mark.parametrize("method", [{"method": "topk", "ratio": 0.01}, {"method": "onebit"}])
+def test_codecs_needing_all_gather_fall_back_to_ring_where_the_strategy_has_none(strategy, method):
+    data = copy.deepcopy(BASE)
+    data["cluster"]["nodes"][0]["count"] = 3  # 12 ranks: no power of two
+    r = _run({"communication.strategy": strategy, "communication.compression": method}, base=data)
+    assert r.iteration_time_s > 0
