@@ -15,6 +15,10 @@ import torch.distributed as dist
 from validation.cases import Case, P2pMode
 from validation.timing import summarize, timed_max
 
+# ping-pongs cost well under 10 ms each but their software latency on shared cores is noisy (0.3-5 ms):
+# take at least this many repetitions (and 2 warm-ups) for the median
+PINGPONG_MIN_REPS = 15
+
 
 def _op(a: int, b: int, mode: P2pMode, buf: torch.Tensor) -> Callable[[], None]:
     rank = dist.get_rank()
@@ -46,9 +50,11 @@ def run_p2p_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str,
         for size in case.sizes_bytes:
             mode = case.p2p_mode(size)
             buf = torch.ones(max(1, int(size // 4)), device=device)
-            times = timed_max(_op(a, b, mode, buf), case.warmup, case.reps, sync)
             if mode is P2pMode.PINGPONG:
+                times = timed_max(_op(a, b, mode, buf), max(2, case.warmup), max(PINGPONG_MIN_REPS, case.reps), sync)
                 times = [t / 2 for t in times]
+            else:
+                times = timed_max(_op(a, b, mode, buf), case.warmup, case.reps, sync)
             s = summarize(times)
             points.append({"size_bytes": float(buf.numel() * 4), "pair": [a, b], "pair_class": case.pair_class(a, b),
                            "mode": str(mode), **s, "bandwidth_Bps": buf.numel() * 4 / s["median_s"]})
