@@ -29,7 +29,7 @@ class P2pMode(StrEnum):
 
 STREAM_MIN_BYTES = 1e6
 # ping-pong sizes far below tbf's 256 KB burst (latency), streams well above it (bandwidth)
-P2P_SIZES = (1e3, 8e3, 4e6, 8e6, 16e6)
+P2P_SIZES = (1e3, 4e3, 4e6, 8e6, 16e6)
 
 
 class DdpHook(StrEnum):

@@ -1,12 +1,14 @@
 """Point-to-point fits: alpha (latency) and beta (bandwidth) per link class from the p2p sweeps.
 
-Two fits per pair class, both by least squares of *relative* residuals (a sweep spans 1 KB ping-pongs
-and 16 MB streams, so absolute residuals would ignore the latency points):
+Two fits per pair class, both in two stages (`fit_two_stage`): the bandwidth is the least-squares slope
+of the one-way streams (>= 4 MB; their intercept absorbs tbf's free first burst, which a single
+t = alpha + S/B over all sizes would misread as bandwidth), the latency is the median of the
+ping-pongs (<= 4 KB, far inside the burst) less their S/B:
 * plain: t = alpha + S / B, end to end; B / nominal bottleneck rate is the achieved efficiency;
 * model: t = k_alpha x latency + k_beta / efficiency with k_alpha, k_beta from simdist's own network
   model of one transfer between the pair's GPUs (every link probed, as the collective fit does), so
   the latency is per link and the efficiency means what the simulator means by it.
-Negative latencies are clamped to 0 and the bandwidth refitted.
+Negative latencies are clamped to 0.
 """
 from __future__ import annotations
 
@@ -54,11 +56,52 @@ def efficiency_given_latency(k_alpha: Sequence[float], k_beta: Sequence[float], 
             "rms_rel_residual": float(np.sqrt(np.mean(rel ** 2))), "max_rel_residual": float(np.max(np.abs(rel)))}
 
 
-def fit_p2p(sizes_bytes: Sequence[float], measured_s: Sequence[float]) -> dict[str, float]:
-    """t = alpha + S / B by relative least squares: alpha_s (>= 0), bandwidth_Bps and residuals."""
-    fit = fit_alpha_beta([1.0] * len(sizes_bytes), sizes_bytes, measured_s, relative=True)
-    return {"alpha_s": fit["latency_s"], "bandwidth_Bps": fit["efficiency"], "points": fit["points"],
-            "rms_rel_residual": fit["rms_rel_residual"], "max_rel_residual": fit["max_rel_residual"]}
+def fit_two_stage(k_alpha: Sequence[float], k_beta: Sequence[float], measured_s: Sequence[float],
+                  stream: Sequence[bool]) -> dict[str, float]:
+    """measured = k_alpha x latency + k_beta / efficiency, fitted in two stages: 1/efficiency is the least
+    squares slope of the stream points (their intercept, `stream_intercept_s`, absorbs latency and tbf's
+    free burst); the latency is the median over ping-pong points of (measured - k_beta / efficiency) / k_alpha,
+    clamped at 0. Without ping-pongs the latency is the stream intercept / k_alpha (clamped); with one
+    stream size the slope goes through that latency. Residuals are relative, per kind of point."""
+    a, b, m = (np.asarray(v, dtype=float) for v in (k_alpha, k_beta, measured_s))
+    st_ = np.asarray(stream, dtype=bool)
+    if not (len(a) == len(b) == len(m) == len(st_)) or not np.all(m > 0) or not np.all(a > 0) or not st_.any():
+        raise ScenarioError.bad_value("p2p points", len(m), "positive times, and at least one stream point")
+    intercept = None
+    if len(np.unique(b[st_])) >= 2:
+        slope, intercept = np.polyfit(b[st_], m[st_], 1)
+        inv_eff = float(slope)
+    if (~st_).any():
+        latency = max(0.0, float(np.median((m[~st_] - b[~st_] * (inv_eff if intercept is not None else 0.0)) / a[~st_])))
+    else:
+        latency = max(0.0, float(intercept / np.mean(a[st_]))) if intercept is not None else 0.0
+    if intercept is None:
+        inv_eff = float(np.sum(b[st_] * (m[st_] - a[st_] * latency)) / np.sum(b[st_] ** 2))
+        if (~st_).any():  # the ping-pongs' own transfer time, now that the bandwidth is known
+            latency = max(0.0, float(np.median((m[~st_] - b[~st_] * inv_eff) / a[~st_])))
+    if not inv_eff > 0:
+        raise ScenarioError.bad_value("p2p points", list(m), "stream times that grow with the size")
+    rel = (a * latency + b * inv_eff) / m - 1
+    out = {"latency_s": latency, "efficiency": 1.0 / inv_eff, "points": int(len(m)),
+           "stream_intercept_s": None if intercept is None else float(intercept),
+           "rms_rel_residual": float(np.sqrt(np.mean(rel ** 2))), "max_rel_residual": float(np.max(np.abs(rel)))}
+    for name, sel in (("stream", st_), ("pingpong", ~st_)):
+        if sel.any():
+            out[f"{name}_rms_rel_residual"] = float(np.sqrt(np.mean(rel[sel] ** 2)))
+    return out
+
+
+def fit_p2p(sizes_bytes: Sequence[float], measured_s: Sequence[float], stream: Sequence[bool] | None = None) -> dict[str, float]:
+    """t = alpha + S / B (two stages, `fit_two_stage`): alpha_s, bandwidth_Bps and residuals.
+
+    `stream` marks the one-way stream points (default: sizes >= STREAM_MIN_BYTES), the rest are ping-pongs.
+    """
+    from validation.cases import STREAM_MIN_BYTES
+
+    flags = [s >= STREAM_MIN_BYTES for s in sizes_bytes] if stream is None else list(stream)
+    fit = fit_two_stage([1.0] * len(sizes_bytes), sizes_bytes, measured_s, flags)
+    out = {"alpha_s": fit.pop("latency_s"), "bandwidth_Bps": fit.pop("efficiency")}
+    return out | fit
 
 
 def p2p_coefficients(scenario: Scenario, a: int, b: int, sizes_bytes: Sequence[float]) -> list[tuple[float, float]]:
@@ -124,15 +167,16 @@ def fit_p2p_records(records: Sequence[dict], scenarios: Sequence[Scenario]) -> d
             key = link_class(s, p["pair_class"])
             d = pts.setdefault(key, {"pair_class": p["pair_class"], "rows": []})
             (ka, kb), = p2p_coefficients(s, p["pair"][0], p["pair"][1], [p["size_bytes"]])
-            d["rows"].append((p["size_bytes"], p["median_s"], ka, kb, nominal_Bps(rec["layout"], p["pair_class"])))
+            d["rows"].append((p["size_bytes"], p["median_s"], ka, kb, nominal_Bps(rec["layout"], p["pair_class"]),
+                              p.get("mode", "stream") == "stream"))
     out = {}
     for key, d in sorted(pts.items(), key=lambda kv: (kv[0][2] is None, str(kv[0]))):
-        sizes, meas, ka, kb, nom = zip(*d["rows"])
+        sizes, meas, ka, kb, nom, stream = zip(*d["rows"])
         plain = []
         for rate in sorted(set(nom)):  # the plain fit is per emulated rate; the model fit spans them
             sel = [i for i, n in enumerate(nom) if n == rate]
-            f = fit_p2p([sizes[i] for i in sel], [meas[i] for i in sel])
+            f = fit_p2p([sizes[i] for i in sel], [meas[i] for i in sel], [stream[i] for i in sel])
             plain.append({**f, "nominal_Bps": rate, "efficiency_vs_nominal": f["bandwidth_Bps"] / rate})
-        out[key] = {"pair_class": d["pair_class"], "plain": plain, "model": fit_alpha_beta(ka, kb, meas, relative=True),
+        out[key] = {"pair_class": d["pair_class"], "plain": plain, "model": fit_two_stage(ka, kb, meas, stream),
                     "sizes_bytes": list(sizes), "measured_s": list(meas)}
     return out

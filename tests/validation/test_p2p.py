@@ -76,10 +76,15 @@ def test_plain_fit_with_noise_and_negative_alpha() -> None:
     fit = fit_p2p(sizes, noisy)
     assert fit["bandwidth_Bps"] == pytest.approx(bw, rel=0.03) and fit["alpha_s"] == pytest.approx(2e-4, rel=0.1)
     big = [4e6, 8e6, 16e6]
-    fast = [s / bw - 5e-3 for s in big]  # a burst bonus pulls alpha below 0: clamped, bandwidth refitted
+    fast = [s / bw - 5e-3 for s in big]  # tbf's free burst: streams alone extrapolate to a negative alpha
     clamped = fit_p2p(big, fast)
-    assert clamped["alpha_s"] == 0.0 and clamped["max_rel_residual"] > 0
-    assert clamped["bandwidth_Bps"] > bw
+    assert clamped["alpha_s"] == 0.0 and clamped["stream_intercept_s"] == pytest.approx(-5e-3)
+    assert clamped["bandwidth_Bps"] == pytest.approx(bw)  # the slope, untouched by the burst
+    # ping-pongs inside the burst plus bonus-shortened streams: alpha from the ping-pongs, B from the slope
+    both = fit_p2p([1e3, 4e3, *big], [3e-4 + 1e3 / bw, 3e-4 + 4e3 / bw, *fast])
+    assert both["alpha_s"] == pytest.approx(3e-4) and both["bandwidth_Bps"] == pytest.approx(bw)
+    with pytest.raises(ScenarioError):
+        fit_p2p([1e3, 4e3], [1e-3, 1e-3])  # no stream point
 
 
 def test_efficiency_at_a_fixed_latency() -> None:
@@ -110,7 +115,7 @@ def test_record_fit_recovers_link_latency_and_efficiency() -> None:
     s = load_scenario(VAL / "racks2x2-ring-fattree.yaml")
     truth = apply_profile(s, CalibrationProfile(links=(LinkCalibration(latency_s=3e-4, efficiency=0.9),)))
     case = p2p_case(4, 2)
-    points = [{"pair": list(pr), "pair_class": case.pair_class(*pr), "size_bytes": size, "mode": "x"}
+    points = [{"pair": list(pr), "pair_class": case.pair_class(*pr), "size_bytes": size, "mode": str(case.p2p_mode(size))}
               for pr in case.pair_list for size in case.sizes_bytes]
     for p, t in zip(points, p2p_times(truth, points)):
         p["median_s"] = t
