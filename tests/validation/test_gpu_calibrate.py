@@ -182,6 +182,9 @@ def test_cpu_run_writes_a_profile_simdist_loads_and_that_moves_predictions_towar
     calibrated = load_data({**data, "calibration": str(profile_path)}, base_dir=ROOT)
     g0, g1 = plain.cluster.node_groups[0].gpu, calibrated.cluster.node_groups[0].gpu
     assert g1.compute_efficiency["fp32"] == entry.efficiency
+    # the fitted kind factors are a proper key of the entry, and reach the scenario's compute model
+    assert entry.kind_factor == {k: v["factor"] for k, v in report["kind_factors"].items()} and entry.kind_factor
+    assert calibrated.compute_calibration.kind_factor == entry.kind_factor and plain.compute_calibration is None
     case = gc.resolve_model("tiny")
     t0 = gc.total_s(layer_times(case.model, g0, case.batch, "fp32"))
     t1 = gc.total_s(layer_times(case.model, g1, case.batch, "fp32"))

@@ -130,6 +130,33 @@ def test_record_fit_recovers_link_latency_and_efficiency() -> None:
     assert same["alpha_s"] == pytest.approx(4 * 3e-4, rel=1e-3)
 
 
+def test_calibrate_takes_link_figures_from_p2p_records(tmp_path: Path) -> None:
+    """A run folder with only a p2p record (made by simdist's model with known link figures): the profile's
+    link entries carry that latency and efficiency, say they come from p2p, and the cross-uplink entry is first."""
+    import json
+
+    from simdist.io.calibration import CalibrationProfile, LinkCalibration, apply_profile
+    from validation.calibrate import calibrate
+
+    f = VAL / "racks2x2-ring-fattree.yaml"
+    truth = apply_profile(load_scenario(f), CalibrationProfile(links=(LinkCalibration(latency_s=2e-4, efficiency=0.95),)))
+    case = p2p_case(4, 2)
+    points = [{"pair": list(pr), "pair_class": case.pair_class(*pr), "size_bytes": size, "mode": str(case.p2p_mode(size))}
+              for pr in case.pair_list for size in case.sizes_bytes]
+    for p, t in zip(points, p2p_times(truth, points)):
+        p |= {"median_s": t, "min_s": t, "max_s": t}
+    rec = {"file": str(f), "name": "p2p-x", "metric": "p2p", "case": case.to_dict(), "result": {"points": points},
+           "layout": EmulabLayout(4, 1e9, nodes_per_leaf=2, oversubscription=8).describe(), "rate_scale": 1.0}
+    (tmp_path / "measurements").mkdir()
+    (tmp_path / "measurements" / "p2p-x.json").write_text(json.dumps(rec))
+    prof = calibrate(tmp_path)
+    assert [c.role for c in prof.links] == ["fabric", None]
+    for c in prof.links:
+        assert c.latency_s == pytest.approx(2e-4, rel=1e-6) and c.efficiency == pytest.approx(0.95, rel=1e-6)
+        assert c.fit["used"] == {"latency_s": "p2p", "efficiency": "p2p"}
+    assert prof.algorithms == {} and prof.compute == ()
+
+
 @pytest.mark.slow
 @pytest.mark.emulab
 @pytest.mark.skipif(_reason is not None, reason=f"no emulated cluster: {_reason}")
