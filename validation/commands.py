@@ -80,12 +80,7 @@ def predict(scenario: object, profile: object | None, rate_scale: float) -> dict
     s = scale_rates(scenario, rate_scale)  # type: ignore[arg-type]
     if profile is not None:
         s = apply_profile(s, profile)  # type: ignore[arg-type]
-    try:
-        result = simulate(s)
-    except ValueError as err:
-        if "gloo_hierarchical" not in str(err):
-            raise
-        return {"rows": _gloo_hierarchical_rows(s, profile), "note": f"engine fallback: {err}"}
+    result = simulate(s)
     if result.collectives:
         factor = (lambda alg: profile.algorithm_factor(alg)) if profile is not None else (lambda alg: 1.0)  # type: ignore[attr-defined]
         return {"rows": [(r.size_bytes, r.time_s * factor(r.algorithm), r.algorithm) for r in result.collectives]}
@@ -105,24 +100,6 @@ def _predict_p2p(rec: dict, profile: object | None, rate_scale: float) -> dict:
         return {"times": p2p_times(s, rec["result"]["points"])}
     except (ValueError, KeyError, IndexError) as err:
         return {"error": f"{type(err).__name__}: {err}"}
-
-
-def _gloo_hierarchical_rows(scenario: object, profile: object | None) -> list[tuple[float, float, str]]:
-    """Workaround while simdist.engine.context builds schedules without the backend (it calls
-    build_schedule with 'gloo_hierarchical'): the same context, scheduled by build_backend_schedule."""
-    from simdist.collectives.backends import build_backend_schedule
-    from simdist.engine.context import build_context
-    from simdist.scenario import Fidelity
-
-    ctx = build_context(scenario, Fidelity.SIMULATE)  # type: ignore[arg-type]
-    comm, bench = scenario.communication, scenario.workload.benchmark  # type: ignore[attr-defined]
-    factor = profile.algorithm_factor("gloo_hierarchical") if profile is not None else 1.0  # type: ignore[attr-defined]
-    rows = []
-    for size in bench.sizes_bytes:
-        sched = build_backend_schedule(comm.backend.value, bench.op, size, ctx.group, requested=comm.strategy.value,
-                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value)
-        rows.append((float(size), ctx.network.schedule_time(sched) * factor, sched.algorithm))
-    return rows
 
 
 def validate(files: list[str], launcher: str, calibration: str | None, out: str | None,
