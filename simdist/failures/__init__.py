@@ -1,1 +1,0 @@
-"""simdist.failures"""
