@@ -111,25 +111,26 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
             click.echo(f"plot: {plot}")
 
 
+def _result_command(fn: Callable) -> Callable:
+    """The shared shape of `run` and `estimate`: FILE, --set/--debug, --json, --out, --plot."""
+    fn = _handle_errors(fn)
+    fn = click.option("--plot", type=click.Path(dir_okay=False), help="Write a plot of the result (PNG).")(fn)
+    fn = click.option("--out", type=click.Path(file_okay=False),
+                      help="Write result.json, iterations.csv and trace.json here.")(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Print the result object (DESIGN.md section 4).")(fn)
+    fn = _common(fn)
+    return click.argument("file", type=click.Path(dir_okay=False))(fn)
+
+
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@_common
-@click.option("--json", "as_json", is_flag=True, help="Print the result object (DESIGN.md section 4).")
-@click.option("--out", type=click.Path(file_okay=False), help="Write result.json, iterations.csv, trace.json here.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write a plot of the result (PNG).")
-@_handle_errors
+@_result_command
 def run(file: str, overrides, debug: bool, as_json: bool, out: str | None, plot: str | None) -> None:
     """Simulate a scenario (discrete events, unless run.fidelity says estimate)."""
     _run_verb(file, overrides, as_json, out, plot, fidelity="")
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@_common
-@click.option("--json", "as_json", is_flag=True, help="Print the result object.")
-@click.option("--out", type=click.Path(file_okay=False), help="Write result.json here.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write a plot of the result (PNG).")
-@_handle_errors
+@_result_command
 def estimate(file: str, overrides, debug: bool, as_json: bool, out: str | None, plot: str | None) -> None:
     """The same result from the analytical model, with no events (fast, for planning)."""
     _run_verb(file, overrides, as_json, out, plot, fidelity="estimate")
