@@ -63,7 +63,7 @@ def parse_methods(text: str) -> list[CompressionSpec]:
 
     specs, issues = [], []
     for i, token in enumerate(t.strip() for t in text.split(",")):
-        path = f"methods[{i}]"
+        path = f"--methods[{i}]"
         name, _, param = token.partition(":")
         try:
             method = CompressionMethod(name)
@@ -81,10 +81,10 @@ def parse_methods(text: str) -> list[CompressionSpec]:
                 spec = CompressionSpec(method)
             make_codec(spec)
         except ValueError as e:
-            issues.append(Issue(path, f"got {token!r}; {e}"))
+            issues.append(Issue(path, f"{token!r}: {e}"))
             continue
         except ScenarioError as e:
-            issues.append(Issue(path, f"got {token!r}; " + "; ".join(x.message for x in e.issues)))
+            issues.append(Issue(path, f"{token!r}: " + "; ".join(x.message for x in e.issues)))
             continue
         specs.append(spec)
     if not specs and not issues:

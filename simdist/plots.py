@@ -111,8 +111,7 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> Non
     ax.set_title(topology.description or "topology", fontsize=9)
     ax.set_axis_off()
     fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    _write(plt, fig, path, dpi=150)
 
 
 def _figure(ncols: int, width: float = 12.0, height: float = 4.2):
@@ -126,12 +125,25 @@ def _figure(ncols: int, width: float = 12.0, height: float = 4.2):
 
 
 def _save(plt, fig, path: str) -> None:
+    fig.tight_layout()
+    _write(plt, fig, path, dpi=110)
+
+
+def _write(plt, fig, path: str, dpi: int) -> None:
+    """Save the figure (creating its folder); an unwritable path or unknown image format is a SimdistError."""
     from pathlib import Path
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from simdist.errors import SimdistError
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
+    except OSError as err:
+        raise SimdistError(f"cannot write plot {path}: {err.strerror or err} ({err.filename or path})") from err
+    except ValueError as err:  # matplotlib: unknown format from the file extension
+        raise SimdistError(f"cannot write plot {path}: {err}") from err
+    finally:
+        plt.close(fig)
 
 
 def plot_result(scenario, result, path: str) -> None:

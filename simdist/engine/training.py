@@ -89,9 +89,7 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
         iteration_time_s=out.iteration_s,
         throughput=throughput,
         scaling_efficiency=(plan.global_batch / out.iteration_s) / plan.single_gpu_samples_per_s,
-        breakdown_s=Breakdown(compute=out.compute_s, communication=max(0.0, out.comm_busy_s - out.compression_s),
-                              exposed_communication=max(0.0, out.iteration_s - out.compute_s - out.optimizer_s),
-                              compression=out.compression_s, optimizer=out.optimizer_s),
+        breakdown_s=_breakdown(out),
         memory=memory,
         links=out.links,
         extra={"strategy": _strategy_summary(scenario, plan),
@@ -102,6 +100,16 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
         iterations=out.times,
         records=out.records,
     )
+
+
+def _breakdown(out: _Outcome) -> Breakdown:
+    """Per-iteration seconds as plain floats; exposed communication is what compute and the optimizer do not
+    explain, capped at the communication time (the rest is codec time that overlap did not hide)."""
+    communication = max(0.0, float(out.comm_busy_s) - float(out.compression_s))
+    unexplained = max(0.0, float(out.iteration_s) - float(out.compute_s) - float(out.optimizer_s))
+    return Breakdown(compute=float(out.compute_s), communication=communication,
+                     exposed_communication=min(unexplained, communication),
+                     compression=float(out.compression_s), optimizer=float(out.optimizer_s))
 
 
 def _top_links(ctx) -> tuple[LinkUtilization, ...]:

@@ -34,6 +34,11 @@ def catalog_context() -> dict[str, list[str]]:
     }
 
 
+def _in_file_order(issues: list[Issue], source: Source) -> list[Issue]:
+    """Issues sorted by their line in the file, each reported once (two checks may find the same problem)."""
+    return sorted(dict.fromkeys(issues), key=lambda i: source.line_of(i.path))
+
+
 def _check(source: Source, overrides: Sequence[str], base_dir: Path, name: str) -> tuple[Scenario | None, list[Issue]]:
     issues = list(source.issues)
     data: Any = source.data
@@ -51,11 +56,11 @@ def _check(source: Source, overrides: Sequence[str], base_dir: Path, name: str) 
         model = ScenarioModel.model_validate(data, context=catalog_context())
     except ValidationError as err:
         issues += from_validation_error(err)
-        return None, sorted(issues, key=lambda i: source.line_of(i.path))
+        return None, _in_file_order(issues, source)
     if issues:
-        return None, sorted(issues, key=lambda i: source.line_of(i.path))
+        return None, _in_file_order(issues, source)
     scenario, found = collect(model, base_dir, name)
-    return scenario, sorted(found, key=lambda i: source.line_of(i.path))
+    return scenario, _in_file_order(found, source)
 
 
 def check_data(data: Any, overrides: Sequence[str] = (), base_dir: str | Path = ".",

@@ -19,7 +19,7 @@ from simdist.scenario import (
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
 )
 
-_SUB_ALGORITHMS = {StrategyKind.RING, StrategyKind.TREE, StrategyKind.HALVING_DOUBLING, StrategyKind.TORUS2D}
+_SUB_ALGORITHMS = {StrategyKind.RING, StrategyKind.TREE, StrategyKind.HALVING_DOUBLING}  # collectives.flat builders
 _TARGETS = {  # failure kind -> target prefixes it accepts
     FailureKind.NODE_DOWN: ("node",), FailureKind.GPU_DOWN: ("gpu",), FailureKind.LINK_DOWN: ("link",),
     FailureKind.LINK_DEGRADE: ("link",), FailureKind.STRAGGLER: ("gpu", "node"),

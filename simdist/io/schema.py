@@ -187,9 +187,9 @@ class TrainingModel(Strict):
 
 class HierarchicalModel(Strict):
     intra: StrategyKind = StrategyKind.RING
-    """Algorithm inside a node: ring | tree | halving_doubling | torus2d."""
+    """Algorithm inside a node: ring | tree | halving_doubling."""
     inter: StrategyKind = StrategyKind.RING
-    """Algorithm across nodes: ring | tree | halving_doubling | torus2d."""
+    """Algorithm across nodes: ring | tree | halving_doubling."""
 
 
 class PsModel(Strict):

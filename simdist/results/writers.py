@@ -9,13 +9,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from simdist.errors import SimdistError
 from simdist.results.records import RunResult
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder and a rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `text` to `path` via a temporary file in the same folder and a rename, so readers never see half a file.
+
+    A folder that cannot be created or written (a file in the way, no permission) raises SimdistError.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise SimdistError(f"cannot write {path}: {err.strerror or err} ({err.filename or path})") from err
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
