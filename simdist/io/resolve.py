@@ -133,6 +133,20 @@ def _calibration(value: str | None, base_dir: Path, issues: list[Issue]) -> str 
     return str(p)
 
 
+_PER_NODE_STRATEGIES = {StrategyKind.HIERARCHICAL, StrategyKind.TORUS2D}  # a row/level per node: equal sizes
+
+
+def _check_uniform_nodes(strategy: StrategyKind, cluster, issues: list[Issue]) -> None:
+    """hierarchical and torus2d arrange ranks node by node, so every node must hold the same number of GPUs."""
+    if strategy not in _PER_NODE_STRATEGIES or cluster is None:
+        return
+    sizes = sorted({g.gpus_per_node for g in cluster.node_groups})
+    if len(sizes) > 1:
+        issues.append(Issue("communication.strategy", f"got '{strategy}'; it needs the same number of GPUs on every "
+                                                      f"node, but the node groups have {sizes} (use ring, tree, "
+                                                      f"halving_doubling or ps)"))
+
+
 def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") -> tuple[Scenario | None, list[Issue]]:
     """The Scenario and no issues, or None and every issue found."""
     issues: list[Issue] = []
@@ -143,6 +157,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     gpus = cluster.num_gpus if cluster is not None else None
     training = _training(m, gpus, issues)
     communication = _communication(m, gpus, issues)
+    _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues)
     failures = _failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

@@ -78,3 +78,17 @@ def test_hierarchical_torus2d_level_is_a_scenario_error_not_a_crash(level):
     issues = check_data(data)
     assert [i.path for i in issues] == [f"communication.hierarchical.{level}"]
     assert "ring, tree" in issues[0].message
+
+
+@pytest.mark.parametrize("strategy", ["hierarchical", "torus2d"])
+def test_per_node_strategies_on_unequal_nodes_are_a_scenario_error(strategy):
+    # they used to end in a ValueError from the schedule builder (an 'internal error' in the CLI)
+    data = copy.deepcopy(BASE)
+    data["cluster"]["nodes"].append({"count": 2, "gpu": "v100-sxm2-32gb", "gpus_per_node": 4,
+                                     "intra_node": {"bandwidth": "150 GB/s"}, "nic": {"bandwidth": "100 Gb/s"}})
+    data["communication"]["strategy"] = strategy
+    issues = check_data(data)
+    assert [i.path for i in issues] == ["communication.strategy"]
+    assert "[4, 8]" in issues[0].message
+    data["communication"]["strategy"] = "ring"
+    assert check_data(data) == []
