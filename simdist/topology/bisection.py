@@ -2,7 +2,8 @@
 
 Builders' fabrics use closed forms (the worst balanced cut of the structure):
 - single switch: the NICs of the smaller half, sum of the floor(N/2) smallest machine NIC capacities;
-- fat tree: min(that host bound, floor(leaves/2) x leaf uplink capacity, floor(pods/2) x pod uplink capacity);
+- fat tree: min(that host bound, floor(leaves/2) x leaf uplink capacity, floor(pods/2) x pod uplink capacity),
+  a level with a single leaf or pod not being crossed;
 - ring: 2 links (cut in two places) x planes; complete torus whose first side is the longest and even:
   2 x (N / that side) links x planes.
 Custom graphs, incomplete tori and hand-built graphs fall back to max-flow between the first and the
@@ -77,13 +78,16 @@ def bisection_bandwidth_Bps(topology: Topology) -> float:
     n = len(names)
     if n < 2:
         return 0.0
-    caps = sorted(_nic_capacity(topology).get(m, 0.0) for m in names)
+    nic = _nic_capacity(topology)  # once: it walks every edge
+    caps = sorted(nic.get(m, 0.0) for m in names)
     hosts = sum(caps[: n // 2])
     if kind == "single_switch":
         return hosts
-    if kind == "fat_tree":
-        out = min(hosts, (meta["leaves"] // 2) * meta["leaf_uplink_Bps"])
-        if meta.get("levels") == 3:
+    if kind == "fat_tree":  # a level with one switch (one leaf, one pod) is not crossed by the cut
+        out = hosts
+        if meta["leaves"] >= 2:
+            out = min(out, (meta["leaves"] // 2) * meta["leaf_uplink_Bps"])
+        if meta.get("levels") == 3 and meta["pods"] >= 2:
             out = min(out, (meta["pods"] // 2) * meta["pod_uplink_Bps"])
         return out
     link = _fabric_link_Bps(topology)

@@ -49,12 +49,23 @@ def _quantity(value: object, parse, where: str, default: float) -> float:
     return parse(value, where)
 
 
+def _number(value: object, where: str, expected: str) -> float:
+    """A GraphML attribute read as a number (GraphML string attributes arrive as text)."""
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ScenarioError.bad_value(where, value, expected) from None
+    if out != out:
+        raise ScenarioError.bad_value(where, value, expected)
+    return out
+
+
 def edge_link(data: dict, fabric: FabricSpec, where: str) -> LinkSpec:
     """The LinkSpec of one GraphML edge, defaults from fabric.link."""
     base = fabric.link
     bw = _quantity(data.get("bandwidth"), parse_bandwidth, f"{where}.bandwidth", base.bandwidth_Bps)
     lat = _quantity(data.get("latency"), parse_duration, f"{where}.latency", base.latency_s)
-    eff = float(data.get("efficiency", base.efficiency))
+    eff = _number(data.get("efficiency", base.efficiency), f"{where}.efficiency", "0 < efficiency <= 1")
     if bw <= 0:
         raise ScenarioError.bad_value(f"{where}.bandwidth", data.get("bandwidth"), "a positive bandwidth")
     if not 0 < eff <= 1:
@@ -78,10 +89,10 @@ def build_custom(g: nx.Graph, fabric: FabricSpec, machines: list[Machine]) -> st
         g.add_node(str(v))
     for u, v, data in src.edges(data=True):
         where = f"{PATH}[{u}-{v}]"
-        mult = int(data.get("multiplicity", 1))
-        if mult < 1:
+        mult = _number(data.get("multiplicity", 1), f"{where}.multiplicity", "an integer >= 1")
+        if mult < 1 or mult != int(mult):
             raise ScenarioError.bad_value(f"{where}.multiplicity", mult, "an integer >= 1")
-        add_link(g, str(u), str(v), edge_link(data, fabric, where), "fabric", mult)
+        add_link(g, str(u), str(v), edge_link(data, fabric, where), "fabric", int(mult))
     for m, host in zip(machines, hosts):
         attach(g, m, host)
     g.graph["fabric"] = {"kind": "custom", "hosts": len(hosts), "file": fabric.graphml}
