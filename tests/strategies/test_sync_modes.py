@@ -1,13 +1,10 @@
 """Synchronisation modes (asp, ssp, local_sgd), static stragglers and the statistical-efficiency keys."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
-from simdist.io.load import load_data
+from tests.strategies.scenario_runner import run_with
 
 PS = {
     "name": "sync",
@@ -24,14 +21,7 @@ STRAGGLER = {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:3", "s
 
 
 def _run(changes: dict | None = None, fidelity: str = "", base: dict = PS):
-    data = copy.deepcopy(base)
-    for dotted, value in (changes or {}).items():
-        node = data
-        *path, last = dotted.split(".")
-        for p in path:
-            node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
-        node[last] = value
-    return simulate(load_data(data), fidelity=fidelity)
+    return run_with(base, changes, fidelity)
 
 
 @pytest.mark.parametrize("fidelity", ["simulate", "estimate"])

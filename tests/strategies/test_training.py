@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from simdist.engine.simulation import simulate
 from simdist.io.load import load_data
+from tests.strategies.scenario_runner import run_with
 
 BASE = {
     "name": "t",
@@ -23,14 +24,7 @@ BASE = {
 
 
 def _run(changes: dict | None = None, fidelity: str = "", base: dict = BASE):
-    data = copy.deepcopy(base)
-    for dotted, value in (changes or {}).items():
-        node = data
-        *path, last = dotted.split(".")
-        for p in path:
-            node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
-        node[last] = value
-    return simulate(load_data(data), fidelity=fidelity)
+    return run_with(base, changes, fidelity)
 
 
 def test_result_fields():

@@ -12,22 +12,14 @@ from simdist.errors import ScenarioError
 from simdist.io.load import load_scenario
 from validation.bench import run_cases
 from validation.cases import Case, CaseKind, P2pMode, p2p_case, parse_case
-from validation.emulab import EmulabError, EmulabLayout, check_privileges
+from tests.validation.emulab_marks import needs_emulab
+from validation.emulab import EmulabLayout
 from validation.p2p_fit import (efficiency_given_latency, fit_alpha_beta, fit_p2p, fit_p2p_records, link_class,
                                 p2p_coefficients, p2p_times)
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 
 
-def _why_not() -> str | None:
-    try:
-        check_privileges()
-    except EmulabError as e:
-        return str(e)
-    return None
-
-
-_reason = _why_not()
 
 
 def test_case_pairs_classes_and_modes() -> None:
@@ -157,9 +149,7 @@ def test_calibrate_takes_link_figures_from_p2p_records(tmp_path: Path) -> None:
     assert prof.algorithms == {} and prof.compute == ()
 
 
-@pytest.mark.slow
-@pytest.mark.emulab
-@pytest.mark.skipif(_reason is not None, reason=f"no emulated cluster: {_reason}")
+@needs_emulab
 def test_p2p_on_the_emulated_racks() -> None:
     """2 racks x 2 hosts, 500 Mb/s hosts, 250 Mb/s uplink: streams >= 4 MB run at 0.956 x the bottleneck
     rate (within 10 %), and the fitted latency is small and non-negative."""

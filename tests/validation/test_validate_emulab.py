@@ -9,29 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from validation.emulab import EmulabError, check_privileges
+from tests.validation.emulab_marks import needs_emulab
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
-
-
-def _why_not() -> str | None:
-    try:
-        check_privileges()
-    except EmulabError as e:
-        return str(e)
-    return None
-
-
-_reason = _why_not()
 MATRIX = ["flat4-ring-500m", "flat4-ps1-colocated-500m", "flat4-ps2-dedicated-500m", "flat4-ps4-sharded-500m",
           "racks2x2-ring-fattree", "racks2x2-ring-nodes", "racks2x2-hierarchical", "ddp-mlp-fp16-1g"]
 
 
-@pytest.mark.slow
-@pytest.mark.emulab
-@pytest.mark.skipif(_reason is not None, reason=f"no emulated cluster: {_reason}")
+@needs_emulab
 def test_calibrated_predictions_match_the_emulated_cluster(tmp_path: Path) -> None:
     from validation.commands import calibrate_command, validate
 

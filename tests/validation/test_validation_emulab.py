@@ -16,27 +16,11 @@ import pytest
 
 from validation.bench import run_cases
 from validation.cases import Case, CaseKind, DdpHook
-from validation.emulab import EmulabError, EmulabLayout, EmulatedCluster, check_privileges, cleanup_stale
+from tests.validation.emulab_marks import needs_emulab
+from validation.emulab import EmulabLayout, EmulatedCluster, cleanup_stale
 from validation.emulab.cluster import list_namespaces, machine_lock
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _emulab_available() -> str | None:
-    try:
-        check_privileges()
-    except EmulabError as e:
-        return str(e)
-    return None
-
-
-_why_not = _emulab_available()
-
-
-def needs_emulab(fn):
-    """Mark slow + emulab, and skip with the one-line reason where namespaces are unavailable."""
-    skip = pytest.mark.skipif(_why_not is not None, reason=f"no emulated cluster: {_why_not}")
-    return pytest.mark.slow(pytest.mark.emulab(skip(fn)))
 
 
 def _ours(prefix: str = "sdt") -> list[str]:
