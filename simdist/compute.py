@@ -45,13 +45,19 @@ class ComputeCalibration:
 
     `efficiency[gpu_key][dtype]` is the achieved fraction of peak on matmuls ('*' matches any GPU);
     `kind_factor[kind]` scales it per layer kind (efficiency x factor is capped at 1, so a factor may
-    exceed 1); `memory_efficiency[gpu_key]` the HBM fraction.
+    exceed 1); `memory_efficiency[gpu_key]` the HBM fraction; `codec_factor[method]` multiplies the
+    compression codec's roofline encode/decode time (measured / predicted, from a codec probe).
     """
 
     efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     kind_factor: Mapping[str, float] = field(default_factory=dict)
     memory_efficiency: Mapping[str, float] = field(default_factory=dict)
     launch_overhead_s: float | None = None
+    codec_factor: Mapping[str, float] = field(default_factory=dict)
+
+    def codec_cost_factor(self, method: str) -> float:
+        """The measured factor on codec `method`'s encode/decode time (1.0 when not measured)."""
+        return float(self.codec_factor.get(method, 1.0))
 
     def __post_init__(self) -> None:
         for gpu, table in self.efficiency.items():
@@ -62,6 +68,9 @@ class ComputeCalibration:
                 raise ValueError(f"kind_factor[{kind}]: got {f!r}; expected a positive factor")
         for gpu, e in self.memory_efficiency.items():
             _check_fraction(f"memory_efficiency[{gpu}]", e)
+        for method, f in self.codec_factor.items():
+            if not (isinstance(f, (int, float)) and 0.0 < f < math.inf):
+                raise ValueError(f"codec_factor[{method}]: got {f!r}; expected a positive factor")
         if self.launch_overhead_s is not None and not self.launch_overhead_s >= 0:
             raise ValueError(f"launch_overhead_s: got {self.launch_overhead_s!r}; expected >= 0")
 

@@ -30,6 +30,7 @@ from simdist.io.calibration import CalibrationProfile, ComputeEntry, LinkCalibra
 from simdist.results.writers import atomic_write_text
 from simdist.scenario import Scenario
 
+from validation.codec_fit import fit_codecs
 from validation.p2p_fit import PROBE_LATENCY_S, efficiency_given_latency, fit_alpha_beta, fit_p2p_records  # noqa: F401
 
 
@@ -108,7 +109,8 @@ def _link_entry(key: tuple[str, str, str | None], p2p: dict | None, sweep: list 
 
 def calibrate(run_dir: str | Path) -> CalibrationProfile:
     """Fit a profile from the p2p sweeps and ring all_reduce sweeps (links: `_link_entry` says which fit
-    gives what), the collective benchmarks (algorithm factors) and DDP compute-only steps (compute efficiency)."""
+    gives what), the collective benchmarks (algorithm factors), DDP compute-only steps (compute efficiency)
+    and codec probes (codec cost factors, validation/codec_fit.py)."""
     from simdist.engine.simulation import simulate
     from simdist.io.calibration import apply_profile
 
@@ -130,7 +132,7 @@ def calibrate(run_dir: str | Path) -> CalibrationProfile:
     compute: dict[tuple[str, str], list[float]] = {}
     for rec, s in zip(runs, scenarios):
         cal = apply_profile(s, profile)
-        if rec["metric"] == "p2p":
+        if rec["metric"] in ("p2p", "codec"):
             continue
         if rec["metric"] == "time_s":
             for row, p in zip(simulate(cal, "estimate").collectives or (), rec["result"]["points"]):
@@ -143,6 +145,8 @@ def calibrate(run_dir: str | Path) -> CalibrationProfile:
             compute.setdefault((_gpu_key(s), dtype), []).append(old * predicted / rec["result"]["compute"]["median_s"])
     comp = tuple(ComputeEntry(g, d, min(1.0, statistics.median(v)), {"points": len(v), "values": v})
                  for (g, d), v in sorted(compute.items()))
+    probes = [(r, s) for r, s in zip(runs, scenarios) if r["metric"] == "codec"]
+    codecs = fit_codecs(probes, _gpu_key(probes[0][1])) if probes else ()
     env = runs[0].get("environment", {})
     provenance = {"measured_at": runs[0].get("measured_at"), "fitted_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "where": env.get("hostname") or platform.node(), "launcher": runs[0].get("launcher"),
@@ -150,7 +154,7 @@ def calibrate(run_dir: str | Path) -> CalibrationProfile:
                   "files": sorted({r["file"] for r in runs}),
                   "algorithm_factor_spread": {k: [min(v), max(v)] for k, v in algorithms.items()}}
     return replace(profile, algorithms={k: statistics.median(v) for k, v in sorted(algorithms.items())},
-                   compute=comp, provenance=provenance)
+                   compute=comp, codecs=codecs, provenance=provenance)
 
 
 def write_profile(profile: CalibrationProfile, path: str | Path) -> Path:
@@ -175,4 +179,6 @@ def describe(profile: CalibrationProfile) -> str:
                          f"{pl['efficiency_vs_nominal']:.4f} x nominal")
     lines += [f"algorithm {k}: x{v:.4f}" for k, v in profile.algorithms.items()]
     lines += [f"compute {c.gpu} {c.dtype}: efficiency {c.efficiency:.4f}" for c in profile.compute]
+    lines += [f"codec {c.method} on {c.gpu}: x{c.factor:.3f} of the roofline encode/decode ({c.fit.get('points')} points)"
+              for c in profile.codecs]
     return "\n".join(lines)

@@ -19,6 +19,7 @@ class CaseKind(StrEnum):
     PS = "ps"  # parameter server: push shards to servers, then pull them back
     DDP = "ddp"  # DistributedDataParallel training steps of a synthetic MLP
     P2P = "p2p"  # send/recv between pairs of ranks: ping-pong (latency) and one-way streams (bandwidth)
+    CODEC = "codec"  # DDP steps on one-rank groups with every hook: the hooks' encode/decode cost, no network
 
 
 class P2pMode(StrEnum):
@@ -47,7 +48,8 @@ class Case:
 
     ps: `servers`, `placement` (colocated | dedicated). hierarchical: `local_size` ranks per group
     (0 = LOCAL_WORLD_SIZE). p2p: `pairs` "a-b/..." timed one pair at a time, `mode`, `local_size` ranks
-    per rack (0 = one switch), which names each pair's class (same_switch | cross_uplink). ddp: an MLP of `depth` x Linear(hidden, hidden), `batch` samples, `hook`.
+    per rack (0 = one switch), which names each pair's class (same_switch | cross_uplink). ddp: an MLP of
+    `depth` x Linear(hidden, hidden), `batch` samples, `hook`. codec: the same MLP, every hook, no network.
     """
 
     kind: CaseKind
@@ -80,7 +82,7 @@ class Case:
             self.pair_list  # noqa: B018  (checks the spelling)
         if self.servers < 1:
             raise ScenarioError.bad_value("case.servers", self.servers, "at least 1 server")
-        if self.kind is CaseKind.DDP and self.hook is DdpHook.POWERSGD and self.warmup < 2:
+        if (self.kind is CaseKind.CODEC or self.kind is CaseKind.DDP and self.hook is DdpHook.POWERSGD) and self.warmup < 2:
             # PowerSGD compresses only from its 2nd iteration on (start_powerSGD_iter=2).
             object.__setattr__(self, "warmup", 2)
 
@@ -186,6 +188,16 @@ def p2p_case(hosts: int, nodes_per_leaf: int | None = None, sizes_bytes: tuple[f
         pairs.append((0, nodes_per_leaf * ranks_per_host))
     return Case(CaseKind.P2P, tuple(sizes_bytes), warmup, reps, local_size=(nodes_per_leaf or 0) * ranks_per_host,
                 pairs="/".join(f"{a}-{b}" for a, b in pairs), name=name)
+
+
+def codec_case(hidden: int = 1024, depth: int = 8, powersgd_rank: int = 4, reps: int = 7,
+               name: str = "codec") -> Case:
+    """The codec probe: local DDP steps of an MLP with each hook (`simdist calibrate` fits codec cost from it).
+
+    Batch 1, so that the hooks' encode/decode is not lost in the jitter of the forward/backward pass.
+    """
+    return Case(CaseKind.CODEC, warmup=2, reps=reps, hidden=hidden, depth=depth, batch=1,
+                powersgd_rank=powersgd_rank, name=name)
 
 
 def split_launches(cases: list[Case]) -> list[list[Case]]:

@@ -28,14 +28,16 @@ def _load(files: Sequence[str], rate_scale: float) -> list[tuple[str, object, ob
 
 
 def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: float,
-            timeout_s: float = 300.0, workdir: str | None = None, p2p: bool = True) -> list[dict]:
+            timeout_s: float = 300.0, workdir: str | None = None, p2p: bool = True, codec: bool = True) -> list[dict]:
     """Run every plan's cases; one record per file: {file, name, metric, case, result, layout, environment}.
 
     With `p2p`, every layout's launch also runs a point-to-point sweep (one pair per pair class, a few
     seconds), kept as a record with metric "p2p" named `p2p-<first file>` (what `calibrate` fits links from).
+    With `codec`, a layout with DDP cases also runs the codec probe (every hook on one-rank groups, on the
+    first DDP case's MLP), kept as metric "codec" named `codec-<first file>` (codec cost factors).
     """
     from validation.bench import Launcher, run_cases
-    from validation.cases import p2p_case
+    from validation.cases import CaseKind, codec_case, p2p_case
 
     launcher = Launcher(launcher)
     if launcher is Launcher.EMULAB:
@@ -50,6 +52,9 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
         cases = [c for i in idx for c in plans[i][2].cases]  # type: ignore[attr-defined]
         pp = p2p_case(layout.hosts, layout.nodes_per_leaf) if p2p and layout.hosts >= 2 else None  # type: ignore[attr-defined]
         cases += [pp] if pp is not None else []
+        ddp = [c for c in cases if c.kind is CaseKind.DDP]  # the probe runs the (first) DDP case's MLP:
+        probe = codec_case(ddp[0].hidden, ddp[0].depth, ddp[0].powersgd_rank) if codec and ddp else None  # codec cost depends on shapes
+        cases += [probe] if probe is not None else []
         res = run_cases(cases, launcher, layout if launcher is Launcher.EMULAB else None,  # type: ignore[arg-type]
                         world_size=layout.hosts, timeout_s=timeout_s, workdir=workdir)  # type: ignore[attr-defined]
         env = dict(res["environment"])  # type: ignore[arg-type]
@@ -63,11 +68,13 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
                               "case": case.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
                               "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
                               "environment": env}
-        if pp is not None:
-            first = plans[idx[0]][0]
-            records.append({"file": first, "name": f"p2p-{Path(first).stem}", "metric": "p2p", "case": pp.to_dict(),
-                            "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
-                            "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp, "environment": env})
+        first = plans[idx[0]][0]
+        for extra, metric in ((pp, "p2p"), (probe, "codec")):
+            if extra is not None:
+                records.append({"file": first, "name": f"{metric}-{Path(first).stem}", "metric": metric,
+                                "case": extra.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
+                                "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
+                                "environment": env})
     return [r for r in records if r is not None]
 
 
@@ -84,7 +91,27 @@ def predict(scenario: object, profile: object | None, rate_scale: float) -> dict
     if result.collectives:
         factor = (lambda alg: profile.algorithm_factor(alg)) if profile is not None else (lambda alg: 1.0)  # type: ignore[attr-defined]
         return {"rows": [(r.size_bytes, r.time_s * factor(r.algorithm), r.algorithm) for r in result.collectives]}
-    return {"iteration_time_s": result.iteration_time_s}
+    b = result.breakdown_s
+    if b is None:
+        return {"iteration_time_s": result.iteration_time_s}
+    return {"iteration_time_s": result.iteration_time_s,
+            "breakdown_s": {"compute": b.compute + b.optimizer, "compression": b.compression,
+                            "exposed_communication": b.exposed_communication}}
+
+
+def _predict_codec(rec: dict, profile: object | None, rate_scale: float) -> dict:
+    """{"rows": measured vs simdist's codec time per hook} for a codec probe record (profile applied)."""
+    from simdist.io.calibration import apply_profile
+    from simdist.io.load import load_scenario
+    from validation.codec_fit import probe_rows
+    from validation.from_scenario import scale_rates
+
+    try:
+        s = scale_rates(load_scenario(rec["file"]), rate_scale)
+        s = apply_profile(s, profile) if profile is not None else s  # type: ignore[arg-type]
+        return {"rows": probe_rows(rec, s)}
+    except (ValueError, KeyError, IndexError) as err:
+        return {"error": f"{type(err).__name__}: {err}"}
 
 
 def _predict_p2p(rec: dict, profile: object | None, rate_scale: float) -> dict:
@@ -128,6 +155,8 @@ def validate(files: list[str], launcher: str, calibration: str | None, out: str 
     for rec in records:
         if rec["metric"] == "p2p":
             predictions[f"p2p:{rec['name']}"] = _predict_p2p(rec, profile, rate_scale)
+        elif rec["metric"] == "codec":
+            predictions[f"codec:{rec['name']}"] = _predict_codec(rec, profile, rate_scale)
     report = build_report(records, predictions)
     report["calibration"] = calibration
     report["launcher"] = str(launcher)

@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         if case.kind is CaseKind.DDP:
             from validation.ddp_case import run_ddp_case
             res = run_ddp_case(case, device, sync)
+        elif case.kind is CaseKind.CODEC:
+            from validation.ddp_case import run_codec_case
+            res = run_codec_case(case, device, sync)
         elif case.kind is CaseKind.P2P:
             from validation.p2p_case import run_p2p_case
             res = run_p2p_case(case, device, sync)

@@ -1,6 +1,7 @@
 """`make_codec`: a scenario's compression spec -> a codec, via one explicit registry dict."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable
 
@@ -46,8 +47,11 @@ _USES_RATIO = {CompressionMethod.TOPK, CompressionMethod.RANDOMK}
 _USES_RANK = {CompressionMethod.POWERSGD}
 
 
-def make_codec(spec: CompressionSpec) -> Codec:
-    """The codec for `spec`; ScenarioError (naming communication.compression.*) on bad parameters."""
+def make_codec(spec: CompressionSpec, cost_factor: float = 1.0) -> Codec:
+    """The codec for `spec`; ScenarioError (naming communication.compression.*) on bad parameters.
+
+    `cost_factor` scales its encode/decode kernel times (a calibration profile's measured codec factor).
+    """
     try:
         method = CompressionMethod(spec.method)
     except ValueError:
@@ -59,4 +63,7 @@ def make_codec(spec: CompressionSpec) -> Codec:
     if spec.rank is not None and method not in _USES_RANK:
         raise ScenarioError.bad_value(f"{PATH}.rank", spec.rank,
                                       f"no rank for method {method.value!r} (only powersgd takes one)")
-    return CODECS[method](spec)
+    codec = CODECS[method](spec)
+    if cost_factor != 1.0 and dataclasses.is_dataclass(codec) and hasattr(codec, "cost"):
+        codec = dataclasses.replace(codec, cost=dataclasses.replace(codec.cost, calibration=cost_factor))  # type: ignore[type-var]
+    return codec

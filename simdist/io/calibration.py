@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from simdist.compute import ComputeCalibration
 from simdist.errors import ScenarioError
 from simdist.hardware.specs import ClusterSpec, GpuSpec, IntraNodeSpec, LinkSpec, NodeGroupSpec
-from simdist.scenario import Scenario
+from simdist.scenario import CompressionMethod, Scenario
 
 FORMAT = "simdist-calibration/1"
 ROLES = ("nic", "fabric", "intra_node")
@@ -82,6 +82,23 @@ class ComputeEntry:
 
 
 @dataclass(frozen=True)
+class CodecEntry:
+    """Measured cost of compression `method` on GPUs whose key or name is `gpu`: `factor` multiplies the
+    codec's roofline encode/decode time (measured / predicted; `fit` keeps the probe's figures)."""
+
+    gpu: str
+    method: str
+    factor: float
+    fit: Mapping[str, Any] = field(default_factory=dict)
+
+    def matches(self, gpu: GpuSpec) -> bool:
+        return self.gpu in (gpu.key, gpu.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "method": self.method, "factor": self.factor, "fit": dict(self.fit)}
+
+
+@dataclass(frozen=True)
 class CalibrationProfile:
     """Everything one calibration run measured; `source` is the file it was loaded from (for the record)."""
 
@@ -90,6 +107,7 @@ class CalibrationProfile:
     compute: tuple[ComputeEntry, ...] = ()
     provenance: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = None
+    codecs: tuple[CodecEntry, ...] = ()
 
     def algorithm_factor(self, algorithm: str) -> float:
         """Multiply a predicted collective time of `algorithm` by this (1.0 when not measured)."""
@@ -101,7 +119,7 @@ class CalibrationProfile:
                     "efficiency": c.efficiency, "fit": dict(c.fit)}
 
         return {"format": FORMAT, "links": [link(c) for c in self.links], "algorithms": dict(self.algorithms),
-                "compute": [c.to_dict() for c in self.compute],
+                "compute": [c.to_dict() for c in self.compute], "codecs": [c.to_dict() for c in self.codecs],
                 "provenance": dict(self.provenance)}
 
     def to_json(self) -> str:
@@ -136,7 +154,8 @@ def _mapping(v: Any, path: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
 
 _LINK_KEYS = ("name", "transport", "role", "latency_s", "efficiency", "fit")
 _COMPUTE_KEYS = ("gpu", "dtype", "efficiency", "kind_factor", "memory_efficiency", "launch_overhead_s", "fit")
-_TOP_KEYS = ("format", "links", "algorithms", "compute", "provenance")
+_CODEC_KEYS = ("gpu", "method", "factor", "fit")
+_TOP_KEYS = ("format", "links", "algorithms", "compute", "codecs", "provenance")
 
 
 def _compute_entry(e: Mapping[str, Any], p: str) -> ComputeEntry:
@@ -183,10 +202,21 @@ def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfil
             if not isinstance(e.get(key), str):
                 raise ScenarioError.bad_value(f"{p}.{key}", e.get(key), "a string")
         compute.append(_compute_entry(e, p))
+    codecs = []
+    for i, raw in enumerate(d.get("codecs", [])):
+        p = f"{where}.codecs[{i}]"
+        e = _mapping(raw, p, _CODEC_KEYS)
+        for key in ("gpu", "method"):
+            if not isinstance(e.get(key), str):
+                raise ScenarioError.bad_value(f"{p}.{key}", e.get(key), "a string")
+        if e["method"] not in {m.value for m in CompressionMethod}:
+            raise ScenarioError.bad_value(f"{p}.method", e["method"], f"one of {[m.value for m in CompressionMethod]}")
+        codecs.append(CodecEntry(e["gpu"], e["method"], _num(e.get("factor"), f"{p}.factor", "a positive factor",
+                                                             lambda x: x > 0), dict(e.get("fit") or {})))
     prov = d.get("provenance", {})
     if not isinstance(prov, Mapping):
         raise ScenarioError.bad_value(f"{where}.provenance", prov, "a mapping")
-    return CalibrationProfile(tuple(links), algorithms, tuple(compute), dict(prov), source)
+    return CalibrationProfile(tuple(links), algorithms, tuple(compute), dict(prov), source, tuple(codecs))
 
 
 def load_profile(path: str | Path) -> CalibrationProfile:
@@ -236,10 +266,15 @@ def _group(g: NodeGroupSpec, profile: CalibrationProfile) -> NodeGroupSpec:
 def compute_calibration(scenario: Scenario, profile: CalibrationProfile) -> ComputeCalibration | None:
     """The compute model's overrides from the profile's entries matching the scenario's GPUs and precision.
 
-    Kind factors and launch overhead are one table for the run (several matching GPU kinds: the first
-    entry of each wins); memory efficiency is kept per GPU key. None when no entry carries any.
+    Kind factors, codec factors and launch overhead are one table for the run (several matching GPU kinds:
+    the first entry of each wins); memory efficiency is kept per GPU key. None when no entry carries any.
     """
     dtype = scenario.workload.precision.value
+    codecs: dict[str, float] = {}
+    for g in scenario.cluster.node_groups:
+        for c in profile.codecs:
+            if c.matches(g.gpu):
+                codecs.setdefault(c.method, c.factor)
     kinds: dict[str, float] = {}
     memory: dict[str, float] = {}
     launch: float | None = None
@@ -253,19 +288,20 @@ def compute_calibration(scenario: Scenario, profile: CalibrationProfile) -> Comp
                 memory.setdefault(g.gpu.key, e.memory_efficiency)
             if launch is None:
                 launch = e.launch_overhead_s
-    if not kinds and not memory and launch is None:
+    if not kinds and not memory and launch is None and not codecs:
         return None
-    return ComputeCalibration(kind_factor=kinds, memory_efficiency=memory, launch_overhead_s=launch)
+    return ComputeCalibration(kind_factor=kinds, memory_efficiency=memory, launch_overhead_s=launch, codec_factor=codecs)
 
 
 def apply_profile(scenario: Scenario, profile: CalibrationProfile) -> Scenario:
     """`scenario` with the profile's link latency/efficiency, GPU compute efficiency and compute-model
-    overrides (kind factors, memory efficiency, launch overhead: `Scenario.compute_calibration`) substituted.
+    overrides (kind factors, memory efficiency, launch overhead, codec factors: `Scenario.compute_calibration`)
+    substituted.
 
     Links match by LinkSpec.name / transport and role (nic, fabric, intra_node); GPUs by key or name.
     Algorithm factors are not part of a Scenario: callers scale predicted times with `algorithm_factor`.
     """
-    if not profile.links and not profile.compute:  # nothing to substitute: keep the specs as they are
+    if not profile.links and not profile.compute and not profile.codecs:  # nothing to substitute: keep the specs as they are
         return replace(scenario, calibration=profile.source or scenario.calibration)
     c = scenario.cluster
     cluster = ClusterSpec(tuple(_group(g, profile) for g in c.node_groups),

@@ -119,9 +119,10 @@ def build_plan(scenario: Scenario) -> IterationPlan:
     precision = w.precision.value
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
     buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes)
-    codec = make_codec(comm.compression)
-    is_ps = comm.strategy == StrategyKind.PS
     cal = scenario.compute_calibration  # a profile's kind factors etc. (None: the documented defaults)
+    method = getattr(comm.compression.method, "value", comm.compression.method)
+    codec = make_codec(comm.compression, cal.codec_cost_factor(str(method)) if cal else 1.0)
+    is_ps = comm.strategy == StrategyKind.PS
 
     fwd = bwd = opt = 0.0
     ready = [0.0] * len(buckets)
