@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
-from simdist.errors import SimdistError
+from simdist.errors import ScenarioError, SimdistError
 from validation.cases import Case, split_launches
 from validation.emulab.cluster import EmulatedCluster
 from validation.emulab.layout import EmulabLayout
@@ -99,6 +99,9 @@ class _Launch:
                   "--meta", json.dumps(meta), "--timeout-s", str(self.timeout_s)]
         base_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
                     "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        algo = cases[0].nccl_algo  # split_launches gives every case of a launch the same one
+        if algo:
+            base_env["NCCL_ALGO"] = algo
         procs: list[subprocess.Popen] = []
         logs: list[Path] = []
         try:
@@ -155,6 +158,11 @@ def run_cases(cases: Sequence[Case], launcher: Launcher | str = Launcher.LOCAL, 
     launcher = Launcher(launcher)
     if launcher is Launcher.EMULAB and layout is None:
         raise ValueError("the emulab launcher needs a layout")
+    if launcher is not Launcher.TORCHRUN and any(c.nccl_algo == "Tree" for c in cases):
+        raise ScenarioError.bad_value(
+            "communication.strategy", "tree", f"ring with --launcher {launcher} (gloo has no tree all_reduce): set "
+            "communication.backend: gloo, whose all_reduce simdist models as the ring gloo runs, or validate "
+            "the tree on GPUs (--launcher torchrun, NCCL_ALGO=Tree)")
     world = world_size or ((layout.hosts * ranks_per_host) if layout is not None else 4)
     if launcher is Launcher.EMULAB:
         world = layout.hosts * ranks_per_host  # type: ignore[union-attr]

@@ -29,6 +29,7 @@ class P2pMode(StrEnum):
 
 
 STREAM_MIN_BYTES = 1e6
+NCCL_ALGOS = ("", "Ring", "Tree")  # "" = NCCL's tuner chooses (what simdist's `backend: nccl` models)
 # ping-pong sizes far below tbf's 256 KB burst (latency), streams well above it (bandwidth)
 P2P_SIZES = (1e3, 4e3, 4e6, 8e6, 16e6)
 
@@ -67,6 +68,7 @@ class Case:
     scheme: str = "rs_ag"  # hierarchical: rs_ag (reduce-scatter/all_reduce/all_gather) | leader (reduce/all_reduce/broadcast)
     mode: str = "auto"  # p2p: auto | pingpong | stream
     pairs: str = ""  # p2p: "0-1/0-2" (sender-receiver rank pairs); "" = 0-1
+    nccl_algo: str = ""  # NCCL_ALGO of the launch on GPUs (Ring | Tree); "" = NCCL's own choice
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -76,6 +78,8 @@ class Case:
             raise ScenarioError.bad_value("case.placement", self.placement, "colocated or dedicated")
         if self.scheme not in ("rs_ag", "leader"):
             raise ScenarioError.bad_value("case.scheme", self.scheme, "rs_ag or leader")
+        if self.nccl_algo not in NCCL_ALGOS:
+            raise ScenarioError.bad_value("case.nccl_algo", self.nccl_algo, f"one of {list(NCCL_ALGOS)}")
         if self.mode not in tuple(P2pMode):
             raise ScenarioError.bad_value("case.mode", self.mode, f"one of {[m.value for m in P2pMode]}")
         if self.kind is CaseKind.P2P:
@@ -201,8 +205,11 @@ def codec_case(hidden: int = 1024, depth: int = 8, powersgd_rank: int = 4, reps:
 
 
 def split_launches(cases: list[Case]) -> list[list[Case]]:
-    """Group cases into launches: all non-DDP cases together, each DDP case alone (pitfall 6)."""
-    plain = [c for c in cases if c.kind is not CaseKind.DDP]
+    """Group cases into launches: the non-DDP cases of each NCCL_ALGO together (NCCL reads it when the
+    communicator is created), each DDP case alone (pitfall 6)."""
+    plain: dict[str, list[Case]] = {}
+    for c in cases:
+        if c.kind is not CaseKind.DDP:
+            plain.setdefault(c.nccl_algo, []).append(c)
     ddp = [[c] for c in cases if c.kind is CaseKind.DDP]
-    return ([plain] if plain else []) + ddp
-
+    return list(plain.values()) + ddp

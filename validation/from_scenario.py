@@ -5,9 +5,12 @@ Everything is derived from existing scenario keys (no harness-only keys):
   `nodes_per_leaf` with uplink = nodes_per_leaf x NIC / oversubscription. Several GPUs per node
   (single_switch only): a node is a rack, its GPUs are hosts on the rack bridge at the intra_node
   rate, and the node's NIC (rate x count) is the rack uplink. Dedicated PS servers are extra hosts.
-* workload.benchmark {op, sizes} with strategy ring/hierarchical/ps -> one collective/PS case;
+* workload.benchmark {op, sizes} with strategy ring/tree/hierarchical/ps -> one collective/PS case;
   a model workload -> one DDP case (an MLP of identical Linear layers; compression none/fp16/powersgd
   -> the DDP communication hook).
+* ring and tree run the library's all_reduce. With `backend: textbook` the case pins NCCL_ALGO to
+  Ring or Tree (on GPUs NCCL then runs what simdist models; gloo has no tree, so a textbook tree
+  is refused on gloo launchers); with `backend: nccl` or `gloo` the library chooses, as simdist does.
 """
 from __future__ import annotations
 
@@ -89,6 +92,14 @@ def _mlp_shape(scenario: Scenario) -> tuple[int, int]:
     return shape[0][0], len(linear)
 
 
+def _nccl_algo(scenario: Scenario) -> str:
+    """The NCCL_ALGO that makes NCCL run what simdist models: pinned for a textbook ring or tree."""
+    comm = scenario.communication
+    if comm.backend.value != "textbook":
+        return ""  # NCCL's tuner / gloo's ring: simdist's nccl and gloo backends model that choice
+    return {StrategyKind.RING: "Ring", StrategyKind.TREE: "Tree"}.get(comm.strategy, "")
+
+
 def cases_for(scenario: Scenario, name: str, warmup: int = 1, reps: int = 3) -> tuple[Case, ...]:
     """The harness cases measuring `scenario` (sizes, strategy, servers, hook), labelled `name`."""
     comm = scenario.communication
@@ -108,12 +119,14 @@ def cases_for(scenario: Scenario, name: str, warmup: int = 1, reps: int = 3) -> 
             per_node = scenario.cluster.node_groups[0].gpus_per_node
             scheme = "leader" if comm.backend.value == "gloo" else "rs_ag"  # what simdist models for each backend
             return (Case(CaseKind.HIERARCHICAL, sizes, warmup, reps, local_size=per_node, scheme=scheme, name=name),)
-        if strategy is not StrategyKind.RING or op not in _OPS:
+        if op not in _OPS or strategy not in (StrategyKind.RING, StrategyKind.TREE) \
+                or (strategy is StrategyKind.TREE and op != "all_reduce"):
             raise ScenarioError.bad_value("communication.strategy", f"{strategy}/{op}",
-                                          "ring (all_reduce, reduce_scatter, all_gather), hierarchical or ps")
-        return (Case(_OPS[op], sizes, warmup, reps, name=name),)
-    if strategy is not StrategyKind.RING:
-        raise ScenarioError.bad_value("communication.strategy", strategy.value, "ring for a model workload (DDP)")
+                                          "ring (all_reduce, reduce_scatter, all_gather), tree (all_reduce), "
+                                          "hierarchical or ps")
+        return (Case(_OPS[op], sizes, warmup, reps, nccl_algo=_nccl_algo(scenario), name=name),)
+    if strategy not in (StrategyKind.RING, StrategyKind.TREE):
+        raise ScenarioError.bad_value("communication.strategy", strategy.value, "ring or tree for a model workload (DDP)")
     method = comm.compression.method
     if method not in _HOOKS:
         raise ScenarioError.bad_value("communication.compression.method", method.value,
@@ -121,7 +134,8 @@ def cases_for(scenario: Scenario, name: str, warmup: int = 1, reps: int = 3) -> 
     hidden, depth = _mlp_shape(scenario)
     batch = wl.batch_per_gpu or 32
     return (Case(CaseKind.DDP, warmup=warmup, reps=reps, hook=_HOOKS[method], hidden=hidden, depth=depth,
-                 batch=batch, powersgd_rank=comm.compression.rank or DEFAULT_POWERSGD_RANK, name=name),)
+                 batch=batch, powersgd_rank=comm.compression.rank or DEFAULT_POWERSGD_RANK,
+                 nccl_algo=_nccl_algo(scenario), name=name),)
 
 
 def plan_for(scenario: Scenario, name: str, rate_scale: float = 1.0, warmup: int = 1, reps: int = 3) -> HarnessPlan:

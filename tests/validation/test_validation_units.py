@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +16,8 @@ from validation.emulab import GOODPUT_FACTOR, EmulabLayout
 from validation.emulab.commands import build_plan, rerate_plan
 from validation.emulab.layout import from_scenario
 from validation import predict
+
+VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 
 
 def _ns_of(argv: list[str]) -> str:
@@ -187,3 +190,25 @@ def test_torchrun_command_for_a_real_cluster() -> None:
     assert "--nnodes=4" in argv and "--nproc-per-node=8" in argv and "--rdzv-endpoint=node0:29400" in argv
     assert argv[-6:] == ["-m", "validation.worker", "--cases", "c.json", "--out", "r.json"]
     assert "--standalone" in torchrun_argv("c.json", "r.json", 2)
+
+
+def test_tree_runs_the_library_all_reduce_and_a_textbook_tree_pins_nccl() -> None:
+    from simdist.io.load import load_scenario
+    from validation.bench import run_cases
+    from validation.from_scenario import cases_for
+
+    gloo_tree = load_scenario(VAL / "flat4-tree-500m.yaml")
+    (case,) = cases_for(gloo_tree, "t")
+    assert case.kind is CaseKind.ALL_REDUCE and case.nccl_algo == ""  # gloo's own all_reduce: a ring
+    textbook = load_scenario(VAL / "flat4-tree-500m.yaml", ["communication.backend=textbook"])
+    (pinned,) = cases_for(textbook, "t")
+    assert pinned.nccl_algo == "Tree"
+    ring = load_scenario(VAL / "flat4-ring-500m.yaml", ["communication.backend=textbook"])
+    assert cases_for(ring, "r")[0].nccl_algo == "Ring"
+    assert split_launches([pinned, case, Case(CaseKind.PS)]) == [[pinned], [case, Case(CaseKind.PS)]]
+    with pytest.raises(ScenarioError, match="communication.strategy.*gloo has no tree"):
+        run_cases([pinned], "local", world_size=2)
+    with pytest.raises(ScenarioError, match="nccl_algo"):
+        parse_case("all_reduce:nccl_algo=Bogus")
+    with pytest.raises(ScenarioError, match="tree"):
+        cases_for(load_scenario(VAL / "flat4-tree-500m.yaml", ["workload.benchmark.op=all_gather"]), "t")
