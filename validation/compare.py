@@ -40,6 +40,10 @@ def _rows(rec: dict, pred: dict) -> list[dict[str, Any]]:
         if "local" in res:  # the split: codec = local - compute, communication = step - local
             row["codec_measured"] = res["codec_s"]
             row["communication_measured"] = step["median_s"] - res["local"]["median_s"]
+        if "phases" in res:  # medians of the DDP step's own phases (MAX over ranks per step)
+            ph = res["phases"]
+            row["phases_measured"] = {k: ph[k]["median_s"] for k in ("forward", "backward", "optimizer")} | {
+                "bucket_comm": [b["comm"]["median_s"] for b in ph["buckets"]]}
         if pred.get("breakdown_s"):
             b = pred["breakdown_s"]
             row |= {"compute_predicted": b["compute"], "codec_predicted": b["compression"],

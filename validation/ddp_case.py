@@ -11,6 +11,7 @@ codec = local - compute and communication = step - local (what `simdist calibrat
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from typing import Callable
 
@@ -31,16 +32,21 @@ def build_mlp(hidden: int, depth: int) -> nn.Module:
     return nn.Sequential(*layers)
 
 
-def _register_hook(model: nn.parallel.DistributedDataParallel, case: Case, group: object = None) -> None:
+def _register_hook(model: nn.parallel.DistributedDataParallel, case: Case, group: object = None,
+                   clock: PhaseClock | None = None) -> None:
+    """The case's hook (none: torch's plain all_reduce hook, what DDP runs without one), timed by `clock`."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
+    timed = clock.wrap_hook if clock is not None else (lambda h: h)
     if case.hook is DdpHook.FP16:
-        model.register_comm_hook(group, default_hooks.fp16_compress_hook)
+        model.register_comm_hook(group, timed(default_hooks.fp16_compress_hook))
     elif case.hook is DdpHook.POWERSGD:
         state = powerSGD_hook.PowerSGDState(
             process_group=group, matrix_approximation_rank=case.powersgd_rank, start_powerSGD_iter=2,
             use_error_feedback=True, warm_start=True, random_seed=0)
-        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        model.register_comm_hook(state, timed(powerSGD_hook.powerSGD_hook))
+    elif clock is not None:
+        model.register_comm_hook(group, timed(default_hooks.allreduce_hook))
 
 
 def _own_group() -> object:
@@ -53,8 +59,62 @@ def _own_group() -> object:
     return mine
 
 
-def _mlp_step(case: Case, device: str, wrap: Callable[[nn.Module], nn.Module] = lambda m: m) -> Callable[[], None]:
-    """One SGD step of the case's MLP (seeded, synthetic batch), the model wrapped by `wrap`."""
+class PhaseClock:
+    """Phases of each step: forward, backward (with DDP: until every bucket is reduced), optimizer, and
+    per bucket its communication (the hook's call to its future's completion), from the backward's start."""
+
+    def __init__(self, sync: Callable[[], None]) -> None:
+        self.sync = sync
+        self.steps: list[tuple[float, float, float, dict[int, tuple[float, float]]]] = []
+        self._buckets: dict[int, tuple[float, float]] = {}
+        self._bwd_start = 0.0
+
+    def wrap_hook(self, hook: Callable) -> Callable:
+        """`hook` (a DDP communication hook) that also records when its bucket's communication ran."""
+        def timed(state: object, bucket: object) -> object:
+            start = time.perf_counter()
+            index = bucket.index()  # type: ignore[attr-defined]
+
+            def done(fut: object) -> object:
+                self._buckets[index] = (start - self._bwd_start, time.perf_counter() - start)
+                return fut.value()  # type: ignore[attr-defined]
+
+            return hook(state, bucket).then(done)  # type: ignore[attr-defined]
+
+        timed.__annotations__ = {}  # DDP accepts a hook whose `bucket` is unannotated or a real dist.GradBucket
+        return timed
+
+    def step(self, forward: Callable[[], torch.Tensor], optimizer: Callable[[], None]) -> None:
+        self._buckets = {}
+        t0 = time.perf_counter()
+        loss = forward()
+        self.sync()
+        self._bwd_start = t1 = time.perf_counter()
+        loss.backward()
+        self.sync()
+        t2 = time.perf_counter()
+        optimizer()
+        self.sync()
+        self.steps.append((t1 - t0, t2 - t1, time.perf_counter() - t2, dict(self._buckets)))
+
+    def summary(self, reps: int) -> dict[str, object]:
+        """The last `reps` steps, each phase the MAX over ranks (an untimed all_reduce), summarized."""
+        steps = self.steps[-reps:]
+        nb = max((len(b) for *_, b in steps), default=0)
+        rows = [[f, b, o] + [x for i in range(nb) for x in buckets.get(i, (0.0, 0.0))] for f, b, o, buckets in steps]
+        t = torch.tensor(rows, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        cols = t.T.tolist()
+        out: dict[str, object] = {name: summarize(cols[i]) for i, name in enumerate(("forward", "backward", "optimizer"))}
+        out["buckets"] = [{"index": i, "start_s": summarize(cols[3 + 2 * i])["median_s"],
+                           "comm": summarize(cols[4 + 2 * i])} for i in range(nb)]
+        return out
+
+
+def _mlp_step(case: Case, device: str, wrap: Callable[[nn.Module], nn.Module] = lambda m: m,
+              clock: PhaseClock | None = None) -> Callable[[], None]:
+    """One SGD step of the case's MLP (seeded, synthetic batch), the model wrapped by `wrap`; with
+    `clock`, the step's phases are recorded there."""
     torch.manual_seed(0)
     model = wrap(build_mlp(case.hidden, case.depth).to(device))
     x = torch.randn(case.batch, case.hidden, device=device)
@@ -62,22 +122,29 @@ def _mlp_step(case: Case, device: str, wrap: Callable[[nn.Module], nn.Module] = 
     loss_fn = nn.MSELoss()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 
-    def step() -> None:
+    def forward() -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        opt.step()
+        return loss_fn(model(x), y)
+
+    def step() -> None:
+        if clock is not None:
+            clock.step(forward, opt.step)
+        else:
+            forward().backward()
+            opt.step()
 
     return step
 
 
-def _ddp(case: Case, device: str, hook: DdpHook, group: object = None) -> Callable[[nn.Module], nn.Module]:
-    """Wraps a module in DDP on `group` (None: the default group) with one bucket and `hook`."""
+def _ddp(case: Case, device: str, hook: DdpHook, group: object = None,
+         clock: PhaseClock | None = None) -> Callable[[nn.Module], nn.Module]:
+    """Wraps a module in DDP on `group` (None: the default group) with one bucket and `hook` (timed by `clock`)."""
     bucket_mb = math.ceil(case.ddp_params * 4 / 2**20) + 1
     device_ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
 
     def wrap(m: nn.Module) -> nn.Module:
         ddp = nn.parallel.DistributedDataParallel(m, device_ids=device_ids, bucket_cap_mb=bucket_mb, process_group=group)
-        _register_hook(ddp, replace(case, hook=hook), group)
+        _register_hook(ddp, replace(case, hook=hook), group, clock)
         return ddp
 
     return wrap
@@ -89,16 +156,21 @@ def _codec_s(local: dict[str, object], base: dict[str, object]) -> float:
 
 def run_ddp_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str, object]:
     """Time compute-only, DDP and one-rank-group DDP steps; returns {case, params, grad_bytes, compute,
-    step, local, codec_s}."""
+    step, phases (forward, backward, optimizer, buckets: [{index, start_s, comm}] of the DDP steps), local,
+    codec_s}."""
     own = _own_group()
     compute = summarize(timed_max(_mlp_step(case, device), case.warmup, case.reps, sync))
-    steps = summarize(timed_max(_mlp_step(case, device, _ddp(case, device, case.hook)), case.warmup, case.reps, sync))
+    clock = PhaseClock(sync)
+    steps = summarize(timed_max(_mlp_step(case, device, _ddp(case, device, case.hook, clock=clock), clock),
+                                case.warmup, case.reps, sync))
+    phases = clock.summary(case.reps)
     # The same steps with no network, on this rank's own group: a second DDP on the default group can hang
     # with PowerSGD (pitfall 6); a one-rank group has no peer to disagree with.
     local = summarize(timed_max(_mlp_step(case, device, _ddp(case, device, case.hook, own)), case.warmup, case.reps, sync))
     params = case.ddp_params
     return {"case": case.to_dict(), "label": case.label, "params": params, "grad_bytes": params * 4,
-            "bucket_cap_mb": math.ceil(params * 4 / 2**20) + 1, "compute": compute, "step": steps, "local": local,
+            "bucket_cap_mb": math.ceil(params * 4 / 2**20) + 1, "compute": compute, "step": steps, "phases": phases,
+            "local": local,
             "codec_s": _codec_s(local, compute), "points": [{"size_bytes": float(params * 4), **steps}]}
 
 

@@ -88,15 +88,19 @@ def test_codec_probe_case_and_report_rows() -> None:
 
 
 def test_ddp_rows_carry_the_measured_and_predicted_split() -> None:
+    phase = {"median_s": 0.1}
     rec = {"file": "f.yaml", "name": "ddp-x", "metric": "iteration_time_s", "case": {"kind": "ddp", "hook": "fp16"},
            "layout": {"hosts": 4, "host_rate_bps": 1e9, "racks": 1},
            "result": {"params": 10, "grad_bytes": 40, "step": {"median_s": 0.5, "min_s": 0.4, "max_s": 0.6},
-                      "compute": {"median_s": 0.2}, "local": {"median_s": 0.25}, "codec_s": 0.05}}
+                      "compute": {"median_s": 0.2}, "local": {"median_s": 0.25}, "codec_s": 0.05,
+                      "phases": {"forward": phase, "backward": phase, "optimizer": phase,
+                                 "buckets": [{"index": 0, "start_s": 0.01, "comm": {"median_s": 0.07}}]}}}
     pred = {"iteration_time_s": 0.45, "breakdown_s": {"compute": 0.2, "compression": 0.04, "exposed_communication": 0.21}}
     report = build_report([rec], {"f.yaml": pred})
     (row,) = report["cases"]
     assert row["communication_measured"] == pytest.approx(0.25) and row["codec_measured"] == 0.05
     assert row["codec_predicted"] == 0.04 and not row["network_bound"]
+    assert row["phases_measured"] == {"forward": 0.1, "backward": 0.1, "optimizer": 0.1, "bucket_comm": [0.07]}
     assert report["mape_steps"] == pytest.approx(0.1) and report["mape_network_bound"] is None
 
 
@@ -112,3 +116,8 @@ def test_codec_probe_and_ddp_split_on_the_local_launcher() -> None:
     assert set(probe_res["local"]) == {"none", "fp16", "powersgd"}
     assert all(v >= 0 for v in probe_res["codec_s"].values()) and probe_res["codec_s"]["none"] == 0.0
     assert len(ddp_res["local"]["times_s"]) == 2 and ddp_res["codec_s"] >= 0
+    ph = ddp_res["phases"]  # forward, backward (incl. the bucket's reduction), optimizer, the bucket's comm
+    assert all(ph[k]["median_s"] > 0 and len(ph[k]["times_s"]) == 2 for k in ("forward", "backward", "optimizer"))
+    (bucket,) = ph["buckets"]
+    assert bucket["index"] == 0 and 0 < bucket["comm"]["median_s"] < ph["backward"]["max_s"]
+    assert sum(ph[k]["min_s"] for k in ("forward", "backward", "optimizer")) <= ddp_res["step"]["max_s"]
