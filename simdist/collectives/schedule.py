@@ -52,6 +52,16 @@ class Step:
     label: str = ""
     pipelined: bool = False
 
+    def __hash__(self) -> int:
+        """Computed once: network models look steps up by value, and a ring step of a large cluster
+        holds one transfer per GPU."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.transfers, self.repeat, self.lockstep, self.delay_s, self.reduce_bytes,
+                           self.label, self.pipelined))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
 
 @dataclass(frozen=True)
 class Schedule:
