@@ -47,6 +47,13 @@ class PsPlacement(StrEnum):
     DEDICATED = "dedicated"
 
 
+class Bucketing(StrEnum):
+    """How gradients are packed into buckets (strategies/buckets.py)."""
+
+    DDP = "ddp"  # PyTorch DDP's Reducer: a bucket closes once it reaches the cap (its last tensor may cross it)
+    FUSION = "fusion"  # Horovod's tensor fusion: a fused buffer never exceeds the threshold
+
+
 class CompressionMethod(StrEnum):
     NONE = "none"
     FP16 = "fp16"
@@ -134,6 +141,7 @@ class CommunicationSpec:
     ps_servers: int = 1
     ps_placement: PsPlacement = PsPlacement.COLOCATED
     bucket_size_bytes: float = 25e6
+    bucketing: Bucketing = Bucketing.DDP
     fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
     overlap: bool = True
     compression: CompressionSpec = field(default_factory=CompressionSpec)

@@ -65,6 +65,7 @@ class Case:
     depth: int = 8
     batch: int = 32
     powersgd_rank: int = 4
+    bucket_mb: float = 0.0  # ddp: DDP's bucket_cap_mb (MiB); 0 = one bucket holding every gradient
     scheme: str = "rs_ag"  # hierarchical: rs_ag (reduce-scatter/all_reduce/all_gather) | leader (reduce/all_reduce/broadcast)
     mode: str = "auto"  # p2p: auto | pingpong | stream
     pairs: str = ""  # p2p: "0-1/0-2" (sender-receiver rank pairs); "" = 0-1
@@ -78,6 +79,11 @@ class Case:
             raise ScenarioError.bad_value("case.placement", self.placement, "colocated or dedicated")
         if self.scheme not in ("rs_ag", "leader"):
             raise ScenarioError.bad_value("case.scheme", self.scheme, "rs_ag or leader")
+        if not self.bucket_mb >= 0:
+            raise ScenarioError.bad_value("case.bucket_mb", self.bucket_mb, "a bucket cap in MiB >= 0 (0: one bucket)")
+        if self.kind is CaseKind.DDP and self.hook is DdpHook.POWERSGD and self.bucket_mb:
+            raise ScenarioError.bad_value("case.bucket_mb", self.bucket_mb, "0 with the PowerSGD hook: with several "
+                                          "buckets its callbacks deadlock on gloo (notes, pitfall 6)")
         if self.nccl_algo not in NCCL_ALGOS:
             raise ScenarioError.bad_value("case.nccl_algo", self.nccl_algo, f"one of {list(NCCL_ALGOS)}")
         if self.mode not in tuple(P2pMode):
@@ -132,6 +138,7 @@ class Case:
 
 
 _INT_FIELDS = {f.name for f in fields(Case) if f.type in ("int", int)}
+_FLOAT_FIELDS = {f.name for f in fields(Case) if f.type in ("float", float)}
 
 
 def case_from_dict(d: dict[str, object], path: str = "case") -> Case:
@@ -161,6 +168,8 @@ def case_from_dict(d: dict[str, object], path: str = "case") -> Case:
                 raise ScenarioError.bad_value(f"{path}.hook", val, f"one of {[h.value for h in DdpHook]}") from None
         elif key in _INT_FIELDS:
             kw[key] = int(val)  # type: ignore[arg-type]
+        elif key in _FLOAT_FIELDS:
+            kw[key] = float(val)  # type: ignore[arg-type]
         else:
             kw[key] = val
     return Case(**kw)  # type: ignore[arg-type]

@@ -94,9 +94,13 @@ def predict(scenario: object, profile: object | None, rate_scale: float) -> dict
     b = result.breakdown_s
     if b is None:
         return {"iteration_time_s": result.iteration_time_s}
+    from simdist.strategies.plan import DTYPE_BYTES, build_plan
+
+    grad = DTYPE_BYTES[s.workload.grad_dtype]
     return {"iteration_time_s": result.iteration_time_s,
             "breakdown_s": {"compute": b.compute + b.optimizer, "compression": b.compression,
-                            "exposed_communication": b.exposed_communication}}
+                            "exposed_communication": b.exposed_communication},
+            "bucket_bytes": [bc.bucket.size_bytes(grad) for bc in build_plan(s).buckets]}
 
 
 def _predict_codec(rec: dict, profile: object | None, rate_scale: float) -> dict:

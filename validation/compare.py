@@ -44,6 +44,10 @@ def _rows(rec: dict, pred: dict) -> list[dict[str, Any]]:
             ph = res["phases"]
             row["phases_measured"] = {k: ph[k]["median_s"] for k in ("forward", "backward", "optimizer")} | {
                 "bucket_comm": [b["comm"]["median_s"] for b in ph["buckets"]]}
+        if "bucket_bytes" in res:
+            row["buckets_measured"] = res["bucket_bytes"]  # what DDP formed
+        if "bucket_bytes" in pred:
+            row["buckets_predicted"] = pred["bucket_bytes"]  # what simdist packed
         if pred.get("breakdown_s"):
             b = pred["breakdown_s"]
             row |= {"compute_predicted": b["compute"], "codec_predicted": b["compression"],

@@ -138,8 +138,9 @@ def _mlp_step(case: Case, device: str, wrap: Callable[[nn.Module], nn.Module] = 
 
 def _ddp(case: Case, device: str, hook: DdpHook, group: object = None,
          clock: PhaseClock | None = None) -> Callable[[nn.Module], nn.Module]:
-    """Wraps a module in DDP on `group` (None: the default group) with one bucket and `hook` (timed by `clock`)."""
-    bucket_mb = math.ceil(case.ddp_params * 4 / 2**20) + 1
+    """Wraps a module in DDP on `group` (None: the default group) with the case's buckets (`bucket_mb`, 0: one
+    holding every gradient) and `hook` (timed by `clock`)."""
+    bucket_mb = case.bucket_mb or _one_bucket_mb(case)
     device_ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
 
     def wrap(m: nn.Module) -> nn.Module:
@@ -148,6 +149,18 @@ def _ddp(case: Case, device: str, hook: DdpHook, group: object = None,
         return ddp
 
     return wrap
+
+
+def _one_bucket_mb(case: Case) -> int:
+    return math.ceil(case.ddp_params * 4 / 2**20) + 1
+
+
+def _bucket_bytes(case: Case) -> list[int]:
+    """The bytes of each bucket DDP forms (its own assignment function, as DDP calls it with an explicit cap)."""
+    params = list(build_mlp(case.hidden, case.depth).parameters())[::-1]
+    cap = int((case.bucket_mb or _one_bucket_mb(case)) * 2**20)
+    indices, _ = dist._compute_bucket_assignment_by_size(params, [cap], [False] * len(params))
+    return [sum(params[i].numel() * params[i].element_size() for i in b) for b in indices]
 
 
 def _codec_s(local: dict[str, object], base: dict[str, object]) -> float:
@@ -169,7 +182,7 @@ def run_ddp_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str,
     local = summarize(timed_max(_mlp_step(case, device, _ddp(case, device, case.hook, own)), case.warmup, case.reps, sync))
     params = case.ddp_params
     return {"case": case.to_dict(), "label": case.label, "params": params, "grad_bytes": params * 4,
-            "bucket_cap_mb": math.ceil(params * 4 / 2**20) + 1, "compute": compute, "step": steps, "phases": phases,
+            "bucket_cap_mb": case.bucket_mb or _one_bucket_mb(case), "bucket_bytes": _bucket_bytes(case), "compute": compute, "step": steps, "phases": phases,
             "local": local,
             "codec_s": _codec_s(local, compute), "points": [{"size_bytes": float(params * 4), **steps}]}
 

@@ -133,8 +133,16 @@ def cases_for(scenario: Scenario, name: str, warmup: int = 1, reps: int = 3) -> 
                                       f"one of {[m.value for m in _HOOKS]} (DDP hooks)")
     hidden, depth = _mlp_shape(scenario)
     batch = wl.batch_per_gpu or 32
+    if comm.bucketing.value != "ddp":
+        raise ScenarioError.bad_value("communication.bucketing", comm.bucketing.value, "ddp for a DDP case")
+    grad_bytes = depth * (hidden * hidden + hidden) * 4
+    bucket_mb = comm.bucket_size_bytes / 2**20 if comm.bucket_size_bytes < grad_bytes else 0.0
+    if bucket_mb and method is CompressionMethod.POWERSGD:
+        raise ScenarioError.bad_value("communication.bucket_size", comm.bucket_size_bytes,
+                                      f"at least the model's {grad_bytes} gradient bytes with powersgd (one bucket: "
+                                      "with several, the PowerSGD hook deadlocks on gloo)")
     return (Case(CaseKind.DDP, warmup=warmup, reps=reps, hook=_HOOKS[method], hidden=hidden, depth=depth,
-                 batch=batch, powersgd_rank=comm.compression.rank or DEFAULT_POWERSGD_RANK,
+                 batch=batch, powersgd_rank=comm.compression.rank or DEFAULT_POWERSGD_RANK, bucket_mb=bucket_mb,
                  nccl_algo=_nccl_algo(scenario), name=name),)
 
 

@@ -14,7 +14,7 @@ from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
 from simdist.io.schema import FailureKind, FailuresModel, RunModel, ScenarioModel
 from simdist.scenario import (
-    Backend, BatchSplit, CommunicationSpec, CompressionMethod, CompressionSpec, FailureEventSpec, FailuresSpec,
+    Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec, FailureEventSpec, FailuresSpec,
     Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsPlacement, RandomFailuresSpec, RecoverySpec,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
 )
@@ -75,7 +75,8 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
     return CommunicationSpec(
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
         hierarchical_inter=StrategyKind(c.hierarchical.inter), ps_servers=c.ps.servers,
-        ps_placement=PsPlacement(c.ps.placement), bucket_size_bytes=c.bucket_size, fusion_cycle_s=c.fusion_cycle,
+        ps_placement=PsPlacement(c.ps.placement), bucket_size_bytes=c.bucket_size,
+        bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
         overlap=c.overlap,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
     )

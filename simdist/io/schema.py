@@ -23,7 +23,7 @@ from simdist.io.schema_cluster import (  # noqa: F401 - re-exported: the whole s
 )
 from simdist.scenario import (
     Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, PipelineSchedule, Precision,
-    PsPlacement, StrategyKind, SyncMode,
+    Bucketing, PsPlacement, StrategyKind, SyncMode,
 )
 
 
@@ -221,6 +221,8 @@ class CommunicationModel(Strict):
     """ps: {servers, placement}."""
     bucket_size: Size = 25e6
     """Gradient bucket size, e.g. '25 MB'."""
+    bucketing: Bucketing = Bucketing.DDP
+    """ddp (a bucket closes once it reaches bucket_size, as PyTorch DDP) | fusion (never exceeds it, as Horovod) (added key)."""
     fusion_cycle: Duration = 0.0
     """Horovod-style tensor fusion cycle, e.g. '5 ms'; '0 s' launches when a bucket fills (added key)."""
     overlap: StrictBool = True

@@ -1,4 +1,4 @@
-"""Gradient buckets in backward order, as PyTorch DDP and Horovod's tensor fusion form them."""
+"""Gradient buckets in backward order, as PyTorch DDP's Reducer or Horovod's tensor fusion forms them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,13 +21,19 @@ class Bucket:
 
 
 def make_buckets(model: ModelSpec, bucket_size_bytes: float, bytes_per_elem: float,
-                 first_bucket_bytes: float | None = None) -> list[Bucket]:
-    """Pack gradient tensors in backward order into buckets of at most `bucket_size_bytes`.
+                 first_bucket_bytes: float | None = None, rule: str = "ddp") -> list[Bucket]:
+    """Pack gradient tensors in backward order into buckets of `bucket_size_bytes`.
 
-    A tensor larger than the cap gets a bucket of its own (DDP never splits a tensor). A bucket is
-    ready when the last tensor packed into it has been produced. `first_bucket_bytes` models DDP's
-    smaller first bucket (1 MiB by default in PyTorch) so communication can start early.
+    rule "ddp" (PyTorch DDP's Reducer, `compute_bucket_assignment_by_size`): a tensor joins the open
+    bucket, which closes once it holds at least the cap, so its last tensor may cross the cap.
+    rule "fusion" (Horovod's tensor fusion): a fused buffer never exceeds the cap; a tensor that would
+    overflow it starts the next one. Either way a tensor is never split (one larger than the cap has a
+    bucket of its own under "fusion", shares it with what came before under "ddp"), and a bucket is ready
+    when its last tensor has been produced. `first_bucket_bytes` models a smaller first bucket (DDP's
+    1 MiB when bucket_cap_mb is left at its default), so communication can start early.
     """
+    if rule not in ("ddp", "fusion"):
+        raise ValueError(f"unknown bucketing rule {rule!r}; expected 'ddp' or 'fusion'")
     buckets: list[Bucket] = []
     shapes: list[tuple[int, ...]] = []
     elems = 0
@@ -41,11 +47,13 @@ def make_buckets(model: ModelSpec, bucket_size_bytes: float, bytes_per_elem: flo
 
     for layer_index, shape in model.gradients_backward_order():
         n = prod(shape)
-        if shapes and (elems + n) * bytes_per_elem > cap:
+        if rule == "fusion" and shapes and (elems + n) * bytes_per_elem > cap:
             close()
         shapes.append(tuple(shape))
         elems += n
         last_layer = layer_index
+        if rule == "ddp" and elems * bytes_per_elem >= cap:
+            close()
     if shapes:
         close()
     return buckets

@@ -3,7 +3,8 @@
 Calibration: the ring all_reduce sweep, the p2p sweeps, the DDP MLP's compute-only steps and the codec
 probe (the same MLP on one-rank groups: encode/decode cost without network). Matrix: flat 4 hosts on one switch (ring; tree, which gloo runs as its ring all_reduce; PS with 1 server, sharded over 2 dedicated
 servers and over 2 and 4 colocated ones), 2 x 2 racks with an 8:1 uplink (flat ring as fat_tree and as
-2-GPU nodes, hierarchical), and DDP steps of an 8.4 M-parameter MLP with no compression, fp16 and PowerSGD.
+2-GPU nodes, hierarchical), and DDP steps of an 8.4 M-parameter MLP with no compression (one bucket, and
+four 8 MiB buckets overlapped with backward), fp16 and PowerSGD.
 Collectives: within 10 % per case, network-bound MAPE <= 5 %, ranking as measured. DDP steps (compute,
 codec and communication on 2 shared CPU cores, docs/validation.md): within 25 % per step, MAPE <= 15 %.
 """
@@ -16,7 +17,7 @@ from tests.validation.emulab_marks import needs_emulab
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 MATRIX = ["flat4-ring-500m", "flat4-tree-500m", "flat4-ps1-colocated-500m", "flat4-ps2-dedicated-500m", "flat4-ps2-sharded-500m",
           "flat4-ps4-sharded-500m", "racks2x2-ring-fattree", "racks2x2-ring-nodes", "racks2x2-hierarchical",
-          "ddp-mlp-none-1g", "ddp-mlp-fp16-1g", "ddp-mlp-powersgd-1g"]
+          "ddp-mlp-none-1g", "ddp-mlp-buckets-1g", "ddp-mlp-fp16-1g", "ddp-mlp-powersgd-1g"]
 
 
 @needs_emulab
@@ -36,7 +37,9 @@ def test_calibrated_predictions_match_the_emulated_cluster(tmp_path: Path) -> No
     assert rep["mape_network_bound"] <= 0.05
     assert rep["ranking_ok_network_bound"], rep["ranking"]
     steps = [c for c in rep["cases"] if c["metric"] == "iteration_time_s"]
-    assert sorted(c["algorithm"] for c in steps) == ["fp16", "none", "powersgd"]
+    assert sorted(c["algorithm"] for c in steps) == ["fp16", "none", "none", "powersgd"]
+    (multi,) = [c for c in steps if c["name"] == "ddp-mlp-buckets-1g"]
+    assert len(multi["buckets_measured"]) == 4 and multi["buckets_measured"] == multi["buckets_predicted"]
     for c in steps:
         assert c["measured"] > c["compute_measured"] and c["codec_predicted"] >= 0
     bad = {c["name"]: round(c["error"], 3) for c in steps if c["error"] > 0.25}

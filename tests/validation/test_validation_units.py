@@ -212,3 +212,20 @@ def test_tree_runs_the_library_all_reduce_and_a_textbook_tree_pins_nccl() -> Non
         parse_case("all_reduce:nccl_algo=Bogus")
     with pytest.raises(ScenarioError, match="tree"):
         cases_for(load_scenario(VAL / "flat4-tree-500m.yaml", ["workload.benchmark.op=all_gather"]), "t")
+
+
+def test_ddp_cases_take_the_scenario_buckets_and_refuse_what_ddp_cannot_run() -> None:
+    from simdist.io.load import load_scenario
+    from validation.from_scenario import cases_for
+
+    (multi,) = cases_for(load_scenario(VAL / "ddp-mlp-buckets-1g.yaml"), "b")
+    assert multi.kind is CaseKind.DDP and multi.bucket_mb == 8.0
+    (one,) = cases_for(load_scenario(VAL / "ddp-mlp-none-1g.yaml"), "n")
+    assert one.bucket_mb == 0.0  # 40 MB holds the 33.6 MB of gradients: one bucket
+    assert parse_case("ddp:hook=none,bucket_mb=2.5").bucket_mb == 2.5
+    with pytest.raises(ScenarioError, match="bucket_size"):
+        cases_for(load_scenario(VAL / "ddp-mlp-powersgd-1g.yaml", ["communication.bucket_size=8 MiB"]), "p")
+    with pytest.raises(ScenarioError, match="pitfall 6"):
+        parse_case("ddp:hook=powersgd,bucket_mb=8")
+    with pytest.raises(ScenarioError, match="bucketing"):
+        cases_for(load_scenario(VAL / "ddp-mlp-none-1g.yaml", ["communication.bucketing=fusion"]), "f")
