@@ -141,6 +141,7 @@ class CommunicationSpec:
     ps_servers: int = 1
     ps_placement: PsPlacement = PsPlacement.COLOCATED
     bucket_size_bytes: float = 25e6
+    first_bucket_bytes: float | None = None  # None: the first bucket has bucket_size_bytes too
     bucketing: Bucketing = Bucketing.DDP
     fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
     overlap: bool = True

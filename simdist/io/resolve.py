@@ -76,7 +76,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
         hierarchical_inter=StrategyKind(c.hierarchical.inter), ps_servers=c.ps.servers,
         ps_placement=PsPlacement(c.ps.placement), bucket_size_bytes=c.bucket_size,
-        bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
+        first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
         overlap=c.overlap,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
     )

@@ -221,6 +221,8 @@ class CommunicationModel(Strict):
     """ps: {servers, placement}."""
     bucket_size: Size = 25e6
     """Gradient bucket size, e.g. '25 MB'."""
+    first_bucket_size: Size | None = None
+    """Cap of the first bucket (backward's last layers), e.g. '1 MiB' as DDP's default when bucket_cap_mb is not set; none: bucket_size (added key)."""
     bucketing: Bucketing = Bucketing.DDP
     """ddp (a bucket closes once it reaches bucket_size, as PyTorch DDP) | fusion (never exceeds it, as Horovod) (added key)."""
     fusion_cycle: Duration = 0.0

@@ -118,7 +118,7 @@ def build_plan(scenario: Scenario) -> IterationPlan:
     w, comm, t = scenario.workload, scenario.communication, scenario.training
     precision = w.precision.value
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
-    buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes, rule=comm.bucketing.value)
+    buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes, comm.first_bucket_bytes, rule=comm.bucketing.value)
     cal = scenario.compute_calibration  # a profile's kind factors etc. (None: the documented defaults)
     method = getattr(comm.compression.method, "value", comm.compression.method)
     codec = make_codec(comm.compression, cal.codec_cost_factor(str(method)) if cal else 1.0)

@@ -59,3 +59,19 @@ def test_ddp_rule_matches_torch_compute_bucket_assignment(sizes, cap, first):
     indices, _ = dist._compute_bucket_assignment_by_size(params, limits, [False] * len(params))
     ours = make_buckets(_model(sizes), cap * 4, 4, first_bucket_bytes=None if first is None else first * 4)
     assert [b.elems for b in ours] == [sum(params[i].numel() for i in b) for b in indices]
+
+
+def test_scenario_keys_reach_the_plan():
+    from pathlib import Path
+
+    from simdist.io.load import load_scenario
+    from simdist.strategies.plan import build_plan
+
+    default = Path(__file__).resolve().parents[2] / "scenarios" / "default.yaml"  # 25 MiB after a 1 MiB first
+    plan = build_plan(load_scenario(default))
+    sizes = [b.bucket.size_bytes(4) for b in plan.buckets]
+    assert 2**20 <= sizes[0] < 25 * 2**20 and all(s >= 25 * 2**20 for s in sizes[1:-1])
+    fusion = build_plan(load_scenario(default, ["communication.bucketing=fusion",
+                                                "communication.first_bucket_size=25 MiB"]))
+    assert all(b.bucket.size_bytes(4) <= 25 * 2**20 for b in fusion.buckets)
+    assert sum(b.bucket.elems for b in fusion.buckets) == sum(b.bucket.elems for b in plan.buckets)
