@@ -1,8 +1,9 @@
 """DDP training steps of a synthetic MLP, with communication hook none / fp16 / PowerSGD.
 
-One bucket holds every gradient (bucket_cap_mb >= model size): PowerSGD with several buckets
-deadlocks on gloo (notes, pitfall 6), and one DDP model on the default group per process, so each
-DDP case is its own launch (DDP models on one-rank groups have no peer to deadlock with).
+One bucket holds every gradient unless the case sets `bucket_mb` (DDP's bucket_cap_mb; never with
+PowerSGD, whose hook deadlocks on gloo with several buckets: notes, pitfall 6), and one DDP model on
+the default group per process, so each DDP case is its own launch (DDP models on one-rank groups have
+no peer to deadlock with).
 The compute-only step (same model, no DDP, all ranks at once) is timed first; then the DDP steps;
 then the same DDP steps on a one-rank process group per rank ("local": DDP's bucket copies and the
 hook's encode/decode, no network), so that step = compute + codec + communication can be split as
