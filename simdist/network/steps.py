@@ -41,37 +41,60 @@ def _single(path: np.ndarray, size_bytes: float, repeat: int) -> FlowGroup:
     return FlowGroup(path, np.ones(path.size), float(total), np.full(path.size, float(total)))
 
 
-def _group(paths: list[np.ndarray], sizes: list[float], repeat: int) -> FlowGroup | None:
-    lengths = [p.size for p in paths]
-    if sum(lengths) == 0:
-        return None
-    flat = np.concatenate(paths)
-    weights = np.repeat(np.asarray(sizes, dtype=float), lengths) * repeat
-    links, inverse = np.unique(flat, return_inverse=True)
-    counts = np.bincount(inverse, minlength=links.size).astype(float)
-    link_bytes = np.bincount(inverse, weights=weights, minlength=links.size)
-    size = max(s for s, n in zip(sizes, lengths) if n) * repeat
-    return FlowGroup(links, counts, float(size), link_bytes)
+@dataclass(frozen=True, eq=False)
+class RoutedPairs:
+    """The routes of a step's (src, dst) pairs, and their union as one lockstep group's links: what
+    steps of equal pairs share (every step of a ring, whatever the bucket size)."""
+
+    paths: tuple[np.ndarray, ...]
+    latencies: np.ndarray
+    links: np.ndarray  # unique directed links over all paths
+    inverse: np.ndarray  # for each entry of the concatenated paths, its index in `links`
+    lengths: np.ndarray  # hops per path
+
+    @classmethod
+    def route(cls, pairs: tuple[tuple[int, int], ...], paths: PathTable) -> "RoutedPairs":
+        routed = [paths.path(src, dst) for src, dst in pairs]
+        ps = tuple(p for p, _ in routed)
+        lengths = np.fromiter((p.size for p in ps), dtype=np.int64, count=len(ps))
+        flat = np.concatenate(ps) if ps else np.empty(0, dtype=np.int64)
+        links, inverse = np.unique(flat, return_inverse=True)
+        return cls(ps, np.fromiter((lat for _, lat in routed), dtype=float, count=len(routed)), links,
+                   inverse, lengths)
+
+    def group(self, sizes: np.ndarray, repeat: int) -> FlowGroup | None:
+        """The lockstep group of the live members (size > 0, a non-empty path): the links they cross, how many
+        members cross each, and the bytes each link carries."""
+        live = (sizes > 0) & (self.lengths > 0)
+        if not live.any():
+            return None
+        weights = np.repeat(np.where(live, sizes, 0.0), self.lengths) * repeat
+        member = np.repeat(live, self.lengths).astype(float)
+        counts = np.bincount(self.inverse, weights=member, minlength=self.links.size)
+        link_bytes = np.bincount(self.inverse, weights=weights, minlength=self.links.size)
+        used = counts > 0
+        return FlowGroup(self.links[used], counts[used], float(sizes[live].max() * repeat), link_bytes[used])
 
 
-def compile_step(step: Step, paths: PathTable) -> CompiledStep:
-    """Route every transfer of `step` and form its flow groups (zero-byte transfers move nothing)."""
-    routed = [(paths.path(t.src, t.dst), t.size_bytes) for t in step.transfers]
-    latencies = [lat for (_, lat), _ in routed]
-    if not latencies:
+def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None) -> CompiledStep:
+    """Route every transfer of `step` (or take `routes`, the same pairs routed before) and form its flow
+    groups (zero-byte transfers move nothing)."""
+    if routes is None:
+        routes = RoutedPairs.route(tuple((t.src, t.dst) for t in step.transfers), paths)
+    sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
+    if not sizes.size:
         latency = 0.0
     elif step.pipelined:  # a ring's critical path runs through consecutive hops: their mean
-        latency = sum(latencies) / len(latencies)
+        latency = float(routes.latencies.mean())
     else:
-        latency = max(latencies)
-    live = [(p, s) for (p, _), s in routed if s > 0 and p.size > 0]
+        latency = float(routes.latencies.max())
     groups: list[FlowGroup] = []
-    if step.repeat > 0 and live:
+    if step.repeat > 0:
         if step.lockstep:
-            g = _group([p for p, _ in live], [s for _, s in live], step.repeat)
+            g = routes.group(sizes, step.repeat)
             groups = [g] if g is not None else []
         else:
-            groups = [_single(p, s, step.repeat) for p, s in live]
+            groups = [_single(p, float(sz), step.repeat) for p, sz in zip(routes.paths, sizes) if sz > 0 and p.size > 0]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 
@@ -84,6 +107,7 @@ class StepCache:
         self.max_entries = max_entries
         self._by_id: OrderedDict[int, tuple[Step, CompiledStep]] = OrderedDict()
         self._by_value: OrderedDict[Step, CompiledStep] = OrderedDict()
+        self._routes: OrderedDict[tuple[tuple[int, int], ...], RoutedPairs] = OrderedDict()
 
     def get(self, step: Step) -> CompiledStep:
         hit = self._by_id.get(id(step))
@@ -92,7 +116,13 @@ class StepCache:
             return hit[1]
         compiled = self._by_value.get(step)
         if compiled is None:
-            compiled = compile_step(step, self.paths)
+            pairs = tuple((t.src, t.dst) for t in step.transfers)
+            routes = self._routes.get(pairs)
+            if routes is None:
+                routes = self._routes[pairs] = RoutedPairs.route(pairs, self.paths)
+                if len(self._routes) > self.max_entries:
+                    self._routes.popitem(last=False)
+            compiled = compile_step(step, self.paths, routes)
             self._by_value[step] = compiled
             if len(self._by_value) > self.max_entries:
                 self._by_value.popitem(last=False)
@@ -106,3 +136,4 @@ class StepCache:
     def clear(self) -> None:
         self._by_id.clear()
         self._by_value.clear()
+        self._routes.clear()
