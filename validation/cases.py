@@ -35,9 +35,21 @@ P2P_SIZES = (1e3, 4e3, 4e6, 8e6, 16e6)
 
 
 class DdpHook(StrEnum):
+    """DDP communication hooks, named like simdist's compression methods: torch's own for none, fp16,
+    bf16 and PowerSGD, validation/hooks.py's (same wire bytes as simdist's codecs) for the rest."""
+
     NONE = "none"
     FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    ONEBIT = "onebit"
+    TOPK = "topk"
+    RANDOMK = "randomk"
     POWERSGD = "powersgd"
+
+
+RATIO_HOOKS = (DdpHook.TOPK, DdpHook.RANDOMK)
+PROBE_RATIO = 0.01  # the codec probe's top-k / random-k ratio
 
 
 COLLECTIVE_KINDS = (CaseKind.ALL_REDUCE, CaseKind.REDUCE_SCATTER, CaseKind.ALL_GATHER, CaseKind.HIERARCHICAL)
@@ -66,6 +78,8 @@ class Case:
     batch: int = 32
     powersgd_rank: int = 4
     bucket_mb: float = 0.0  # ddp: DDP's bucket_cap_mb (MiB); 0 = one bucket holding every gradient
+    ratio: float = 0.0  # ddp with topk / randomk: fraction of elements kept
+    error_feedback: bool = True  # ddp with onebit / topk / randomk / powersgd
     scheme: str = "rs_ag"  # hierarchical: rs_ag (reduce-scatter/all_reduce/all_gather) | leader (reduce/all_reduce/broadcast)
     mode: str = "auto"  # p2p: auto | pingpong | stream
     pairs: str = ""  # p2p: "0-1/0-2" (sender-receiver rank pairs); "" = 0-1
@@ -79,6 +93,8 @@ class Case:
             raise ScenarioError.bad_value("case.placement", self.placement, "colocated or dedicated")
         if self.scheme not in ("rs_ag", "leader"):
             raise ScenarioError.bad_value("case.scheme", self.scheme, "rs_ag or leader")
+        if self.kind is CaseKind.DDP and self.hook in RATIO_HOOKS and not 0 < self.ratio <= 1:
+            raise ScenarioError.bad_value("case.ratio", self.ratio, f"a kept fraction in (0, 1] for hook {self.hook}")
         if not self.bucket_mb >= 0:
             raise ScenarioError.bad_value("case.bucket_mb", self.bucket_mb, "a bucket cap in MiB >= 0 (0: one bucket)")
         if self.kind is CaseKind.DDP and self.hook is DdpHook.POWERSGD and self.bucket_mb:
@@ -139,6 +155,7 @@ class Case:
 
 _INT_FIELDS = {f.name for f in fields(Case) if f.type in ("int", int)}
 _FLOAT_FIELDS = {f.name for f in fields(Case) if f.type in ("float", float)}
+_BOOL_FIELDS = {f.name for f in fields(Case) if f.type in ("bool", bool)}
 
 
 def case_from_dict(d: dict[str, object], path: str = "case") -> Case:
@@ -170,6 +187,10 @@ def case_from_dict(d: dict[str, object], path: str = "case") -> Case:
             kw[key] = int(val)  # type: ignore[arg-type]
         elif key in _FLOAT_FIELDS:
             kw[key] = float(val)  # type: ignore[arg-type]
+        elif key in _BOOL_FIELDS:
+            if str(val).lower() not in ("true", "false", "1", "0"):
+                raise ScenarioError.bad_value(f"{path}.{key}", val, "true or false")
+            kw[key] = str(val).lower() in ("true", "1")
         else:
             kw[key] = val
     return Case(**kw)  # type: ignore[arg-type]
@@ -203,11 +224,11 @@ def p2p_case(hosts: int, nodes_per_leaf: int | None = None, sizes_bytes: tuple[f
                 pairs="/".join(f"{a}-{b}" for a, b in pairs), name=name)
 
 
-def codec_case(hidden: int = 1024, depth: int = 8, powersgd_rank: int = 4, reps: int = 7,
+def codec_case(hidden: int = 1024, depth: int = 8, powersgd_rank: int = 4, reps: int = 5,
                name: str = "codec") -> Case:
-    """The codec probe: local DDP steps of an MLP with each hook (`simdist calibrate` fits codec cost from it).
-
-    Batch 1, so that the hooks' encode/decode is not lost in the jitter of the forward/backward pass.
+    """The codec probe: local DDP steps of an MLP with each hook (`simdist calibrate` fits codec cost from it;
+    top-k and random-k at PROBE_RATIO). Batch 1, so that the hooks' encode/decode is not lost in the
+    jitter of the forward/backward pass.
     """
     return Case(CaseKind.CODEC, warmup=2, reps=reps, hidden=hidden, depth=depth, batch=1,
                 powersgd_rank=powersgd_rank, name=name)

@@ -12,8 +12,9 @@ from typing import Mapping
 
 from simdist.io.calibration import CodecEntry
 from simdist.scenario import CompressionMethod, CompressionSpec, Scenario
+from validation.cases import PROBE_RATIO
 
-HOOK_METHODS = {"fp16": CompressionMethod.FP16, "powersgd": CompressionMethod.POWERSGD}
+HOOK_METHODS = {m.value: m for m in CompressionMethod if m is not CompressionMethod.NONE}  # hook name -> codec
 
 
 def mlp_shapes(hidden: int, depth: int) -> list[tuple[int, ...]]:
@@ -22,15 +23,16 @@ def mlp_shapes(hidden: int, depth: int) -> list[tuple[int, ...]]:
 
 
 def predicted_codec_s(scenario: Scenario, hook: str, hidden: int, depth: int, powersgd_rank: int,
-                      workers: int) -> float:
+                      workers: int, ratio: float = PROBE_RATIO) -> float:
     """Encode + decode seconds simdist charges `hook` for one bucket of the MLP's fp32 gradients on the
-    scenario's first GPU, with the scenario's codec factor (a profile's measurement) applied."""
+    scenario's first GPU (top-k / random-k keeping `ratio`), with the scenario's codec factor applied."""
     from simdist.compression import make_codec
 
     method = HOOK_METHODS[hook]
     cal = scenario.compute_calibration
-    codec = make_codec(CompressionSpec(method, rank=powersgd_rank if method is CompressionMethod.POWERSGD else None),
-                       cal.codec_cost_factor(method.value) if cal else 1.0)
+    spec = CompressionSpec(method, ratio=ratio if method in (CompressionMethod.TOPK, CompressionMethod.RANDOMK) else None,
+                           rank=powersgd_rank if method is CompressionMethod.POWERSGD else None)
+    codec = make_codec(spec, cal.codec_cost_factor(method.value) if cal else 1.0)
     gpu = scenario.cluster.node_groups[0].gpu
     shapes = mlp_shapes(hidden, depth)
     return codec.encode_time_s(shapes, gpu, 4, workers) + codec.decode_time_s(shapes, gpu, workers, 4)
@@ -39,7 +41,7 @@ def predicted_codec_s(scenario: Scenario, hook: str, hidden: int, depth: int, po
 def probe_rows(rec: Mapping, scenario: Scenario) -> list[dict]:
     """Per hook of a codec probe record: measured codec seconds and simdist's prediction on `scenario`."""
     res, case = rec["result"], rec["case"]
-    workers = int(rec["layout"]["hosts"])
+    workers = 1  # the probe runs each rank on its own one-rank group
     out = []
     for hook, measured in res["codec_s"].items():
         if hook not in HOOK_METHODS:

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from validation.cases import Case, DdpHook
+from validation.cases import PROBE_RATIO, RATIO_HOOKS, Case, DdpHook
 from validation.timing import summarize, timed_max
 
 
@@ -35,19 +35,19 @@ def build_mlp(hidden: int, depth: int) -> nn.Module:
 
 def _register_hook(model: nn.parallel.DistributedDataParallel, case: Case, group: object = None,
                    clock: PhaseClock | None = None) -> None:
-    """The case's hook (none: torch's plain all_reduce hook, what DDP runs without one), timed by `clock`."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    """The case's hook (validation.hooks.hook_for: torch's own for none / fp16 / bf16 / PowerSGD, simdist's
+    codecs otherwise), timed by `clock`. Without a clock, hook none is DDP's built-in all_reduce."""
+    from validation.hooks import hook_for
 
-    timed = clock.wrap_hook if clock is not None else (lambda h: h)
-    if case.hook is DdpHook.FP16:
-        model.register_comm_hook(group, timed(default_hooks.fp16_compress_hook))
-    elif case.hook is DdpHook.POWERSGD:
-        state = powerSGD_hook.PowerSGDState(
-            process_group=group, matrix_approximation_rank=case.powersgd_rank, start_powerSGD_iter=2,
-            use_error_feedback=True, warm_start=True, random_seed=0)
-        model.register_comm_hook(state, timed(powerSGD_hook.powerSGD_hook))
-    elif clock is not None:
-        model.register_comm_hook(group, timed(default_hooks.allreduce_hook))
+    if case.hook is DdpHook.NONE and clock is None:
+        return
+    params: dict[str, object] = {"error_feedback": case.error_feedback}
+    if case.hook is DdpHook.POWERSGD:
+        params |= {"rank": case.powersgd_rank, "start_powerSGD_iter": 2}
+    if case.hook in RATIO_HOOKS:
+        params["ratio"] = case.ratio or PROBE_RATIO
+    state, hook = hook_for(str(case.hook), group, seed=0, **params)
+    model.register_comm_hook(state, clock.wrap_hook(hook) if clock is not None else hook)
 
 
 def _own_group() -> object:

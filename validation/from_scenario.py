@@ -6,8 +6,8 @@ Everything is derived from existing scenario keys (no harness-only keys):
   (single_switch only): a node is a rack, its GPUs are hosts on the rack bridge at the intra_node
   rate, and the node's NIC (rate x count) is the rack uplink. Dedicated PS servers are extra hosts.
 * workload.benchmark {op, sizes} with strategy ring/tree/hierarchical/ps -> one collective/PS case;
-  a model workload -> one DDP case (an MLP of identical Linear layers; compression none/fp16/powersgd
-  -> the DDP communication hook).
+  a model workload -> one DDP case (an MLP of identical Linear layers; the compression method and its
+  ratio / rank / error_feedback -> the DDP communication hook of validation/hooks.py).
 * ring and tree run the library's all_reduce. With `backend: textbook` the case pins NCCL_ALGO to
   Ring or Tree (on GPUs NCCL then runs what simdist models; gloo has no tree, so a textbook tree
   is refused on gloo launchers); with `backend: nccl` or `gloo` the library chooses, as simdist does.
@@ -22,8 +22,7 @@ from simdist.scenario import CompressionMethod, PsPlacement, Scenario, StrategyK
 from validation.cases import Case, CaseKind, DdpHook
 from validation.emulab.layout import EmulabLayout
 
-_HOOKS = {CompressionMethod.NONE: DdpHook.NONE, CompressionMethod.FP16: DdpHook.FP16,
-          CompressionMethod.POWERSGD: DdpHook.POWERSGD}
+_HOOKS = {m: DdpHook(m.value) for m in CompressionMethod}  # every codec has a DDP hook (validation/hooks.py)
 _OPS = {"all_reduce": CaseKind.ALL_REDUCE, "reduce_scatter": CaseKind.REDUCE_SCATTER,
         "all_gather": CaseKind.ALL_GATHER}
 DEFAULT_POWERSGD_RANK = 4
@@ -143,6 +142,7 @@ def cases_for(scenario: Scenario, name: str, warmup: int = 1, reps: int = 3) -> 
                                       "with several, the PowerSGD hook deadlocks on gloo)")
     return (Case(CaseKind.DDP, warmup=warmup, reps=reps, hook=_HOOKS[method], hidden=hidden, depth=depth,
                  batch=batch, powersgd_rank=comm.compression.rank or DEFAULT_POWERSGD_RANK, bucket_mb=bucket_mb,
+                 ratio=comm.compression.ratio or 0.0, error_feedback=comm.compression.error_feedback,
                  nccl_algo=_nccl_algo(scenario), name=name),)
 
 

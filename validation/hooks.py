@@ -405,7 +405,8 @@ def codec_hook(state: CodecHookState, bucket):  # type: ignore[no-untyped-def]
 
 def hook_for(method: str | CompressionMethod, group: Any = None, seed: int = 0, **params: Any) -> tuple[Any, Callable]:
     """(state, hook) for `ddp.register_comm_hook(state, hook)`: torch's allreduce / fp16 / bf16 / PowerSGD
-    hooks where torch ships one, `codec_hook` with this module's codec otherwise. `params`: ratio, rank,
+    hooks where torch ships one (bf16: on CUDA only, torch's needs NCCL), `codec_hook` with this module's
+    codec otherwise. `params`: ratio, rank,
     error_feedback; PowerSGD also start_powerSGD_iter (default 2)."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
@@ -415,7 +416,7 @@ def hook_for(method: str | CompressionMethod, group: Any = None, seed: int = 0, 
         return group, default_hooks.allreduce_hook
     if codec.method is CompressionMethod.FP16:
         return group, default_hooks.fp16_compress_hook
-    if codec.method is CompressionMethod.BF16:
+    if codec.method is CompressionMethod.BF16 and torch.cuda.is_available():  # torch's needs NCCL (and CUDA)
         return group, default_hooks.bf16_compress_hook
     if codec.method is CompressionMethod.POWERSGD:
         assert isinstance(codec, PowerSgdCodec)

@@ -85,8 +85,10 @@ def predict_case(layout: EmulabLayout, case: Case, size_bytes: float, compute_s:
         if case.hook is DdpHook.POWERSGD:
             h, r = case.hidden, case.powersgd_rank
             wire = case.depth * (2 * h * r + h) * 4  # P and Q per weight matrix, biases uncompressed
+        elif case.hook in (DdpHook.NONE, DdpHook.FP16, DdpHook.BF16):
+            wire = size_bytes * (1.0 if case.hook is DdpHook.NONE else 0.5)
         else:
-            wire = size_bytes * (0.5 if case.hook is DdpHook.FP16 else 1.0)
+            return None  # the other codecs' collectives: simdist's prediction (`simdist validate`)
         return compute_s + all_reduce_s(layout, wire)
     return None
 

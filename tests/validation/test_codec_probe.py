@@ -13,7 +13,7 @@ from simdist.errors import ScenarioError
 from simdist.io.calibration import CalibrationProfile, CodecEntry, apply_profile, profile_from_dict
 from simdist.io.load import load_scenario
 from simdist.scenario import CompressionMethod, CompressionSpec
-from validation.cases import CaseKind, codec_case, parse_case, split_launches
+from validation.cases import CaseKind, DdpHook, codec_case, parse_case, split_launches
 from validation.codec_fit import fit_codecs, mlp_shapes, predicted_codec_s, probe_rows
 from validation.compare import build_report, format_validation
 
@@ -44,8 +44,8 @@ def test_make_codec_cost_factor_scales_encode_and_decode_exactly() -> None:
 
 def test_fit_codecs_is_measured_over_predicted_and_the_profile_applies_it() -> None:
     s = load_scenario(POWERSGD)
-    pred_fp16 = predicted_codec_s(s, "fp16", 768, 8, 4, 4)
-    pred_psgd = predicted_codec_s(s, "powersgd", 768, 8, 4, 4)
+    pred_fp16 = predicted_codec_s(s, "fp16", 768, 8, 4, 1)  # the probe: one-rank groups
+    pred_psgd = predicted_codec_s(s, "powersgd", 768, 8, 4, 1)
     assert 0 < pred_fp16 < pred_psgd
     entries = fit_codecs([(_probe_record(2 * pred_fp16, 5 * pred_psgd), s),
                           (_probe_record(4 * pred_fp16, 5 * pred_psgd), s)], "emulab-cpu-core")
@@ -55,7 +55,7 @@ def test_fit_codecs_is_measured_over_predicted_and_the_profile_applies_it() -> N
     assert profile.codecs == tuple(CodecEntry(e.gpu, e.method, e.factor, json.loads(json.dumps(e.fit))) for e in entries)
     cal = apply_profile(s, profile)
     assert cal.compute_calibration.codec_factor == pytest.approx(factors)
-    assert predicted_codec_s(cal, "powersgd", 768, 8, 4, 4) == pytest.approx(5 * pred_psgd)
+    assert predicted_codec_s(cal, "powersgd", 768, 8, 4, 1) == pytest.approx(5 * pred_psgd)
     base, slow = simulate(s, "estimate").breakdown_s, simulate(cal, "estimate").breakdown_s
     assert slow.compression == pytest.approx(5 * base.compression)  # the simulator charges the measured cost
     assert slow.compute == pytest.approx(base.compute)  # and nothing else moves
@@ -81,7 +81,7 @@ def test_codec_probe_case_and_report_rows() -> None:
     rec = _probe_record(0.03, 0.15)
     rows = probe_rows(rec, s)
     assert [r["hook"] for r in rows] == ["fp16", "powersgd"]
-    assert rows[1]["ratio"] == pytest.approx(0.15 / predicted_codec_s(s, "powersgd", 768, 8, 4, 4))
+    assert rows[1]["ratio"] == pytest.approx(0.15 / predicted_codec_s(s, "powersgd", 768, 8, 4, 1))
     report = build_report([rec], {"codec:codec-x": {"rows": rows}})
     assert report["cases"] == [] and len(report["codec"]) == 2
     assert "codec probe" in format_validation(report)
@@ -113,7 +113,7 @@ def test_codec_probe_and_ddp_split_on_the_local_launcher() -> None:
     ddp = parse_case("ddp:hook=powersgd,hidden=64,depth=2,reps=2")
     with machine_lock():
         probe_res, ddp_res = run_cases([probe, ddp], "local", world_size=2, timeout_s=180)["cases"]
-    assert set(probe_res["local"]) == {"none", "fp16", "powersgd"}
+    assert set(probe_res["local"]) == {h.value for h in DdpHook}  # every codec's hook
     assert all(v >= 0 for v in probe_res["codec_s"].values()) and probe_res["codec_s"]["none"] == 0.0
     assert len(ddp_res["local"]["times_s"]) == 2 and ddp_res["codec_s"] >= 0
     ph = ddp_res["phases"]  # forward, backward (incl. the bucket's reduction), optimizer, the bucket's comm

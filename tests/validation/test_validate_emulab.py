@@ -4,7 +4,7 @@ Calibration: the ring all_reduce sweep, the p2p sweeps, the DDP MLP's compute-on
 probe (the same MLP on one-rank groups: encode/decode cost without network). Matrix: flat 4 hosts on one switch (ring; tree, which gloo runs as its ring all_reduce; PS with 1 server, sharded over 2 dedicated
 servers and over 2 and 4 colocated ones), 2 x 2 racks with an 8:1 uplink (flat ring as fat_tree and as
 2-GPU nodes, hierarchical), and DDP steps of an 8.4 M-parameter MLP with no compression (one bucket, and
-four 8 MiB buckets overlapped with backward), fp16 and PowerSGD.
+four 8 MiB buckets overlapped with backward), fp16, int8 (simdist's codec as a DDP hook) and PowerSGD.
 Collectives: within 10 % per case, network-bound MAPE <= 5 %, ranking as measured. DDP steps (compute,
 codec and communication on 2 shared CPU cores, docs/validation.md): within 25 % per step, MAPE <= 15 %.
 """
@@ -17,7 +17,7 @@ from tests.validation.emulab_marks import needs_emulab
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 MATRIX = ["flat4-ring-500m", "flat4-tree-500m", "flat4-ps1-colocated-500m", "flat4-ps2-dedicated-500m", "flat4-ps2-sharded-500m",
           "flat4-ps4-sharded-500m", "racks2x2-ring-fattree", "racks2x2-ring-nodes", "racks2x2-hierarchical",
-          "ddp-mlp-none-1g", "ddp-mlp-buckets-1g", "ddp-mlp-fp16-1g", "ddp-mlp-powersgd-1g"]
+          "ddp-mlp-none-1g", "ddp-mlp-buckets-1g", "ddp-mlp-fp16-1g", "ddp-mlp-int8-1g", "ddp-mlp-powersgd-1g"]
 
 
 @needs_emulab
@@ -28,7 +28,7 @@ def test_calibrated_predictions_match_the_emulated_cluster(tmp_path: Path) -> No
     cal_dir, profile = tmp_path / "cal", tmp_path / "profile.json"
     validate([str(VAL / "calib-flat4-ring-500m.yaml"), str(VAL / "ddp-mlp-none-1g.yaml")], "emulab", None, str(cal_dir))
     assert "efficiency" in calibrate_command(str(cal_dir), str(profile))
-    assert "powersgd" in {c.method for c in load_profile(profile).codecs}  # from the codec probe
+    assert {"powersgd", "int8"} <= {c.method for c in load_profile(profile).codecs}  # from the codec probe
     rep = validate([str(VAL / f"{m}.yaml") for m in MATRIX], "emulab", str(profile), str(tmp_path / "val"))
     net = [c for c in rep["cases"] if c["network_bound"] and c["predicted"] is not None and not c["out_of_envelope"]]
     assert len(net) >= 12 and {"flat4-ps4-sharded-500m/16MB", "flat4-ps2-sharded-500m/16MB"} <= {c["name"] for c in net}
@@ -37,7 +37,7 @@ def test_calibrated_predictions_match_the_emulated_cluster(tmp_path: Path) -> No
     assert rep["mape_network_bound"] <= 0.05
     assert rep["ranking_ok_network_bound"], rep["ranking"]
     steps = [c for c in rep["cases"] if c["metric"] == "iteration_time_s"]
-    assert sorted(c["algorithm"] for c in steps) == ["fp16", "none", "none", "powersgd"]
+    assert sorted(c["algorithm"] for c in steps) == ["fp16", "int8", "none", "none", "powersgd"]
     (multi,) = [c for c in steps if c["name"] == "ddp-mlp-buckets-1g"]
     assert len(multi["buckets_measured"]) == 4 and multi["buckets_measured"] == multi["buckets_predicted"]
     for c in steps:
@@ -45,4 +45,4 @@ def test_calibrated_predictions_match_the_emulated_cluster(tmp_path: Path) -> No
     bad = {c["name"]: round(c["error"], 3) for c in steps if c["error"] > 0.25}
     assert not bad, (bad, steps)
     assert rep["mape_steps"] <= 0.15
-    assert {r["hook"] for r in rep["codec"]} == {"fp16", "powersgd"}  # the probe again, against the profile
+    assert {"fp16", "int8", "powersgd"} <= {r["hook"] for r in rep["codec"]}  # the probe again, against the profile

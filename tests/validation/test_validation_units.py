@@ -132,7 +132,7 @@ def test_parse_case_strings_and_errors() -> None:
        sizes=st.lists(st.floats(1e3, 1e9), min_size=1, max_size=3), reps=st.integers(1, 9),
        servers=st.integers(1, 4))
 def test_case_dict_round_trip(kind: CaseKind, hook: DdpHook, sizes: list[float], reps: int, servers: int) -> None:
-    c = Case(kind, tuple(sizes), reps=reps, servers=servers, hook=hook)
+    c = Case(kind, tuple(sizes), reps=reps, servers=servers, hook=hook, ratio=0.01, error_feedback=reps % 2 == 0)
     assert case_from_dict(c.to_dict()) == c
 
 
@@ -229,3 +229,20 @@ def test_ddp_cases_take_the_scenario_buckets_and_refuse_what_ddp_cannot_run() ->
         parse_case("ddp:hook=powersgd,bucket_mb=8")
     with pytest.raises(ScenarioError, match="bucketing"):
         cases_for(load_scenario(VAL / "ddp-mlp-none-1g.yaml", ["communication.bucketing=fusion"]), "f")
+
+
+def test_every_codec_maps_to_a_ddp_hook_case() -> None:
+    from simdist.io.load import load_scenario
+    from validation.from_scenario import cases_for
+
+    base = VAL / "ddp-mlp-none-1g.yaml"
+    (topk,) = cases_for(load_scenario(base, ["communication.compression.method=topk",
+                                             "communication.compression.ratio=0.05",
+                                             "communication.compression.error_feedback=false"]), "t")
+    assert (topk.hook, topk.ratio, topk.error_feedback) == (DdpHook.TOPK, 0.05, False)
+    (int8,) = cases_for(load_scenario(base, ["communication.compression.method=int8"]), "i")
+    assert int8.hook is DdpHook.INT8
+    assert parse_case("ddp:hook=onebit,error_feedback=false").error_feedback is False
+    for bad in ("ddp:hook=topk", "ddp:hook=topk,ratio=2", "ddp:hook=onebit,error_feedback=maybe"):
+        with pytest.raises(ScenarioError):
+            parse_case(bad)
