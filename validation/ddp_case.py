@@ -183,14 +183,14 @@ def run_ddp_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str,
     local = summarize(timed_max(_mlp_step(case, device, _ddp(case, device, case.hook, own)), case.warmup, case.reps, sync))
     params = case.ddp_params
     return {"case": case.to_dict(), "label": case.label, "params": params, "grad_bytes": params * 4,
-            "bucket_cap_mb": case.bucket_mb or _one_bucket_mb(case), "bucket_bytes": _bucket_bytes(case), "compute": compute, "step": steps, "phases": phases,
-            "local": local,
+            "bucket_cap_mb": case.bucket_mb or _one_bucket_mb(case), "bucket_bytes": _bucket_bytes(case),
+            "compute": compute, "step": steps, "phases": phases, "local": local,
             "codec_s": _codec_s(local, compute), "points": [{"size_bytes": float(params * 4), **steps}]}
 
 
 def run_codec_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str, object]:
     """The codec probe: compute-only steps, then one-rank-group DDP steps with each hook, interleaved
-    (none, fp16, powersgd, none, ...) so that drifts of a shared CPU fall on every hook alike.
+    (none, fp16, bf16, ..., powersgd, none, ...) so that drifts of a shared CPU fall on every hook alike.
 
     codec_s[hook] = local[hook] - local[none]: what the hook adds to DDP's own bucket copies, the figure
     simdist's codec cost model predicts (it charges nothing for an uncompressed bucket).
