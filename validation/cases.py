@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 
 from simdist.errors import ScenarioError
+from simdist.scenario import CompressionMethod
 from simdist.units import parse_size
 
 
@@ -34,18 +35,9 @@ NCCL_ALGOS = ("", "Ring", "Tree")  # "" = NCCL's tuner chooses (what simdist's `
 P2P_SIZES = (1e3, 4e3, 4e6, 8e6, 16e6)
 
 
-class DdpHook(StrEnum):
-    """DDP communication hooks, named like simdist's compression methods: torch's own for none, fp16,
-    bf16 and PowerSGD, validation/hooks.py's (same wire bytes as simdist's codecs) for the rest."""
-
-    NONE = "none"
-    FP16 = "fp16"
-    BF16 = "bf16"
-    INT8 = "int8"
-    ONEBIT = "onebit"
-    TOPK = "topk"
-    RANDOMK = "randomk"
-    POWERSGD = "powersgd"
+# DDP communication hooks, one per simdist compression method (validation/hooks.py: torch's own for none,
+# fp16, PowerSGD and, on CUDA, bf16; hooks with simdist's wire bytes for the rest).
+DdpHook = CompressionMethod
 
 
 RATIO_HOOKS = (DdpHook.TOPK, DdpHook.RANDOMK)

@@ -19,10 +19,9 @@ from dataclasses import dataclass, replace
 
 from simdist.errors import ScenarioError
 from simdist.scenario import CompressionMethod, PsPlacement, Scenario, StrategyKind
-from validation.cases import Case, CaseKind, DdpHook
+from validation.cases import Case, CaseKind
 from validation.emulab.layout import EmulabLayout
 
-_HOOKS = {m: DdpHook(m.value) for m in CompressionMethod}  # every codec has a DDP hook (validation/hooks.py)
 _OPS = {"all_reduce": CaseKind.ALL_REDUCE, "reduce_scatter": CaseKind.REDUCE_SCATTER,
         "all_gather": CaseKind.ALL_GATHER}
 DEFAULT_POWERSGD_RANK = 4
@@ -126,10 +125,7 @@ def cases_for(scenario: Scenario, name: str, warmup: int = 1, reps: int = 3) -> 
         return (Case(_OPS[op], sizes, warmup, reps, nccl_algo=_nccl_algo(scenario), name=name),)
     if strategy not in (StrategyKind.RING, StrategyKind.TREE):
         raise ScenarioError.bad_value("communication.strategy", strategy.value, "ring or tree for a model workload (DDP)")
-    method = comm.compression.method
-    if method not in _HOOKS:
-        raise ScenarioError.bad_value("communication.compression.method", method.value,
-                                      f"one of {[m.value for m in _HOOKS]} (DDP hooks)")
+    method = comm.compression.method  # every method has a DDP hook (DdpHook is CompressionMethod)
     hidden, depth = _mlp_shape(scenario)
     batch = wl.batch_per_gpu or 32
     if comm.bucketing.value != "ddp":
@@ -140,7 +136,7 @@ def cases_for(scenario: Scenario, name: str, warmup: int = 1, reps: int = 3) -> 
         raise ScenarioError.bad_value("communication.bucket_size", comm.bucket_size_bytes,
                                       f"at least the model's {grad_bytes} gradient bytes with powersgd (one bucket: "
                                       "with several, the PowerSGD hook deadlocks on gloo)")
-    return (Case(CaseKind.DDP, warmup=warmup, reps=reps, hook=_HOOKS[method], hidden=hidden, depth=depth,
+    return (Case(CaseKind.DDP, warmup=warmup, reps=reps, hook=method, hidden=hidden, depth=depth,
                  batch=batch, powersgd_rank=comm.compression.rank or DEFAULT_POWERSGD_RANK, bucket_mb=bucket_mb,
                  ratio=comm.compression.ratio or 0.0, error_feedback=comm.compression.error_feedback,
                  nccl_algo=_nccl_algo(scenario), name=name),)

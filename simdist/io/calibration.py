@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from simdist.compute import ComputeCalibration
 from simdist.errors import ScenarioError
@@ -172,6 +172,26 @@ def _compute_entry(e: Mapping[str, Any], p: str) -> ComputeEntry:
                         None if launch is None else _num(launch, f"{p}.launch_overhead_s", "seconds >= 0", lambda x: x >= 0))
 
 
+def _codec_entry(e: Mapping[str, Any], p: str) -> CodecEntry:
+    methods = [m.value for m in CompressionMethod]
+    if e["method"] not in methods:
+        raise ScenarioError.bad_value(f"{p}.method", e["method"], f"one of {methods}")
+    return CodecEntry(e["gpu"], e["method"], _num(e.get("factor"), f"{p}.factor", "a positive factor", lambda x: x > 0),
+                      dict(e.get("fit") or {}))
+
+
+def _entries(d: Mapping[str, Any], key: str, where: str, keys: tuple[str, ...],
+             strings: tuple[str, ...] = ()) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(path, mapping) of every entry of the list `d[key]`: only `keys`, and `strings` must be strings."""
+    for i, raw in enumerate(d.get(key, [])):
+        p = f"{where}.{key}[{i}]"
+        e = _mapping(raw, p, keys)
+        for s in strings:
+            if not isinstance(e.get(s), str):
+                raise ScenarioError.bad_value(f"{p}.{s}", e.get(s), "a string")
+        yield p, e
+
+
 def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfile:
     """A CalibrationProfile from parsed JSON; ScenarioError naming the path of the first bad value."""
     where = source or "calibration"
@@ -179,9 +199,7 @@ def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfil
     if d.get("format", FORMAT) != FORMAT:
         raise ScenarioError.bad_value(f"{where}.format", d.get("format"), repr(FORMAT))
     links = []
-    for i, raw in enumerate(d.get("links", [])):
-        p = f"{where}.links[{i}]"
-        e = _mapping(raw, p, _LINK_KEYS)
+    for p, e in _entries(d, "links", where, _LINK_KEYS):
         lat = e.get("latency_s")
         eff = e.get("efficiency")
         links.append(LinkCalibration(
@@ -194,25 +212,8 @@ def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfil
         raise ScenarioError.bad_value(f"{where}.algorithms", algs, "a mapping algorithm -> factor")
     algorithms = {str(k): _num(v, f"{where}.algorithms.{k}", "a positive factor", lambda x: x > 0)
                   for k, v in algs.items()}
-    compute = []
-    for i, raw in enumerate(d.get("compute", [])):
-        p = f"{where}.compute[{i}]"
-        e = _mapping(raw, p, _COMPUTE_KEYS)
-        for key in ("gpu", "dtype"):
-            if not isinstance(e.get(key), str):
-                raise ScenarioError.bad_value(f"{p}.{key}", e.get(key), "a string")
-        compute.append(_compute_entry(e, p))
-    codecs = []
-    for i, raw in enumerate(d.get("codecs", [])):
-        p = f"{where}.codecs[{i}]"
-        e = _mapping(raw, p, _CODEC_KEYS)
-        for key in ("gpu", "method"):
-            if not isinstance(e.get(key), str):
-                raise ScenarioError.bad_value(f"{p}.{key}", e.get(key), "a string")
-        if e["method"] not in {m.value for m in CompressionMethod}:
-            raise ScenarioError.bad_value(f"{p}.method", e["method"], f"one of {[m.value for m in CompressionMethod]}")
-        codecs.append(CodecEntry(e["gpu"], e["method"], _num(e.get("factor"), f"{p}.factor", "a positive factor",
-                                                             lambda x: x > 0), dict(e.get("fit") or {})))
+    compute = [_compute_entry(e, p) for p, e in _entries(d, "compute", where, _COMPUTE_KEYS, ("gpu", "dtype"))]
+    codecs = [_codec_entry(e, p) for p, e in _entries(d, "codecs", where, _CODEC_KEYS, ("gpu", "method"))]
     prov = d.get("provenance", {})
     if not isinstance(prov, Mapping):
         raise ScenarioError.bad_value(f"{where}.provenance", prov, "a mapping")
