@@ -207,7 +207,10 @@ def compare(file, overrides, debug, bandwidths, methods, fidelity, plot, as_json
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--published", is_flag=True,
+              help="Predict the published-benchmark suite (validation/published/cases.yaml) uncalibrated "
+                   "and compare with the measured figures; FILES are not run.")
 @click.option("--launcher", type=click.Choice(["emulab", "torchrun", "local"]), default="emulab", show_default=True,
               help="emulab: Linux namespaces with shaped links (root); local: loopback; torchrun: a real cluster.")
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, help="A profile from `simdist calibrate`.")
@@ -216,8 +219,18 @@ def compare(file, overrides, debug, bandwidths, methods, fidelity, plot, as_json
 @click.option("--json", "as_json", is_flag=True, help="Print the validation object (DESIGN.md section 4).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_handle_errors
-def validate(files, launcher, calibration, out, rate_scale, as_json, debug) -> None:
+def validate(files, published, launcher, calibration, out, rate_scale, as_json, debug) -> None:
     """Run scenarios for real on torch.distributed and compare with the simulator's predictions."""
+    if published:
+        if files:
+            raise click.UsageError("--published runs the published suite; give no FILES with it")
+        from validation.published.runner import format_report, run_suite
+
+        report = run_suite()
+        click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+        return
+    if not files:
+        raise click.UsageError("give scenario FILES to run, or --published")
     from validation.commands import format_validation, validate as run_validation
 
     report = run_validation(list(files), launcher=launcher, calibration=calibration, out=out, rate_scale=rate_scale)

@@ -1,0 +1,76 @@
+"""`simdist validate --published`: the validate object's keys, failures as rows, ranking, and the CLI."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from simdist.cli import main
+from validation.published import runner
+from validation.published.cases import CASES_FILE
+
+KEYS = {"cases", "mape", "max_error", "ranking_ok", "out_of_sample_mape", "fitting_subset"}
+
+
+def _small_file(tmp_path: Path, n: int = 4) -> Path:
+    raw = yaml.safe_load(CASES_FILE.read_text())
+    raw["cases"] = raw["cases"][:n]
+    for c in raw["cases"]:
+        for key in ("scenario", "baseline"):
+            if key in c:
+                c[key]["file"] = str((CASES_FILE.parent / c[key]["file"]).resolve())
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_the_report_is_the_validate_object_with_out_of_sample_figures(tmp_path: Path) -> None:
+    report = runner.run_suite(_small_file(tmp_path))
+    assert KEYS <= set(report)
+    for row in report["cases"]:
+        assert {"name", "metric", "predicted", "measured", "error"} <= set(row)
+        assert row["error"] == abs(row["predicted"] - row["measured"]) / row["measured"]
+    errors = [r["error"] for r in report["cases"]]
+    assert report["mape"] == sum(errors) / len(errors) and report["max_error"] == max(errors)
+    assert report["fitting_subset"]["name"] == "fit"
+    assert report["out_of_sample_mape"] == report["mape"]   # nothing is fitted: every case is held out
+
+
+def test_a_failing_scenario_is_a_row_not_a_crash(tmp_path: Path) -> None:
+    path = _small_file(tmp_path, 2)
+    raw = yaml.safe_load(path.read_text())
+    raw["cases"][1]["scenario"]["set"] = ["cluster.nodes.0.gpu=no-such-gpu"]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    report = runner.run_suite(path)
+    bad = report["cases"][1]
+    assert bad["predicted"] is None and bad["error"] is None and "no-such-gpu" in bad["failure"]
+    assert report["failed"] == [bad["name"]]
+    assert report["mape"] == report["cases"][0]["error"]
+
+
+def test_ranking_checks_ratios_against_one_and_pairs_within_a_group() -> None:
+    rows = [
+        {"name": "r", "metric": "throughput_ratio", "measured": 0.8, "predicted": 1.2, "group": None},
+        {"name": "a", "metric": "busbw_GBps", "measured": 10.0, "predicted": 5.0, "group": "g"},
+        {"name": "b", "metric": "busbw_GBps", "measured": 20.0, "predicted": 6.0, "group": "g"},
+        {"name": "c", "metric": "busbw_GBps", "measured": 20.1, "predicted": 1.0, "group": "g"},
+    ]
+    checked, wrong = runner.ranking(rows)
+    # r against 1 (wrong); a-b (right), a-c (wrong: c predicted slower), b-c measured a tie: skipped
+    assert checked == 3
+    assert [w["pair"] for w in wrong] == [["r", "baseline"], ["a", "c"]]
+
+
+def test_cli_validate_published_json_exits_0() -> None:
+    result = CliRunner().invoke(main, ["validate", "--published", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert KEYS <= set(report) and len(report["cases"]) >= 40
+    assert report["failed"] == []
+
+
+def test_cli_validate_needs_files_or_published() -> None:
+    result = CliRunner().invoke(main, ["validate"])
+    assert result.exit_code == 2 and "--published" in result.output

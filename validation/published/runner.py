@@ -1,0 +1,167 @@
+"""Predict every published case with the current simulator, uncalibrated, and compare with what was measured.
+
+The report is DESIGN.md section 4's validate object (`cases`, `mape`, `max_error`, `ranking_ok`) plus
+`out_of_sample_mape`, the fitting subset's name, per-category errors and the pairs whose order came out
+wrong. A case whose scenario fails to load or run is a row with its `failure`, never a crash.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from validation.published.cases import CASES_FILE, Metric, PublishedCase, ScenarioRef, load_cases
+
+TIE = 0.02   # measured values within 2 % of each other (or a ratio within 2 % of 1) have no order to get right
+
+
+def _run(ref: ScenarioRef, extra: Sequence[str] = ()) -> dict:
+    from simdist.engine.simulation import simulate
+    from simdist.io.load import load_scenario
+
+    return simulate(load_scenario(ref.file, [*ref.overrides, *extra])).to_dict()
+
+
+def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dict] = _run) -> float:
+    """simdist's value of the case's metric (raises whatever loading or simulating the scenario raises)."""
+    if case.metric is Metric.BUSBW_GBPS:
+        rows = run(case.scenario, [f"workload.benchmark.sizes=['{case.size}']"])["collectives"] or []
+        if len(rows) != 1:
+            raise ValueError(f"expected one collective row at {case.size}, got {len(rows)}")
+        return float(rows[0]["busbw_GBps"])
+    if case.metric is Metric.SCALING_EFFICIENCY:
+        eff = run(case.scenario, [])["scaling_efficiency"]
+        if eff is None:
+            raise ValueError("the scenario reports no scaling_efficiency (is it a training workload?)")
+        return float(eff)
+    assert case.baseline is not None
+    num = run(case.scenario, [])["throughput"]["samples_per_s"]
+    den = run(case.baseline, [])["throughput"]["samples_per_s"]
+    return float(num) / float(den)
+
+
+def _row(case: PublishedCase, run: Callable) -> dict:
+    row: dict[str, Any] = {"name": case.name, "metric": case.metric.value, "category": case.category,
+                           "measured": case.measured, "predicted": None, "error": None, "ratio": None,
+                           "group": case.group, "tags": list(case.tags), "source": case.source_text(),
+                           "scenario": case.scenario.describe(), "failure": None}
+    if case.baseline is not None:
+        row["baseline"] = case.baseline.describe()
+    try:
+        predicted = predict(case, run)
+        if not math.isfinite(predicted) or predicted <= 0:
+            raise ValueError(f"predicted {predicted!r}, not a positive number")
+    except Exception as exc:  # noqa: BLE001 - a failing case is reported as a row, the suite goes on
+        row["failure"] = f"{type(exc).__name__}: {exc}"
+        return row
+    row.update(predicted=predicted, error=abs(predicted - case.measured) / case.measured,
+               ratio=case.measured / predicted)
+    if case.reason and row["error"] > 0.25:
+        row["reason"] = case.reason
+    return row
+
+
+def _ordered(a: float, b: float) -> int:
+    """+1 if a > b, -1 if a < b, 0 when within TIE of each other."""
+    if abs(a - b) <= TIE * max(abs(a), abs(b)):
+        return 0
+    return 1 if a > b else -1
+
+
+def ranking(rows: list[dict]) -> tuple[int, list[dict]]:
+    """Pairs checked and those ordered wrong: every ratio case against 1, every same-group pair of one metric."""
+    checked, wrong = 0, []
+    ok_rows = [r for r in rows if r["predicted"] is not None]
+    for r in ok_rows:
+        if r["metric"] == Metric.THROUGHPUT_RATIO.value and _ordered(r["measured"], 1.0) != 0:
+            checked += 1
+            if _ordered(r["predicted"], 1.0) != _ordered(r["measured"], 1.0):
+                wrong.append({"pair": [r["name"], "baseline"], "measured": r["measured"], "predicted": r["predicted"]})
+    for a, b in itertools.combinations(ok_rows, 2):
+        if not a["group"] or a["group"] != b["group"] or a["metric"] != b["metric"]:
+            continue
+        truth = _ordered(a["measured"], b["measured"])
+        if truth == 0:
+            continue
+        checked += 1
+        if _ordered(a["predicted"], b["predicted"]) != truth:
+            wrong.append({"pair": [a["name"], b["name"]], "measured": [a["measured"], b["measured"]],
+                          "predicted": [a["predicted"], b["predicted"]]})
+    return checked, wrong
+
+
+def _mape(rows: list[dict]) -> float | None:
+    errs = [r["error"] for r in rows if r["error"] is not None]
+    return sum(errs) / len(errs) if errs else None
+
+
+def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
+    """The validate object for every case in the data file."""
+    start = time.perf_counter()
+    data = load_cases(path)
+    rows = [_row(c, run) for c in data.cases]
+    done = [r for r in rows if r["error"] is not None]
+    fit = [r for r in rows if data.fit_subset in r["tags"]]
+    held = [r for r in rows if data.fit_subset not in r["tags"]]
+    checked, wrong = ranking(rows)
+    categories = sorted({r["category"] for r in rows})
+    by_cat = {}
+    for cat in categories:
+        mine = [r for r in rows if r["category"] == cat]
+        errs = [r["error"] for r in mine if r["error"] is not None]
+        by_cat[cat] = {"cases": len(mine), "mape": _mape(mine), "max_error": max(errs) if errs else None,
+                       "within_25pct": sum(e <= 0.25 for e in errs), "failed": len(mine) - len(errs)}
+    return {
+        "suite": "published", "data": str(data.path), "fidelity": "scenario's run.fidelity (simulate), uncalibrated",
+        "cases": rows,
+        "mape": _mape(rows),
+        "max_error": max((r["error"] for r in done), default=None),
+        "ranking_ok": not wrong,
+        "out_of_sample_mape": _mape(held),
+        "fitting_subset": {"name": data.fit_subset, "cases": [r["name"] for r in fit], "fitted": data.fitted,
+                           "in_sample_mape": _mape(fit)},
+        "by_category": by_cat,
+        "ranking": {"pairs_checked": checked, "misordered": wrong},
+        "failed": [r["name"] for r in rows if r["failure"]],
+        "within_25pct": sum(r["error"] <= 0.25 for r in done),
+        "reserved_sources_checked": data.reserved_sources_checked,
+        "wall_s": time.perf_counter() - start,
+    }
+
+
+def _fmt(v: float | None, spec: str = ".3g") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def format_report(report: dict) -> str:
+    """Aligned table: one row per case, then the aggregates."""
+    from simdist.tables import format_table
+
+    rows = []
+    for r in report["cases"]:
+        rows.append([r["name"], r["metric"], _fmt(r["measured"]), _fmt(r["predicted"]),
+                     _fmt(r["ratio"], ".2f"), _pct(r["error"]), r["failure"] or ""])
+    lines = [format_table(["case", "metric", "measured", "predicted", "measured/predicted", "error", "failure"],
+                          rows), ""]
+    cat_rows = [[c, str(v["cases"]), _pct(v["mape"]), _pct(v["max_error"]), f"{v['within_25pct']}", str(v["failed"])]
+                for c, v in report["by_category"].items()]
+    lines += [format_table(["category", "cases", "MAPE", "max error", "within 25 %", "failed"], cat_rows), ""]
+    fs = report["fitting_subset"]
+    misordered = report["ranking"]["misordered"]
+    lines += [
+        f"cases {len(report['cases'])}, failed {len(report['failed'])}, within 25 %: {report['within_25pct']}",
+        f"MAPE {_pct(report['mape'])}, max error {_pct(report['max_error'])} (uncalibrated)",
+        f"out-of-sample MAPE {_pct(report['out_of_sample_mape'])} (fitting subset '{fs['name']}': "
+        f"{len(fs['cases'])} cases; fitted: {fs['fitted']})",
+        f"ranking {'ok' if report['ranking_ok'] else 'WRONG'}: {report['ranking']['pairs_checked']} pairs checked, "
+        f"{len(misordered)} misordered",
+    ]
+    lines += [f"  misordered: {m['pair'][0]} vs {m['pair'][1]}: measured {m['measured']}, predicted "
+              f"{m['predicted']}" for m in misordered]
+    return "\n".join(lines)
