@@ -74,3 +74,22 @@ def test_cli_validate_published_json_exits_0() -> None:
 def test_cli_validate_needs_files_or_published() -> None:
     result = CliRunner().invoke(main, ["validate"])
     assert result.exit_code == 2 and "--published" in result.output
+
+
+def test_a_case_outside_25_percent_without_a_reason_is_listed(tmp_path: Path) -> None:
+    """With a stub simulator (every busbw 10 GB/s), cases far off and without a reason are named."""
+    path = _small_file(tmp_path, 3)
+    raw = yaml.safe_load(path.read_text())
+    for c in raw["cases"]:
+        c.pop("reason", None)
+    raw["cases"][0]["reason"] = "a written reason"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+    def stub(ref, extra):
+        return {"collectives": [{"busbw_GBps": 10.0}], "scaling_efficiency": 0.5,
+                "throughput": {"samples_per_s": 1.0}}
+
+    report = runner.run_suite(path, run=stub)
+    far = [r["name"] for r in report["cases"] if r["error"] > 0.25]
+    assert report["unexplained"] == [n for n in far if n != raw["cases"][0]["name"]]
+    assert report["cases"][0].get("reason") == "a written reason" or report["cases"][0]["error"] <= 0.25
