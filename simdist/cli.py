@@ -224,6 +224,9 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
     if published:
         if files:
             raise click.UsageError("--published runs the published suite; give no FILES with it")
+        if calibration or out or rate_scale != 1.0:
+            raise click.UsageError("--published predicts uncalibrated and runs nothing: --calibration, --out "
+                                   "and --rate-scale do not apply to it")
         from validation.published.runner import format_report, run_suite
 
         report = run_suite()

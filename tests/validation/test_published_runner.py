@@ -93,3 +93,9 @@ def test_a_case_outside_25_percent_without_a_reason_is_listed(tmp_path: Path) ->
     far = [r["name"] for r in report["cases"] if r["error"] > 0.25]
     assert report["unexplained"] == [n for n in far if n != raw["cases"][0]["name"]]
     assert report["cases"][0].get("reason") == "a written reason" or report["cases"][0]["error"] <= 0.25
+
+
+def test_cli_validate_published_refuses_options_it_would_ignore() -> None:
+    for extra in (["--calibration", "p.json"], ["--out", "d"], ["--rate-scale", "0.5"], ["x.yaml"]):
+        result = CliRunner().invoke(main, ["validate", "--published", *extra])
+        assert result.exit_code == 2, (extra, result.output)
