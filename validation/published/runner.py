@@ -97,6 +97,17 @@ def _mape(rows: list[dict]) -> float | None:
     return sum(errs) / len(errs) if errs else None
 
 
+def _grouped(rows: list[dict], key: str) -> dict:
+    """MAPE, max error, cases within 25 % and failures per value of `key` (category or metric)."""
+    out = {}
+    for value in sorted({r[key] for r in rows}):
+        mine = [r for r in rows if r[key] == value]
+        errs = [r["error"] for r in mine if r["error"] is not None]
+        out[value] = {"cases": len(mine), "mape": _mape(mine), "max_error": max(errs) if errs else None,
+                      "within_25pct": sum(e <= 0.25 for e in errs), "failed": len(mine) - len(errs)}
+    return out
+
+
 def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
     """The validate object for every case in the data file."""
     start = time.perf_counter()
@@ -106,13 +117,7 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
     fit = [r for r in rows if data.fit_subset in r["tags"]]
     held = [r for r in rows if data.fit_subset not in r["tags"]]
     checked, wrong = ranking(rows)
-    categories = sorted({r["category"] for r in rows})
-    by_cat = {}
-    for cat in categories:
-        mine = [r for r in rows if r["category"] == cat]
-        errs = [r["error"] for r in mine if r["error"] is not None]
-        by_cat[cat] = {"cases": len(mine), "mape": _mape(mine), "max_error": max(errs) if errs else None,
-                       "within_25pct": sum(e <= 0.25 for e in errs), "failed": len(mine) - len(errs)}
+    by_cat = _grouped(rows, "category")
     return {
         "suite": "published", "data": str(data.path), "fidelity": "scenario's run.fidelity (simulate), uncalibrated",
         "cases": rows,
@@ -123,6 +128,7 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
         "fitting_subset": {"name": data.fit_subset, "cases": [r["name"] for r in fit], "fitted": data.fitted,
                            "in_sample_mape": _mape(fit)},
         "by_category": by_cat,
+        "by_metric": _grouped(rows, "metric"),
         "ranking": {"pairs_checked": checked, "misordered": wrong},
         "failed": [r["name"] for r in rows if r["failure"]],
         "unexplained": [r["name"] for r in done if r["error"] > 0.25 and not r.get("reason")],
@@ -150,9 +156,10 @@ def format_report(report: dict) -> str:
                      _fmt(r["ratio"], ".2f"), _pct(r["error"]), r["failure"] or ""])
     lines = [format_table(["case", "metric", "measured", "predicted", "measured/predicted", "error", "failure"],
                           rows), ""]
-    cat_rows = [[c, str(v["cases"]), _pct(v["mape"]), _pct(v["max_error"]), f"{v['within_25pct']}", str(v["failed"])]
-                for c, v in report["by_category"].items()]
-    lines += [format_table(["category", "cases", "MAPE", "max error", "within 25 %", "failed"], cat_rows), ""]
+    for key in ("category", "metric"):
+        agg = [[c, str(v["cases"]), _pct(v["mape"]), _pct(v["max_error"]), f"{v['within_25pct']}", str(v["failed"])]
+               for c, v in report[f"by_{key}"].items()]
+        lines += [format_table([key, "cases", "MAPE", "max error", "within 25 %", "failed"], agg), ""]
     fs = report["fitting_subset"]
     misordered = report["ranking"]["misordered"]
     lines += [
