@@ -207,6 +207,63 @@ def compare(file, overrides, debug, bandwidths, methods, fidelity, plot, as_json
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_common
+@click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2,...",
+              help="A swept key: values, range(start, stop, step) or geom(start, stop, n). Repeatable.")
+@click.option("--zip", "zipped", multiple=True, metavar="KEY1,KEY2", help="Axes that advance together.")
+@click.option("--constraint", "constraints", multiple=True, metavar="EXPR",
+              help="Keep points where EXPR holds, e.g. 'gpus <= 1024 and cost_per_hour < 2000'.")
+@click.option("--out", default="sweep.csv", show_default=True, type=click.Path(dir_okay=False),
+              help="The result table; a rerun into the same file resumes.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True)
+@click.option("--fidelity", type=click.Choice(["estimate", "simulate"]), default=None,
+              help="Default: each point's run.fidelity.")
+@click.option("--jobs", type=int, default=0, help="Worker processes (default: the number of cores).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
+@click.option("--address", default=None, help="Ray cluster to join (with --executor ray).")
+@click.option("--json", "as_json", is_flag=True, help="Print the table and counts as JSON.")
+@_handle_errors
+def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity, jobs, executor, address,
+          as_json) -> None:
+    """Run a scenario over swept keys: one row per point, resumable, in parallel."""
+    from simdist.io.sweep_load import load_point, read_sweep_file, sweep_spec
+    from simdist.planner.progress import Progress
+    from simdist.planner.sweep import run_sweep
+    from simdist.planner.table import format_sweep
+
+    if jobs < 0:
+        raise ScenarioError.bad_value("--jobs", jobs, "a number of processes >= 1 (0: one per core)")
+    if address and executor != "ray":
+        raise ScenarioError.bad_value("--address", address, "--executor ray as well (it joins a Ray cluster)")
+    base, block, base_dir, name = read_sweep_file(file)
+    spec = sweep_spec(block, axes, zipped, constraints)
+    bar: list[Progress] = []
+
+    def progress(total: int, n: int) -> None:
+        if not bar:
+            bar.append(Progress(total, enabled=None if not as_json else False))
+        if n:
+            bar[0].advance(n)
+
+    outcome = run_sweep(spec, base, load_point, out, base_dir=str(base_dir), name=name, overrides=overrides,
+                        fidelity=fidelity or "", jobs=jobs, executor=executor, address=address, fmt=fmt,
+                        progress=progress)
+    if bar:
+        bar[0].close()
+    if as_json:
+        click.echo(json.dumps({"file": out, "points": outcome.points, "ran": outcome.ran,
+                               "resumed": outcome.resumed, "pruned": outcome.pruned,
+                               "by_status": outcome.by_status, "columns": list(outcome.columns),
+                               "rows": outcome.rows}, indent=2))
+        return
+    click.echo(format_sweep(outcome.rows, [a.key for a in spec.axes], out))
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(outcome.by_status.items()))
+    click.echo(f"\n{outcome.points} points: ran {outcome.ran}, already done {outcome.resumed}, "
+               f"excluded by constraints {outcome.pruned} ({counts}); wrote {out}")
+
+
+@main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--launcher", type=click.Choice(["emulab", "torchrun", "local"]), default="emulab", show_default=True,
               help="emulab: Linux namespaces with shaped links (root); local: loopback; torchrun: a real cluster.")
