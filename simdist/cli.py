@@ -264,6 +264,40 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_common
+@click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2,...", help="A key the plan may choose. Repeatable.")
+@click.option("--objective", type=click.Choice(["throughput", "cost", "time_to_train", "goodput"]), default=None,
+              help="What to optimise (default throughput, or the plan block's).")
+@click.option("--constraint", "constraints", multiple=True, metavar="EXPR", help="e.g. 'gpus <= 1024'.")
+@click.option("--budget-per-hour", type=float, default=None, help="Most USD per hour for the cluster.")
+@click.option("--max-gpus", type=int, default=None)
+@click.option("--deadline", default=None, help="Longest time to train, e.g. '14 d' (needs --samples or --tokens).")
+@click.option("--samples", type=float, default=None, help="Samples to train (for time_to_train and --deadline).")
+@click.option("--tokens", type=float, default=None, help="Tokens to train (for time_to_train and --deadline).")
+@click.option("--top", type=int, default=None, help="Candidates to list (default 10).")
+@click.option("--confirm", type=int, default=None, help="Best candidates to confirm by simulation (default 10).")
+@click.option("--max-points", type=int, default=None, help="Exhaustive up to this many points (default 20000).")
+@click.option("--jobs", type=int, default=0, help="Worker processes (default: the number of cores).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_handle_errors
+def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, max_gpus, deadline, samples, tokens,
+         top, confirm, max_points, jobs, as_json) -> None:
+    """Search the allowed configurations for the best plan: estimate all, simulate the best, Pareto front."""
+    from simdist.io.sweep_load import load_point, plan_spec, read_sweep_file
+    from simdist.planner.plan import search
+    from simdist.planner.plan_report import format_plan, plan_json
+
+    base, block, base_dir, name = read_sweep_file(file, "plan")
+    spec = plan_spec(block, axes, {"objective": objective, "constraints": constraints,
+                                   "budget_per_hour": budget_per_hour, "max_gpus": max_gpus, "deadline": deadline,
+                                   "samples": samples, "tokens": tokens, "top": top, "confirm": confirm,
+                                   "max_points": max_points})
+    result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
+    click.echo(json.dumps(plan_json(result), indent=2, default=str) if as_json else format_plan(result, spec))
+
+
+@main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--launcher", type=click.Choice(["emulab", "torchrun", "local"]), default="emulab", show_default=True,
               help="emulab: Linux namespaces with shaped links (root); local: loopback; torchrun: a real cluster.")

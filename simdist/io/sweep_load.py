@@ -22,7 +22,9 @@ from simdist.io.load import load_data
 from simdist.io.overrides import apply_overrides, set_path
 from simdist.io.yaml_source import read_file
 from simdist.planner.axes import Axis, make_axis, parse_axis
+from simdist.planner.plan import Objective, PlanSpec
 from simdist.planner.sweep import SweepSpec
+from simdist.units import parse_duration
 
 _BLOCK_KEYS = ("axes", "zip", "constraints")
 
@@ -35,8 +37,8 @@ def parse_scalar(text: str) -> Any:
         raise ScenarioError(Issue("--axis", f"value {text!r} is not valid YAML")) from None
 
 
-def read_sweep_file(path: str | Path) -> tuple[dict, dict, Path, str]:
-    """(scenario data without its sweep block, the sweep block or {}, its folder, its name)."""
+def read_sweep_file(path: str | Path, block_key: str = "sweep") -> tuple[dict, dict, Path, str]:
+    """(scenario data without its sweep and plan blocks, the `block_key` block or {}, its folder, its name)."""
     p = Path(path).expanduser()
     source = read_file(p)
     if source.issues:
@@ -45,9 +47,10 @@ def read_sweep_file(path: str | Path) -> tuple[dict, dict, Path, str]:
     if not isinstance(data, dict):
         raise ScenarioError(Issue("", f"{p}: expected a mapping of scenario keys at the top level"))
     data = dict(data)
-    block = data.pop("sweep", None) or {}
+    blocks = {k: data.pop(k, None) or {} for k in ("sweep", "plan")}
+    block = blocks[block_key]
     if not isinstance(block, dict):
-        raise ScenarioError.bad_value("sweep", block, f"a mapping with keys {', '.join(_BLOCK_KEYS)}")
+        raise ScenarioError.bad_value(block_key, block, "a mapping (axes, constraints, ...)")
     return data, block, p.resolve().parent, p.stem
 
 
@@ -70,6 +73,45 @@ def sweep_spec(block: dict, axis_texts: Sequence[str] = (), zip_texts: Sequence[
     zipped += [tuple(k.strip() for k in z.split(",") if k.strip()) for z in zip_texts]
     texts = [str(c) for c in _list(block.get("constraints"), "sweep.constraints")] + list(constraints)
     return SweepSpec(tuple(axes), tuple(zipped), tuple(texts))
+
+
+_PLAN_KEYS = ("axes", "constraints", "objective", "samples", "tokens", "budget_per_hour", "max_gpus", "deadline",
+              "top", "confirm", "max_points")
+
+
+def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None = None) -> PlanSpec:
+    """A plan's space and ranking from the file's plan block, with command-line options taking precedence.
+
+    budget_per_hour (USD), max_gpus and deadline (a duration, with --samples/--tokens) become constraints.
+    """
+    unknown = sorted(set(block) - set(_PLAN_KEYS))
+    if unknown:
+        raise ScenarioError(Issue(f"plan.{unknown[0]}", f"unknown key; expected one of {', '.join(_PLAN_KEYS)}"))
+    given = {k: v for k, v in (options or {}).items() if v is not None and v != ()}
+    opts = {k: v for k, v in {**block, **given}.items() if v is not None}
+    space = sweep_spec({"axes": block.get("axes") or {}}, axis_texts)
+    constraints = [str(c) for c in _list(block.get("constraints"), "plan.constraints")]
+    constraints += list((options or {}).get("constraints") or ())
+    if "budget_per_hour" in opts:
+        constraints.append(f"cost_per_hour <= {_positive(opts['budget_per_hour'], 'budget_per_hour')!r}")
+    if "max_gpus" in opts:
+        constraints.append(f"gpus <= {int(_positive(opts['max_gpus'], 'max_gpus'))}")
+    if "deadline" in opts:
+        constraints.append(f"time_to_train_s <= {parse_duration(opts['deadline'], 'plan.deadline')!r}")
+    try:
+        objective = Objective(opts.get("objective", "throughput"))
+    except ValueError:
+        raise ScenarioError.bad_value("plan.objective", opts.get("objective"),
+                                      f"one of {', '.join(o.value for o in Objective)}") from None
+    kw = {k: int(_positive(opts[k], k)) for k in ("top", "confirm", "max_points") if k in opts}
+    budget = {k: float(_positive(opts[k], k)) for k in ("samples", "tokens") if k in opts}
+    return PlanSpec(axes=space.axes, objective=objective, constraints=tuple(constraints), **budget, **kw)
+
+
+def _positive(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ScenarioError.bad_value(f"plan.{key}", value, "a number >= 0")
+    return value
 
 
 def _list(value: Any, key: str) -> list:

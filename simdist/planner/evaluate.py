@@ -87,6 +87,7 @@ def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = fro
     return "row", row
 
 
-def evaluate_chunk(job: Job, points: Sequence[Point], done: frozenset[str]) -> list[tuple[str, dict | None]]:
-    """Several points in order (one task for an executor, so a worker reuses the clusters it built)."""
-    return [evaluate_point(job, p, done) for p in points]
+def evaluate_chunk(job: Job, points: Sequence[Point], done: frozenset[str]) -> list[tuple[int, str, dict | None]]:
+    """Several points in order (one task for an executor, so a worker reuses the clusters it built):
+    (point index, outcome kind, row) each."""
+    return [(p.index, *evaluate_point(job, p, done)) for p in points]

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 from simdist.planner.axes import Point
 from simdist.planner.evaluate import Job, evaluate_chunk
 
-Outcomes = list[tuple[str, dict | None]]
+Outcomes = list[tuple[int, str, dict | None]]  # (point index, kind, row) per point
 
 
 def chunks(points: Sequence[Point], jobs: int, most: int = 16) -> list[list[Point]]:

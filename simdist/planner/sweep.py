@@ -92,7 +92,7 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
         progress(len(points), 0)
     try:
         for batch in batches:
-            for kind, row in batch:
+            for _, kind, row in batch:
                 if kind == PRUNED:
                     outcome.pruned += 1
                 elif kind != SKIPPED and row is not None:
