@@ -207,6 +207,97 @@ def compare(file, overrides, debug, bandwidths, methods, fidelity, plot, as_json
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_common
+@click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2,...",
+              help="A swept key: values, range(start, stop, step) or geom(start, stop, n). Repeatable.")
+@click.option("--zip", "zipped", multiple=True, metavar="KEY1,KEY2", help="Axes that advance together.")
+@click.option("--constraint", "constraints", multiple=True, metavar="EXPR",
+              help="Keep points where EXPR holds, e.g. 'gpus <= 1024 and cost_per_hour < 2000'.")
+@click.option("--out", default="sweep.csv", show_default=True, type=click.Path(dir_okay=False),
+              help="The result table; a rerun into the same file resumes.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True)
+@click.option("--fidelity", type=click.Choice(["estimate", "simulate"]), default=None,
+              help="Default: each point's run.fidelity.")
+@click.option("--jobs", type=int, default=0, help="Worker processes (default: the number of cores).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
+@click.option("--address", default=None, help="Ray cluster to join (with --executor ray).")
+@click.option("--json", "as_json", is_flag=True, help="Print the table and counts as JSON.")
+@_handle_errors
+def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity, jobs, executor, address,
+          as_json) -> None:
+    """Run a scenario over swept keys: one row per point, resumable, in parallel."""
+    from simdist.io.sweep_load import load_point, read_sweep_file, sweep_spec
+    from simdist.planner.progress import Progress
+    from simdist.planner.sweep import run_sweep
+    from simdist.planner.table import format_sweep
+
+    if jobs < 0:
+        raise ScenarioError.bad_value("--jobs", jobs, "a number of processes >= 1 (0: one per core)")
+    if address and executor != "ray":
+        raise ScenarioError.bad_value("--address", address, "--executor ray as well (it joins a Ray cluster)")
+    base, block, base_dir, name = read_sweep_file(file)
+    spec = sweep_spec(block, axes, zipped, constraints)
+    bar: list[Progress] = []
+
+    def progress(total: int, n: int) -> None:
+        if not bar:
+            bar.append(Progress(total, enabled=None if not as_json else False))
+        if n:
+            bar[0].advance(n)
+
+    outcome = run_sweep(spec, base, load_point, out, base_dir=str(base_dir), name=name, overrides=overrides,
+                        fidelity=fidelity or "", jobs=jobs, executor=executor, address=address, fmt=fmt,
+                        progress=progress)
+    if bar:
+        bar[0].close()
+    if as_json:
+        click.echo(json.dumps({"file": out, "points": outcome.points, "ran": outcome.ran,
+                               "resumed": outcome.resumed, "pruned": outcome.pruned,
+                               "by_status": outcome.by_status, "columns": list(outcome.columns),
+                               "rows": outcome.rows}, indent=2))
+        return
+    click.echo(format_sweep(outcome.rows, [a.key for a in spec.axes], out))
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(outcome.by_status.items()))
+    click.echo(f"\n{outcome.points} points: ran {outcome.ran}, already done {outcome.resumed}, "
+               f"excluded by constraints {outcome.pruned} ({counts}); wrote {out}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_common
+@click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2,...", help="A key the plan may choose. Repeatable.")
+@click.option("--objective", type=click.Choice(["throughput", "cost", "time_to_train", "goodput"]), default=None,
+              help="What to optimise (default throughput, or the plan block's).")
+@click.option("--constraint", "constraints", multiple=True, metavar="EXPR", help="e.g. 'gpus <= 1024'.")
+@click.option("--budget-per-hour", type=float, default=None, help="Most USD per hour for the cluster.")
+@click.option("--max-gpus", type=int, default=None)
+@click.option("--deadline", default=None, help="Longest time to train, e.g. '14 d' (needs --samples or --tokens).")
+@click.option("--samples", type=float, default=None, help="Samples to train (for time_to_train and --deadline).")
+@click.option("--tokens", type=float, default=None, help="Tokens to train (for time_to_train and --deadline).")
+@click.option("--top", type=int, default=None, help="Candidates to list (default 10).")
+@click.option("--confirm", type=int, default=None, help="Best candidates to confirm by simulation (default 10).")
+@click.option("--max-points", type=int, default=None, help="Exhaustive up to this many points (default 20000).")
+@click.option("--jobs", type=int, default=0, help="Worker processes (default: the number of cores).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_handle_errors
+def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, max_gpus, deadline, samples, tokens,
+         top, confirm, max_points, jobs, as_json) -> None:
+    """Search the allowed configurations for the best plan: estimate all, simulate the best, Pareto front."""
+    from simdist.io.sweep_load import load_point, plan_spec, read_sweep_file
+    from simdist.planner.plan import search
+    from simdist.planner.plan_report import format_plan, plan_json
+
+    base, block, base_dir, name = read_sweep_file(file, "plan")
+    spec = plan_spec(block, axes, {"objective": objective, "constraints": constraints,
+                                   "budget_per_hour": budget_per_hour, "max_gpus": max_gpus, "deadline": deadline,
+                                   "samples": samples, "tokens": tokens, "top": top, "confirm": confirm,
+                                   "max_points": max_points})
+    result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
+    click.echo(json.dumps(plan_json(result), indent=2, default=str) if as_json else format_plan(result, spec))
+
+
+@main.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--published", is_flag=True,
               help="Predict the published-benchmark suite (validation/published/cases.yaml) uncalibrated "

@@ -1,0 +1,89 @@
+"""Planner speed: estimate and simulate points per second, a 1,000-point sweep and a plan search.
+
+Prints, for the default scenario (ResNet-50, DDP ring, 8 GPUs per node, fat tree) scaled to 1,024 GPUs:
+the time to resolve one point (schema + catalog), to estimate it and to simulate it; the wall time of
+a sweep of N estimate points on --jobs processes (target: 1,000 points < 10 s); and a `plan` over M
+candidates with the top 10 confirmed by simulation (target: >= 10,000 candidates < 60 s).
+Run: .venv/bin/python benchmarks/sweep.py [--points 1000] [--plan-points 10000] [--jobs 2] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from simdist.engine.simulation import simulate
+from simdist.io.sweep_load import load_point, plan_spec, read_sweep_file, sweep_spec
+from simdist.planner.plan import search
+from simdist.planner.sweep import run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "scenarios" / "default.yaml"
+NODES = 128  # x 8 GPUs = 1,024
+
+
+def _timed(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _bucket_axis(n: int) -> str:
+    """n distinct bucket sizes (MB), so a sweep of n points is n distinct scenarios on one cluster."""
+    return "communication.bucket_size=" + ",".join(f"{1 + i * 0.25:g} MB" for i in range(n))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=1000)
+    ap.add_argument("--plan-points", type=int, default=10_000)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="100 sweep points and 400 plan candidates")
+    args = ap.parse_args()
+    if args.quick:
+        args.points, args.plan_points = 100, 400
+    base, _, base_dir, name = read_sweep_file(SCENARIO)
+    values = {"cluster.nodes.0.count": NODES}
+    scenario = load_point(base, (), values, str(base_dir), name)
+    print(f"scenario: {name} at {scenario.cluster.num_gpus} GPUs")
+    t_load = _timed(lambda: load_point(base, (), values, str(base_dir), name))
+    simulate(scenario, fidelity="estimate")  # builds and caches what a process builds once
+    t_est = _timed(lambda: simulate(scenario, fidelity="estimate"))
+    t_sim = _timed(lambda: simulate(scenario, fidelity="simulate"), repeat=1)
+    print(f"one point: resolve {t_load * 1e3:.1f} ms, estimate {t_est * 1e3:.1f} ms, simulate {t_sim * 1e3:.0f} ms"
+          f"  -> {1 / (t_load + t_est):.1f} estimate points/s and {1 / (t_load + t_sim):.2f} simulate points/s"
+          " per process")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = sweep_spec({}, [f"cluster.nodes.0.count={NODES}", _bucket_axis(args.points)])
+        t0 = time.perf_counter()
+        out = run_sweep(spec, base, load_point, str(Path(tmp) / "s.csv"), base_dir=str(base_dir), name=name,
+                        fidelity="estimate", jobs=args.jobs)
+        wall = time.perf_counter() - t0
+        print(f"sweep: {out.points} estimate points on {args.jobs} processes in {wall:.1f} s "
+              f"({out.points / wall:.1f} points/s; target 1,000 points < 10 s: "
+              f"{1000 / (out.points / wall):.1f} s at this rate)")
+        t0 = time.perf_counter()
+        again = run_sweep(spec, base, load_point, str(Path(tmp) / "s.csv"), base_dir=str(base_dir), name=name,
+                          fidelity="estimate", jobs=args.jobs)
+        print(f"resume of the finished sweep: {time.perf_counter() - t0:.1f} s, {again.ran} points rerun")
+
+    strategies, codecs = ["ring", "hierarchical", "tree"], ["none", "fp16", "int8", "powersgd"]
+    buckets = max(1, args.plan_points // (len(strategies) * len(codecs)))
+    pspec = plan_spec({}, [f"cluster.nodes.0.count={NODES}", "communication.strategy=" + ",".join(strategies),
+                           "communication.compression.method=" + ",".join(codecs), _bucket_axis(buckets)],
+                      {"objective": "throughput", "confirm": 10, "top": 10, "max_points": 10 ** 6})
+    t0 = time.perf_counter()
+    plan = search(pspec, base, load_point, base_dir=str(base_dir), name=name, jobs=args.jobs)
+    wall = time.perf_counter() - t0
+    print(f"plan: {plan.space} candidates ({plan.search}), top 10 simulated, in {wall:.1f} s "
+          f"(target >= 10,000 candidates < 60 s); best {plan.ranked[0]['communication.strategy']} / "
+          f"{plan.ranked[0]['communication.compression.method']} / {plan.ranked[0]['communication.bucket_size']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Sweeps from files and the command line: the `sweep:` block of a scenario file, `--axis` texts, and
+the loader that resolves one point (base data + --set overrides + the point's axis values).
+
+A sweep block (only `simdist sweep` reads it; `run` refuses it as an unknown key):
+    sweep:
+      axes:
+        communication.strategy: [ring, hierarchical, ps]
+        cluster.nodes.0.count: "geom(2, 32, 5)"
+      zip: [[keyA, keyB]]            # optional: axes that advance together
+      constraints: ["gpus <= 1024"]   # optional
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from simdist.errors import Issue, ScenarioError
+from simdist.io.load import load_data
+from simdist.io.overrides import apply_overrides, set_path
+from simdist.io.yaml_source import read_file
+from simdist.planner.axes import Axis, make_axis, parse_axis
+from simdist.planner.plan import Objective, PlanSpec
+from simdist.planner.sweep import SweepSpec
+from simdist.units import parse_duration
+
+_BLOCK_KEYS = ("axes", "zip", "constraints")
+
+
+def parse_scalar(text: str) -> Any:
+    """One axis value from the command line, read as YAML ('16' -> 16, 'true' -> True, '25 MB' stays text)."""
+    try:
+        return yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        raise ScenarioError(Issue("--axis", f"value {text!r} is not valid YAML")) from None
+
+
+def read_sweep_file(path: str | Path, block_key: str = "sweep") -> tuple[dict, dict, Path, str]:
+    """(scenario data without its sweep and plan blocks, the `block_key` block or {}, its folder, its name)."""
+    p = Path(path).expanduser()
+    source = read_file(p)
+    if source.issues:
+        raise ScenarioError(list(source.issues))
+    data = source.data
+    if not isinstance(data, dict):
+        raise ScenarioError(Issue("", f"{p}: expected a mapping of scenario keys at the top level"))
+    data = dict(data)
+    blocks = {k: data.pop(k, None) or {} for k in ("sweep", "plan")}
+    block = blocks[block_key]
+    if not isinstance(block, dict):
+        raise ScenarioError.bad_value(block_key, block, "a mapping (axes, constraints, ...)")
+    return data, block, p.resolve().parent, p.stem
+
+
+def sweep_spec(block: dict, axis_texts: Sequence[str] = (), zip_texts: Sequence[str] = (),
+               constraints: Sequence[str] = ()) -> SweepSpec:
+    """The file's sweep block merged with --axis / --zip / --constraint (command-line axes replace the
+    block's axes of the same key and come after the others)."""
+    unknown = sorted(set(block) - set(_BLOCK_KEYS))
+    if unknown:
+        raise ScenarioError(Issue(f"sweep.{unknown[0]}", f"unknown key; expected one of {', '.join(_BLOCK_KEYS)}"))
+    axes_block = block.get("axes") or {}
+    if not isinstance(axes_block, dict):
+        raise ScenarioError.bad_value("sweep.axes", axes_block, "a mapping of scenario key -> list of values")
+    cli = [parse_axis(t, parse_scalar) for t in axis_texts]
+    cli_keys = {a.key for a in cli}
+    axes: list[Axis] = [make_axis(str(k), v) for k, v in axes_block.items() if str(k) not in cli_keys] + cli
+    if not axes:
+        raise ScenarioError(Issue("--axis", "the sweep has no axes; give --axis KEY=V1,V2 or a sweep.axes block"))
+    zipped = [tuple(str(k) for k in z) for z in _list(block.get("zip"), "sweep.zip")]
+    zipped += [tuple(k.strip() for k in z.split(",") if k.strip()) for z in zip_texts]
+    texts = [str(c) for c in _list(block.get("constraints"), "sweep.constraints")] + list(constraints)
+    return SweepSpec(tuple(axes), tuple(zipped), tuple(texts))
+
+
+_PLAN_KEYS = ("axes", "constraints", "objective", "samples", "tokens", "budget_per_hour", "max_gpus", "deadline",
+              "top", "confirm", "max_points")
+
+
+def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None = None) -> PlanSpec:
+    """A plan's space and ranking from the file's plan block, with command-line options taking precedence.
+
+    budget_per_hour (USD), max_gpus and deadline (a duration, with --samples/--tokens) become constraints.
+    """
+    unknown = sorted(set(block) - set(_PLAN_KEYS))
+    if unknown:
+        raise ScenarioError(Issue(f"plan.{unknown[0]}", f"unknown key; expected one of {', '.join(_PLAN_KEYS)}"))
+    given = {k: v for k, v in (options or {}).items() if v is not None and v != ()}
+    opts = {k: v for k, v in {**block, **given}.items() if v is not None}
+    space = sweep_spec({"axes": block.get("axes") or {}}, axis_texts)
+    constraints = [str(c) for c in _list(block.get("constraints"), "plan.constraints")]
+    constraints += list((options or {}).get("constraints") or ())
+    if "budget_per_hour" in opts:
+        constraints.append(f"cost_per_hour <= {_positive(opts['budget_per_hour'], 'budget_per_hour')!r}")
+    if "max_gpus" in opts:
+        constraints.append(f"gpus <= {int(_positive(opts['max_gpus'], 'max_gpus'))}")
+    if "deadline" in opts:
+        constraints.append(f"time_to_train_s <= {parse_duration(opts['deadline'], 'plan.deadline')!r}")
+    try:
+        objective = Objective(opts.get("objective", "throughput"))
+    except ValueError:
+        raise ScenarioError.bad_value("plan.objective", opts.get("objective"),
+                                      f"one of {', '.join(o.value for o in Objective)}") from None
+    kw = {k: int(_positive(opts[k], k)) for k in ("top", "confirm", "max_points") if k in opts}
+    budget = {k: float(_positive(opts[k], k)) for k in ("samples", "tokens") if k in opts}
+    return PlanSpec(axes=space.axes, objective=objective, constraints=tuple(constraints), **budget, **kw)
+
+
+def _positive(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ScenarioError.bad_value(f"plan.{key}", value, "a number >= 0")
+    return value
+
+
+def _list(value: Any, key: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ScenarioError.bad_value(key, value, "a list")
+    return value
+
+
+def load_point(base: dict, overrides: Sequence[str], values: dict, base_dir: str, name: str):
+    """One point's Scenario: the base data, the --set overrides, then each axis value at its key."""
+    data = apply_overrides(base, list(overrides))
+    data = copy.deepcopy(data)
+    for key, value in values.items():
+        set_path(data, key.split("."), copy.deepcopy(value))
+    return load_data(data, (), base_dir, name)

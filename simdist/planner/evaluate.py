@@ -1,0 +1,93 @@
+"""Run one sweep point: resolve its scenario, apply the constraints, simulate or estimate, make its row.
+
+What a worker needs travels in a `Job` (picklable: plain data and a module-level loader function),
+so the same code runs in this process, in local worker processes and on Ray workers.
+A point that cannot run is a row with its reason (infeasible, invalid, error), never a crash.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from simdist.errors import InfeasibleError, ScenarioError
+from simdist.planner.axes import Point
+from simdist.planner.expr import Expression
+from simdist.planner.rows import (STATUS_ERROR, STATUS_INFEASIBLE, STATUS_INVALID, canonical, failed_values,
+                                  input_values, point_key, result_values)
+
+# loader(base_data, overrides, point_values, base_dir, name) -> Scenario; raises ScenarioError
+Loader = Callable[[dict, Sequence[str], dict, str, str], Any]
+SKIPPED = "skipped"  # already in the file
+PRUNED = "pruned"  # excluded by a constraint on its inputs
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything shared by the points of one sweep."""
+
+    base: dict  # the scenario data, without its sweep block
+    loader: Loader
+    base_dir: str = "."
+    name: str = "scenario"
+    overrides: tuple[str, ...] = ()  # --set, applied before the axes
+    fidelity: str = ""  # "" = each point's run.fidelity
+    constraints: tuple[str, ...] = ()
+    input_names: frozenset[str] = field(default_factory=frozenset)  # variables known before a point runs
+
+
+def parse_constraints(texts: Sequence[str], known: Sequence[str], key: str = "--constraint") -> list[Expression]:
+    """Parse every constraint and check its variables against `known`; one ScenarioError naming all problems."""
+    exprs = [Expression(t, key) for t in texts]
+    for e in exprs:
+        unknown = sorted(e.names - set(known))
+        if unknown:
+            raise ScenarioError.bad_value(key, e.text, f"variables among {', '.join(sorted(known))} "
+                                                       f"(unknown: {', '.join(unknown)})")
+    return exprs
+
+
+def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = frozenset()) -> tuple[str, dict | None]:
+    """('row', row) for a point that ran or failed, (SKIPPED|PRUNED, None) otherwise."""
+    from simdist.engine.simulation import simulate
+
+    values = point.as_dict()
+    head = {"point": point.index, **values}
+    try:
+        scenario = job.loader(job.base, job.overrides, values, job.base_dir, job.name)
+    except ScenarioError as err:
+        key = "invalid-" + hashlib.sha256(json.dumps(canonical(values), sort_keys=True).encode()).hexdigest()[:8]
+        if key in done:
+            return SKIPPED, None
+        return "row", {**head, "key": key, **failed_values(STATUS_INVALID, "; ".join(map(str, err.issues)),
+                                                           job.fidelity)}
+    fidelity = job.fidelity or scenario.run.fidelity.value
+    known = {**values, **input_values(scenario)}
+    exprs = [c for t in job.constraints for c in Expression(t).conjuncts()]
+    if not all(e.evaluate(known) for e in exprs if e.names <= set(known)):
+        return PRUNED, None
+    key = point_key(scenario, fidelity)
+    if key in done:
+        return SKIPPED, None
+    head["key"] = key
+    try:
+        result = simulate(scenario, fidelity=fidelity)
+    except InfeasibleError as err:
+        return "row", {**head, **failed_values(STATUS_INFEASIBLE, str(err), fidelity, scenario)}
+    except ScenarioError as err:
+        return "row", {**head, **failed_values(STATUS_INVALID, "; ".join(map(str, err.issues)), fidelity, scenario)}
+    except Exception as err:  # noqa: BLE001 - one broken point must not end the sweep
+        return "row", {**head, **failed_values(STATUS_ERROR, f"internal error: {type(err).__name__}: {err}",
+                                               fidelity, scenario)}
+    row = {**head, **result_values(scenario, result)}
+    post = [e for e in exprs if not e.names <= set(known)]
+    if post:
+        row["meets_constraints"] = all(e.evaluate({**known, **row}) for e in post)
+    return "row", row
+
+
+def evaluate_chunk(job: Job, points: Sequence[Point], done: frozenset[str]) -> list[tuple[int, str, dict | None]]:
+    """Several points in order (one task for an executor, so a worker reuses the clusters it built):
+    (point index, outcome kind, row) each."""
+    return [(p.index, *evaluate_point(job, p, done)) for p in points]

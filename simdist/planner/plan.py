@@ -1,0 +1,246 @@
+"""`simdist plan`: search the allowed space with `estimate`, confirm the best with `simulate`.
+
+The space is a set of axes (the same as a sweep's: GPU type and count, node interior, NIC, strategy,
+bucket size, compression, ...). Every point is estimated (exhaustively up to `max_points`; beyond
+that a seeded random sample of `max_points` points, then a local search that changes one axis at a
+time around the best point until nothing improves); points that do not fit, break a constraint or
+cannot run are dropped with their reasons counted; the best `confirm` points by the objective are
+simulated and re-ranked on the simulated figures. The Pareto front is throughput against price per
+hour over every feasible estimated point.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Sequence
+
+from simdist.errors import Issue, ScenarioError
+from simdist.planner.axes import Axis, Point, expand
+from simdist.planner.evaluate import PRUNED, Job, evaluate_point, parse_constraints
+from simdist.planner.executors import default_jobs, run_local
+from simdist.planner.pareto import pareto_front
+from simdist.planner.rows import RESULT_COLUMNS, STATUS_OK, canonical
+
+INPUT_NAMES = ("gpus", "nodes", "cost_per_hour")
+
+
+class Objective(StrEnum):
+    THROUGHPUT = "throughput"  # samples (tokens for transformers) per second, higher is better
+    COST = "cost"  # dollars per sample (token), lower is better
+    TIME_TO_TRAIN = "time_to_train"  # seconds to a sample or token budget, lower is better
+    GOODPUT = "goodput"  # useful throughput under the scenario's failures
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """What to search and how to rank it."""
+
+    axes: tuple[Axis, ...]
+    objective: Objective = Objective.THROUGHPUT
+    constraints: tuple[str, ...] = ()
+    samples: float | None = None  # budget for time_to_train (samples)
+    tokens: float | None = None  # budget for time_to_train (tokens)
+    top: int = 10
+    confirm: int = 10
+    max_points: int = 20_000
+    seed: int = 0
+
+
+@dataclass
+class Plan:
+    """The search's outcome: ranked candidates (confirmed first), the Pareto front, and counts."""
+
+    objective: Objective
+    ranked: list[dict[str, Any]]
+    front: list[dict[str, Any]]
+    space: int
+    evaluated: int
+    feasible: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    search: str = "exhaustive"
+
+
+def check_plan(spec: PlanSpec) -> None:
+    """Refuse what cannot be ranked, naming the option."""
+    if spec.objective == Objective.GOODPUT:
+        raise ScenarioError.bad_value("--objective", "goodput", "throughput, cost or time_to_train (goodput "
+                                                                "needs the failure model, which is not built yet)")
+    if spec.objective == Objective.TIME_TO_TRAIN and not (spec.samples or spec.tokens):
+        raise ScenarioError(Issue("--objective", "time_to_train needs a budget: --samples N or --tokens N"))
+    if spec.samples and spec.tokens:
+        raise ScenarioError(Issue("--tokens", "give --samples or --tokens, not both"))
+    for name in ("top", "confirm", "max_points"):
+        if getattr(spec, name) < (1 if name != "confirm" else 0):
+            raise ScenarioError.bad_value(f"--{name.replace('_', '-')}", getattr(spec, name), "a positive count")
+
+
+def rate(row: dict[str, Any], spec: PlanSpec) -> float | None:
+    """Tokens per second when the objective counts tokens (and the model has them), else samples per second."""
+    if spec.tokens or (spec.objective != Objective.TIME_TO_TRAIN and row.get("tokens_per_s")):
+        return row.get("tokens_per_s")
+    return row.get("samples_per_s")
+
+
+def time_to_train_s(row: dict[str, Any], spec: PlanSpec) -> float | None:
+    r = rate(row, spec)
+    budget = spec.tokens or spec.samples
+    return budget / r if r and budget else None
+
+
+def score(row: dict[str, Any], spec: PlanSpec) -> float:
+    """The objective as a number to minimise (inf when the row has no figure for it)."""
+    r = rate(row, spec)
+    if not r:
+        return math.inf
+    if spec.objective == Objective.THROUGHPUT:
+        return -r
+    if spec.objective == Objective.COST:
+        return row["cost_per_hour_usd"] / 3600.0 / r if row.get("cost_per_hour_usd") else math.inf
+    return time_to_train_s(row, spec) or math.inf
+
+
+def _evaluate(job: Job, points: Sequence[Point], jobs: int) -> list[tuple[str, dict | None]]:
+    """Outcomes in the order of `points` (the executor returns chunks as they finish)."""
+    by_index: dict[int, tuple[str, dict | None]] = {}
+    for batch in run_local(job, points, frozenset(), jobs):
+        by_index.update((i, (kind, row)) for i, kind, row in batch)
+    return [by_index[p.index] for p in points]
+
+
+def _key(values: Any) -> str:
+    return json.dumps(canonical(dict(values)), sort_keys=True)
+
+
+def _neighbours(point: Point, axes: Sequence[Axis]) -> list[dict[str, Any]]:
+    """The points one step away on one axis (the previous or next value)."""
+    values = point.as_dict()
+    out = []
+    for a in axes:
+        i = a.values.index(values[a.key])
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(a.values):
+                out.append({**values, a.key: a.values[j]})
+    return out
+
+
+def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str = "scenario",
+           overrides: Sequence[str] = (), jobs: int = 0) -> Plan:
+    """Estimate the space, keep what fits and meets the constraints, confirm the best by simulation."""
+    check_plan(spec)
+    known = [a.key for a in spec.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS) + ["time_to_train_s"]
+    parse_constraints(spec.constraints, known)
+    jobs = jobs or default_jobs()
+    job = Job(base=base, loader=loader, base_dir=base_dir, name=name, overrides=tuple(overrides),
+              fidelity="estimate", constraints=tuple(c for c in spec.constraints if "time_to_train_s" not in c))
+    space = math.prod(len(a.values) for a in spec.axes)
+    rows: dict[tuple, dict] = {}
+    rejected: dict[str, int] = {}
+
+    def run(points: list[Point]) -> None:
+        for point, (kind, row) in zip(points, _evaluate(job, points, jobs)):
+            key = _key(point.values)
+            if kind == PRUNED:
+                rejected["constraints"] = rejected.get("constraints", 0) + 1
+                rows[key] = {}
+            elif row is not None:
+                row["time_to_train_s"] = time_to_train_s(row, spec) if row["status"] == STATUS_OK else None
+                rows[key] = row
+
+    if space <= spec.max_points:
+        run(expand(spec.axes))
+        method = "exhaustive"
+    else:
+        rng = random.Random(spec.seed)
+        sample = sorted(rng.sample(range(space), spec.max_points))
+        run(_points_at(spec.axes, sample))
+        method = f"random sample of {spec.max_points} of {space}, then local search"
+        _local_search(spec, rows, run)
+    feasible = [r for r in rows.values() if _feasible(r, spec, rejected)]
+    feasible.sort(key=lambda r: (score(r, spec), r["point"]))
+    confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs)
+    ranked = confirmed + feasible[len(confirmed):spec.top] if spec.top > len(confirmed) else confirmed[:spec.top]
+    front = pareto_front(feasible, [lambda r: -(rate(r, spec) or 0.0), lambda r: r["cost_per_hour_usd"] or 0.0])
+    return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, method)
+
+
+def _points_at(axes: Sequence[Axis], indices: Sequence[int]) -> list[Point]:
+    """Points of the Cartesian product at flat indices (the last axis varying fastest), without expanding it."""
+    out = []
+    for flat in indices:
+        values, rest = [], flat
+        for a in reversed(axes):
+            rest, i = divmod(rest, len(a.values))
+            values.append((a.key, a.values[i]))
+        out.append(Point(flat, tuple(reversed(values))))
+    return out
+
+
+def _local_search(spec: PlanSpec, rows: dict, run) -> None:
+    """From the best point so far, estimate unvisited neighbours until no neighbour is better."""
+    while True:
+        ok = [r for r in rows.values() if r and r.get("status") == STATUS_OK and r.get("memory_fits")]
+        if not ok:
+            return
+        best = min(ok, key=lambda r: score(r, spec))
+        point = Point(best["point"], tuple((a.key, best[a.key]) for a in spec.axes))
+        fresh = [n for n in _neighbours(point, spec.axes) if _key(n) not in rows]
+        if not fresh:
+            return
+        flat = []
+        for n in fresh:
+            f = 0
+            for a in spec.axes:
+                f = f * len(a.values) + a.values.index(n[a.key])
+            flat.append(f)
+        run(_points_at(spec.axes, flat))
+        new_best = min((r for r in rows.values() if r and r.get("status") == STATUS_OK), key=lambda r: score(r, spec))
+        if score(new_best, spec) >= score(best, spec):
+            return
+
+
+def _feasible(row: dict, spec: PlanSpec, rejected: dict[str, int]) -> bool:
+    """A row that ran, fits in memory and meets every constraint; the others are counted by reason."""
+    if not row:
+        return False
+    reason = None
+    if row["status"] != STATUS_OK:
+        reason = row["status"]
+    elif row.get("memory_fits") is False:
+        reason = "memory"
+    elif row.get("meets_constraints") is False:
+        reason = "constraints"
+    elif any(not _holds(c, row) for c in spec.constraints if "time_to_train_s" in c):
+        reason = "constraints"
+    elif score(row, spec) == math.inf:
+        reason = "no figure for the objective"
+    if reason:
+        rejected[reason] = rejected.get(reason, 0) + 1
+    return reason is None
+
+
+def _holds(text: str, row: dict) -> bool:
+    from simdist.planner.expr import Expression
+
+    return Expression(text).evaluate(row)
+
+
+def _confirm(rows: list[dict], job: Job, spec: PlanSpec, jobs: int) -> list[dict]:
+    """Simulate the best estimated rows and re-rank them on the simulated figures."""
+    if not rows:
+        return []
+    points = [Point(r["point"], tuple((a.key, r[a.key]) for a in spec.axes)) for r in rows]
+    sim_job = replace(job, fidelity="simulate", constraints=())
+    out = []
+    for est, (kind, row) in zip(rows, _evaluate(sim_job, points, jobs)):
+        if row is None or row["status"] != STATUS_OK:
+            out.append({**est, "confirmed": False, "confirm_error": (row or {}).get("reason", kind)})
+            continue
+        row["time_to_train_s"] = time_to_train_s(row, spec)
+        row["estimate_iteration_time_s"] = est["iteration_time_s"]
+        row["confirmed"] = True
+        out.append(row)
+    out.sort(key=lambda r: (0 if r.get("confirmed") else 1, score(r, spec), r["point"]))
+    return out

@@ -1,0 +1,51 @@
+"""A one-line progress bar (points done, rate, ETA) on a terminal; silent when output is not a terminal."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    """Call `advance(n)` as points finish and `close()` at the end; redraws at most 10 times a second."""
+
+    def __init__(self, total: int, label: str = "points", stream: TextIO | None = None,
+                 enabled: bool | None = None) -> None:
+        self.total, self.label, self.done = total, label, 0
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._start = time.monotonic()
+        self._drawn = 0.0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and (now - self._drawn > 0.1 or self.done >= self.total):
+            self._drawn = now
+            self.stream.write("\r" + self.line(now - self._start))
+            self.stream.flush()
+
+    def line(self, elapsed_s: float) -> str:
+        """'[#####.....]  30/60 points  12.0/s  ETA 2.5 s'."""
+        width = 24
+        frac = self.done / self.total if self.total else 1.0
+        bar = "#" * int(round(frac * width))
+        rate = self.done / elapsed_s if elapsed_s > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta_text = f"ETA {_duration(eta)}" if self.done < self.total else f"in {_duration(elapsed_s)}"
+        return f"[{bar:<{width}}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  {eta_text}  "
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _duration(s: float) -> str:
+    if s != s:  # NaN
+        return "?"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"

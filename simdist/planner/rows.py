@@ -1,0 +1,108 @@
+"""One sweep point's row: the point's inputs, its status, every figure of its result, and its cost.
+
+Rows are plain dicts with a fixed set of result columns (RESULT_COLUMNS) after the axis columns, so
+every row of a sweep has the same columns whatever happened to the point. A point's `key` is a hash
+of its resolved scenario and fidelity: two spellings of the same scenario ("25 MB", "25000000 B")
+share a key, and a resumed sweep skips a point whose key is already in the file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import math
+from typing import Any
+
+from simdist.results.records import RunResult
+
+STATUS_OK, STATUS_INFEASIBLE, STATUS_INVALID, STATUS_ERROR = "ok", "infeasible", "invalid", "error"
+HEAD_COLUMNS = ("point", "key")
+RESULT_COLUMNS = (
+    "status", "reason", "fidelity", "gpus", "iteration_time_s", "samples_per_s", "tokens_per_s",
+    "scaling_efficiency", "compute_s", "communication_s", "exposed_communication_s", "compression_s",
+    "optimizer_s", "memory_per_gpu_bytes", "memory_fits", "cost_per_hour_usd", "cost_per_sample_usd",
+    "cost_per_token_usd", "goodput_ratio", "meets_constraints",
+)
+
+
+def canonical(obj: Any) -> Any:
+    """A JSON-able, order-stable view of a resolved scenario (dataclasses, enums, tuples, sets, floats)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return canonical(obj.value)
+    if isinstance(obj, dict):
+        return {str(k): canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [canonical(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((canonical(v) for v in obj), key=repr)
+    if isinstance(obj, float):
+        return repr(obj)  # exact, and NaN/inf survive JSON
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    return repr(obj)
+
+
+def point_key(scenario: Any, fidelity: str) -> str:
+    """16 hex digits of SHA-256 over the resolved scenario and the fidelity."""
+    text = json.dumps({"scenario": canonical(scenario), "fidelity": fidelity}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cluster_price_per_hour(scenario: Any) -> float:
+    """The cluster's price per hour: every GPU at its catalog (or user) price_per_hour_usd."""
+    return sum(g.count * g.gpus_per_node * g.gpu.price_per_hour_usd for g in scenario.cluster.node_groups)
+
+
+def input_values(scenario: Any) -> dict[str, Any]:
+    """Figures known before a point runs, for constraints: gpus, nodes, cost_per_hour."""
+    return {"gpus": scenario.cluster.num_gpus, "nodes": scenario.cluster.num_nodes,
+            "cost_per_hour": cluster_price_per_hour(scenario)}
+
+
+def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
+    """Every figure of a result as a flat mapping over RESULT_COLUMNS (None where it has none)."""
+    tp, bd, mem = result.throughput, result.breakdown_s, result.memory
+    price = cluster_price_per_hour(scenario)
+    samples = tp.samples_per_s if tp else None
+    tokens = tp.tokens_per_s if tp else None
+    goodput = (result.goodput or {}).get("ratio") if isinstance(result.goodput, dict) else None
+    return {
+        "status": STATUS_OK, "reason": "", "fidelity": result.fidelity, "gpus": result.gpus,
+        "iteration_time_s": result.iteration_time_s, "samples_per_s": samples, "tokens_per_s": tokens,
+        "scaling_efficiency": result.scaling_efficiency,
+        "compute_s": bd.compute if bd else None, "communication_s": bd.communication if bd else None,
+        "exposed_communication_s": bd.exposed_communication if bd else None,
+        "compression_s": bd.compression if bd else None, "optimizer_s": bd.optimizer if bd else None,
+        "memory_per_gpu_bytes": mem.per_gpu_bytes if mem else None, "memory_fits": mem.fits if mem else None,
+        "cost_per_hour_usd": price,
+        "cost_per_sample_usd": price / 3600.0 / samples if samples and price else None,
+        "cost_per_token_usd": price / 3600.0 / tokens if tokens and price else None,
+        "goodput_ratio": goodput, "meets_constraints": True,
+    }
+
+
+def failed_values(status: str, reason: str, fidelity: str, scenario: Any = None) -> dict[str, Any]:
+    """The row of a point that did not produce a result, with its reason."""
+    row: dict[str, Any] = {c: None for c in RESULT_COLUMNS}
+    row.update(status=status, reason=reason, fidelity=fidelity, meets_constraints=None)
+    if scenario is not None:
+        row.update(gpus=scenario.cluster.num_gpus, cost_per_hour_usd=cluster_price_per_hour(scenario))
+    return row
+
+
+def cell(value: Any) -> str:
+    """How a value is written in the CSV: exact floats, lower-case booleans, JSON for lists and mappings."""
+    if value is None:
+        return ""
+    if hasattr(value, "item") and not isinstance(value, (list, tuple, dict)):  # numpy scalars
+        value = value.item()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)
+    if isinstance(value, (int, str)):
+        return str(value)
+    return json.dumps(canonical(value), sort_keys=True)

@@ -1,0 +1,110 @@
+"""A sweep end to end: expand the axes, skip finished points, run the rest on an executor, append rows.
+
+The output table has one row per point: `point`, `key`, the axis values, then RESULT_COLUMNS. A rerun
+with the same sweep and file only runs what is missing (points are keyed by their resolved scenario),
+and a sweep with other axes, constraints, base scenario or fidelity into the same file is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from simdist.planner.axes import Axis, Point, expand
+from simdist.planner.evaluate import PRUNED, SKIPPED, Job, parse_constraints
+from simdist.planner.executors import default_jobs, run_local
+from simdist.planner.rows import HEAD_COLUMNS, RESULT_COLUMNS, canonical
+from simdist.planner.store import SweepStore, write_parquet
+
+INPUT_NAMES = ("gpus", "nodes", "cost_per_hour")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What to sweep: axes (in order), groups of axes that advance together, and constraints."""
+
+    axes: tuple[Axis, ...]
+    zipped: tuple[tuple[str, ...], ...] = ()
+    constraints: tuple[str, ...] = ()
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep did: the table (rows as text, in point order) and its counts."""
+
+    columns: tuple[str, ...]
+    rows: list[dict[str, str]]
+    points: int
+    ran: int = 0
+    resumed: int = 0
+    pruned: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+def columns_for(spec: SweepSpec) -> tuple[str, ...]:
+    return HEAD_COLUMNS + tuple(a.key for a in spec.axes) + RESULT_COLUMNS
+
+
+def signature(spec: SweepSpec, job: Job) -> dict[str, Any]:
+    """What identifies a sweep in its result file (compared on resume)."""
+    base = hashlib.sha256(json.dumps(canonical(job.base), sort_keys=True).encode()).hexdigest()[:16]
+    return {"axes": [[a.key, [canonical(v) for v in a.values]] for a in spec.axes],
+            "zip": [list(z) for z in spec.zipped], "constraints": list(spec.constraints),
+            "base": base, "overrides": list(job.overrides), "fidelity": job.fidelity}
+
+
+def _cluster_order(points: list[Point], spec: SweepSpec) -> list[Point]:
+    """Points grouped by their cluster axes (stable), so chunks share clusters and reuse topologies."""
+    cluster_keys = [a.key for a in spec.axes if a.key.startswith("cluster.")]
+    if not cluster_keys:
+        return points
+    return sorted(points, key=lambda p: json.dumps([canonical(p.as_dict()[k]) for k in cluster_keys]))
+
+
+def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_dir: str = ".",
+              name: str = "scenario", overrides: Sequence[str] = (), fidelity: str = "", jobs: int = 0,
+              executor: str = "local", address: str | None = None, fmt: str = "csv",
+              progress: Callable[[int, int], Any] | None = None) -> SweepOutcome:
+    """Run every point of `spec` not yet in `out` and return the whole table.
+
+    `loader(base, overrides, values, base_dir, name)` resolves one point's scenario (io.sweep_load).
+    `progress(total, done_now)` is called with the number of points to run, then once per finished point.
+    """
+    points = expand(spec.axes, spec.zipped)
+    known = [a.key for a in spec.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS)
+    parse_constraints(spec.constraints, known)
+    job = Job(base=base, loader=loader, base_dir=base_dir, name=name, overrides=tuple(overrides),
+              fidelity=fidelity, constraints=tuple(spec.constraints))
+    columns = columns_for(spec)
+    journal = out if fmt == "csv" else out + ".journal.csv"
+    store = SweepStore(journal, columns, signature(spec, job)).open()
+    done = frozenset(store.done)
+    outcome = SweepOutcome(columns, [], len(points), resumed=store.resumed)
+    jobs = jobs or default_jobs()
+    if executor == "ray":
+        from simdist.planner.ray_executor import run_ray
+
+        batches = run_ray(job, _cluster_order(points, spec), done, jobs, address)
+    else:
+        batches = run_local(job, _cluster_order(points, spec), done, jobs)
+    if progress:
+        progress(len(points), 0)
+    try:
+        for batch in batches:
+            for _, kind, row in batch:
+                if kind == PRUNED:
+                    outcome.pruned += 1
+                elif kind != SKIPPED and row is not None:
+                    store.append(row)
+                    outcome.ran += 1
+                if progress:
+                    progress(len(points), 1)
+    finally:
+        store.close()
+    outcome.rows = store.finish()
+    for r in outcome.rows:
+        outcome.by_status[r["status"]] = outcome.by_status.get(r["status"], 0) + 1
+    if fmt == "parquet":
+        write_parquet(outcome.rows, columns, out)
+    return outcome
