@@ -109,6 +109,11 @@ def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None 
 
 
 def _positive(value: Any, key: str) -> float:
+    if isinstance(value, str):  # YAML 1.1 reads 20.0e9 (no exponent sign) as text
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise ScenarioError.bad_value(f"plan.{key}", value, "a number >= 0")
     return value
