@@ -179,22 +179,33 @@ def topo(file: str, overrides, debug: bool, out: str | None, as_json: bool) -> N
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_common
 @click.option("--bandwidths", default="1 Gb/s,10 Gb/s,25 Gb/s,100 Gb/s,200 Gb/s,400 Gb/s", show_default=True,
-              help="Comma-separated NIC bandwidths to try.")
+              help="Comma-separated NIC bandwidths to try (one FILE: break-even mode).")
 @click.option("--methods", default="fp16,int8,topk:0.01,powersgd:4", show_default=True,
-              help="Codecs: method[:ratio|rank], comma-separated.")
+              help="Codecs: method[:ratio|rank], comma-separated (one FILE: break-even mode).")
 @click.option("--fidelity", type=click.Choice(["estimate", "simulate"]), default="estimate", show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write the break-even plot (PNG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 @_handle_errors
-def compare(file, overrides, debug, bandwidths, methods, fidelity, plot, as_json) -> None:
-    """At which NIC bandwidth does each compression codec pay off? (break-even analysis)"""
+def compare(files, overrides, debug, bandwidths, methods, fidelity, plot, as_json) -> None:
+    """Several FILES: their results side by side and every breakdown term's difference from the first.
+    One FILE: at which NIC bandwidth each compression codec pays off (break-even analysis)."""
+    if len(files) > 1:
+        from simdist.engine.simulation import simulate
+        from simdist.planner.side_by_side import comparison, format_comparison
+
+        if plot:
+            raise ScenarioError.bad_value("--plot", plot, "one FILE (the break-even plot); it has no side-by-side form")
+        results = [(Path(f).stem, simulate(_load(f, overrides), fidelity=fidelity)) for f in files]
+        table = comparison(results)
+        click.echo(json.dumps(table, indent=2) if as_json else format_comparison(table))
+        return
     from simdist.compare import breakeven, format_breakeven, parse_methods
     from simdist.units import parse_bandwidth
 
-    scenario = _load(file, overrides)
+    scenario = _load(files[0], overrides)
     bws = [parse_bandwidth(b.strip(), f"--bandwidths[{i}]") for i, b in enumerate(bandwidths.split(",")) if b.strip()]
     table = breakeven(scenario, bws, parse_methods(methods), fidelity=fidelity)
     click.echo(json.dumps(table.to_dict(), indent=2) if as_json else format_breakeven(table))
