@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any
 
+from simdist.results.cost import cluster_price_per_hour, cost_summary
 from simdist.results.records import RunResult
 
 STATUS_OK, STATUS_INFEASIBLE, STATUS_INVALID, STATUS_ERROR = "ok", "infeasible", "invalid", "error"
@@ -51,11 +52,6 @@ def point_key(scenario: Any, fidelity: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def cluster_price_per_hour(scenario: Any) -> float:
-    """The cluster's price per hour: every GPU at its catalog (or user) price_per_hour_usd."""
-    return sum(g.count * g.gpus_per_node * g.gpu.price_per_hour_usd for g in scenario.cluster.node_groups)
-
-
 def input_values(scenario: Any) -> dict[str, Any]:
     """Figures known before a point runs, for constraints: gpus, nodes, cost_per_hour."""
     return {"gpus": scenario.cluster.num_gpus, "nodes": scenario.cluster.num_nodes,
@@ -65,10 +61,10 @@ def input_values(scenario: Any) -> dict[str, Any]:
 def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
     """Every figure of a result as a flat mapping over RESULT_COLUMNS (None where it has none)."""
     tp, bd, mem = result.throughput, result.breakdown_s, result.memory
-    price = cluster_price_per_hour(scenario)
     samples = tp.samples_per_s if tp else None
     tokens = tp.tokens_per_s if tp else None
     goodput = (result.goodput or {}).get("ratio") if isinstance(result.goodput, dict) else None
+    cost = cost_summary(scenario, samples, tokens, goodput)
     return {
         "status": STATUS_OK, "reason": "", "fidelity": result.fidelity, "gpus": result.gpus,
         "iteration_time_s": result.iteration_time_s, "samples_per_s": samples, "tokens_per_s": tokens,
@@ -77,9 +73,8 @@ def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
         "exposed_communication_s": bd.exposed_communication if bd else None,
         "compression_s": bd.compression if bd else None, "optimizer_s": bd.optimizer if bd else None,
         "memory_per_gpu_bytes": mem.per_gpu_bytes if mem else None, "memory_fits": mem.fits if mem else None,
-        "cost_per_hour_usd": price,
-        "cost_per_sample_usd": price / 3600.0 / samples if samples and price else None,
-        "cost_per_token_usd": price / 3600.0 / tokens if tokens and price else None,
+        "cost_per_hour_usd": cost["price_per_hour_usd"], "cost_per_sample_usd": cost["per_sample_usd"],
+        "cost_per_token_usd": cost["per_token_usd"],
         "goodput_ratio": goodput, "meets_constraints": True,
     }
 
