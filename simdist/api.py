@@ -110,6 +110,24 @@ def estimate(scenario: ScenarioSource) -> "Result":
     return simulate(scenario, fidelity="estimate")
 
 
+def breakeven(scenario: ScenarioSource, bandwidths: Sequence[str | float],
+              methods: str | Sequence[str] = "fp16,int8,topk:0.01,powersgd:4", *, fidelity: str = "estimate"):
+    """At which NIC bandwidth each codec stops paying for itself, as `simdist compare` finds it.
+
+    `bandwidths` are texts like "25 Gb/s" (or B/s as numbers); `methods` as `compare --methods`
+    ('fp16,int8,topk:0.01,powersgd:4' or a list of such tokens). Returns a compare.BreakevenTable
+    (`iteration_time_s`, `speedup(m)`, `breakeven_Bps`, `status`, `to_dict()`); convergence is not
+    part of it: a codec's `training.convergence_factor` multiplies its time to target, not its iteration.
+    """
+    from simdist.compare import breakeven as compare_breakeven, parse_methods
+    from simdist.units import parse_bandwidth
+
+    bws = [b if isinstance(b, (int, float)) else parse_bandwidth(str(b), f"bandwidths[{i}]")
+           for i, b in enumerate(bandwidths)]
+    specs = parse_methods(methods if isinstance(methods, str) else ",".join(methods))
+    return compare_breakeven(load(scenario), bws, specs, fidelity=fidelity)
+
+
 def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in obj.items():
@@ -151,8 +169,8 @@ class Result:
         run = object.__getattribute__(self, "run")
         if name in _RUN_FIELDS:
             return getattr(run, name)
-        if name in run.extra:
-            return run.extra[name]
+        if name in run.extra:  # as the JSON has it (plain Python numbers, lists)
+            return self.to_dict()[name]
         raise AttributeError(f"the result has no field {name!r}; fields: {', '.join(self.keys())}")
 
     def __dir__(self) -> Iterable[str]:

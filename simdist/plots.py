@@ -362,14 +362,25 @@ def breakeven_chart(tables, path: str | None = None):
                 ax.axvline(be * 8 / 1e9, color=line.get_color(), linestyle=":", linewidth=1)
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="none (x1)")
         ax.set(xscale="log", yscale="log", xlabel="NIC bandwidth (Gb/s)", ylabel="speedup over no compression")
+        _times_axis(ax)
         ax.set_title(f"{table.scenario} ({table.fidelity})\ndotted: break-even bandwidth", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     return _done(fig, path)
 
 
+def _times_axis(ax) -> None:
+    """Label a log y axis of ratios as x0.8, x2, x50 (not 8 x 10^-1)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    fmt = FuncFormatter(lambda v, _: f"x{v:g}")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def grouped_bars(groups, metric: str = "iteration_time_s", path: str | None = None, title: str | None = None,
-                 ylabel: str | None = None):
+                 ylabel: str | None = None, xlabel: str | None = None):
     """Bars of one result field: `groups` = {group label: {bar label: result}} (e.g. fabric -> strategy).
 
     `metric` is a result attribute (iteration_time_s, in ms) or 'breakdown_s.<part>' (ms).
@@ -387,8 +398,10 @@ def grouped_bars(groups, metric: str = "iteration_time_s", path: str | None = No
         xs = [i + (j - (len(labels) - 1) / 2) * width for i, bars in enumerate(groups.values()) if label in bars]
         ys = [value(bars[label]) for bars in groups.values() if label in bars]
         rects = ax.bar(xs, ys, width=width, label=label, color=_STRATEGY_COLORS.get(str(label)))
-        ax.bar_label(rects, fmt="%.3g", fontsize=7)
+        ax.bar_label(rects, fmt=lambda v: f"{v:.3g}" if v < 100 else f"{v:,.0f}", fontsize=7)
     ax.set_xticks(range(len(groups)), list(groups))
+    if xlabel:
+        ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel or f"{metric} (ms)")
     ax.set_title(title or metric, fontsize=10)
     ax.legend(fontsize=8)
@@ -414,19 +427,23 @@ def link_utilization(results, path: str | None = None, title: str | None = None)
         ax.set_xlim(0, 105)
         ax.set_xlabel("utilisation during the run (% of capacity)")
         ax.set_title(label, fontsize=9)
-        ax.legend(handles=[Patch(color="tab:blue", label="NIC link"), Patch(color="tab:red", label="switch uplink")],
-                  fontsize=7, loc="lower right")
+    fig.legend(handles=[Patch(color="tab:blue", label="NIC link (host to leaf)"),
+                        Patch(color="tab:red", label="switch link (leaf to spine)")],
+               loc="outside lower center", ncol=2, fontsize=8)
     fig.suptitle(title or "the busiest links (top 10 per run)")
     return _done(fig, path)
 
 
-def predicted_vs_measured(report: dict, path: str | None = None, band: float = 0.10):
-    """A `simdist validate` report: predicted against measured per case, log-log, y = x and a ±band."""
+def predicted_vs_measured(report: dict, path: str | None = None, band: float = 0.10, title: str | None = None):
+    """A `simdist validate` report: predicted against measured per case, log-log, y = x and a ±band.
+
+    Cases are grouped by algorithm (ring, ps, ...; the metric where a case has none).
+    """
     cases = [c for c in report.get("cases", []) if c.get("predicted") and c.get("measured")]
     fig, (ax,) = _new_figure(width=6.0, height=5.0)
     by_metric: dict[str, list[dict]] = {}
     for c in cases:
-        by_metric.setdefault(str(c.get("metric", "")), []).append(c)
+        by_metric.setdefault(str(c.get("algorithm") or c.get("metric", "")), []).append(c)
     for metric, cs in by_metric.items():
         ax.scatter([c["measured"] * 1e3 for c in cs], [c["predicted"] * 1e3 for c in cs], label=metric, zorder=3)
     if cases:
@@ -437,7 +454,7 @@ def predicted_vs_measured(report: dict, path: str | None = None, band: float = 0
                         color="gray", alpha=0.2, label=f"±{band:.0%}")
     ax.set(xscale="log", yscale="log", xlabel="measured (ms)", ylabel="predicted (ms)")
     mape = report.get("mape")
-    ax.set_title(f"predicted vs measured: {len(cases)} cases"
+    ax.set_title(f"{title or 'predicted vs measured'}: {len(cases)} cases"
                  + (f", MAPE {mape:.1%}" if isinstance(mape, (int, float)) else ""), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

@@ -143,3 +143,17 @@ def test_one_version_for_the_cli_and_the_json():
     out = CliRunner().invoke(main, ["--version"]).output
     assert out.strip() == f"simdist, version {simdist.__version__}"
     assert simdist.estimate(_training()).to_dict()["simdist_version"] == simdist.__version__
+
+
+def test_breakeven_equals_the_cli_compare(tmp_path):
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(_training()))
+    table = simdist.breakeven(path, ["1 Gb/s", "10 Gb/s", "100 Gb/s"], ["fp16", "powersgd:4"])
+    cli = CliRunner().invoke(main, ["compare", str(path), "--json", "--bandwidths", "1 Gb/s,10 Gb/s,100 Gb/s",
+                                    "--methods", "fp16,powersgd:4"])
+    assert cli.exit_code == 0, cli.output
+    assert table.to_dict() == json.loads(cli.output)
+    with pytest.raises(simdist.ScenarioError, match=r"bandwidths\[0\]"):
+        simdist.breakeven(path, ["fast"], "fp16")
