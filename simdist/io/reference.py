@@ -139,3 +139,43 @@ def markdown_table() -> str:
         rows.append(f"| `{k.path}` | {k.kind.replace('|', '&#124;')} | {k.default.replace('|', '&#124;')} | "
                     f"{k.description.replace('|', '&#124;')} |")
     return "\n".join(rows) + "\n"
+
+
+BEGIN, END = "<!-- keys:begin -->\n", "<!-- keys:end -->"
+
+
+def render(doc_text: str) -> str:
+    """`doc_text` with the part between the keys:begin and keys:end markers replaced by `markdown_table()`."""
+    if BEGIN not in doc_text or END not in doc_text:
+        raise ValueError(f"the document has no '{BEGIN.strip()}' ... '{END}' markers")
+    head, _, rest = doc_text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}{markdown_table()}{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m simdist.io.reference [--check] [DOC]`: regenerate docs/scenario.md's key table (or check it)."""
+    import argparse
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(description="Regenerate the scenario key table of docs/scenario.md from the schema.")
+    ap.add_argument("doc", nargs="?", default=str(Path(__file__).resolve().parents[2] / "docs" / "scenario.md"))
+    ap.add_argument("--check", action="store_true", help="exit 1 if the table differs from the schema; write nothing")
+    args = ap.parse_args(argv)
+    path = Path(args.doc)
+    old = path.read_text(encoding="utf-8")
+    new = render(old)
+    if args.check:
+        if new != old:
+            print(f"{path}: the key table is out of date; run python -m simdist.io.reference")
+            return 1
+        print(f"{path}: up to date ({len(keys())} keys)")
+        return 0
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    print(f"{path}: {'rewrote' if new != old else 'unchanged'} ({len(keys())} keys)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
