@@ -100,7 +100,11 @@ def simulate(scenario: ScenarioSource, *, fidelity: str | None = None) -> "Resul
     `scenario` may be a Scenario from `load`, or a path or dict that is loaded first.
     """
     from simdist.engine.simulation import simulate as engine_simulate
+    from simdist.scenario import Fidelity
 
+    if fidelity and fidelity not in {f.value for f in Fidelity}:
+        raise ScenarioError(Issue("fidelity", f"got {fidelity!r}; expected one of "
+                                              f"{', '.join(f.value for f in Fidelity)}"))
     spec = load(scenario)
     return Result(engine_simulate(spec, fidelity=fidelity or ""), spec)
 

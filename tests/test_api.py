@@ -157,3 +157,13 @@ def test_breakeven_equals_the_cli_compare(tmp_path):
     assert table.to_dict() == json.loads(cli.output)
     with pytest.raises(simdist.ScenarioError, match=r"bandwidths\[0\]"):
         simdist.breakeven(path, ["fast"], "fp16")
+
+
+def test_bad_fidelity_and_pickling():
+    with pytest.raises(simdist.ScenarioError, match="fidelity: got 'fast'"):
+        simdist.simulate(_training(), fidelity="fast")
+    import pickle
+
+    r = simdist.estimate(_training())
+    back = pickle.loads(pickle.dumps(r))
+    assert back.to_dict() == r.to_dict() and back.scenario_spec.name == r.scenario_spec.name
