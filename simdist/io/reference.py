@@ -25,6 +25,11 @@ _QUANTITIES = {  # validator object -> (kind shown, formatter of SI defaults)
     id(typing.get_args(fields.Duration)[1]): ("duration, e.g. '2 us'", format_duration),
     id(typing.get_args(fields.PositiveDuration)[1]): ("duration > 0, e.g. '30 min'", format_duration),
 }
+UNITS = {  # the quantity a kind starts with -> the units its text may carry
+    "size": "B (bytes) or b (bits), prefixes k M G T P / Ki Mi Gi Ti Pi",
+    "bandwidth": "B/s or b/s, prefixes k M G T P / Ki Mi Gi Ti Pi",
+    "duration": "ns, us, ms, s, min, h, d",
+}
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,11 @@ class KeyDoc:
     kind: str
     default: str
     description: str
+
+    @property
+    def unit(self) -> str:
+        """The units a quantity's text may carry ('-' for keys that are not quantities)."""
+        return UNITS.get(self.kind.split(",")[0].split(" ")[0], "-") if "e.g. '" in self.kind else "-"
 
 
 def _quantity(tp: Any) -> tuple[str, Any] | None:
@@ -134,9 +144,9 @@ def keys(model: type[BaseModel] = ScenarioModel, prefix: str = "") -> list[KeyDo
 
 def markdown_table() -> str:
     """The key reference as a Markdown table."""
-    rows = ["| key | kind / unit | default | meaning |", "|---|---|---|---|"]
+    rows = ["| key | type | unit | default | meaning |", "|---|---|---|---|---|"]
     for k in keys():
-        rows.append(f"| `{k.path}` | {k.kind.replace('|', '&#124;')} | {k.default.replace('|', '&#124;')} | "
+        rows.append(f"| `{k.path}` | {k.kind.replace('|', '&#124;')} | {k.unit} | {k.default.replace('|', '&#124;')} | "
                     f"{k.description.replace('|', '&#124;')} |")
     return "\n".join(rows) + "\n"
 

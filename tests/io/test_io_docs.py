@@ -63,3 +63,11 @@ def test_the_generator_rewrites_a_drifted_table_and_check_fails_on_it(tmp_path, 
     assert main([str(drifted)]) == 0
     assert drifted.read_text() == DOC.read_text()
     assert main(["--check", str(drifted)]) == 0
+
+
+def test_quantities_have_their_units_and_other_keys_none():
+    by_path = {k.path: k for k in keys()}
+    assert by_path["communication.bucket_size"].unit.startswith("B (bytes) or b (bits)")
+    assert by_path["cluster.nodes[].nic.bandwidth"].unit.startswith("B/s or b/s")
+    assert "min" in by_path["failures.recovery.checkpoint_interval"].unit
+    assert by_path["run.iterations"].unit == by_path["communication.strategy"].unit == "-"
