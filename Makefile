@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast install clean goldens bench
+.PHONY: demo test test-fast install clean goldens bench notebooks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ test-fast: $(STAMP)
 
 goldens: $(STAMP)
 	$(BIN)/python -m tests.golden.regenerate --regenerate
+
+notebooks: $(STAMP)
+	$(BIN)/python -m tests.notebooks.run --out out/notebooks
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/collectives.py

@@ -1,7 +1,35 @@
-"""simdist: a discrete-event simulator and performance planner for distributed DL training."""
-from importlib.metadata import PackageNotFoundError, version as _version
+"""simdist: a discrete-event simulator and performance planner for distributed DL training.
 
-try:
-    __version__ = _version("simdist")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+local"
+The Python API (docs/api.md): `simdist.load(path_or_dict, overrides=...)`, `simdist.simulate(scenario)`,
+`simdist.estimate(scenario)` -> `simdist.Result`; `simdist.breakeven` (codecs vs NIC bandwidth). They are imported on first use (module `__getattr__`),
+so `import simdist` loads neither the schema (pydantic, yaml) nor the engine.
+"""
+__version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it (tool.setuptools.dynamic)
+
+_LAZY = {  # public name -> module that defines it
+    "load": "simdist.api",
+    "simulate": "simdist.api",
+    "estimate": "simdist.api",
+    "breakeven": "simdist.api",
+    "Result": "simdist.api",
+    "SimdistError": "simdist.errors",
+    "ScenarioError": "simdist.errors",
+    "InfeasibleError": "simdist.errors",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simdist' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

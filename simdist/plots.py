@@ -218,3 +218,9 @@ def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     _save(plt, fig, path)
+
+
+# The figure functions for notebooks and scripts (return Figures; docs/api.md) live in simdist/figures.py.
+from simdist.figures import (  # noqa: E402,F401  (re-exported: plots.breakdown, plots.timeline, ...)
+    bandwidth_curves, breakdown, breakeven_chart, grouped_bars, link_utilization, predicted_vs_measured, timeline,
+)

@@ -25,6 +25,11 @@ _QUANTITIES = {  # validator object -> (kind shown, formatter of SI defaults)
     id(typing.get_args(fields.Duration)[1]): ("duration, e.g. '2 us'", format_duration),
     id(typing.get_args(fields.PositiveDuration)[1]): ("duration > 0, e.g. '30 min'", format_duration),
 }
+UNITS = {  # the quantity a kind starts with -> the units its text may carry
+    "size": "B (bytes) or b (bits), prefixes k M G T P / Ki Mi Gi Ti Pi",
+    "bandwidth": "B/s or b/s, prefixes k M G T P / Ki Mi Gi Ti Pi",
+    "duration": "ns, us, ms, s, min, h, d",
+}
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,11 @@ class KeyDoc:
     kind: str
     default: str
     description: str
+
+    @property
+    def unit(self) -> str:
+        """The units a quantity's text may carry ('-' for keys that are not quantities)."""
+        return UNITS.get(self.kind.split(",")[0].split(" ")[0], "-") if "e.g. '" in self.kind else "-"
 
 
 def _quantity(tp: Any) -> tuple[str, Any] | None:
@@ -134,8 +144,48 @@ def keys(model: type[BaseModel] = ScenarioModel, prefix: str = "") -> list[KeyDo
 
 def markdown_table() -> str:
     """The key reference as a Markdown table."""
-    rows = ["| key | kind / unit | default | meaning |", "|---|---|---|---|"]
+    rows = ["| key | type | unit | default | meaning |", "|---|---|---|---|---|"]
     for k in keys():
-        rows.append(f"| `{k.path}` | {k.kind.replace('|', '&#124;')} | {k.default.replace('|', '&#124;')} | "
+        rows.append(f"| `{k.path}` | {k.kind.replace('|', '&#124;')} | {k.unit} | {k.default.replace('|', '&#124;')} | "
                     f"{k.description.replace('|', '&#124;')} |")
     return "\n".join(rows) + "\n"
+
+
+BEGIN, END = "<!-- keys:begin -->\n", "<!-- keys:end -->"
+
+
+def render(doc_text: str) -> str:
+    """`doc_text` with the part between the keys:begin and keys:end markers replaced by `markdown_table()`."""
+    if BEGIN not in doc_text or END not in doc_text:
+        raise ValueError(f"the document has no '{BEGIN.strip()}' ... '{END}' markers")
+    head, _, rest = doc_text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}{markdown_table()}{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m simdist.io.reference [--check] [DOC]`: regenerate docs/scenario.md's key table (or check it)."""
+    import argparse
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(description="Regenerate the scenario key table of docs/scenario.md from the schema.")
+    ap.add_argument("doc", nargs="?", default=str(Path(__file__).resolve().parents[2] / "docs" / "scenario.md"))
+    ap.add_argument("--check", action="store_true", help="exit 1 if the table differs from the schema; write nothing")
+    args = ap.parse_args(argv)
+    path = Path(args.doc)
+    old = path.read_text(encoding="utf-8")
+    new = render(old)
+    if args.check:
+        if new != old:
+            print(f"{path}: the key table is out of date; run python -m simdist.io.reference")
+            return 1
+        print(f"{path}: up to date ({len(keys())} keys)")
+        return 0
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    print(f"{path}: {'rewrote' if new != old else 'unchanged'} ({len(keys())} keys)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -50,3 +50,24 @@ def test_defaults_match_the_resolved_dataclasses():
     assert by_path["run.warmup"] == str(RunSpec().warmup)
     assert by_path["training.schedule"] == TrainingSpec().schedule.value
     assert by_path["failures.recovery.restart"] == "'5 min'" and RecoverySpec().restart_s == 300.0
+
+
+def test_the_generator_rewrites_a_drifted_table_and_check_fails_on_it(tmp_path, capsys):
+    from simdist.io.reference import main, render
+
+    assert render(DOC.read_text()) == DOC.read_text()  # the shipped doc is what the generator writes
+    drifted = tmp_path / "scenario.md"
+    drifted.write_text(DOC.read_text().replace("| `run.seed` |", "| `run.sead` |"))
+    assert main(["--check", str(drifted)]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert main([str(drifted)]) == 0
+    assert drifted.read_text() == DOC.read_text()
+    assert main(["--check", str(drifted)]) == 0
+
+
+def test_quantities_have_their_units_and_other_keys_none():
+    by_path = {k.path: k for k in keys()}
+    assert by_path["communication.bucket_size"].unit.startswith("B (bytes) or b (bits)")
+    assert by_path["cluster.nodes[].nic.bandwidth"].unit.startswith("B/s or b/s")
+    assert "min" in by_path["failures.recovery.checkpoint_interval"].unit
+    assert by_path["run.iterations"].unit == by_path["communication.strategy"].unit == "-"

@@ -1,0 +1,232 @@
+"""The public Python API: load a scenario (file or dict, with overrides), run it, read the result.
+
+`load` goes through the same strict schema and `--set` override rules as the CLI; `simulate` and
+`estimate` wrap the engine's one entry point; `Result` carries the fields of the JSON result, and
+`to_dict()` is the very object that `simdist run --json` prints. Heavy libraries (yaml, pydantic,
+pandas) are imported only when a function needs them, so `import simdist` stays fast.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import fields as dataclass_fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
+
+from simdist.errors import Issue, ScenarioError
+from simdist.results.records import RunResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from simdist.scenario import Scenario
+
+ScenarioSource = Union["Scenario", str, Path, Mapping[str, Any]]
+Overrides = Union[Mapping[str, Any], Sequence[str], str, None]
+
+_RUN_FIELDS = tuple(f.name for f in dataclass_fields(RunResult))
+TABLES = ("summary", "collectives", "links", "iterations", "timeline")
+
+
+def _yaml_value(value: Any, key: str) -> str:
+    """`value` as the YAML text that `--set key=TEXT` reads back as the same value."""
+    import yaml
+
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ScenarioError(Issue(key, f"got {value!r}; expected a finite number"))
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), allow_unicode=True)
+    except yaml.YAMLError as err:
+        raise ScenarioError(Issue(key, f"got {value!r} ({type(value).__name__}); expected a plain value "
+                                       f"(text, number, true/false, list or mapping): {err}")) from None
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
+def override_strings(overrides: Overrides) -> list[str]:
+    """Overrides as the CLI's `key=value` strings: a mapping {dotted.key: value}, a list of strings or one string."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping):
+        out = []
+        for key, value in overrides.items():
+            if not isinstance(key, str) or not key.strip():
+                raise ScenarioError(Issue("overrides", f"got key {key!r}; expected a dotted key like "
+                                                       "'communication.strategy'"))
+            out.append(f"{key}={_yaml_value(value, key)}")
+        return out
+    if isinstance(overrides, Sequence):
+        bad = [o for o in overrides if not isinstance(o, str)]
+        if bad:
+            raise ScenarioError(Issue("overrides", f"got {bad[0]!r}; expected 'dotted.key=value' strings "
+                                                   "or a mapping {dotted.key: value}"))
+        return list(overrides)
+    raise ScenarioError(Issue("overrides", f"got a {type(overrides).__name__}; expected a mapping "
+                                           "{dotted.key: value} or a list of 'dotted.key=value' strings"))
+
+
+def load(source: ScenarioSource, overrides: Overrides = None, *, base_dir: str | Path | None = None) -> "Scenario":
+    """A validated, resolved Scenario from a YAML file path or a dict, with optional overrides.
+
+    A dict goes through the same strict schema as a file (unknown keys, bare numbers for quantities
+    and unknown catalog names are ScenarioErrors naming the key). Relative paths inside a dict
+    (calibration, custom topologies) resolve against `base_dir`, default the working directory.
+    `overrides` are the CLI's `--set`: {"communication.strategy": "ps"} or ["run.iterations=5"].
+    An already-loaded Scenario is returned as it is (it cannot take overrides: load the file again).
+    """
+    from simdist.scenario import Scenario
+
+    sets = override_strings(overrides)
+    if isinstance(source, Scenario):
+        if sets:
+            raise ScenarioError(Issue("overrides", "a loaded Scenario takes no overrides; pass the file or dict "
+                                                   "to simdist.load with overrides instead"))
+        return source
+    if isinstance(source, Mapping):
+        from simdist.io.load import load_data
+
+        name = source.get("name") if isinstance(source.get("name"), str) else "scenario"
+        return load_data(dict(source), sets, base_dir=base_dir or ".", name=name)
+    if isinstance(source, (str, Path)):
+        from simdist.io.load import load_scenario
+
+        return load_scenario(source, sets)
+    raise ScenarioError(Issue("", f"got a {type(source).__name__}; expected a scenario file path, a dict or a "
+                                  "Scenario"))
+
+
+def simulate(scenario: ScenarioSource, *, fidelity: str | None = None) -> "Result":
+    """Run a scenario, as `simdist run` does: at `run.fidelity` (default: discrete events) unless `fidelity` is given.
+
+    `scenario` may be a Scenario from `load`, or a path or dict that is loaded first.
+    """
+    from simdist.engine.simulation import simulate as engine_simulate
+    from simdist.scenario import Fidelity
+
+    if fidelity and fidelity not in {f.value for f in Fidelity}:
+        raise ScenarioError(Issue("fidelity", f"got {fidelity!r}; expected one of "
+                                              f"{', '.join(f.value for f in Fidelity)}"))
+    spec = load(scenario)
+    return Result(engine_simulate(spec, fidelity=fidelity or ""), spec)
+
+
+def estimate(scenario: ScenarioSource) -> "Result":
+    """The analytical (closed-form) result, as `simdist estimate` gives it: fast, no events."""
+    return simulate(scenario, fidelity="estimate")
+
+
+def breakeven(scenario: ScenarioSource, bandwidths: Sequence[str | float],
+              methods: str | Sequence[str] = "fp16,int8,topk:0.01,powersgd:4", *, fidelity: str = "estimate"):
+    """At which NIC bandwidth each codec stops paying for itself, as `simdist compare` finds it.
+
+    `bandwidths` are texts like "25 Gb/s" (or B/s as numbers); `methods` as `compare --methods`
+    ('fp16,int8,topk:0.01,powersgd:4' or a list of such tokens). Returns a compare.BreakevenTable
+    (`iteration_time_s`, `speedup(m)`, `breakeven_Bps`, `status`, `to_dict()`); convergence is not
+    part of it: a codec's `training.convergence_factor` multiplies its time to target, not its iteration.
+    """
+    from simdist.compare import breakeven as compare_breakeven, parse_methods
+    from simdist.units import parse_bandwidth
+
+    bws = [b if isinstance(b, (int, float)) else parse_bandwidth(str(b), f"bandwidths[{i}]")
+           for i, b in enumerate(bandwidths)]
+    specs = parse_methods(methods if isinstance(methods, str) else ",".join(methods))
+    return compare_breakeven(load(scenario), bws, specs, fidelity=fidelity)
+
+
+def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{name}."))
+        elif not isinstance(value, list):
+            out[name] = value
+    return out
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("Result.to_frame() needs pandas, which is not installed: pip install pandas "
+                          "(or use Result.to_dict(), which needs nothing)") from None
+    return pandas
+
+
+class Result:
+    """One run's result: every field of the JSON result as an attribute, plus tables and the inputs.
+
+    `result.iteration_time_s`, `result.breakdown_s.compute`, `result.links`... read the RunResult
+    (records as dataclasses); keys that a strategy adds to the JSON (`result.to_dict()` keys beyond
+    the fixed ones) are attributes too. `result.scenario` is the scenario's name, as in the JSON;
+    `result.scenario_spec` is the resolved Scenario that produced it and `result.run` the RunResult.
+    """
+
+    __slots__ = ("run", "scenario_spec")
+
+    def __init__(self, run: RunResult, scenario_spec: "Scenario") -> None:
+        self.run = run
+        self.scenario_spec = scenario_spec
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in Result.__slots__:
+            raise AttributeError(name)
+        run = object.__getattribute__(self, "run")
+        if name in _RUN_FIELDS:
+            return getattr(run, name)
+        if name in run.extra:  # as the JSON has it (plain Python numbers, lists)
+            return self.to_dict()[name]
+        raise AttributeError(f"the result has no field {name!r}; fields: {', '.join(self.keys())}")
+
+    def __dir__(self) -> Iterable[str]:
+        return sorted(set(super().__dir__()) | set(_RUN_FIELDS) | set(self.run.extra))
+
+    def __repr__(self) -> str:
+        t = self.run.iteration_time_s
+        return (f"<simdist.Result {self.run.scenario!r}: {self.run.gpus} GPUs, {self.run.fidelity}, "
+                + (f"iteration {t * 1e3:.4g} ms>" if t is not None else "benchmark>"))
+
+    def keys(self) -> list[str]:
+        """The top-level keys of the JSON result."""
+        return list(self.run.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON result object, identical to what `simdist run FILE --json` prints (plain Python types)."""
+        return json.loads(self.to_json())
+
+    def to_json(self) -> str:
+        """The JSON text `simdist run FILE --json` prints (deterministic, byte for byte)."""
+        from simdist.results.writers import result_json
+
+        return result_json(self.run)
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write result.json, iterations.csv and trace.json into `out_dir`, as `--out DIR` does."""
+        from simdist.results.writers import write_result_dir
+
+        return write_result_dir(self.run, out_dir)
+
+    def to_frame(self, table: str = "summary"):
+        """A pandas DataFrame of one table of the result.
+
+        summary: one row, the JSON's scalar fields with nested keys dotted ('breakdown_s.compute');
+        collectives: the nccl-tests rows of a benchmark; links: link utilisation; iterations: the
+        time of each iteration; timeline: the step records (track, name, start_s, end_s, iteration).
+        """
+        if table not in TABLES:
+            raise ValueError(f"table {table!r}: expected one of {', '.join(TABLES)}")
+        pd = _pandas()
+        data = self.to_dict()
+        if table == "summary":
+            return pd.DataFrame([_flatten(data)])
+        if table == "collectives":
+            if data["collectives"] is None:
+                raise ValueError("this result has no collectives table (only a benchmark workload has one)")
+            return pd.DataFrame(data["collectives"], columns=["op", "size_bytes", "time_s", "algbw_GBps",
+                                                              "busbw_GBps", "algorithm"])
+        if table == "links":
+            return pd.DataFrame(data["links"], columns=["link", "utilization"])
+        if table == "iterations":
+            return pd.DataFrame({"iteration": range(len(self.run.iterations)),
+                                 "time_s": [float(t) for t in self.run.iterations]})
+        return pd.DataFrame([(r.track, r.name, r.start_s, r.end_s, r.iteration) for r in self.run.records],
+                            columns=["track", "name", "start_s", "end_s", "iteration"])

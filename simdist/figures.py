@@ -1,0 +1,242 @@
+"""Figures for notebooks and scripts (docs/api.md): each function returns a matplotlib Figure and saves it when
+given `path`. They build Figures directly (no pyplot state, no backend switch), so Jupyter shows them
+inline, and every axes gets a title, labelled axes with units and a legend. `simdist.plots` re-exports them.
+"""
+from __future__ import annotations
+
+_PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green"}
+_STRATEGY_COLORS = {"ring": "tab:blue", "tree": "tab:orange", "hierarchical": "tab:green", "ps": "tab:red",
+                    "halving_doubling": "tab:purple", "torus2d": "tab:brown"}
+
+
+def _new_figure(ncols: int = 1, width: float = 7.0, height: float = 4.2, nrows: int = 1):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, [ax for row in axes for ax in row]
+
+
+def _done(fig, path: str | None):
+    """Save `fig` to `path` when given (unwritable path or unknown format: SimdistError); return it."""
+    if path is not None:
+        from pathlib import Path
+
+        from simdist.errors import SimdistError
+
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=110)
+        except OSError as err:
+            raise SimdistError(f"cannot write plot {path}: {err.strerror or err} ({err.filename or path})") from err
+        except ValueError as err:
+            raise SimdistError(f"cannot write plot {path}: {err}") from err
+    return fig
+
+
+def breakdown(result, path: str | None = None):
+    """Where one iteration's time goes (ms): compute, communication and the part of it left exposed, codecs."""
+    fig, (ax,) = _new_figure(width=7.0, height=4.0)
+    b = result.breakdown_s
+    if b is None:
+        raise ValueError("this result has no breakdown (a benchmark workload): use bandwidth_curves")
+    parts = [("compute", b.compute, "tab:blue"), ("optimizer", b.optimizer, "tab:green"),
+             ("communication\n(total)", b.communication, "tab:red"),
+             ("exposed\ncommunication", b.exposed_communication, "darkred"),
+             ("compression", b.compression, "tab:purple")]
+    bars = ax.bar([p[0] for p in parts], [p[1] * 1e3 for p in parts], color=[p[2] for p in parts])
+    ax.bar_label(bars, fmt="%.3g", fontsize=8)
+    ax.axhline(result.iteration_time_s * 1e3, color="black", linestyle="--",
+               label=f"iteration {result.iteration_time_s * 1e3:.4g} ms")
+    ax.set_ylabel("time per iteration (ms)")
+    ax.set_ylim(0, 1.2 * max(result.iteration_time_s, *(p[1] for p in parts)) * 1e3)
+    ax.set_title(f"{result.scenario}: {result.gpus} GPUs, {result.fidelity}\n"
+                 f"{result.throughput.samples_per_s:,.0f} samples/s, scaling efficiency "
+                 f"{result.scaling_efficiency:.1%}", fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    return _done(fig, path)
+
+
+def timeline(result, gpus: int = 4, path: str | None = None):
+    """The last simulated iteration as a Gantt chart: compute per GPU, gradient buckets per comm stream.
+
+    Ranks of one class run identical timelines, so `gpus` tracks suffice; the title says how many of
+    the run's GPUs are shown.
+    """
+    from matplotlib.patches import Patch
+
+    records = result.run.records if hasattr(result, "run") else result.records
+    if not records:
+        raise ValueError("this result has no timeline (estimate fidelity or a benchmark): simulate it")
+    last = max(r.iteration for r in records)
+    recs = [r for r in records if r.iteration == last]
+    t0 = min(r.start_s for r in recs)
+
+    def order(track: str) -> tuple[str, int]:
+        kind, _, idx = track.partition(":")
+        return (kind, int(idx) if idx.isdigit() else 0)
+
+    gpu_tracks = sorted({r.track for r in recs if r.track.startswith("gpu:")}, key=order)[:gpus]
+    shown = {t.split(":")[1] for t in gpu_tracks}
+    other = sorted({r.track for r in recs if not r.track.startswith("gpu:")
+                    and (r.track.partition(":")[2] in shown or not r.track.partition(":")[2].isdigit())}, key=order)
+    tracks = gpu_tracks + other
+    fig, (ax,) = _new_figure(width=11.0, height=1.2 + 0.45 * len(tracks))
+    for y, track in enumerate(tracks):
+        spans = [(r.start_s - t0, r.end_s - r.start_s, r.name) for r in recs if r.track == track]
+        ax.broken_barh([(s * 1e3, d * 1e3) for s, d, _ in spans], (y - 0.3, 0.6),
+                       facecolors=[_PHASE_COLORS.get(n, "tab:red") for _, _, n in spans],
+                       edgecolor="white", linewidth=0.3)
+    ax.set_yticks(range(len(tracks)), tracks)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the iteration started (ms)")
+    n_gpu = len({r.track for r in records if r.track.startswith("gpu:")})
+    ax.set_title(f"{result.scenario}: iteration {last}, {len(gpu_tracks)} of {result.gpus} GPUs shown"
+                 + ("" if n_gpu == result.gpus else f" ({n_gpu} simulated: identical ranks run once)"), fontsize=10)
+    ax.legend(handles=[Patch(color=c, label=n) for n, c in _PHASE_COLORS.items()]
+              + [Patch(color="tab:red", label="gradient bucket (communication)")],
+              loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(tracks) < 6 else -0.12), ncol=4, fontsize=8)
+    return _done(fig, path)
+
+
+def bandwidth_curves(panels, metric: str = "busbw_GBps", path: str | None = None, title: str | None = None):
+    """nccl-tests-style curves: `panels` = {panel title: {line label: benchmark result}}; x = message size.
+
+    `metric` is a collectives column: busbw_GBps, algbw_GBps or time_s (log y for time).
+    """
+    fig, axes = _new_figure(ncols=len(panels), width=4.6 * len(panels), height=4.0)
+    for ax, (name, lines) in zip(axes, panels.items()):
+        for label, res in lines.items():
+            rows = res.collectives or ()
+            ys = [getattr(r, metric) * (1e3 if metric == "time_s" else 1.0) for r in rows]
+            ax.plot([r.size_bytes for r in rows], ys, marker="o", markersize=3, label=label,
+                    color=_STRATEGY_COLORS.get(str(label)))
+        ax.set_xscale("log")
+        if metric == "time_s":
+            ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel({"busbw_GBps": "bus bandwidth (GB/s)", "algbw_GBps": "algorithm bandwidth (GB/s)",
+                       "time_s": "time per call (ms)"}.get(metric, metric))
+        ax.set_title(name, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return _done(fig, path)
+
+
+def breakeven_chart(tables, path: str | None = None):
+    """Speedup of each codec over no compression vs NIC bandwidth, one panel per compare.BreakevenTable.
+
+    Log-log, so a x26 codec and a x1.05 one are both readable; each break-even bandwidth is marked.
+    """
+    fig, axes = _new_figure(ncols=len(tables), width=4.8 * len(tables), height=4.2)
+    for ax, table in zip(axes, tables):
+        gbps = [b * 8 / 1e9 for b in table.bandwidths_Bps]
+        for m in table.methods:
+            if m == "none":
+                continue
+            pts = [(x, y) for x, y in zip(gbps, table.speedup(m)) if y is not None]
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=m)
+            be = table.breakeven_Bps.get(m)
+            if be is not None:
+                ax.axvline(be * 8 / 1e9, color=line.get_color(), linestyle=":", linewidth=1)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="none (x1)")
+        ax.set(xscale="log", yscale="log", xlabel="NIC bandwidth (Gb/s)", ylabel="speedup over no compression")
+        _times_axis(ax)
+        ax.set_title(f"{table.scenario} ({table.fidelity})\ndotted: break-even bandwidth", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return _done(fig, path)
+
+
+def _times_axis(ax) -> None:
+    """Label a log y axis of ratios as x0.8, x2, x50 (not 8 x 10^-1)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    fmt = FuncFormatter(lambda v, _: f"x{v:g}")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
+def grouped_bars(groups, metric: str = "iteration_time_s", path: str | None = None, title: str | None = None,
+                 ylabel: str | None = None, xlabel: str | None = None):
+    """Bars of one result field: `groups` = {group label: {bar label: result}} (e.g. fabric -> strategy).
+
+    `metric` is a result attribute (iteration_time_s, in ms) or 'breakdown_s.<part>' (ms).
+    """
+    def value(res) -> float:
+        obj = res
+        for part in metric.split("."):
+            obj = getattr(obj, part)
+        return float(obj) * 1e3
+
+    labels = list(dict.fromkeys(k for bars in groups.values() for k in bars))
+    fig, (ax,) = _new_figure(width=max(6.0, 1.6 * len(groups) * max(1, len(labels)) / 2), height=4.2)
+    width = 0.8 / max(1, len(labels))
+    for j, label in enumerate(labels):
+        xs = [i + (j - (len(labels) - 1) / 2) * width for i, bars in enumerate(groups.values()) if label in bars]
+        ys = [value(bars[label]) for bars in groups.values() if label in bars]
+        rects = ax.bar(xs, ys, width=width, label=label, color=_STRATEGY_COLORS.get(str(label)))
+        ax.bar_label(rects, fmt=lambda v: f"{v:.3g}" if v < 100 else f"{v:,.0f}", fontsize=7)
+    ax.set_xticks(range(len(groups)), list(groups))
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel or f"{metric} (ms)")
+    ax.set_title(title or metric, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    return _done(fig, path)
+
+
+def link_utilization(results, path: str | None = None, title: str | None = None):
+    """The busiest links of each result (result.links), one panel per {label: result}, bars by link kind.
+
+    NIC links (to or from a node) and switch-to-switch links (uplinks) get different colours, so an
+    oversubscribed uplink that saturates first stands out.
+    """
+    from matplotlib.patches import Patch
+
+    fig, axes = _new_figure(ncols=len(results), width=3.6 * len(results), height=4.2)
+    for ax, (label, res) in zip(axes, results.items()):
+        links = list(res.links)
+        colors = ["tab:blue" if "/" in lk.link else "tab:red" for lk in links]
+        ax.barh(range(len(links)), [lk.utilization * 100 for lk in links], color=colors)
+        ax.set_yticks(range(len(links)), [lk.link for lk in links], fontsize=6)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 105)
+        ax.set_xlabel("utilisation during the run (% of capacity)")
+        ax.set_title(label, fontsize=9)
+    fig.legend(handles=[Patch(color="tab:blue", label="NIC link (host to leaf)"),
+                        Patch(color="tab:red", label="switch link (leaf to spine)")],
+               loc="outside lower center", ncol=2, fontsize=8)
+    fig.suptitle(title or "the busiest links (top 10 per run)")
+    return _done(fig, path)
+
+
+def predicted_vs_measured(report: dict, path: str | None = None, band: float = 0.10, title: str | None = None):
+    """A `simdist validate` report: predicted against measured per case, log-log, y = x and a ±band.
+
+    Cases are grouped by algorithm (ring, ps, ...; the metric where a case has none).
+    """
+    cases = [c for c in report.get("cases", []) if c.get("predicted") and c.get("measured")]
+    fig, (ax,) = _new_figure(width=6.0, height=5.0)
+    by_metric: dict[str, list[dict]] = {}
+    for c in cases:
+        by_metric.setdefault(str(c.get("algorithm") or c.get("metric", "")), []).append(c)
+    for metric, cs in by_metric.items():
+        ax.scatter([c["measured"] * 1e3 for c in cs], [c["predicted"] * 1e3 for c in cs], label=metric, zorder=3)
+    if cases:
+        lo = min(min(c["measured"], c["predicted"]) for c in cases) * 1e3 / 1.5
+        hi = max(max(c["measured"], c["predicted"]) for c in cases) * 1e3 * 1.5
+        ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8, label="predicted = measured")
+        ax.fill_between([lo, hi], [lo * (1 - band), hi * (1 - band)], [lo * (1 + band), hi * (1 + band)],
+                        color="gray", alpha=0.2, label=f"±{band:.0%}")
+    ax.set(xscale="log", yscale="log", xlabel="measured (ms)", ylabel="predicted (ms)")
+    mape = report.get("mape")
+    ax.set_title(f"{title or 'predicted vs measured'}: {len(cases)} cases"
+                 + (f", MAPE {mape:.1%}" if isinstance(mape, (int, float)) else ""), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _done(fig, path)
