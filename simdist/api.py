@@ -230,3 +230,58 @@ class Result:
                                  "time_s": [float(t) for t in self.run.iterations]})
         return pd.DataFrame([(r.track, r.name, r.start_s, r.end_s, r.iteration) for r in self.run.records],
                             columns=["track", "name", "start_s", "end_s", "iteration"])
+
+
+class SweepTable:
+    """A finished sweep: `columns`, `rows` (one dict per point, numbers and booleans typed), the counts
+    (`points`, `ran`, `resumed`, `pruned`, `by_status`), the file it lives in, and `to_frame()`."""
+
+    def __init__(self, outcome, path: str) -> None:
+        from simdist.planner.store import typed_rows
+
+        self.columns = list(outcome.columns)
+        self.rows = typed_rows(outcome.rows, self.columns)
+        self.points, self.ran, self.resumed, self.pruned = outcome.points, outcome.ran, outcome.resumed, outcome.pruned
+        self.by_status = dict(outcome.by_status)
+        self.path = path
+
+    def to_frame(self):
+        """The table as a pandas DataFrame, one row per point."""
+        return _pandas().DataFrame(self.rows, columns=self.columns)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"SweepTable({self.points} points, {self.by_status}, file {self.path!r})"
+
+
+def sweep(scenario: str | Path | Mapping[str, Any], axes: Mapping[str, Any] | None = None, *, out: str | Path = "sweep.csv",
+          zip: Sequence[Sequence[str]] = (), constraints: Sequence[str] = (), overrides: Overrides = None,
+          fidelity: str | None = None, jobs: int = 0, executor: str = "local", address: str | None = None,
+          fmt: str = "csv") -> SweepTable:
+    """Run a scenario over swept keys, as `simdist sweep` does; returns the whole table.
+
+    `axes` maps a dotted key to a list of values or a 'range(...)'/'geom(...)' text, e.g.
+    {"communication.strategy": ["ring", "ps"], "cluster.nodes.0.count": "geom(2, 32, 5)"}; a file's
+    `sweep:` block adds its axes, zipped groups and constraints. `out` is resumable: rerunning the same
+    sweep into it runs only the missing points.
+    """
+    from simdist.io.sweep_load import load_point, read_sweep_file, sweep_spec
+    from simdist.planner.sweep import run_sweep
+
+    if isinstance(scenario, Mapping):
+        base = dict(scenario)
+        block = base.pop("sweep", None) or {}
+        base.pop("plan", None)
+        base_dir, name = Path("."), base.get("name") if isinstance(base.get("name"), str) else "scenario"
+    else:
+        base, block, base_dir, name = read_sweep_file(scenario)
+    merged = dict(block, axes={**(block.get("axes") or {}), **dict(axes or {})})
+    merged["zip"] = list(block.get("zip") or []) + [list(z) for z in zip]
+    merged["constraints"] = list(block.get("constraints") or []) + list(constraints)
+    spec = sweep_spec(merged)
+    outcome = run_sweep(spec, base, load_point, str(out), base_dir=str(base_dir), name=name,
+                        overrides=override_strings(overrides), fidelity=fidelity or "", jobs=jobs,
+                        executor=executor, address=address, fmt=fmt)
+    return SweepTable(outcome, str(out))

@@ -125,12 +125,19 @@ def write_parquet(rows: Iterable[dict[str, str]], columns: Sequence[str], path: 
         import pyarrow.parquet as pq
     except ImportError:
         raise SimdistError("--format parquet needs pyarrow: pip install 'simdist[parquet]'") from None
-    rows = list(rows)
-    table = pa.table({c: _typed([r[c] for r in rows]) for c in columns})
+    typed = typed_rows(rows, columns)
+    table = pa.table({c: [r[c] for r in typed] for c in columns})
     out = Path(path)
     tmp = out.with_name(f".{out.name}.tmp")
     pq.write_table(table, tmp)
     os.replace(tmp, out)
+
+
+def typed_rows(rows: Sequence[dict[str, str]], columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows read back from the CSV with each column typed as write_parquet types it."""
+    rows = list(rows)
+    cols = {c: _typed([r[c] for r in rows]) for c in columns}
+    return [{c: cols[c][i] for c in columns} for i in range(len(rows))]
 
 
 def _typed(values: list[str]) -> list[Any]:
