@@ -7,6 +7,7 @@ outside its shard). ZeRO-3 / FSDP all_gather each unit's parameters before its f
 backward (resharded in between), each prefetched one unit ahead so the gather overlaps the previous unit's
 compute, and reduce_scatter its gradients after its backward: 3Ψ, 1.5x DDP. Units are FSDP's transformer
 wrapping: one per block, plus a root unit of the remaining layers (embeddings, final norm, head).
+model_parallel_memory puts ZeRO, tensor, sequence and pipeline parallelism together into memory per GPU.
 """
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ from enum import StrEnum
 from typing import Sequence
 
 from simdist.collectives.schedule import CollectiveOp
+from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS
 from simdist.errors import ScenarioError
+from simdist.hardware.specs import GpuSpec
+from simdist.memory import (MemoryEstimate, TransformerShape, estimate_parallel_memory, in_flight_micro_batches,
+                            layer_activation_bytes)
+from simdist.scenario import PipelineSchedule, Recompute
+from simdist.strategies.pipeline_schedule import balance_stages
+from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model
 from simdist.workload.specs import ModelSpec
 
 ZERO_KEY = "training.parallelism.zero"
@@ -130,3 +138,67 @@ def zero3_live_param_bytes(units: Sequence[ShardUnit], param_bytes: int) -> floa
     if len(sizes) < 2:
         return float(sum(sizes))
     return float(max(a + b for a, b in zip(sizes, sizes[1:])))
+
+
+# ----------------------------------------------------------------------------- memory of a dp x tp x pp layout
+
+
+def _rank_layers(chunks: Sequence[tuple[int, int]], pp: int, rank: int) -> list[int]:
+    return [i for c in range(rank, len(chunks), pp) for i in range(*chunks[c])]
+
+
+def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, micro_batches: int, precision: str,
+                          optimizer: str, grad_dtype: str = "fp32", dp: int = 1, tp: int = 1, pp: int = 1,
+                          zero: int = 0, sequence_parallel: bool = False,
+                          recompute: "Recompute | str" = Recompute.NONE,
+                          schedule: "PipelineSchedule | str" = PipelineSchedule.ONE_F_ONE_B, virtual_stages: int = 1,
+                          shape: TransformerShape | None = None,
+                          chunks: Sequence[tuple[int, int]] | None = None,
+                          extra_buffer_bytes: float = 0.0) -> tuple[MemoryEstimate, ...]:
+    """Peak memory of a GPU on each pipeline rank (index = pp rank), for its tp shard of its layers.
+
+    `chunks` are the pp x v contiguous layer ranges (virtual stage k on rank k % pp); default: balanced by
+    forward FLOPs. Transformer blocks use layer_activation_bytes (needs `shape`); other layers keep their
+    shards' saved tensors. Under pp > 1 with a tied LM head, the rank holding the head keeps its own copy of
+    the word embedding, as Megatron-LM does. Check each with memory.check_fits.
+    """
+    rc = Recompute(recompute)
+    if shape is None and rc is not Recompute.NONE:
+        raise ScenarioError.bad_value("training.recompute", rc.value, "none for a model without transformer shape")
+    v = virtual_stages
+    shard = shard_model(model, tp, sequence_parallel)
+    if chunks is None:
+        chunks = balance_stages([x.fwd_flops for x in shard.layers], pp * v)
+    if len(chunks) != pp * v:
+        raise ValueError(f"chunks: got {len(chunks)} ranges; expected pp x virtual_stages = {pp * v}")
+    act = ACTIVATION_BYTES[str(precision)]
+    state_bytes = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
+    roles = [layer_role(x) for x in model.layers]
+    units = fsdp_units(shard)
+    embed = next((i for i, r in enumerate(roles) if r is TpRole.VOCAB_EMBEDDING), None)
+    out = []
+    for r in range(pp):
+        mine = _rank_layers(chunks, pp, r)
+        params = float(sum(shard.layers[i].params for i in mine))
+        heads_here = [i for i in mine if roles[i] is TpRole.VOCAB_HEAD and shard.layers[i].params == 0]
+        if pp > 1 and heads_here and embed is not None and embed not in mine:
+            params += shard.layers[embed].params  # the tied head's own copy of the embedding
+        block_layers = [i for i in mine if shape is not None and _BLOCK.match(model.layers[i].name)]
+        blocks = sum(1 for i in block_layers if roles[i] is TpRole.HEADS)
+        per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act) if shape else 0.0
+        others = set(mine) - set(block_layers)
+        acts = blocks * per_layer + micro_batch * act * math.fsum(shard.layers[i].saved_elems for i in others)
+        live = max((shard.layers[i].input_elems + shard.layers[i].output_elems for i in mine), default=0.0)
+        transient = micro_batch * act * live
+        if blocks and rc is not Recompute.NONE:  # the layer being recomputed holds its full activations
+            transient += layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, Recompute.NONE, act) \
+                - per_layer
+        here = [u for u in units if set(u.layers) <= set(mine)]
+        gathered = zero3_live_param_bytes(here, state_bytes)
+        flight = in_flight_micro_batches(schedule, pp, micro_batches, r, v)
+        out.append(estimate_parallel_memory(
+            gpu, params=params, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype, zero=zero, dp=dp,
+            activation_bytes_per_micro_batch=acts, in_flight=flight, transient_bytes=transient,
+            gathered_param_bytes=gathered, extra_buffer_bytes=extra_buffer_bytes,
+            what=f"pipeline stage {r}" if pp > 1 else ""))
+    return tuple(out)
