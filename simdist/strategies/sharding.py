@@ -21,8 +21,8 @@ from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS
 from simdist.errors import ScenarioError
 from simdist.hardware.specs import GpuSpec
-from simdist.memory import (MemoryEstimate, TransformerShape, estimate_parallel_memory, in_flight_micro_batches,
-                            layer_activation_bytes)
+from simdist.memory import (MemoryEstimate, TransformerShape, check_fits, estimate_parallel_memory,
+                            in_flight_micro_batches, layer_activation_bytes)
 from simdist.scenario import PipelineSchedule, Recompute
 from simdist.strategies.pipeline_schedule import balance_stages
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model
@@ -202,3 +202,12 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
             gathered_param_bytes=gathered, extra_buffer_bytes=extra_buffer_bytes,
             what=f"pipeline stage {r}" if pp > 1 else ""))
     return tuple(out)
+
+
+def check_stages_fit(estimates: Sequence[MemoryEstimate]) -> MemoryEstimate:
+    """The tightest stage's estimate (highest share of its GPU); InfeasibleError naming the first that does not fit."""
+    if not estimates:
+        raise ValueError("no stage estimates")
+    for e in estimates:
+        check_fits(e)
+    return max(estimates, key=lambda e: e.total_bytes / e.capacity_bytes)

@@ -8,7 +8,7 @@ from simdist.errors import InfeasibleError
 from simdist.memory import (TransformerShape, check_fits, estimate_memory, in_flight_micro_batches,
                             layer_activation_bytes)
 from simdist.strategies.pipeline_schedule import schedule_order, time_orders
-from simdist.strategies.sharding import model_parallel_memory
+from simdist.strategies.sharding import check_stages_fit, model_parallel_memory
 from simdist.workload import get_model
 from tests.compute.gpus import A100_80GB
 
@@ -56,8 +56,7 @@ def _gpt3(**kw):
 def test_gpt3_175b_tp8_pp16_fits_an_a100_80gb_and_stage0_is_the_tightest() -> None:
     est = _gpt3(sequence_parallel=True, recompute="selective")
     assert len(est) == 16
-    for e in est:
-        check_fits(e)
+    assert check_stages_fit(est) is est[0]
     # 175 B params / 128 model-parallel GPUs ~ 1.37 B each; 16 bytes each = ~22 GB of model state
     state = est[1].weights_bytes + est[1].gradients_bytes + est[1].optimizer_states_bytes
     assert 18e9 < state < 26e9
@@ -68,9 +67,9 @@ def test_gpt3_175b_tp8_pp16_fits_an_a100_80gb_and_stage0_is_the_tightest() -> No
 def test_gpt3_without_recompute_or_sp_does_not_fit_and_says_why() -> None:
     est = _gpt3(tp=8, pp=8, dp=16, micro_batch=4)
     with pytest.raises(InfeasibleError) as info:
-        check_fits(est[1])
+        check_stages_fit(est)
     msg = str(info.value)
-    assert "(pipeline stage 1) has 80 GB" in msg and "activations" in msg and info.value.exit_code == 3
+    assert "(pipeline stage 0) has 80 GB" in msg and "activations" in msg and info.value.exit_code == 3
 
 
 def test_recompute_and_sp_order_the_peak() -> None:

@@ -125,3 +125,14 @@ def test_llama_swiglu_and_rmsnorm_roles() -> None:
     plan = tensor_parallel_plan(m, A100_80GB, 1, "bf16", 8, heads=32)
     assert len(_block_colls(plan, 0)) == 4
     assert math.isclose(sum(x.shard.params for x in plan.layers), m.params / 8, rel_tol=0.01)
+
+
+def test_layer_times_efficiency_factors_are_checked(xl) -> None:
+    n = len(xl.layers)
+    with pytest.raises(ValueError, match="one per layer"):
+        layer_times(xl, A100_80GB, 1, "fp16", efficiency_factors=[1.0] * (n - 1))
+    with pytest.raises(ValueError, match="efficiency_factors"):
+        layer_times(xl, A100_80GB, 1, "fp16", efficiency_factors=[0.0] * n)
+    slow = layer_times(xl, A100_80GB, 1, "fp16", efficiency_factors=[0.5] * n)
+    base = layer_times(xl, A100_80GB, 1, "fp16")
+    assert sum(t.fwd_s for t in slow) > sum(t.fwd_s for t in base)
