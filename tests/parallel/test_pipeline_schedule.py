@@ -121,3 +121,18 @@ def test_refusals() -> None:
         schedule_order("zb-v", 4, 8)
     with pytest.raises(ValueError, match="deadlocks"):
         time_orders(((PipeTask(B, 0), PipeTask(F, 0)), (PipeTask(F, 0), PipeTask(B, 0))), 1.0, 1.0)
+
+
+@pytest.mark.parametrize("ratio", [1.0, 2.0, 3.0])
+def test_closed_form_holds_over_a_grid_of_shapes(ratio: float) -> None:
+    """Every valid (p, m, v) up to p = 8, v = 4 (m a multiple of p when interleaved) runs without deadlock
+    and gives the closed-form bubble, whatever the backward / forward ratio."""
+    for p in range(1, 9):
+        for m in range(1, 13):
+            for kind in ("gpipe", "1f1b"):
+                t = time_orders(schedule_order(kind, p, m), 1.0, ratio)
+                assert t.bubble_fraction() == pytest.approx(bubble_closed_form(p, m), abs=1e-12)
+        for k in range(1, 4):
+            for v in range(2, 5):
+                t = time_orders(interleaved(p, p * k, v), 1.0 / v, ratio / v, virtual_stages=v)
+                assert t.bubble_fraction() == pytest.approx(bubble_closed_form(p, p * k, v), abs=1e-12)
