@@ -181,9 +181,13 @@ class P2PTransfer:
     size_bytes: float
 
 
-def boundary_bytes(micro_batch: int, seq_len: int, hidden: int, dtype_bytes: int) -> float:
-    """Activation (and its gradient) bytes crossing one stage boundary per micro-batch: b x s x h x dtype."""
-    return float(micro_batch * seq_len * hidden * dtype_bytes)
+def boundary_bytes(micro_batch: int, seq_len: int, hidden: int, dtype_bytes: int, shards: int = 1) -> float:
+    """Activation (and its gradient) bytes one rank sends across a stage boundary per micro-batch:
+    b x s x h x dtype, divided by `shards` when the tensor is split over the tp group (sequence parallelism
+    leaves each tp rank its s / tp tokens, and each sends only those to its peer in the next stage)."""
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise ValueError(f"shards: got {shards!r}; expected a positive integer")
+    return float(micro_batch * seq_len * hidden * dtype_bytes) / shards
 
 
 def p2p_transfers(p: int, m: int, v: int, size_bytes: float) -> tuple[P2PTransfer, ...]:

@@ -110,6 +110,11 @@ class TensorParallelPlan:
         return math.fsum(x.time.bwd_s for x in self.layers)
 
     @property
+    def layer_costs_s(self) -> list[float]:
+        """Forward + backward seconds of each layer on one tp rank: what pipeline stages are balanced on."""
+        return [x.time.total_s for x in self.layers]
+
+    @property
     def collectives(self) -> tuple[TpCollective, ...]:
         return tuple(c for x in self.layers for c in x.collectives)
 

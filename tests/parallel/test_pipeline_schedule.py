@@ -104,6 +104,7 @@ def test_in_flight_micro_batches() -> None:
 def test_p2p_transfers_sizes_and_count() -> None:
     size = boundary_bytes(2, 1024, 1600, 2)
     assert size == 2 * 1024 * 1600 * 2
+    assert boundary_bytes(2, 1024, 1600, 2, shards=4) == size / 4  # sequence-parallel tp ranks send their shard
     xs = p2p_transfers(4, 3, 1, size)
     assert len(xs) == 3 * 3 * 2
     assert {(x.src, x.dst) for x in xs if x.kind is F} == {(0, 1), (1, 2), (2, 3)}

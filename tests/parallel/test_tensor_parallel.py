@@ -136,3 +136,13 @@ def test_layer_times_efficiency_factors_are_checked(xl) -> None:
     slow = layer_times(xl, A100_80GB, 1, "fp16", efficiency_factors=[0.5] * n)
     base = layer_times(xl, A100_80GB, 1, "fp16")
     assert sum(t.fwd_s for t in slow) > sum(t.fwd_s for t in base)
+
+
+def test_layer_costs_feed_the_stage_balancer(xl) -> None:
+    from simdist.strategies.pipeline_schedule import balance_stages, stage_costs
+
+    plan = tensor_parallel_plan(xl, A100_80GB, 1, "fp16", 4)
+    costs = plan.layer_costs_s
+    assert len(costs) == len(xl.layers) and sum(costs) == pytest.approx(plan.fwd_s + plan.bwd_s)
+    per_stage = stage_costs(costs, balance_stages(costs, 4))
+    assert max(per_stage) < 1.1 * sum(costs) / 4
