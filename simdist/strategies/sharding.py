@@ -172,7 +172,7 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
     if len(chunks) != pp * v:
         raise ValueError(f"chunks: got {len(chunks)} ranges; expected pp x virtual_stages = {pp * v}")
     act = ACTIVATION_BYTES[str(precision)]
-    state_bytes = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
+    param_bytes = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
     roles = [layer_role(x) for x in model.layers]
     units = fsdp_units(shard)
     embed = next((i for i, r in enumerate(roles) if r is TpRole.VOCAB_EMBEDDING), None)
@@ -194,7 +194,7 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
             transient += layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, Recompute.NONE, act) \
                 - per_layer
         here = [u for u in units if set(u.layers) <= set(mine)]
-        gathered = zero3_live_param_bytes(here, state_bytes)
+        gathered = zero3_live_param_bytes(here, param_bytes)
         flight = in_flight_micro_batches(schedule, pp, micro_batches, r, v)
         out.append(estimate_parallel_memory(
             gpu, params=params, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype, zero=zero, dp=dp,

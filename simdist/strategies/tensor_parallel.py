@@ -207,15 +207,17 @@ def _collectives(i: int, layer: LayerSpec, role: TpRole, b: int, act: int, sp: b
 
 def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, precision: str, tp: int,
                          sequence_parallel: bool = False, calibration: ComputeCalibration | None = None,
-                         heads: int | None = None) -> TensorParallelPlan:
+                         heads: int | None = None, kv_heads: int | None = None) -> TensorParallelPlan:
     """Per layer: the shard, its forward/backward time per tp rank for `micro_batch` samples, its collectives.
 
     Each split matmul runs FLOPs / tp at gemm_shrink_factor of the unsplit layer's efficiency. `heads`, when
-    known, is checked to be divisible by tp (the blocks do not record it). tp = 1 gives the model's own
-    layer_times and no collectives.
+    and `kv_heads` (grouped-query attention: Megatron-LM splits the key/value groups too), when known, are
+    checked to be divisible by tp (the blocks do not record them). tp = 1 gives the model's own layer_times
+    and no collectives.
     """
-    if heads is not None and tp > 1 and heads % tp:
-        raise ScenarioError.bad_value(TP_KEY, tp, f"a divisor of the {heads} attention heads")
+    for count, what in ((heads, "attention heads"), (kv_heads, "key/value heads")):
+        if count is not None and tp > 1 and count % tp:
+            raise ScenarioError.bad_value(TP_KEY, tp, f"a divisor of the {count} {what}")
     if sequence_parallel and tp == 1:
         raise ScenarioError.bad_value("training.sequence_parallel", True, "false when tp = 1")
     sharded = shard_model(model, tp, sequence_parallel)

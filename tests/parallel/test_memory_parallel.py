@@ -107,3 +107,16 @@ def test_single_gpu_layout_without_shape_matches_the_data_parallel_estimate() ->
         (d.weights_bytes, d.gradients_bytes, d.optimizer_states_bytes)
     assert e.activations_bytes == pytest.approx(d.activations_bytes)
     assert e.workspace_bytes == pytest.approx(d.workspace_bytes)
+
+
+def test_zero3_workspace_holds_two_gathered_units() -> None:
+    from simdist.strategies.sharding import fsdp_units, zero3_live_param_bytes
+    from simdist.strategies.tensor_parallel import shard_model
+
+    m = get_model("gpt2", seq_len=1024)
+    kw = dict(micro_batch=1, micro_batches=1, precision="bf16", optimizer="adam", dp=8, tp=2,
+              shape=TransformerShape(768, 12, 1024))
+    (z2,), (z3,) = (model_parallel_memory(m, A100_80GB, zero=z, **kw) for z in (2, 3))
+    live = zero3_live_param_bytes(fsdp_units(shard_model(m, 2)), 2)
+    assert z3.workspace_bytes - z2.workspace_bytes == pytest.approx(live)
+    assert z3.weights_bytes == pytest.approx(z2.weights_bytes / 8)

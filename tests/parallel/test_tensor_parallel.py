@@ -111,6 +111,8 @@ def test_refusals(xl) -> None:
         tensor_parallel_plan(xl, A100_80GB, 1, "fp16", 3)
     with pytest.raises(ScenarioError, match="divisor of the 25 attention heads"):
         tensor_parallel_plan(xl, A100_80GB, 1, "fp16", 2, heads=25)
+    with pytest.raises(ScenarioError, match="divisor of the 8 key/value heads"):
+        tensor_parallel_plan(get_model("llama2-7b", seq_len=512), A100_80GB, 1, "bf16", 16, heads=32, kv_heads=8)
     with pytest.raises(ScenarioError, match="training.sequence_parallel"):
         tensor_parallel_plan(xl, A100_80GB, 1, "fp16", 1, sequence_parallel=True)
     with pytest.raises(ScenarioError, match="tensor parallelism splits transformer blocks"):
