@@ -138,15 +138,24 @@ def first_trainable_layer(model: ModelSpec) -> int:
 
 
 def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
-                calibration: ComputeCalibration | None = None) -> list[LayerTime]:
+                calibration: ComputeCalibration | None = None,
+                efficiency_factors: Sequence[float] | None = None) -> list[LayerTime]:
     """Per-layer forward/backward time of a `batch`-sample micro-batch, in forward order.
 
     Backward is 2 x forward FLOPs (input gradient + weight gradient). Layers before the first layer with
     parameters have no backward at all (nothing upstream needs a gradient); the first one computes only its
     weight gradient (1 x forward FLOPs), as autograd does for a network input that does not require grad.
+    `efficiency_factors` (one per layer, in (0, 1]) multiply each layer's FLOP efficiency: tensor parallelism
+    passes gemm_shrink_factor for its split matrices; None is 1 everywhere.
     """
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"batch: got {batch!r}; expected a positive integer")
+    if efficiency_factors is not None:
+        if len(efficiency_factors) != len(model.layers):
+            raise ValueError(f"efficiency_factors: got {len(efficiency_factors)}; expected one per layer "
+                             f"({len(model.layers)})")
+        for f in efficiency_factors:
+            _check_fraction("efficiency_factors[]", f)
     p = _check_precision(precision)
     peak = gpu.flops(p)
     bw = memory_bandwidth_Bps(gpu, calibration)
@@ -156,6 +165,8 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     out: list[LayerTime] = []
     for i, layer in enumerate(model.layers):
         eff = efficiency(layer.kind, gpu, p, calibration)
+        if efficiency_factors is not None:
+            eff *= efficiency_factors[i]
         flops = layer.fwd_flops * batch
         fwd_bytes = batch * (layer.input_elems + layer.output_elems) * a + layer.params * w
         fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
@@ -176,6 +187,42 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         bwd = _roofline(bwd_flops, bwd_bytes, peak, eff, bw) + kernels * launch
         out.append(LayerTime(fwd, bwd))
     return out
+
+
+# A matmul of W FLOPs is modelled as W / (peak x e) plus a fixed ramp GEMM_RAMP_S (the last partial wave of
+# thread blocks, prologue and epilogue, SMs left idle by too few output tiles) run at full rate, so its
+# efficiency is e x W / (W + peak x e x GEMM_RAMP_S): saturating in the per-GPU work. An assumption of the same
+# shape as the size curves of NVIDIA's "Matrix Multiplication Background" guide (efficiency rising with
+# M x N x K and saturating); a GEMM reaches half its large-matrix throughput at GEMM_RAMP_S of work.
+GEMM_RAMP_S = 4e-6
+GEMM_KINDS = frozenset({"linear", "conv", "attention"})  # matmul-like layers whose efficiency depends on size
+
+
+def gemm_saturation(flops: float, gpu: GpuSpec, precision: str, calibration: ComputeCalibration | None = None,
+                    ramp_s: float = GEMM_RAMP_S) -> float:
+    """Fraction of its large-matrix efficiency a matmul of `flops` FLOPs reaches: W / (W + peak x e x ramp)."""
+    if flops < 0:
+        raise ValueError(f"flops: got {flops!r}; expected >= 0")
+    if flops == 0:
+        return 1.0
+    p = _check_precision(precision)
+    half = gpu.flops(p) * matmul_efficiency(gpu, p, calibration) * ramp_s
+    return flops / (flops + half)
+
+
+def gemm_shrink_factor(full_flops: float, split_flops: float, gpu: GpuSpec, precision: str,
+                       calibration: ComputeCalibration | None = None, ramp_s: float = GEMM_RAMP_S) -> float:
+    """Efficiency of a matmul cut down from `full_flops` to `split_flops` FLOPs relative to the uncut one.
+
+    The compute model's (calibrated) efficiency describes the model's own, uncut matrices, so only the
+    ratio is applied: 1 when nothing is split, falling as the split matrices shrink.
+    """
+    if not 0 <= split_flops <= full_flops:
+        raise ValueError(f"split_flops: got {split_flops!r}; expected 0 <= split <= full ({full_flops!r})")
+    if split_flops == full_flops or split_flops == 0:
+        return 1.0
+    return gemm_saturation(split_flops, gpu, precision, calibration, ramp_s) / \
+        gemm_saturation(full_flops, gpu, precision, calibration, ramp_s)
 
 
 def forward_backward_s(times: Sequence[LayerTime]) -> tuple[float, float]:

@@ -76,6 +76,14 @@ class PipelineSchedule(StrEnum):
     INTERLEAVED = "interleaved"
 
 
+class Recompute(StrEnum):
+    """Activation recomputation of transformer layers (Korthikanti et al. 2022)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"  # recompute the attention core (softmax, dropout, scores x values)
+    FULL = "full"  # keep only each layer's input, recompute the layer in backward
+
+
 class BatchSplit(StrEnum):
     EQUAL = "equal"
     PROPORTIONAL = "proportional"
@@ -107,7 +115,7 @@ class ParallelismSpec:
     dp: int | None = None  # None: all GPUs
     tp: int = 1
     pp: int = 1
-    zero: int = 0
+    zero: int = 0  # 3 is FSDP (the YAML alias `zero: fsdp` resolves to 3)
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,10 @@ class TrainingSpec:
     batch_split: BatchSplit = BatchSplit.EQUAL
     optimizer: Optimizer = Optimizer.SGD
     convergence_factor: float = 1.0  # iterations needed relative to uncompressed BSP (an assumption)
+    placement_order: str | None = None  # e.g. 'tp,dp,pp' innermost first; None: simdist.layout.DEFAULT_ORDER
+    sequence_parallel: bool = False
+    recompute: Recompute = Recompute.NONE
+    virtual_stages: int = 1  # interleaved schedule: model chunks per pipeline rank
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from simdist.io.resolve_workload import resolve_workload
 from simdist.io.schema import FailureKind, FailuresModel, RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec, FailureEventSpec, FailuresSpec,
-    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsPlacement, RandomFailuresSpec, RecoverySpec,
+    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsPlacement, RandomFailuresSpec, Recompute, RecoverySpec,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
 )
 
@@ -50,12 +50,36 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         if par.pp > 1 and replica and replica % t.micro_batch:
             issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; expected a divisor of the "
                                                         f"per-replica batch {replica}"))
+    _model_parallel_keys(t, dp, issues)
     return TrainingSpec(
         parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, zero=par.zero), micro_batch=t.micro_batch,
         schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
         local_steps=t.local_steps, grad_accumulation=t.grad_accumulation, batch_split=BatchSplit(t.batch_split),
         optimizer=Optimizer(t.optimizer), convergence_factor=t.convergence_factor,
+        placement_order=t.placement_order, sequence_parallel=t.sequence_parallel,
+        recompute=Recompute(t.recompute), virtual_stages=t.virtual_stages,
     )
+
+
+def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:
+    """The model-parallel keys must change something in the layout they are given, else they are refused."""
+    par = t.parallelism
+    if t.sequence_parallel and par.tp == 1:
+        issues.append(Issue("training.sequence_parallel", "got true; sequence parallelism splits the tensor-"
+                                                          "parallel regions, so it needs training.parallelism.tp > 1"))
+    if t.placement_order is not None and dp is not None and sum(x > 1 for x in (dp, par.tp, par.pp)) < 2:
+        issues.append(Issue("training.placement_order", f"got {t.placement_order!r}; the order only matters when "
+                                                        f"two of dp, tp, pp exceed 1 (dp {dp}, tp {par.tp}, pp {par.pp})"))
+    if Recompute(t.recompute) is not Recompute.NONE and par.tp == 1 and par.pp == 1 and par.zero == 0:
+        issues.append(Issue("training.recompute", f"got '{t.recompute}'; recomputation is modelled for model-parallel "
+                                                  "layouts only (tp, pp or zero); expected none"))
+    interleaved = PipelineSchedule(t.schedule) is PipelineSchedule.INTERLEAVED
+    if t.virtual_stages > 1 and not (interleaved and par.pp > 1):
+        issues.append(Issue("training.virtual_stages", f"got {t.virtual_stages}; model chunks need schedule "
+                                                       "interleaved and training.parallelism.pp > 1"))
+    if interleaved and par.pp > 1 and t.virtual_stages < 2:
+        issues.append(Issue("training.virtual_stages", "got 1; schedule interleaved needs >= 2 chunks per "
+                                                       "pipeline rank"))
 
 
 def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> CommunicationSpec:

@@ -11,9 +11,10 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Union
 
-from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from simdist.collectives.schedule import CollectiveOp
+from simdist.errors import ScenarioError
 from simdist.io.fields import (
     SIMDIST_ERROR, Duration, Fraction, Key, NonNegInt, PosFloat, PosInt, PositiveDuration, Size, StrictBool,
 )
@@ -23,7 +24,7 @@ from simdist.io.schema_cluster import (  # noqa: F401 - re-exported: the whole s
 )
 from simdist.scenario import (
     Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, PipelineSchedule, Precision,
-    Bucketing, PsPlacement, StrategyKind, SyncMode,
+    Bucketing, PsPlacement, Recompute, StrategyKind, SyncMode,
 )
 
 
@@ -151,6 +152,18 @@ class WorkloadModel(Strict):
 # ----------------------------------------------------------------------------- training / communication
 
 
+def _zero_alias(v: Any) -> Any:
+    """`zero: fsdp` is ZeRO stage 3 (FSDP's FULL_SHARD shards exactly what stage 3 shards)."""
+    if v == FSDP_ALIAS:
+        return 3
+    if isinstance(v, str) or isinstance(v, bool):
+        raise fail(f"got {v!r}; expected 0, 1, 2, 3 or '{FSDP_ALIAS}' (= 3)")
+    return v
+
+
+FSDP_ALIAS = "fsdp"
+
+
 class ParallelismModel(Strict):
     dp: PosInt | None = None
     """Data-parallel degree. Default: GPUs / (tp x pp)."""
@@ -158,8 +171,8 @@ class ParallelismModel(Strict):
     """Tensor-parallel degree."""
     pp: PosInt = 1
     """Pipeline-parallel stages."""
-    zero: Annotated[int, Field(strict=True, ge=0, le=3)] = 0
-    """ZeRO stage 0-3 (3 = FSDP)."""
+    zero: Annotated[int, BeforeValidator(_zero_alias), Field(strict=True, ge=0, le=3)] = 0
+    """ZeRO stage 0-3; 'fsdp' is accepted as an alias and resolves to 3 (FSDP full sharding = stage 3)."""
 
 
 class TrainingModel(Strict):
@@ -183,6 +196,26 @@ class TrainingModel(Strict):
     """sgd | momentum | adam: optimizer state memory and update cost (added key)."""
     convergence_factor: PosFloat = 1.0
     """Iterations needed relative to uncompressed BSP, an assumption for time-to-train (added key)."""
+    placement_order: Key | None = None
+    """Axes innermost first, e.g. 'tp,pp,dp'; default 'tp,dp,pp' (Megatron-LM: tp inside a node, pp outermost) (added key)."""
+    sequence_parallel: StrictBool = False
+    """Megatron sequence parallelism: reduce_scatter + all_gather instead of each tp all_reduce; needs tp > 1 (added key)."""
+    recompute: Recompute = Recompute.NONE
+    """Activation recomputation of transformer layers: none | selective (attention core) | full (added key)."""
+    virtual_stages: PosInt = 1
+    """Interleaved schedule: model chunks per pipeline rank (>= 2 with schedule interleaved and pp > 1) (added key)."""
+
+    @field_validator("placement_order")
+    @classmethod
+    def _order(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from simdist.layout import parse_order
+
+        try:
+            return ",".join(a.value for a in parse_order(v))
+        except ScenarioError as err:
+            raise fail(err.issues[0].message) from None
 
 
 class HierarchicalModel(Strict):
