@@ -23,6 +23,12 @@ class FabricContext:
     servers: tuple[int, ...]
     channels: int = 1  # concurrent rings, one per NIC rail (NCCL channels)
 
+    def process_groups(self) -> dict:
+        """The run's process groups by name (the data-parallel group now; tp and pp groups later)."""
+        from simdist.cluster import dp_process_group
+
+        return {"dp": dp_process_group(self.group)}
+
     def schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
         """The schedule the scenario's strategy and backend run for one collective call."""
         from simdist.collectives.algorithms import supports
@@ -38,8 +44,9 @@ class FabricContext:
                                       servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)
 
 
-def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
-    """Build topology (with dedicated PS hosts when asked), routing and the network model."""
+def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment | None = None) -> FabricContext:
+    """Build topology (with dedicated PS hosts when asked), routing and the network model (on `env`,
+    a new Environment by default)."""
     from simdist.cluster import build_network, data_parallel_group, ps_server_endpoints
     from simdist.topology.build import build_topology
     from simdist.topology.routing import ring_channels
@@ -49,7 +56,7 @@ def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
     server_hosts = comm.ps_servers if dedicated else 0
     server_nic = scenario.cluster.node_groups[0].nic if dedicated else None
     topology = build_topology(scenario.cluster, server_hosts=server_hosts, server_nic=server_nic)
-    env = simpy.Environment()
+    env = simpy.Environment() if env is None else env
     network = build_network(fidelity.value, env, topology)
     group = data_parallel_group(scenario.cluster, topology)
     servers: tuple[int, ...] = ()
