@@ -138,14 +138,17 @@ def baseline_samples_per_s(ctx, scenario: Scenario) -> float:
 
     base = baseline_scenario(scenario)
     plan = build_plan(base)
-    network = ctx.network if hasattr(ctx.network, "_stage_time") else AnalyticalNetwork(ctx.topology)
-    cache: dict = {}
+    if isinstance(ctx.network, AnalyticalNetwork):
+        def time_of(task, graph):
+            return ctx.collective_time(task.op, task.size_bytes, task.server_delay_s)
+    else:
+        network, cache = AnalyticalNetwork(ctx.topology), {}
 
-    def time_of(task, graph):
-        key = (task.op, task.size_bytes, task.server_delay_s)
-        if key not in cache:
-            cache[key] = network.schedule_time(ctx.schedule(task.op, task.size_bytes, task.server_delay_s))
-        return cache[key]
+        def time_of(task, graph):
+            key = (task.op, task.size_bytes, task.server_delay_s)
+            if key not in cache:
+                cache[key] = network.schedule_time(ctx.cached_schedule(*key))
+            return cache[key]
     folded = fold(bsp_graphs(plan), time_of, ctx.process_groups())
     return plan.global_batch / folded.end_s
 

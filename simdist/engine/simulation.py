@@ -18,14 +18,21 @@ class Simulation:
     elements draw from it, so a scenario without one gives the same result for every seed), its ids, and
     the built cluster (`context`: topology, network model, groups)."""
 
-    def __init__(self, scenario: Scenario, fidelity: Fidelity) -> None:
+    def __init__(self, scenario: Scenario, fidelity: Fidelity, context=None) -> None:
         from simdist.engine.context import build_context
 
         self.scenario, self.fidelity = scenario, fidelity
-        self.env = simpy.Environment()
         self.rng = np.random.default_rng(scenario.run.seed)
         self._ids = itertools.count()
-        self.context = build_context(scenario, fidelity, env=self.env)
+        if context is not None and fidelity == Fidelity.ESTIMATE:  # reuse a built cluster (no events run on it)
+            self.env, self.context = context.env, context
+            if context.scenario is not scenario:
+                from dataclasses import replace
+
+                self.context = replace(context, scenario=scenario)
+        else:
+            self.env = simpy.Environment()
+            self.context = build_context(scenario, fidelity, env=self.env)
 
     def next_id(self) -> int:
         """A fresh id, unique within this simulation."""

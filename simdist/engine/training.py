@@ -48,17 +48,19 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
                        parts_bytes=dict(worst.parts_bytes))
 
 
-def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True) -> RunResult:
+def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
     """Simulate or estimate a training workload in its sync mode.
 
     `with_baseline` also gives `relative_time_to_target` against BSP without compression (folded in
     closed form from the same cluster, never a second simulation); compare.py turns it off.
+    `context`: an already built FabricContext of the same cluster and strategy, reused by `estimate`
+    (a sweep builds the topology and routes once).
     """
     from simdist.engine.simulation import Simulation, result_header
 
     memory = check_memory(scenario)
     plan = build_plan(scenario)
-    sim = Simulation(scenario, fidelity)
+    sim = Simulation(scenario, fidelity, context)
     sync = scenario.training.sync
     if sync in (SyncMode.ASP, SyncMode.SSP):
         out = _run_async(sim, plan)
@@ -78,15 +80,8 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
 
 
 def collective_schedules(ctx):
-    """`schedule_of(task, graph)` for collectives, cached by (op, size, server delay)."""
-    cache: dict = {}
-
-    def schedule_of(task, graph):
-        key = (task.op, task.size_bytes, task.server_delay_s)
-        if key not in cache:
-            cache[key] = ctx.schedule(task.op, task.size_bytes, server_delay_s=task.server_delay_s)
-        return cache[key]
-    return schedule_of
+    """`schedule_of(task, graph)` for collectives, cached on the context by (op, size, server delay)."""
+    return lambda task, graph: ctx.cached_schedule(task.op, task.size_bytes, task.server_delay_s)
 
 
 def lockstep_graphs(plan: IterationPlan, local_steps: int | None):
@@ -113,7 +108,7 @@ def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None) -> Outcome:
     simulated = sim.fidelity == Fidelity.SIMULATE
     links, records = (), ()
     if not simulated:
-        folded = fold(graphs, lambda t, g: ctx.network.schedule_time(schedule_of(t, g)), groups)
+        folded = fold(graphs, lambda t, g: ctx.collective_time(t.op, t.size_bytes, t.server_delay_s), groups)
         round_s, comm_round = folded.end_s, folded.class_comm_busy_s[critical]
         periods = {c: folded.end_s for c in folded.class_end_s}
         busy = dict(folded.class_compute_busy_s)
@@ -162,11 +157,7 @@ def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None) -> Outcome:
 
 
 def _rank_samples(plan: IterationPlan) -> list[float]:
-    out = [0.0] * plan.dp
-    for c in plan.classes:
-        for r in c.rank_class.ranks:
-            out[r] = c.rank_class.batch * plan.micro_steps
-    return out
+    return plan.rank_samples()
 
 
 def _codec_s(plan: IterationPlan) -> float:

@@ -59,6 +59,7 @@ class IterationPlan:
     overlap: bool
     fusion_cycle_s: float
     global_batch: int  # samples per optimizer step over all ranks
+    class_by_rank: tuple[int, ...] = ()  # rank -> index of its class
 
     @property
     def slowest(self) -> ClassCompute:
@@ -85,13 +86,14 @@ class IterationPlan:
         """The micro-batch of the first class (all classes under an equal split)."""
         return self.classes[0].rank_class.batch
 
-    def class_of(self) -> list[int]:
+    def class_of(self) -> tuple[int, ...]:
         """Rank -> index of its class."""
-        out = [0] * self.dp
-        for c in self.classes:
-            for r in c.rank_class.ranks:
-                out[r] = c.rank_class.index
-        return out
+        return self.class_by_rank
+
+    def rank_samples(self) -> list[float]:
+        """Samples every rank processes per optimizer step (rank order)."""
+        per_class = [c.rank_class.batch * self.micro_steps for c in self.classes]
+        return [per_class[c] for c in self.class_by_rank]
 
 
 def resolve_batch(scenario: Scenario, dp: int) -> int:
@@ -206,19 +208,27 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     members: dict[tuple, list[int]] = {}
     for r in range(dp):
         members.setdefault((groups[r], batches[r], slowdowns[r]), []).append(r)
+    index = {key: i for i, key in enumerate(members)}
+    by_rank = [index[(groups[r], batches[r], slowdowns[r])] for r in range(dp)]
     k = t.grad_accumulation
+    plans = [codec.plan(bk.shapes, grad_bytes, dp) for bk in buckets]
+    codec_s: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
     classes = []
     single = 0.0
     for idx, ((g, b, x), ranks) in enumerate(members.items()):
         f, bw, o, bucket_done = kinds.get(g, b)
         gpu = scenario.cluster.node_groups[g].gpu
-        shapes = [bk.shapes for bk in buckets]
+        if gpu.key not in codec_s:  # a dense fallback runs no kernels
+            codec_s[gpu.key] = (
+                tuple(codec.encode_time_s(bk.shapes, gpu, grad_bytes, dp) if p.compressed else 0.0
+                      for bk, p in zip(buckets, plans)),
+                tuple(codec.decode_time_s(bk.shapes, gpu, dp, grad_bytes) if p.compressed else 0.0
+                      for bk, p in zip(buckets, plans)))
         rc = RankClass(idx, tuple(ranks), g, gpu.key, b, x)
         classes.append(ClassCompute(
             rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
             ready_s=tuple(d * x if comm.overlap else bw * x for d in bucket_done),
-            encode_s=tuple(codec.encode_time_s(s, gpu, grad_bytes, dp) for s in shapes),
-            decode_s=tuple(codec.decode_time_s(s, gpu, dp, grad_bytes) for s in shapes)))
+            encode_s=codec_s[gpu.key][0], decode_s=codec_s[gpu.key][1]))
         single += len(ranks) * b * k / (x * (k * (f + bw) + o))
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     comms = []
@@ -228,7 +238,8 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             shard = bucket.elems / max(1, comm.ps_servers)
             server_delay = optimizer_step_time(int(shard), server_gpu, t.optimizer.value, precision,
                                                grad_dtype=w.grad_dtype.value, calibration=cal)
-        comms.append(BucketComm(bucket, tuple(codec.plan(bucket.shapes, grad_bytes, dp).collectives), server_delay))
+        comms.append(BucketComm(bucket, tuple(plans[len(comms)].collectives), server_delay))
     return IterationPlan(classes=tuple(classes), micro_steps=k, buckets=tuple(comms), dp=dp,
                          tokens_per_sample=model.tokens_per_sample, single_gpu_samples_per_s=single,
-                         overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s, global_batch=sum(batches) * k)
+                         overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s, global_batch=sum(batches) * k,
+                         class_by_rank=tuple(by_rank))
