@@ -68,6 +68,9 @@ def simulate(scenario: Scenario, fidelity: str = "") -> RunResult:
 
         check_failures(scenario)
     check_replicas(scenario)
+    from simdist.engine.relevance import check_relevant
+
+    check_relevant(scenario)
     if scenario.workload.benchmark is not None:
         from simdist.engine.benchmark import run_benchmark
 
