@@ -92,7 +92,6 @@ def strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:
 def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[dict]:
     """Per node group: its GPUs, micro-batch, step time (its own compute per iteration) and `idle_s`, the time
     per iteration its compute stream waits beyond what the least-waiting class waits (for the slowest)."""
-    by_rank = plan.class_of()
     idle_of: dict[int, float] = {}
     for c, period in out.class_period_s.items():
         idle_of[c] = period - out.class_compute_s.get(c, 0.0)
@@ -113,7 +112,6 @@ def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[d
                      "batch_per_gpu": nominal.rank_class.batch, "batches": batches,
                      "step_s": plan.micro_steps * nominal.step_s + nominal.optimizer_s,
                      "idle_s": max(0.0, idle), "rank_classes": len(classes)})
-    del by_rank
     return rows
 
 

@@ -24,12 +24,11 @@ class Simulation:
         self.scenario, self.fidelity = scenario, fidelity
         self.rng = np.random.default_rng(scenario.run.seed)
         self._ids = itertools.count()
-        if context is not None and fidelity == Fidelity.ESTIMATE:  # reuse a built cluster (no events run on it)
-            self.env, self.context = context.env, context
-            if context.scenario is not scenario:
-                from dataclasses import replace
+        if context is not None and fidelity == Fidelity.ESTIMATE and reusable(context, scenario):
+            from dataclasses import replace  # a built cluster: estimate runs no events on it
 
-                self.context = replace(context, scenario=scenario)
+            self.env = context.env
+            self.context = context if context.scenario is scenario else replace(context, scenario=scenario)
         else:
             self.env = simpy.Environment()
             self.context = build_context(scenario, fidelity, env=self.env)
@@ -37,6 +36,16 @@ class Simulation:
     def next_id(self) -> int:
         """A fresh id, unique within this simulation."""
         return next(self._ids)
+
+
+def reusable(context, scenario: Scenario) -> bool:
+    """Whether a built FabricContext serves `scenario`: same cluster, the analytical model, and the same
+    communication settings its memoised schedules were built for."""
+    from simdist.network.analytical import AnalyticalNetwork
+
+    old = context.scenario
+    return (isinstance(context.network, AnalyticalNetwork) and old.cluster == scenario.cluster
+            and old.communication == scenario.communication)
 
 
 def stochastic_elements(scenario: Scenario) -> list[str]:

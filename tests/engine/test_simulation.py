@@ -83,3 +83,23 @@ def test_trace_has_each_class_representative_and_the_first_64_ranks():
     assert "forward" in names and "optimizer" in names
     assert any(n.startswith("bucket0 all_reduce") and n.endswith("(dp)") for n in names)
     assert any(n.startswith("backward to bucket") for n in names)
+
+
+def test_estimate_reuses_a_built_cluster_only_when_it_fits():
+    from simdist.engine.context import build_context
+    from simdist.engine.simulation import Simulation
+    from simdist.engine.training import run_training
+    from simdist.io.load import load_data
+    from simdist.scenario import Fidelity
+
+    scenario = load_data(copy.deepcopy(BASE))
+    ctx = build_context(scenario, Fidelity.ESTIMATE)
+    fresh = run_training(scenario, Fidelity.ESTIMATE)
+    assert result_json(run_training(scenario, Fidelity.ESTIMATE, context=ctx)) == result_json(fresh)
+    assert Simulation(scenario, Fidelity.ESTIMATE, ctx).context is ctx
+    other = copy.deepcopy(BASE)
+    other["communication"] = {"strategy": "ring"}
+    ring = load_data(other)
+    assert Simulation(ring, Fidelity.ESTIMATE, ctx).context is not ctx  # other strategy: built anew
+    assert result_json(run_training(ring, Fidelity.ESTIMATE, context=ctx)) == result_json(
+        run_training(ring, Fidelity.ESTIMATE))
