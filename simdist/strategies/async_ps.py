@@ -76,7 +76,7 @@ def worker_graphs(plan: IterationPlan, endpoints: tuple[int, ...], servers: tupl
 def _worker_graph(plan: IterationPlan, cc, rc: RankClass, ep: int, servers: tuple[int, ...]) -> Graph:
     b = GraphBuilder()
     fwd = forward_tasks(b, plan, cc)
-    segments = backward_segments(b, cc, (fwd,))
+    segments = backward_segments(b, plan, cc, (fwd,))
     tail = [segments[cc.bwd_s]]
     comm_tail: list[int] = []
     for j, bc in enumerate(plan.buckets):

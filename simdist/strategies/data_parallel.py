@@ -24,18 +24,23 @@ def launch_offset(plan: IterationPlan, ready_s: float) -> float:
     return ready_s
 
 
-def backward_segments(b: GraphBuilder, cc: ClassCompute, deps) -> dict[float, int]:
-    """Backward as compute tasks cut where buckets become ready: ready time -> id of the segment ending there."""
+def backward_segments(b: GraphBuilder, plan: IterationPlan, cc: ClassCompute, deps) -> dict[float, int]:
+    """Backward as compute tasks cut where buckets become ready, each named by the layers it runs (last to
+    first) and the buckets it completes: ready time -> id of the segment ending there."""
     cuts = sorted({min(r, cc.bwd_s) for r in cc.ready_s} | {cc.bwd_s})
+    names = plan.layer_names
     out: dict[float, int] = {}
-    start = 0.0
+    start, hi = 0.0, len(names) - 1
     prev = tuple(deps)
-    for n, cut in enumerate(cuts):
+    for cut in cuts:
         buckets = [j for j, r in enumerate(cc.ready_s) if min(r, cc.bwd_s) == cut]
-        name = f"backward to bucket{buckets[-1]} ready" if buckets else "backward (rest)"
-        tid = b.add(Compute, name, prev, Stream.COMPUTE, duration_s=cut - start, kind="backward")
+        lo = 0 if cut == cc.bwd_s else min(plan.buckets[j].bucket.ready_after_layer for j in buckets)
+        layers = f"{names[hi]}..{names[lo]}" if names and hi > lo else (names[lo] if names else "")
+        ready = f" (bucket{buckets[0]}{'-' + str(buckets[-1]) if len(buckets) > 1 else ''} ready)" if buckets else ""
+        tid = b.add(Compute, f"backward {layers}{ready}".replace("  ", " "), prev, Stream.COMPUTE,
+                    duration_s=cut - start, kind="backward")
         out[cut] = tid
-        prev, start = (tid,), cut
+        prev, start, hi = (tid,), cut, lo - 1
     return out
 
 
@@ -68,7 +73,7 @@ def bsp_graph(plan: IterationPlan, cc: ClassCompute) -> Graph:
     """One BSP iteration of one rank class."""
     b = GraphBuilder()
     fwd = forward_tasks(b, plan, cc)
-    segments = backward_segments(b, cc, (fwd,))
+    segments = backward_segments(b, plan, cc, (fwd,))
     tail = [segments[cc.bwd_s]]
     for j, ready in enumerate(cc.ready_s):
         dep = segments[min(ready, cc.bwd_s)]

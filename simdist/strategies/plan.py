@@ -60,6 +60,7 @@ class IterationPlan:
     fusion_cycle_s: float
     global_batch: int  # samples per optimizer step over all ranks
     class_by_rank: tuple[int, ...] = ()  # rank -> index of its class
+    layer_names: tuple[str, ...] = ()  # the model's layers in forward order (names of the trace's tasks)
 
     @property
     def slowest(self) -> ClassCompute:
@@ -242,4 +243,4 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     return IterationPlan(classes=tuple(classes), micro_steps=k, buckets=tuple(comms), dp=dp,
                          tokens_per_sample=model.tokens_per_sample, single_gpu_samples_per_s=single,
                          overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s, global_batch=sum(batches) * k,
-                         class_by_rank=tuple(by_rank))
+                         class_by_rank=tuple(by_rank), layer_names=tuple(x.name for x in model.layers))

@@ -97,3 +97,21 @@ def test_the_text_report_shows_node_groups():
     text = print_result(load_data(data), run_with(data, None, "estimate"))
     assert "node groups (batch split proportional)" in text and "idle (waits for slowest)" in text
     assert "a100-sxm4-80gb" in text
+
+
+@pytest.mark.parametrize("fidelity", ["estimate", "simulate"])
+def test_a_mixed_ring_is_bottlenecked_by_the_slower_groups_link(fidelity):
+    from tests.engine.test_every_key import BENCH
+
+    data = copy.deepcopy(BENCH)
+    fast = data["cluster"]["nodes"][0]
+    fast.update(count=2, gpus_per_node=1, intra_node="pcie-gen3")
+    slow = copy.deepcopy(fast)
+    slow["nic"] = {"bandwidth": "10 Gb/s", "latency": "5 us", "transport": "rdma"}
+    data["cluster"]["nodes"] = [fast, slow]
+    data["workload"]["benchmark"]["sizes"] = ["1 GB"]
+    r = run_with(data, None, fidelity)
+    nic = load_data(copy.deepcopy(data)).cluster.node_groups[1].nic.link
+    # ring all_reduce busbw = the slowest link's effective bandwidth (latency is negligible at 1 GB)
+    assert r.collectives[0].busbw_GBps == pytest.approx(nic.bandwidth_Bps * nic.efficiency / 1e9, rel=1e-3)
+    assert all(l.link.startswith(("node2/", "node3/", "switch->node2", "switch->node3")) for l in r.links[:4])
