@@ -103,3 +103,14 @@ def test_estimate_reuses_a_built_cluster_only_when_it_fits():
     assert Simulation(ring, Fidelity.ESTIMATE, ctx).context is not ctx  # other strategy: built anew
     assert result_json(run_training(ring, Fidelity.ESTIMATE, context=ctx)) == result_json(
         run_training(ring, Fidelity.ESTIMATE))
+
+
+def test_asynchronous_workers_run_until_the_duration_too():
+    asp = {"training.sync": "asp"}
+    by_count = run_with(BASE, asp).to_dict()
+    data = copy.deepcopy(BASE)
+    data["run"] = {"duration": "3 s", "warmup": 2}
+    r = run_with(data, asp).to_dict()
+    per_worker = by_count["iteration_time_s"]  # = every worker's own iteration time at equal speeds
+    assert r["simulated_iterations"] == -(-3.0 // per_worker) and r["inferred_iterations"] == 0
+    assert r["iteration_time_s"] == pytest.approx(by_count["iteration_time_s"], rel=0.02)
