@@ -165,6 +165,23 @@ def _codec_s(plan: IterationPlan) -> float:
     return sum(c.encode_s) + sum(c.decode_s)
 
 
+class TimedOnly:
+    """A network model's closed-form times as simpy timeouts, without accounting link bytes: `estimate` of
+    the asynchronous modes times every push/pull as all workers' at once, so those bytes are not real."""
+
+    def __init__(self, network) -> None:
+        self.network = network
+
+    def schedule_time(self, schedule) -> float:
+        return self.network.schedule_time(schedule)
+
+    def run(self, env, schedule):
+        yield env.timeout(self.network.schedule_time(schedule))
+
+    def link_utilization(self, elapsed_s: float) -> dict[str, float]:
+        return {}
+
+
 def _run_async(sim, plan: IterationPlan) -> Outcome:
     from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
     from simdist.strategies.async_ps import PsExchange, PsPolicy, worker_graphs
@@ -174,15 +191,21 @@ def _run_async(sim, plan: IterationPlan) -> Outcome:
     bound = t.staleness if t.sync == SyncMode.SSP else None
     simulated = sim.fidelity == Fidelity.SIMULATE
     exchange = PsExchange(ctx.group.ranks, contended=not simulated)
-    policy = PsPolicy(sim.env, plan.dp, bound)
-    graphs = worker_graphs(plan, ctx.group.ranks, ctx.servers)
+    graphs = worker_graphs(plan, ctx.group.ranks, ctx.servers, grouped=not simulated)
+    sizes = [len(g.rank_class.ranks) for g in graphs]
+    policy = PsPolicy(sim.env, sizes, bound)
     recorded = {g.rank_class.index for g in graphs
-                if g.rank_class.index < MAX_TRACKED_RANKS or g.rank_class.slowdown != 1}
-    ex = Executor(sim.env, ctx.network, lambda task, g: exchange.of(task), ctx.process_groups(), policy,
+                if g.rank_class.ranks[0] < MAX_TRACKED_RANKS or g.rank_class.slowdown != 1}
+    network = ctx.network if simulated else TimedOnly(ctx.network)
+    ex = Executor(sim.env, network, lambda task, g: exchange.of(task), ctx.process_groups(), policy,
                   record_classes=recorded)
     log = ex.run(graphs, None if run.duration_s is not None else run.iterations, run.duration_s, barrier=False)
     n = plan.dp
-    per_iter = [worker_iteration_s(log.class_end_s[i], run.warmup) for i in range(n)]
+    per_class = [worker_iteration_s(log.class_end_s[g.rank_class.index], run.warmup) for g in graphs]
+    per_iter = [0.0] * n
+    for g, x in zip(graphs, per_class):
+        for r in g.rank_class.ranks:
+            per_iter[r] = x
     samples = _rank_samples(plan)
     rates = [s / x for s, x in zip(samples, per_iter)]
     aggregate = sum(rates)
@@ -194,10 +217,16 @@ def _run_async(sim, plan: IterationPlan) -> Outcome:
         sync["staleness_bound"] = bound
     sync["servers"] = servers_row(scenario, ctx, policy.server_in_bytes, policy.server_out_bytes, float(sim.env.now),
                                   simulated)
-    comm_busy = statistics.fmean(statistics.fmean(b[run.warmup:] or b[-1:]) for b in log.class_comm_busy_s.values())
+    comm_busy = sum(m * statistics.fmean(log.class_comm_busy_s[g.rank_class.index][run.warmup:]
+                                         or log.class_comm_busy_s[g.rank_class.index][-1:])
+                    for m, g in zip(sizes, graphs)) / n
     by_rank = plan.class_of()
     compute = statistics.fmean(plan.micro_steps * plan.classes[by_rank[r]].step_s for r in range(n))
-    busy = {i: statistics.fmean(v[run.warmup:] or v[-1:]) for i, v in log.class_compute_busy_s.items()}
+    busy = {}
+    for g in graphs:
+        v = log.class_compute_busy_s[g.rank_class.index]
+        for r in g.rank_class.ranks:
+            busy[r] = statistics.fmean(v[run.warmup:] or v[-1:])
     records = tuple(sorted(log.records, key=lambda r: (r.start_s, r.track)))
     return Outcome(iteration_s, comm_busy, compute, plan.optimizer_s, _codec_s(plan), tuple(per_iter),
                    log.simulated, 0, sync, records, top_links(ctx) if simulated else (),

@@ -62,14 +62,28 @@ class PsExchange:
         return self.schedule(task.kind, worker, server, task.size_bytes)
 
 
-def worker_graphs(plan: IterationPlan, endpoints: tuple[int, ...], servers: tuple[int, ...]) -> list[Graph]:
-    """One graph per worker (its own class: asynchronous workers are never in lockstep)."""
-    out = []
+def worker_graphs(plan: IterationPlan, endpoints: tuple[int, ...], servers: tuple[int, ...],
+                  grouped: bool = False) -> list[Graph]:
+    """The workers' graphs, class index = position in the list. Asynchronous workers are never in lockstep
+    on a shared network, so each is its own class; `grouped` (estimate: every push and pull is timed as
+    all workers' at once, so identical workers stay identical) keeps a plan class together, except the
+    ranks that host a server (their own shard stays local)."""
+    members: list[tuple] = []
     for cc in plan.classes:
-        for r in cc.rank_class.ranks:
-            rc = RankClass(r, (r,), cc.rank_class.node_group, cc.rank_class.gpu, cc.rank_class.batch,
-                           cc.rank_class.slowdown)
-            out.append(_worker_graph(plan, cc, rc, endpoints[r], servers))
+        ranks = cc.rank_class.ranks
+        if grouped:
+            hosts = [r for r in ranks if endpoints[r] in servers]
+            rest = tuple(r for r in ranks if endpoints[r] not in servers)
+            members += [(cc, rest)] if rest else []
+            members += [(cc, (r,)) for r in hosts]
+        else:
+            members += [(cc, (r,)) for r in ranks]
+    members.sort(key=lambda m: m[1][0])
+    out = []
+    for i, (cc, ranks) in enumerate(members):
+        rc = RankClass(i, ranks, cc.rank_class.node_group, cc.rank_class.gpu, cc.rank_class.batch,
+                       cc.rank_class.slowdown)
+        out.append(_worker_graph(plan, cc, rc, endpoints[ranks[0]], servers))
     return out
 
 
@@ -111,23 +125,25 @@ def _worker_graph(plan: IterationPlan, cc, rc: RankClass, ep: int, servers: tupl
 
 @dataclass
 class PsPolicy:
-    """The SSP bound on iterations, shard versions for reads and staleness, and the servers' byte counts."""
+    """The SSP bound on iterations, shard versions for reads and staleness, and the servers' byte counts.
+    `sizes[c]` workers run as class c (1 each when every worker is simulated on its own): they apply their
+    updates one after another at the same instant, each reading right after its own when allowed."""
 
     env: object
-    n: int
+    sizes: list[int]
     bound: int | None = None  # None: asp
-    done: list[int] = field(default_factory=list)
     staleness: list[int] = field(default_factory=list)
     server_in_bytes: dict[int, float] = field(default_factory=dict)
     server_out_bytes: dict[int, float] = field(default_factory=dict)
-    bases: dict[tuple, list[int]] = field(default_factory=dict)  # per shard: the version each update was computed from
-    applied: dict[tuple, list[int]] = field(default_factory=dict)  # per shard: updates applied per worker
-    changed: dict[tuple, object] = field(default_factory=dict)  # per shard: fires when its slowest worker advances
-    read: dict[tuple, int] = field(default_factory=dict)  # (worker, shard) -> version it last pulled
-    read_now: dict[tuple, bool] = field(default_factory=dict)  # reads taken right after the worker's own update
+    bases: dict[tuple, int] = field(default_factory=dict)  # per shard: updates applied so far (its version)
+    same_base: dict[tuple, dict[int, int]] = field(default_factory=dict)  # per shard: version -> updates computed from it
+    applied: dict[tuple, list[int]] = field(default_factory=dict)  # per shard: updates applied per class
+    changed: dict[tuple, object] = field(default_factory=dict)  # per shard: fires when its slowest class advances
+    read: dict[tuple, int] = field(default_factory=dict)  # (class, member, shard) -> version it last pulled
+    read_now: dict[tuple, bool] = field(default_factory=dict)  # reads taken right after the class's own update
 
     def __post_init__(self) -> None:
-        self.done = [0] * self.n
+        self.done = [0] * len(self.sizes)
         self.progress = self.env.event()
 
     def before_iteration(self, env, graph: Graph, it: int) -> Generator:
@@ -143,47 +159,59 @@ class PsPolicy:
 
     def before(self, env, graph: Graph, task, it: int) -> Generator:
         if isinstance(task, SendRecv) and task.kind == "pull":
-            w, key = graph.rank_class.index, task.shard
-            if self.read_now.pop((w, key), False):
+            c, key = graph.rank_class.index, task.shard
+            if self.read_now.pop((c, key), False):
                 return
-            while not self._readable(w, key):
+            while not self._readable(c, key):
                 if key not in self.changed:
                     self.changed[key] = env.event()
                 yield self.changed[key]
-            self.read[(w, key)] = len(self.bases[key])
+            for k in range(self.sizes[c]):
+                self.read[(c, k, key)] = self.bases[key]
         return
         yield  # a generator even when it never waits
 
     def after(self, graph: Graph, task, it: int) -> None:
+        c = graph.rank_class.index
         if isinstance(task, HostWork):
-            w, key = graph.rank_class.index, task.shard
-            stale = self._apply(w, key)
-            if stale is not None:
-                self.staleness.append(stale)
-            if self._readable(w, key):  # the read happens at once, before any other worker's update lands
-                self.read[(w, key)] = len(self.bases[key])
-                self.read_now[(w, key)] = True
+            self._apply(c, task.shard)
         elif isinstance(task, SendRecv) and task.src != task.dst:
+            moved = task.size_bytes * self.sizes[c]
             if task.kind == "push":
-                self.server_in_bytes[task.dst] = self.server_in_bytes.get(task.dst, 0.0) + task.size_bytes
+                self.server_in_bytes[task.dst] = self.server_in_bytes.get(task.dst, 0.0) + moved
             else:
-                self.server_out_bytes[task.src] = self.server_out_bytes.get(task.src, 0.0) + task.size_bytes
+                self.server_out_bytes[task.src] = self.server_out_bytes.get(task.src, 0.0) + moved
 
-    def _apply(self, w: int, key: tuple) -> int | None:
-        """Apply worker w's update to a shard; return its staleness (None for its first update)."""
-        bases = self.bases.setdefault(key, [])
-        applied = self.applied.setdefault(key, [0] * self.n)
-        base = self.read.get((w, key))
-        stale = None if base is None else sum(1 for x in bases[base:] if x != base)
-        bases.append(0 if base is None else base)
+    def _apply(self, c: int, key: tuple) -> None:
+        """Apply the class's updates to a shard, recording each one's staleness (none for a first update):
+        the updates applied since its read that were computed from another version."""
+        applied = self.applied.setdefault(key, [0] * len(self.sizes))
+        same = self.same_base.setdefault(key, {})
         before = min(applied)
-        applied[w] += 1
+        applied[c] += 1
+        readable = self._readable(c, key)
+        # under bound 0 a member may read only once its siblings' updates are in too (they land right after)
+        at_once = readable and (self.bound is None or self.bound > 0 or self.sizes[c] == 1)
+        for k in range(self.sizes[c]):
+            version = self.bases.get(key, 0)
+            base = self.read.get((c, k, key))
+            if base is not None:  # every update computed from `base` came after version `base` existed
+                self.staleness.append((version - base) - same.get(base, 0))
+            b = 0 if base is None else base
+            same[b] = same.get(b, 0) + 1
+            self.bases[key] = version + 1
+            if at_once:  # the read happens at once, before any other worker's update lands
+                self.read[(c, k, key)] = version + 1
+        if readable:
+            if not at_once:
+                for k in range(self.sizes[c]):
+                    self.read[(c, k, key)] = self.bases[key]
+            self.read_now[(c, key)] = True
         if min(applied) > before and key in self.changed:
             self.changed.pop(key).succeed()
-        return stale
 
-    def _readable(self, w: int, key: tuple) -> bool:
-        """ssp: w may read once every worker's update of its iteration - bound is in (s = 0: all of them)."""
+    def _readable(self, c: int, key: tuple) -> bool:
+        """ssp: c may read once every class's update of its iteration - bound is in (s = 0: all of them)."""
         if self.bound is None:
             return True
-        return min(self.applied[key]) >= self.applied[key][w] - self.bound
+        return min(self.applied[key]) >= self.applied[key][c] - self.bound

@@ -114,3 +114,22 @@ def test_asynchronous_workers_run_until_the_duration_too():
     per_worker = by_count["iteration_time_s"]  # = every worker's own iteration time at equal speeds
     assert r["simulated_iterations"] == -(-3.0 // per_worker) and r["inferred_iterations"] == 0
     assert r["iteration_time_s"] == pytest.approx(by_count["iteration_time_s"], rel=0.02)
+
+
+@pytest.mark.parametrize("changes", [
+    {"training.sync": "asp", "failures": STRAGGLER},
+    {"training.sync": "ssp", "training.staleness": 1, "failures": STRAGGLER},
+    {"training.sync": "ssp", "training.staleness": 0, "failures": STRAGGLER},
+    {"training.sync": "asp", "communication.ps": {"servers": 3, "placement": "colocated"}},
+])
+def test_estimate_runs_identical_async_workers_as_one_class_with_the_same_result(changes, monkeypatch):
+    import simdist.strategies.async_ps as async_ps
+
+    grouped = run_with(BASE, changes, "estimate").to_dict()
+    each = async_ps.worker_graphs
+    monkeypatch.setattr(async_ps, "worker_graphs", lambda *a, grouped=False: each(*a, grouped=False))
+    alone = run_with(BASE, changes, "estimate").to_dict()
+    assert grouped["strategy"] == alone["strategy"]
+    assert json.dumps(grouped, sort_keys=True) == json.dumps(alone, sort_keys=True) or (
+        grouped["sync"]["staleness"] == alone["sync"]["staleness"]
+        and grouped["iteration_time_s"] == pytest.approx(alone["iteration_time_s"], rel=1e-12))
