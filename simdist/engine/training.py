@@ -12,7 +12,6 @@ import statistics
 
 from simdist.engine.outcomes import (Outcome, breakdown, node_groups, servers_row, statistical_efficiency,
                                      strategy_summary, sync_common, throughput, top_links, link_records)
-from simdist.graph.tasks import Collective, SendRecv
 from simdist.results.records import MemoryUsage, RunResult
 from simdist.scenario import Fidelity, Scenario, SyncMode
 from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, rank_batches
