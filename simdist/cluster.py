@@ -10,6 +10,7 @@ from typing import Callable
 
 from simdist.collectives.schedule import Group
 from simdist.errors import ScenarioError
+from simdist.graph.tasks import ProcessGroup
 from simdist.hardware.specs import ClusterSpec
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.network.base import NetworkModel
@@ -62,6 +63,11 @@ def data_parallel_group(cluster: ClusterSpec, topology: Topology) -> Group:
         raise ScenarioError.bad_value("cluster.nodes", topology.num_gpus,
                                       f"a topology with the cluster's {cluster.num_gpus} GPUs")
     return Placement.identity(cluster).group()
+
+
+def dp_process_group(group: Group, name: str = "dp") -> ProcessGroup:
+    """The data-parallel process group over `group` (rank i at the group's i-th endpoint)."""
+    return ProcessGroup(name, "dp", tuple(range(group.size)), group)
 
 
 def _gpus_by_node(topology: Topology) -> list[list[int]]:

@@ -82,7 +82,12 @@ def _training_report(result: RunResult) -> str:
     pairs = [
         ("strategy", f"{s.get('name')} (backend {s.get('backend')}, {s.get('buckets')} buckets, "
                      f"overlap {s.get('overlap')}, compression {s.get('compression')})"),
-        ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"),
+        ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"
+                         if s.get("batch_split", "equal") == "equal" else
+                         f"{s.get('global_batch')} (split {s.get('batch_split')} over the node groups, "
+                         f"x {s.get('grad_accumulation')} micro-steps)"),
+        ("iterations", f"{result.extra.get('simulated_iterations')} simulated, "
+                       f"{result.extra.get('inferred_iterations', 0)} inferred from the steady state"),
         ("iteration time", format_duration(result.iteration_time_s or 0.0)),
         ("throughput", f"{tp.samples_per_s:,.1f} samples/s" + (f", {tp.tokens_per_s:,.0f} tokens/s" if tp.tokens_per_s else "")),
         ("scaling efficiency", f"{result.scaling_efficiency:.1%}"),
@@ -98,4 +103,11 @@ def _training_report(result: RunResult) -> str:
         out += "\n\n" + format_table(["per iteration", "time", "share of iteration"],
                                      [[k, format_duration(v), f"{v / total:.1%}"] for k, v in rows],
                                      title="== where the time goes ==")
+    groups = result.extra.get("node_groups") or []
+    if groups:
+        out += "\n\n" + format_table(
+            ["node group", "GPUs", "batch per GPU", "step time", "idle (waits for slowest)"],
+            [[f"{g['group']}: {g['gpu']}", g["gpus"], ", ".join(str(b) for b in g["batches"]),
+              format_duration(g["step_s"]), format_duration(g["idle_s"])] for g in groups],
+            title=f"== node groups (batch split {s.get('batch_split', 'equal')}) ==")
     return out

@@ -1,7 +1,7 @@
 """What every run needs from a scenario's cluster: topology, router, network model, groups, PS servers."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -22,6 +22,34 @@ class FabricContext:
     group: Group
     servers: tuple[int, ...]
     channels: int = 1  # concurrent rings, one per NIC rail (NCCL channels)
+    _schedules: dict = field(default_factory=dict, repr=False)
+    _times: dict = field(default_factory=dict, repr=False)
+
+    def cached_schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
+        """`schedule`, memoised for every run on this context (a sweep builds each schedule once)."""
+        key = (op, size_bytes, server_delay_s)
+        hit = self._schedules.get(key)
+        if hit is None:
+            if len(self._schedules) >= 4096:
+                self._schedules.clear()
+            hit = self._schedules[key] = self.schedule(op, size_bytes, server_delay_s)
+        return hit
+
+    def collective_time(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> float:
+        """The collective alone on the idle fabric (the network model's `schedule_time`), memoised by value."""
+        key = (op, size_bytes, server_delay_s)
+        hit = self._times.get(key)
+        if hit is None:
+            if len(self._times) >= 4096:
+                self._times.clear()
+            hit = self._times[key] = self.network.schedule_time(self.cached_schedule(op, size_bytes, server_delay_s))
+        return hit
+
+    def process_groups(self) -> dict:
+        """The run's process groups by name (the data-parallel group now; tp and pp groups later)."""
+        from simdist.cluster import dp_process_group
+
+        return {"dp": dp_process_group(self.group)}
 
     def schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
         """The schedule the scenario's strategy and backend run for one collective call."""
@@ -38,8 +66,9 @@ class FabricContext:
                                       servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)
 
 
-def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
-    """Build topology (with dedicated PS hosts when asked), routing and the network model."""
+def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment | None = None) -> FabricContext:
+    """Build topology (with dedicated PS hosts when asked), routing and the network model (on `env`,
+    a new Environment by default)."""
     from simdist.cluster import build_network, data_parallel_group, ps_server_endpoints
     from simdist.topology.build import build_topology
     from simdist.topology.routing import ring_channels
@@ -49,7 +78,7 @@ def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
     server_hosts = comm.ps_servers if dedicated else 0
     server_nic = scenario.cluster.node_groups[0].nic if dedicated else None
     topology = build_topology(scenario.cluster, server_hosts=server_hosts, server_nic=server_nic)
-    env = simpy.Environment()
+    env = simpy.Environment() if env is None else env
     network = build_network(fidelity.value, env, topology)
     group = data_parallel_group(scenario.cluster, topology)
     servers: tuple[int, ...] = ()

@@ -1,35 +1,41 @@
-"""A training workload end to end: memory check, iteration plan, the sync mode simulated or estimated, RunResult."""
+"""A training workload end to end: memory check, plan, graphs, the executor (or their fold), RunResult.
+
+scenario -> `strategies.plan.build_plan` (rank classes, buckets) -> a graph builder per sync mode
+(`strategies.data_parallel`, `local_sgd`, `async_ps`) -> `engine.executor.Executor` on the flow
+network (`simulate`) or `engine.closed_form.fold` on the analytical one (`estimate`, lockstep modes)
+-> `engine.outcomes` -> RunResult.
+"""
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass, replace
 
-from simdist.engine.context import build_context
-from simdist.results.records import Breakdown, LinkUtilization, MemoryUsage, RunResult, StepRecord, Throughput
-from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, StrategyKind, SyncMode
-from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, resolve_batch
-from simdist.strategies.sync_report import (ps_bytes_per_exchange, server_load, staleness_stats,
-                                            wire_bytes_per_iteration, worker_iteration_s)
-
-TOP_LINKS = 10
+from simdist.engine.outcomes import (Outcome, breakdown, node_groups, servers_row, statistical_efficiency,
+                                     strategy_summary, sync_common, throughput, top_links, link_records)
+from simdist.results.records import MemoryUsage, RunResult
+from simdist.scenario import Fidelity, Scenario, SyncMode
+from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, rank_batches
+from simdist.strategies.sync_report import ps_bytes_per_exchange, staleness_stats, worker_iteration_s
 
 
 def check_memory(scenario: Scenario) -> MemoryUsage:
-    """Per-GPU memory of the tightest GPU kind; raises InfeasibleError when any kind does not fit."""
+    """Per-GPU memory of the tightest node group at its own batch; raises InfeasibleError when one does not fit."""
     from simdist.compression import make_codec
     from simdist.memory import check_fits, estimate_memory
+    from simdist.strategies.plan import rank_groups
 
     model = scenario.workload.model
     assert model is not None
     dp = check_supported(scenario)
-    batch = resolve_batch(scenario, dp)
     grad_bytes = DTYPE_BYTES[scenario.workload.grad_dtype]
     shapes = [s for _, s in model.gradients_backward_order()]
     codec = make_codec(scenario.communication.compression)
     # DDP keeps its gradient buckets as a flat copy of every gradient; codecs add error-feedback state
     buffers = model.params * grad_bytes + codec.error_feedback_bytes(shapes, grad_bytes, dp)
     worst = None
-    for group in scenario.cluster.node_groups:
+    pairs = sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp))))
+    for g, batch in pairs:
+        group = scenario.cluster.node_groups[g]
         est = estimate_memory(model, group.gpu, batch, scenario.workload.precision.value,
                               scenario.training.optimizer.value, grad_dtype=scenario.workload.grad_dtype.value,
                               zero=scenario.training.parallelism.zero, dp=dp, extra_buffer_bytes=buffers)
@@ -41,226 +47,186 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
                        parts_bytes=dict(worst.parts_bytes))
 
 
-@dataclass
-class _Outcome:
-    """What one sync mode's run produced, before it becomes a RunResult."""
-
-    iteration_s: float
-    comm_busy_s: float
-    compute_s: float
-    optimizer_s: float
-    compression_s: float
-    times: tuple[float, ...]
-    simulated: int
-    sync: dict
-    records: tuple = ()
-    links: tuple[LinkUtilization, ...] = ()
-
-
-def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True) -> RunResult:
+def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
     """Simulate or estimate a training workload in its sync mode.
 
-    `with_baseline` also runs BSP without compression (same fidelity) for `relative_time_to_target`
-    when the scenario is not that baseline itself; compare.py turns it off for speed.
+    `with_baseline` also gives `relative_time_to_target` against BSP without compression (folded in
+    closed form from the same cluster, never a second simulation); compare.py turns it off.
+    `context`: an already built FabricContext of the same cluster and strategy, reused by `estimate`
+    (a sweep builds the topology and routes once).
     """
-    from simdist.engine.simulation import result_header
+    from simdist.engine.simulation import Simulation, result_header
 
     memory = check_memory(scenario)
     plan = build_plan(scenario)
-    ctx = build_context(scenario, fidelity)
-    cache: dict = {}
-
-    def schedule_for(op, size, delay):
-        key = (op, size, delay)
-        if key not in cache:
-            cache[key] = ctx.schedule(op, size, server_delay_s=delay)
-        return cache[key]
-
+    sim = Simulation(scenario, fidelity, context)
     sync = scenario.training.sync
     if sync in (SyncMode.ASP, SyncMode.SSP):
-        out = _run_async(scenario, fidelity, plan, ctx)
-    elif sync == SyncMode.LOCAL_SGD:
-        out = _run_local_sgd(scenario, fidelity, plan, ctx, schedule_for)
+        out = _run_async(sim, plan)
     else:
-        out = _run_bsp(scenario, fidelity, plan, ctx, schedule_for)
-    throughput = _throughput(plan, out.iteration_s)
-    return RunResult(
-        **result_header(scenario, fidelity),
-        iteration_time_s=out.iteration_s,
-        throughput=throughput,
-        scaling_efficiency=(plan.global_batch / out.iteration_s) / plan.single_gpu_samples_per_s,
-        breakdown_s=_breakdown(out),
-        memory=memory,
-        links=out.links,
-        extra={"strategy": _strategy_summary(scenario, plan),
-               "simulated_iterations": out.simulated,
-               "sync": out.sync,
-               "statistical_efficiency": _statistical_efficiency(scenario, fidelity, throughput.samples_per_s,
-                                                                 with_baseline)},
-        iterations=out.times,
-        records=out.records,
-    )
+        out = _run_lockstep(sim, plan, scenario.training.local_steps if sync == SyncMode.LOCAL_SGD else None)
+    tp = throughput(plan, out.iteration_s)
+    extra = {"strategy": strategy_summary(scenario, plan),
+             "simulated_iterations": out.simulated,
+             "inferred_iterations": out.inferred,
+             "sync": out.sync,
+             "node_groups": node_groups(scenario, plan, out),
+             "statistical_efficiency": statistical_efficiency(sim.context, plan, tp.samples_per_s, with_baseline)}
+    return RunResult(**result_header(scenario, fidelity), iteration_time_s=out.iteration_s, throughput=tp,
+                     scaling_efficiency=(plan.global_batch / out.iteration_s) / plan.single_gpu_samples_per_s,
+                     breakdown_s=breakdown(out), memory=memory, links=out.links, extra=extra,
+                     iterations=out.times, records=out.records)
 
 
-def _breakdown(out: _Outcome) -> Breakdown:
-    """Per-iteration seconds as plain floats; exposed communication is what compute and the optimizer do not
-    explain, capped at the communication time (the rest is codec time that overlap did not hide)."""
-    communication = max(0.0, float(out.comm_busy_s) - float(out.compression_s))
-    unexplained = max(0.0, float(out.iteration_s) - float(out.compute_s) - float(out.optimizer_s))
-    return Breakdown(compute=float(out.compute_s), communication=communication,
-                     exposed_communication=min(unexplained, communication),
-                     compression=float(out.compression_s), optimizer=float(out.optimizer_s))
+def collective_schedules(ctx):
+    """`schedule_of(task, graph)` for collectives, cached on the context by (op, size, server delay)."""
+    return lambda task, graph: ctx.cached_schedule(task.op, task.size_bytes, task.server_delay_s)
 
 
-def _top_links(ctx) -> tuple[LinkUtilization, ...]:
-    util = ctx.network.link_utilization(ctx.env.now) if ctx.env.now > 0 else {}
-    top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LINKS]
-    return tuple(LinkUtilization(name, round(u, 6)) for name, u in top if u > 0)
+def lockstep_graphs(plan: IterationPlan, local_steps: int | None):
+    """BSP graphs (`local_steps` None) or local-SGD rounds of `local_steps` local iterations."""
+    from simdist.strategies.data_parallel import bsp_graphs
+    from simdist.strategies.local_sgd import round_graphs
+
+    return bsp_graphs(plan) if local_steps is None else round_graphs(plan, local_steps)
 
 
-def _link_records(ctx, links: tuple[LinkUtilization, ...]) -> tuple[StepRecord, ...]:
-    """Busy spans of the most utilised links, one trace track each."""
-    spans = ctx.network.busy_spans([l.link for l in links]) if hasattr(ctx.network, "busy_spans") else {}
-    return tuple(StepRecord(f"link:{name}", "busy", s, e) for name in sorted(spans) for s, e in spans[name])
+def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None) -> Outcome:
+    """BSP (`local_steps` None) or local SGD (a round of `local_steps` local steps per executor iteration)."""
+    from simdist.engine.closed_form import fold
+    from simdist.engine.executor import Executor
+    from simdist.strategies.local_sgd import local_compute_s
 
-
-def _servers(scenario, ctx, in_bytes, out_bytes, elapsed_s, simulated: bool) -> list[dict] | None:
-    if scenario.communication.strategy != StrategyKind.PS:
-        return None
-    util = ctx.network.link_utilization(ctx.env.now) if simulated and ctx.env.now > 0 else None
-    return server_load(ctx.topology, ctx.servers, in_bytes, out_bytes, elapsed_s, util)
-
-
-def _run_bsp(scenario, fidelity, plan: IterationPlan, ctx, schedule_for) -> _Outcome:
-    from simdist.strategies.data_parallel import run_closed_form, run_simulated
-
-    run = scenario.run
-    links: tuple[LinkUtilization, ...] = ()
-    records = ()
-    if fidelity == Fidelity.ESTIMATE:
-        iteration_s, comm_busy = run_closed_form(plan, lambda op, size, d: ctx.network.schedule_time(schedule_for(op, size, d)))
-        times = (iteration_s,)
-        extrapolated = 0
+    scenario, ctx, run = sim.scenario, sim.context, sim.scenario.run
+    graphs = lockstep_graphs(plan, local_steps)
+    period = 1 if local_steps is None else local_steps
+    bsp = local_steps is None
+    schedule_of = collective_schedules(ctx)
+    groups = ctx.process_groups()
+    critical = plan.slowest.rank_class.index
+    simulated = sim.fidelity == Fidelity.SIMULATE
+    links, records = (), ()
+    if not simulated:
+        folded = fold(graphs, lambda t, g: ctx.collective_time(t.op, t.size_bytes, t.server_delay_s), groups)
+        round_s, comm_round = folded.end_s, folded.class_comm_busy_s[critical]
+        periods = {c: folded.end_s for c in folded.class_end_s}
+        busy = dict(folded.class_compute_busy_s)
+        total = run.iterations
+        if run.duration_s is not None:
+            total = max(1, math.ceil(run.duration_s / round_s - 1e-9)) * period if round_s > 0 else period
+        total = max(total, period)
+        n_sim, n_inf = period, total - period
+        times = (round_s / period,) * total
+        iteration_s = round_s / period
+        comm = comm_round / period
     else:
-        log = run_simulated(ctx.env, plan, run.iterations, schedule_for, ctx.network)
-        steady = log.times[run.warmup:] or log.times[-1:]
-        iteration_s = statistics.fmean(steady)
-        comm_busy = statistics.fmean(log.comm_busy_s[run.warmup:] or log.comm_busy_s[-1:])
-        times = tuple(log.times)
-        extrapolated = log.extrapolated
-        links = _top_links(ctx)
-        records = tuple(log.records) + _link_records(ctx, links)
+        ex = Executor(sim.env, ctx.network, schedule_of, groups, critical_class=critical)
+        rounds = run.iterations if bsp else max(2, -(-run.iterations // period))
+        log = ex.run(graphs, None if run.duration_s is not None else rounds, run.duration_s)
+        busy_log = log.class_comm_busy_s[critical]
+        if bsp:
+            steady = log.times[run.warmup:] or log.times[-1:]
+            iteration_s = statistics.fmean(steady)
+            comm = statistics.fmean(busy_log[run.warmup:] or busy_log[-1:])
+            times = tuple(log.times)
+        else:
+            iteration_s, comm = log.times[-1] / period, busy_log[-1] / period
+            times = (iteration_s,) * (len(log.times) * period if run.duration_s is not None
+                                      else max(1, run.iterations))
+        n_sim, n_inf = log.simulated * period, log.inferred * period
+        periods = {c: iteration_s * period for c in log.class_end_s}
+        busy = {c: statistics.fmean(v[run.warmup:] or v[-1:]) if bsp else v[-1]
+                for c, v in log.class_compute_busy_s.items()}
+        links = top_links(ctx)
+        records = tuple(log.records) + link_records(ctx, links)
     per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
-    rate = {sv: b / iteration_s for sv, b in per_exchange.items()}
-    sync = _sync_common(scenario, plan, [plan.batch_per_gpu * plan.micro_steps / iteration_s] * plan.dp, 1)
+    rate = {sv: b / (iteration_s * period) for sv, b in per_exchange.items()}
+    batches = _rank_samples(plan)
+    sync = sync_common(scenario, plan, [b / iteration_s for b in batches], period)
     sync["staleness"] = {"mean": 0.0, "max": 0}
-    sync["servers"] = _servers(scenario, ctx, rate, rate, 1.0, fidelity == Fidelity.SIMULATE)
-    return _Outcome(iteration_s, comm_busy, plan.compute_s, plan.optimizer_s, _codec_s(plan), times,
-                    len(times) - extrapolated, sync, records, links)
-
-
-def _run_async(scenario, fidelity, plan: IterationPlan, ctx) -> _Outcome:
-    from simdist.strategies.async_ps import run_async
-
-    t, run = scenario.training, scenario.run
-    bound = t.staleness if t.sync == SyncMode.SSP else None
-    simulated = fidelity == Fidelity.SIMULATE
-    log = run_async(ctx.env, plan, run.iterations, bound, ctx.group.ranks, ctx.servers, ctx.network,
-                    contended=not simulated)
-    per_iter = [worker_iteration_s(f, run.warmup) for f in log.finish_s]
-    samples = plan.batch_per_gpu * plan.micro_steps
-    rates = [samples / x for x in per_iter]
-    aggregate = sum(rates)
-    iteration_s = plan.global_batch / aggregate
-    sync = _sync_common(scenario, plan, rates, 1)
-    sync["aggregate_samples_per_s"] = aggregate
-    sync["staleness"] = staleness_stats(log.staleness)
-    if bound is not None:
-        sync["staleness_bound"] = bound
-    sync["servers"] = _servers(scenario, ctx, log.server_in_bytes, log.server_out_bytes, log.end_s, simulated)
-    comm_busy = statistics.fmean(statistics.fmean(b[run.warmup:] or b[-1:]) for b in log.comm_busy_s)
-    compute = statistics.fmean(plan.micro_steps * (w.fwd_s + w.bwd_s) for w in plan.workers)
-    times = tuple(per_iter)  # per worker: its mean iteration time (rank order)
-    return _Outcome(iteration_s, comm_busy, compute, plan.optimizer_s, _codec_s(plan), times,
-                    run.iterations, sync, tuple(sorted(log.records, key=lambda r: (r.start_s, r.track))),
-                    _top_links(ctx) if simulated else ())
-
-
-def _run_local_sgd(scenario, fidelity, plan: IterationPlan, ctx, schedule_for) -> _Outcome:
-    from simdist.strategies.local_sgd import local_compute_s, round_closed_form, run_rounds_simulated
-
-    h = scenario.training.local_steps
-    simulated = fidelity == Fidelity.SIMULATE
-    if simulated:
-        rounds = max(2, -(-scenario.run.iterations // h))
-        log = run_rounds_simulated(ctx.env, plan, rounds, h, schedule_for, ctx.network)
-        round_s, comm_s = log.rounds_s[-1], log.comm_busy_s[-1]
-        n_rounds, records = len(log.rounds_s), tuple(log.records)
+    sync["servers"] = servers_row(scenario, ctx, rate, rate, 1.0, simulated)
+    codec = _codec_s(plan) / period
+    if bsp:
+        compute, optimizer = plan.compute_s, plan.optimizer_s
     else:
-        round_s, comm_s = round_closed_form(plan, h, lambda op, size, d: ctx.network.schedule_time(schedule_for(op, size, d)))
-        n_rounds, records = 1, ()
-    iteration_s = round_s / h
-    compute_round = local_compute_s(plan, h)
-    times = tuple(round_s / h for _ in range(max(1, scenario.run.iterations)))
-    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
-    rate = {sv: b / round_s for sv, b in per_exchange.items()}
-    sync = _sync_common(scenario, plan, [plan.batch_per_gpu * plan.micro_steps / iteration_s] * plan.dp, h)
-    sync["staleness"] = {"mean": 0.0, "max": 0}
-    sync["servers"] = _servers(scenario, ctx, rate, rate, 1.0, simulated)
-    slowest_opt = max(w.optimizer_s for w in plan.workers)
-    return _Outcome(iteration_s, comm_s / h, compute_round / h - slowest_opt, slowest_opt, _codec_s(plan) / h,
-                    times, n_rounds * h, sync, records, _top_links(ctx) if simulated else ())
+        optimizer = max(c.local_optimizer_s for c in plan.classes)
+        compute = local_compute_s(plan, period) / period - optimizer
+    return Outcome(iteration_s, comm, compute, optimizer, codec, times, n_sim, n_inf, sync, records, links,
+                   {c: p / period for c, p in periods.items()}, {c: b / period for c, b in busy.items()})
+
+
+def _rank_samples(plan: IterationPlan) -> list[float]:
+    return plan.rank_samples()
 
 
 def _codec_s(plan: IterationPlan) -> float:
-    return sum(b.encode_s + b.decode_s for b in plan.buckets)
+    c = plan.slowest
+    return sum(c.encode_s) + sum(c.decode_s)
 
 
-def _sync_common(scenario: Scenario, plan: IterationPlan, rates: list[float], period: int) -> dict:
-    t = scenario.training
-    out = {"mode": t.sync.value, "per_worker_samples_per_s": rates,
-           "min_worker_samples_per_s": min(rates), "max_worker_samples_per_s": max(rates),
-           "wire_bytes_per_iteration": wire_bytes_per_iteration(plan) / period,
-           "stragglers": {f"gpu:{i}": w.slowdown for i, w in enumerate(plan.workers) if w.slowdown != 1.0}}
-    if t.sync == SyncMode.LOCAL_SGD:
-        out["local_steps"] = period
-    return out
+class TimedOnly:
+    """A network model's closed-form times as simpy timeouts, without accounting link bytes: `estimate` of
+    the asynchronous modes times every push/pull as all workers' at once, so those bytes are not real."""
+
+    def __init__(self, network) -> None:
+        self.network = network
+
+    def schedule_time(self, schedule) -> float:
+        return self.network.schedule_time(schedule)
+
+    def run(self, env, schedule):
+        yield env.timeout(self.network.schedule_time(schedule))
+
+    def link_utilization(self, elapsed_s: float) -> dict[str, float]:
+        return {}
 
 
-def _is_baseline(scenario: Scenario) -> bool:
-    return scenario.training.sync == SyncMode.BSP and scenario.communication.compression.method == CompressionMethod.NONE
+def _run_async(sim, plan: IterationPlan) -> Outcome:
+    from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
+    from simdist.strategies.async_ps import PsExchange, PsPolicy, worker_graphs
 
-
-def baseline_scenario(scenario: Scenario) -> Scenario:
-    """The same cluster, model and strategy under BSP without compression (the convergence reference)."""
-    return replace(scenario,
-                   training=replace(scenario.training, sync=SyncMode.BSP, convergence_factor=1.0),
-                   communication=replace(scenario.communication, compression=CompressionSpec()))
-
-
-def _statistical_efficiency(scenario: Scenario, fidelity: Fidelity, samples_per_s: float, with_baseline: bool) -> dict:
-    """Throughput divided by the assumed convergence factor, and time-to-target relative to BSP uncompressed."""
-    cf = scenario.training.convergence_factor
-    out = {"convergence_factor": cf, "effective_samples_per_s": samples_per_s / cf,
-           "relative_time_to_target": None, "baseline": "bsp, no compression, same cluster and strategy",
-           "assumed": True}
-    if _is_baseline(scenario):
-        out["relative_time_to_target"] = cf
-    elif with_baseline:
-        base = run_training(baseline_scenario(scenario), fidelity, with_baseline=False)
-        out["relative_time_to_target"] = cf * base.throughput.samples_per_s / samples_per_s
-    return out
-
-
-def _throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
-    samples = plan.global_batch / iteration_s
-    tokens = samples * plan.tokens_per_sample if plan.tokens_per_sample else None
-    return Throughput(samples_per_s=samples, tokens_per_s=tokens)
-
-
-def _strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:
-    comm = scenario.communication
-    return {"name": comm.strategy.value, "backend": comm.backend.value, "buckets": len(plan.buckets),
-            "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
-            "compression": comm.compression.method.value, "global_batch": plan.global_batch,
-            "batch_per_gpu": plan.batch_per_gpu, "grad_accumulation": plan.micro_steps}
+    scenario, ctx = sim.scenario, sim.context
+    t, run = scenario.training, scenario.run
+    bound = t.staleness if t.sync == SyncMode.SSP else None
+    simulated = sim.fidelity == Fidelity.SIMULATE
+    exchange = PsExchange(ctx.group.ranks, contended=not simulated)
+    graphs = worker_graphs(plan, ctx.group.ranks, ctx.servers, grouped=not simulated)
+    sizes = [len(g.rank_class.ranks) for g in graphs]
+    policy = PsPolicy(sim.env, sizes, bound)
+    recorded = {g.rank_class.index for g in graphs
+                if g.rank_class.ranks[0] < MAX_TRACKED_RANKS or g.rank_class.slowdown != 1}
+    network = ctx.network if simulated else TimedOnly(ctx.network)
+    ex = Executor(sim.env, network, lambda task, g: exchange.of(task), ctx.process_groups(), policy,
+                  record_classes=recorded)
+    log = ex.run(graphs, None if run.duration_s is not None else run.iterations, run.duration_s, barrier=False)
+    n = plan.dp
+    per_class = [worker_iteration_s(log.class_end_s[g.rank_class.index], run.warmup) for g in graphs]
+    per_iter = [0.0] * n
+    for g, x in zip(graphs, per_class):
+        for r in g.rank_class.ranks:
+            per_iter[r] = x
+    samples = _rank_samples(plan)
+    rates = [s / x for s, x in zip(samples, per_iter)]
+    aggregate = sum(rates)
+    iteration_s = plan.global_batch / aggregate
+    sync = sync_common(scenario, plan, rates, 1)
+    sync["aggregate_samples_per_s"] = aggregate
+    sync["staleness"] = staleness_stats(policy.staleness)
+    if bound is not None:
+        sync["staleness_bound"] = bound
+    sync["servers"] = servers_row(scenario, ctx, policy.server_in_bytes, policy.server_out_bytes, float(sim.env.now),
+                                  simulated)
+    comm_busy = sum(m * statistics.fmean(log.class_comm_busy_s[g.rank_class.index][run.warmup:]
+                                         or log.class_comm_busy_s[g.rank_class.index][-1:])
+                    for m, g in zip(sizes, graphs)) / n
+    by_rank = plan.class_of()
+    compute = statistics.fmean(plan.micro_steps * plan.classes[by_rank[r]].step_s for r in range(n))
+    busy = {}
+    for g in graphs:
+        v = log.class_compute_busy_s[g.rank_class.index]
+        for r in g.rank_class.ranks:
+            busy[r] = statistics.fmean(v[run.warmup:] or v[-1:])
+    records = tuple(sorted(log.records, key=lambda r: (r.start_s, r.track)))
+    return Outcome(iteration_s, comm_busy, compute, plan.optimizer_s, _codec_s(plan), tuple(per_iter),
+                   log.simulated, 0, sync, records, top_links(ctx) if simulated else (),
+                   {i: p for i, p in enumerate(per_iter)}, busy, async_classes=True)

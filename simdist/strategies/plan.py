@@ -1,9 +1,9 @@
-"""One data-parallel iteration laid out before any event runs: compute times, buckets, their collectives.
+"""One data-parallel iteration laid out before any event runs: rank classes, compute times, buckets.
 
-Both fidelities share this plan: `simulate` plays it on the flow network, `estimate` folds it with
-closed-form collective times. Everything here is per iteration and per GPU; in BSP the slowest GPU
-sets each time (heterogeneous clusters and static stragglers wait for their slowest GPU), while the
-asynchronous modes use each worker's own times (`IterationPlan.workers`).
+Both fidelities and every sync mode build their execution graphs from this plan. Ranks with the
+same node group (hence GPU and network interior), micro-batch and straggler slowdown form one
+`RankClass` with its own compute times; the slowest class's figures are what the iteration-level
+properties (`fwd_s`, `bwd_s`, `compute_s`) report.
 """
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.errors import ScenarioError
-from simdist.hardware.specs import GpuSpec
+from simdist.graph.tasks import RankClass
 from simdist.scenario import Precision, Scenario, StrategyKind, SyncMode
+from simdist.strategies.batch_split import split_batches
 from simdist.strategies.buckets import Bucket, make_buckets
 from simdist.strategies.stragglers import gpu_slowdowns
 
@@ -21,54 +22,83 @@ DTYPE_BYTES = {Precision.FP32: 4, Precision.TF32: 4, Precision.FP16: 2, Precisio
 
 @dataclass(frozen=True)
 class BucketComm:
-    """How one bucket is communicated: when it is ready, codec costs, and the collectives on the wire."""
+    """How one bucket is communicated: its collectives on the wire and the PS servers' update."""
 
     bucket: Bucket
-    ready_s: float  # after the start of the last micro-batch's backward
-    encode_s: float
-    decode_s: float
     collectives: tuple[tuple[CollectiveOp, float], ...]
     server_delay_s: float = 0.0  # PS: the server's update of its shard
 
 
 @dataclass(frozen=True)
-class WorkerCompute:
-    """One worker's own compute per micro-batch (its GPU kind times its straggler slowdown)."""
+class ClassCompute:
+    """One rank class's own compute per micro-batch on its GPU (times its straggler slowdown)."""
 
+    rank_class: RankClass
     fwd_s: float
     bwd_s: float
-    optimizer_s: float  # its local optimizer step (asynchronous PS workers skip it: the server steps)
+    optimizer_s: float  # its own optimizer step (a PS worker under BSP/asp/ssp skips it: the servers step)
+    local_optimizer_s: float  # its own step even with PS (local SGD steps locally)
     ready_s: tuple[float, ...]  # per bucket, after the start of the last backward (bwd_s without overlap)
-    slowdown: float = 1.0
+    encode_s: tuple[float, ...]  # per bucket, the codec on this class's GPU
+    decode_s: tuple[float, ...]
+
+    @property
+    def step_s(self) -> float:
+        """Forward + backward of one micro-batch (accumulation multiplies it)."""
+        return self.fwd_s + self.bwd_s
 
 
 @dataclass(frozen=True)
 class IterationPlan:
-    fwd_s: float  # one micro-batch forward, slowest GPU
-    bwd_s: float  # one micro-batch backward, slowest GPU
+    classes: tuple[ClassCompute, ...]
     micro_steps: int  # gradient accumulation: forward+backward passes per optimizer step
-    optimizer_s: float
     buckets: tuple[BucketComm, ...]
-    batch_per_gpu: int  # samples per GPU per micro-step
     dp: int
     tokens_per_sample: int | None
     single_gpu_samples_per_s: float  # the same GPUs with no communication (for scaling efficiency)
     overlap: bool
     fusion_cycle_s: float
-    workers: tuple[WorkerCompute, ...] = ()  # per rank (GPU order)
-    local_optimizer_s: float = 0.0  # slowest GPU's own optimizer step (local SGD steps locally even with PS)
+    global_batch: int  # samples per optimizer step over all ranks
+    class_by_rank: tuple[int, ...] = ()  # rank -> index of its class
+    layer_names: tuple[str, ...] = ()  # the model's layers in forward order (names of the trace's tasks)
 
     @property
-    def global_batch(self) -> int:
-        return self.batch_per_gpu * self.dp * self.micro_steps
+    def slowest(self) -> ClassCompute:
+        return max(self.classes, key=lambda c: (self.micro_steps * c.step_s + c.optimizer_s, -c.rank_class.index))
+
+    @property
+    def fwd_s(self) -> float:
+        return max(c.fwd_s for c in self.classes)
+
+    @property
+    def bwd_s(self) -> float:
+        return max(c.bwd_s for c in self.classes)
+
+    @property
+    def optimizer_s(self) -> float:
+        return max(c.optimizer_s for c in self.classes)
 
     @property
     def compute_s(self) -> float:
-        return self.micro_steps * (self.fwd_s + self.bwd_s)
+        return max(self.micro_steps * c.step_s for c in self.classes)
+
+    @property
+    def batch_per_gpu(self) -> int:
+        """The micro-batch of the first class (all classes under an equal split)."""
+        return self.classes[0].rank_class.batch
+
+    def class_of(self) -> tuple[int, ...]:
+        """Rank -> index of its class."""
+        return self.class_by_rank
+
+    def rank_samples(self) -> list[float]:
+        """Samples every rank processes per optimizer step (rank order)."""
+        per_class = [c.rank_class.batch * self.micro_steps for c in self.classes]
+        return [per_class[c] for c in self.class_by_rank]
 
 
 def resolve_batch(scenario: Scenario, dp: int) -> int:
-    """Samples per GPU per micro-step, from batch_per_gpu or global_batch / (dp x accumulation)."""
+    """Samples per GPU per micro-step (equal split), from batch_per_gpu or global_batch / (dp x accumulation)."""
     w, k = scenario.workload, scenario.training.grad_accumulation
     if w.batch_per_gpu is not None:
         return w.batch_per_gpu
@@ -106,88 +136,111 @@ def check_supported(scenario: Scenario) -> int:
     return dp
 
 
-def build_plan(scenario: Scenario) -> IterationPlan:
-    """Compute per-layer times on every GPU kind, pack buckets, and give each bucket its collectives."""
+class _Kinds:
+    """Per (node group, batch): layer times, optimizer step and per-bucket ready times, computed once."""
+
+    def __init__(self, scenario: Scenario, buckets: list[Bucket]) -> None:
+        self.scenario, self.buckets, self._cache = scenario, buckets, {}
+
+    def step_s(self, group: int, batch: int) -> float:
+        f, b, _, _ = self.get(group, batch)
+        return f + b
+
+    def get(self, group: int, batch: int) -> tuple[float, float, float, list[float]]:
+        key = (group, batch)
+        if key not in self._cache:
+            from simdist.compute import layer_times, optimizer_step_time
+
+            s = self.scenario
+            w, cal = s.workload, s.compute_calibration
+            gpu = s.cluster.node_groups[group].gpu
+            times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal)
+            o = optimizer_step_time(w.model.params, gpu, s.training.optimizer.value, w.precision.value,
+                                    grad_dtype=w.grad_dtype.value, calibration=cal)
+            # backward runs from the last layer to the first: time until layer i's gradients exist
+            done_after = [0.0] * len(times)
+            acc = 0.0
+            for i in range(len(times) - 1, -1, -1):
+                acc += times[i].bwd_s
+                done_after[i] = acc
+            self._cache[key] = (sum(x.fwd_s for x in times), sum(x.bwd_s for x in times), o,
+                                [done_after[bk.ready_after_layer] for bk in self.buckets])
+        return self._cache[key]
+
+
+def rank_groups(scenario: Scenario) -> list[int]:
+    """Node group index of every rank (GPU order)."""
+    return [i for i, g in enumerate(scenario.cluster.node_groups) for _ in range(g.count * g.gpus_per_node)]
+
+
+def rank_batches(scenario: Scenario, dp: int | None = None, kinds: "_Kinds | None" = None) -> list[int]:
+    """Micro-batch of every rank under `training.batch_split`."""
+    dp = check_supported(scenario) if dp is None else dp
+    batch = resolve_batch(scenario, dp)
+    groups = rank_groups(scenario)
+    if kinds is None:
+        kinds = _Kinds(scenario, [])
+    return split_batches(scenario.training.batch_split, batch, [str(g) for g in groups],
+                         lambda key, b: kinds.step_s(int(key), b))
+
+
+def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
+    """Rank classes with their compute, buckets, and each bucket's collectives after compression
+    (`codec_spec` replaces the scenario's compression, e.g. none for the uncompressed baseline)."""
     from simdist.compression import make_codec
-    from simdist.compute import layer_times, optimizer_step_time
+    from simdist.compute import optimizer_step_time
 
     model = scenario.workload.model
     assert model is not None
     dp = check_supported(scenario)
-    batch = resolve_batch(scenario, dp)
     w, comm, t = scenario.workload, scenario.communication, scenario.training
     precision = w.precision.value
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
     buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes, comm.first_bucket_bytes, rule=comm.bucketing.value)
     cal = scenario.compute_calibration  # a profile's kind factors etc. (None: the documented defaults)
-    method = getattr(comm.compression.method, "value", comm.compression.method)
-    codec = make_codec(comm.compression, cal.codec_cost_factor(str(method)) if cal else 1.0)
+    spec = comm.compression if codec_spec is None else codec_spec
+    method = getattr(spec.method, "value", spec.method)
+    codec = make_codec(spec, cal.codec_cost_factor(str(method)) if cal else 1.0)
     is_ps = comm.strategy == StrategyKind.PS
-
-    fwd = bwd = opt = 0.0
-    ready = [0.0] * len(buckets)
-    single = 0.0
-    gpus = _gpu_kinds(scenario)
+    kinds = _Kinds(scenario, buckets)
+    batches = rank_batches(scenario, dp, kinds)
+    groups = rank_groups(scenario)
     slowdowns = gpu_slowdowns(scenario)
-    gpu_keys = [g.key for g in scenario.cluster.gpu_specs()]
+    members: dict[tuple, list[int]] = {}
+    for r in range(dp):
+        members.setdefault((groups[r], batches[r], slowdowns[r]), []).append(r)
+    index = {key: i for i, key in enumerate(members)}
+    by_rank = [index[(groups[r], batches[r], slowdowns[r])] for r in range(dp)]
     k = t.grad_accumulation
-    per_kind: dict[str, tuple[float, float, float, list[float]]] = {}
-    for gpu, count in gpus:
-        times = layer_times(model, gpu, batch, precision, calibration=cal)
-        f = sum(x.fwd_s for x in times)
-        b = sum(x.bwd_s for x in times)
-        o = optimizer_step_time(model.params, gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value,
-                                calibration=cal)
-        # backward runs from the last layer to the first: time until layer i's gradients exist
-        done_after = [0.0] * len(times)
-        acc = 0.0
-        for i in range(len(times) - 1, -1, -1):
-            acc += times[i].bwd_s
-            done_after[i] = acc
-        bucket_done = [done_after[bucket.ready_after_layer] for bucket in buckets]
-        per_kind[gpu.key] = (f, b, o, bucket_done)
-        slow = [x for key, x in zip(gpu_keys, slowdowns) if key == gpu.key and x != 1.0]
-        for x in [1.0] + slow:  # the nominal GPUs, then each straggler of this kind
-            for j in range(len(buckets)):
-                ready[j] = max(ready[j], bucket_done[j] * x)
-            fwd, bwd, opt = max(fwd, f * x), max(bwd, b * x), max(opt, o * x)
-        single += (count - len(slow)) * batch * k / (k * (f + b) + o)
-        single += sum(batch * k / (x * (k * (f + b) + o)) for x in slow)
-    workers = []
-    for key, x in zip(gpu_keys, slowdowns):
-        f, b, o, bucket_done = per_kind[key]
-        workers.append(WorkerCompute(fwd_s=f * x, bwd_s=b * x, optimizer_s=o * x, slowdown=x,
-                                     ready_s=tuple(d * x if comm.overlap else b * x for d in bucket_done)))
-
-    server_gpu = gpus[0][0]  # a PS server is modelled as a machine of the cluster's first kind
+    plans = [codec.plan(bk.shapes, grad_bytes, dp) for bk in buckets]
+    codec_s: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    classes = []
+    single = 0.0
+    for idx, ((g, b, x), ranks) in enumerate(members.items()):
+        f, bw, o, bucket_done = kinds.get(g, b)
+        gpu = scenario.cluster.node_groups[g].gpu
+        if gpu.key not in codec_s:  # a dense fallback runs no kernels
+            codec_s[gpu.key] = (
+                tuple(codec.encode_time_s(bk.shapes, gpu, grad_bytes, dp) if p.compressed else 0.0
+                      for bk, p in zip(buckets, plans)),
+                tuple(codec.decode_time_s(bk.shapes, gpu, dp, grad_bytes) if p.compressed else 0.0
+                      for bk, p in zip(buckets, plans)))
+        rc = RankClass(idx, tuple(ranks), g, gpu.key, b, x)
+        classes.append(ClassCompute(
+            rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
+            ready_s=tuple(d * x if comm.overlap else bw * x for d in bucket_done),
+            encode_s=codec_s[gpu.key][0], decode_s=codec_s[gpu.key][1]))
+        single += len(ranks) * b * k / (x * (k * (f + bw) + o))
+    server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     comms = []
-    for j, bucket in enumerate(buckets):
-        comm_plan = codec.plan(bucket.shapes, grad_bytes, dp)
+    for bucket in buckets:
         server_delay = 0.0
         if is_ps:  # servers apply the update to their shard; workers then skip their own step
             shard = bucket.elems / max(1, comm.ps_servers)
             server_delay = optimizer_step_time(int(shard), server_gpu, t.optimizer.value, precision,
                                                grad_dtype=w.grad_dtype.value, calibration=cal)
-        comms.append(BucketComm(
-            bucket=bucket,
-            ready_s=ready[j] if comm.overlap else bwd,
-            encode_s=max(codec.encode_time_s(bucket.shapes, g, grad_bytes, dp) for g, _ in gpus),
-            decode_s=max(codec.decode_time_s(bucket.shapes, g, dp, grad_bytes) for g, _ in gpus),
-            collectives=tuple(comm_plan.collectives),
-            server_delay_s=server_delay,
-        ))
-    return IterationPlan(
-        fwd_s=fwd, bwd_s=bwd, micro_steps=t.grad_accumulation, optimizer_s=0.0 if is_ps else opt,
-        buckets=tuple(comms), batch_per_gpu=batch, dp=dp, tokens_per_sample=model.tokens_per_sample,
-        single_gpu_samples_per_s=single, overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s,
-        workers=tuple(workers), local_optimizer_s=opt,
-    )
-
-
-def _gpu_kinds(scenario: Scenario) -> list[tuple[GpuSpec, int]]:
-    """Each distinct GPU model with how many of it the cluster has, in group order."""
-    kinds: dict[str, tuple[GpuSpec, int]] = {}
-    for g in scenario.cluster.node_groups:
-        spec, count = kinds.get(g.gpu.key, (g.gpu, 0))
-        kinds[g.gpu.key] = (spec, count + g.count * g.gpus_per_node)
-    return list(kinds.values())
+        comms.append(BucketComm(bucket, tuple(plans[len(comms)].collectives), server_delay))
+    return IterationPlan(classes=tuple(classes), micro_steps=k, buckets=tuple(comms), dp=dp,
+                         tokens_per_sample=model.tokens_per_sample, single_gpu_samples_per_s=single,
+                         overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s, global_batch=sum(batches) * k,
+                         class_by_rank=tuple(by_rank), layer_names=tuple(x.name for x in model.layers))

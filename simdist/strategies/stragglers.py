@@ -29,6 +29,9 @@ def check_failures(scenario: Scenario) -> None:
         elif e.at_s != 0:
             issues.append(Issue(f"{path}.at", f"got {e.at_s} s; expected '0 s' (a straggler that starts "
                                               "during the run is not implemented yet)"))
+        elif e.factor is not None:
+            issues.append(Issue(f"{path}.factor", f"got {e.factor}; a straggler takes 'slowdown' (a compute-time "
+                                                  "multiplier); 'factor' is for link_degrade"))
         elif e.duration_s is not None:
             issues.append(Issue(f"{path}.duration", f"got {e.duration_s} s; a static straggler lasts the "
                                                     "whole run (omit duration)"))

@@ -77,6 +77,8 @@ def test_ssp_staleness_is_bounded():
 @pytest.mark.parametrize("fidelity", ["simulate", "estimate"])
 def test_local_sgd_divides_communication_per_iteration_by_h(strategy, fidelity):
     changes = {"communication.strategy": strategy, "training.sync": "local_sgd"}
+    if strategy != "ps":  # PS settings are refused without a parameter server
+        changes["communication.ps"] = {}
     one = _run({**changes, "training.local_steps": 1}, fidelity=fidelity)
     four = _run({**changes, "training.local_steps": 4}, fidelity=fidelity)
     assert four.breakdown_s.communication == pytest.approx(one.breakdown_s.communication / 4, rel=1e-9)
@@ -105,7 +107,7 @@ def test_ps_server_load_is_reported():
 
 def test_async_modes_need_a_parameter_server():
     with pytest.raises(ScenarioError, match="training.sync"):
-        _run({"training.sync": "asp", "communication.strategy": "ring"})
+        _run({"training.sync": "asp", "communication.strategy": "ring", "communication.ps": {}})
 
 
 def test_async_is_deterministic():

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from simdist.engine.context import build_context
-from simdist.engine.simulation import simulate
+from simdist.engine.executor import Executor
+from simdist.engine.simulation import Simulation, simulate
+from simdist.engine.training import collective_schedules
 from simdist.io.load import load_data
 from simdist.scenario import Fidelity
-from simdist.strategies.data_parallel import run_simulated
+from simdist.strategies.data_parallel import bsp_graphs
 from simdist.strategies.plan import build_plan
 
 M, N_COLS = 1024, 2048
@@ -47,9 +48,9 @@ def test_powersgd_wire_bytes_are_rank_times_m_plus_n(rank):
     result = simulate(scenario)
     assert result.to_dict()["sync"]["wire_bytes_per_iteration"] == pytest.approx(rank * (M + N_COLS) * 4)
     plan = build_plan(scenario)
-    ctx = build_context(scenario, Fidelity.SIMULATE)
-    counting = _Counting(ctx.network)
-    run_simulated(ctx.env, plan, 1, lambda op, size, d: ctx.schedule(op, size, server_delay_s=d), counting)
+    sim = Simulation(scenario, Fidelity.SIMULATE)
+    counting = _Counting(sim.context.network)
+    Executor(sim.env, counting, collective_schedules(sim.context), sim.context.process_groups()).run(bsp_graphs(plan), 1)
     # a ring all_reduce of s bytes per rank puts 2 (N - 1) s on the wire in all; P and Q together are r (m + n) 4
     assert counting.wire_bytes == pytest.approx(2 * (WORKERS - 1) * rank * (M + N_COLS) * 4)
 

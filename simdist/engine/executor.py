@@ -1,0 +1,243 @@
+"""The one executor: runs the execution graphs of every rank class on a network model with simpy.
+
+A task starts when its dependencies are done and the previous task on its stream is done;
+compute and host work take their duration (and can be interrupted and resumed: `interrupt`);
+a collective runs once for its process group, when every member class has reached it, and every
+member waits for it; a send/recv runs its point-to-point schedule. `barrier=True` (BSP, local
+SGD) starts iteration i + 1 of every class when all have finished iteration i, and, when
+`steady_skip`, stops simulating once two consecutive iterations are identical (the fabric is idle
+at every boundary, so the rest repeat exactly and are inferred); `barrier=False` (asynchronous
+PS) lets each class loop on its own under a sync policy's gates. Processes are generator
+functions taking env first; the log holds plain StepRecords.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Generator, Protocol
+
+import simpy
+
+from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
+from simdist.results.records import StepRecord
+
+MAX_TRACKED_RANKS = 64  # ranks drawn in the trace besides each class's representative
+
+
+class SyncPolicy(Protocol):
+    """Hooks of a sync mode that gates tasks (SSP's bound, a PS shard's read)."""
+
+    def before_iteration(self, env, graph: Graph, it: int) -> Generator: ...
+
+    def after_iteration(self, graph: Graph, it: int) -> None: ...
+
+    def before(self, env, graph: Graph, task: Task, it: int) -> Generator: ...
+
+    def after(self, graph: Graph, task: Task, it: int) -> None: ...
+
+
+@dataclass
+class ExecLog:
+    """What the executor measured: per iteration (barrier mode) and per class."""
+
+    times: list[float] = field(default_factory=list)  # barrier mode: iteration durations
+    class_end_s: dict[int, list[float]] = field(default_factory=dict)  # per class: iteration end times
+    class_comm_busy_s: dict[int, list[float]] = field(default_factory=dict)
+    class_compute_busy_s: dict[int, list[float]] = field(default_factory=dict)
+    records: list[StepRecord] = field(default_factory=list)
+    simulated: int = 0
+    inferred: int = 0
+
+
+def same_time(a: float, b: float) -> bool:
+    """Equal up to the rounding that absolute simulation time adds (relative 1e-9)."""
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
+
+
+def _union_s(spans: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for s, e in sorted(spans):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+class Executor:
+    """Runs graphs on `network`; `schedule_of(task, graph)` gives a collective's or send/recv's Schedule."""
+
+    def __init__(self, env: simpy.Environment, network, schedule_of: Callable, groups: dict[str, ProcessGroup],
+                 policy: SyncPolicy | None = None, record: bool = True, critical_class: int = 0,
+                 record_classes: set[int] | None = None) -> None:
+        self.env, self.network, self.schedule_of, self.groups = env, network, schedule_of, groups
+        self.policy, self.record, self.critical = policy, record, critical_class
+        self.record_classes = record_classes  # None: every class
+        self._members: dict[str, int] = {}
+        self._pending: dict[tuple, list] = {}
+        self._running: dict[tuple[int, str], simpy.Process] = {}
+        self.log = ExecLog()
+
+    # ---- running
+    def run(self, graphs: list[Graph], iterations: int | None, duration_s: float | None = None,
+            barrier: bool = True, steady_skip: bool = True) -> ExecLog:
+        """Run until `iterations` iterations (or, with `duration_s`, until that simulated time) are done."""
+        for name, g in self.groups.items():
+            ranks = set(g.ranks)
+            self._members[name] = sum(1 for gr in graphs if ranks & set(gr.rank_class.ranks))
+        for gr in graphs:
+            for d in (self.log.class_end_s, self.log.class_comm_busy_s, self.log.class_compute_busy_s):
+                d[gr.rank_class.index] = []
+        if barrier:
+            self.env.process(self._lockstep(self.env, graphs, iterations, duration_s, steady_skip))
+        else:
+            for gr in graphs:
+                self.env.process(self._free(self.env, gr, iterations, duration_s))
+        self.env.run()
+        return self.log
+
+    def _more(self, it: int, iterations: int | None, duration_s: float | None) -> bool:
+        if duration_s is not None:
+            return it == 0 or self.env.now < duration_s
+        return it < (iterations or 0)
+
+    def _repeats(self) -> bool:
+        t, c = self.log.times, self.log.class_comm_busy_s[self.critical]
+        return len(t) >= 2 and same_time(t[-2], t[-1]) and same_time(c[-2], c[-1])
+
+    def _lockstep(self, env, graphs, iterations, duration_s, steady_skip) -> Generator:
+        it = 0
+        while self._more(it, iterations, duration_s):
+            if steady_skip and self._repeats():
+                self._infer(it, iterations, duration_s)
+                return
+            start = env.now
+            yield env.all_of([env.process(self._iteration(env, gr, it)) for gr in graphs])
+            self.log.times.append(env.now - start)
+            self.log.simulated += 1
+            it += 1
+
+    def _infer(self, it: int, iterations: int | None, duration_s: float | None) -> None:
+        """The remaining iterations repeat the last one exactly: append them without events."""
+        period = self.log.times[-1]
+        if duration_s is not None:
+            rest = max(0, math.ceil((duration_s - self.env.now) / period - 1e-9)) if period > 0 else 0
+        else:
+            rest = iterations - it
+        self.log.times += [period] * rest
+        for d in (self.log.class_comm_busy_s, self.log.class_compute_busy_s):
+            for v in d.values():
+                v += [v[-1]] * rest
+        for v in self.log.class_end_s.values():
+            v += [v[-1] + period * (i + 1) for i in range(rest)]
+        self.log.inferred = rest
+
+    def _free(self, env, graph: Graph, iterations, duration_s) -> Generator:
+        it = 0
+        while self._more(it, iterations, duration_s):
+            if self.policy is not None:
+                yield from self.policy.before_iteration(env, graph, it)
+            yield env.process(self._iteration(env, graph, it))
+            if self.policy is not None:
+                self.policy.after_iteration(graph, it)
+            it += 1
+        self.log.simulated = max(self.log.simulated, it)
+
+    def _iteration(self, env, graph: Graph, it: int) -> Generator:
+        spans: dict[int, tuple[float, float]] = {}
+        events: list[simpy.Process] = []
+        last_on: dict[Stream, int] = {}
+        for task in graph.tasks:
+            waits = [events[d] for d in task.deps]
+            if task.stream is not None:
+                prev = last_on.get(task.stream)
+                if prev is not None and prev not in task.deps:
+                    waits.append(events[prev])
+                last_on[task.stream] = task.id
+            events.append(env.process(self._task(env, graph, it, task, waits, spans)))
+        yield env.all_of(events)
+        idx = graph.rank_class.index
+        self.log.class_end_s[idx].append(env.now)
+        compute = [spans[t.id] for t in graph.tasks if t.stream == Stream.COMPUTE]
+        comm = [spans[t.id] for t in graph.tasks if t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait"]
+        self.log.class_compute_busy_s[idx].append(sum(e - s for s, e in compute))
+        self.log.class_comm_busy_s[idx].append(_union_s(comm))
+        if self.record and (self.record_classes is None or idx in self.record_classes):
+            self._records(graph, it, spans)
+
+    def _task(self, env, graph: Graph, it: int, task: Task, waits, spans) -> Generator:
+        if waits:
+            yield env.all_of(waits)
+        t0 = env.now
+        if self.policy is not None:
+            yield from self.policy.before(env, graph, task, it)
+        if isinstance(task, (Compute, HostWork)):
+            yield from self._work(env, graph, task)
+        elif isinstance(task, Collective):
+            done, started = self._join(env, graph, task, it)
+            yield done
+            t0 = started[0]
+        elif isinstance(task, SendRecv):
+            if task.src != task.dst:
+                yield env.process(self.network.run(env, self.schedule_of(task, graph)))
+        if self.policy is not None:
+            self.policy.after(graph, task, it)
+        spans[task.id] = (t0, env.now)
+
+    def _join(self, env, graph: Graph, task: Collective, it: int):
+        """Arrive at a group collective; the last member class to arrive starts it for all."""
+        key = (task.group, task.key, it)
+        entry = self._pending.get(key)
+        if entry is None:
+            entry = self._pending[key] = [0, env.event(), [0.0]]
+        entry[0] += 1
+        if entry[0] == self._members.get(task.group, 1):
+            del self._pending[key]
+            entry[2][0] = env.now
+            env.process(self._collective(env, graph, task, entry[1]))
+        return entry[1], entry[2]
+
+    def _collective(self, env, graph: Graph, task: Collective, done: simpy.Event) -> Generator:
+        yield env.process(self.network.run(env, self.schedule_of(task, graph)))
+        done.succeed()
+
+    def _work(self, env, graph: Graph, task) -> Generator:
+        """Busy for the task's duration; an Interrupt pauses it (its cause, an event, resumes it)."""
+        key = (graph.rank_class.index, task.name)
+        self._running[key] = env.active_process
+        remaining = task.duration_s
+        try:
+            while remaining > 0:
+                t = env.now
+                try:
+                    yield env.timeout(remaining)
+                    remaining = 0.0
+                except simpy.Interrupt as stop:
+                    remaining -= env.now - t
+                    if stop.cause is not None:
+                        yield stop.cause
+        finally:
+            self._running.pop(key, None)
+
+    # ---- control
+    def interrupt(self, class_index: int, task_name: str, resume: simpy.Event | None = None) -> bool:
+        """Pause the running compute task `task_name` of a class until `resume` fires; False if not running."""
+        proc = self._running.get((class_index, task_name))
+        if proc is None or not proc.is_alive:
+            return False
+        proc.interrupt(resume)
+        return True
+
+    # ---- records
+    def _records(self, graph: Graph, it: int, spans) -> None:
+        ranks = graph.rank_class.ranks
+        tracked = [r for r in ranks if r < MAX_TRACKED_RANKS]
+        if ranks[0] not in tracked:
+            tracked.insert(0, ranks[0])
+        for t in graph.tasks:
+            if getattr(t, "kind", "") == "wait":
+                continue
+            s, e = spans[t.id]
+            prefix = "gpu" if t.stream == Stream.COMPUTE else "comm"
+            for r in tracked:
+                self.log.records.append(StepRecord(f"{prefix}:{r}", t.name, s, e, it))

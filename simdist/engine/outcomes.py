@@ -1,0 +1,165 @@
+"""From what the executor (or the fold) measured to the RunResult's keys: breakdown, sync, node groups,
+links, throughput and the statistical-efficiency baseline."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from simdist.results.records import Breakdown, LinkUtilization, StepRecord, Throughput
+from simdist.scenario import CompressionMethod, CompressionSpec, Scenario, StrategyKind, SyncMode
+from simdist.strategies.plan import IterationPlan
+from simdist.strategies.sync_report import server_load, wire_bytes_per_iteration
+
+TOP_LINKS = 10
+
+
+@dataclass
+class Outcome:
+    """What one sync mode's run produced, before it becomes a RunResult."""
+
+    iteration_s: float
+    comm_busy_s: float
+    compute_s: float
+    optimizer_s: float
+    compression_s: float
+    times: tuple[float, ...]
+    simulated: int
+    inferred: int
+    sync: dict
+    records: tuple = ()
+    links: tuple[LinkUtilization, ...] = ()
+    class_period_s: dict[int, float] = field(default_factory=dict)  # per class: its iteration time
+    class_compute_s: dict[int, float] = field(default_factory=dict)  # per class: compute-stream busy per iteration
+    async_classes: bool = False  # classes are single workers (asp/ssp), not plan classes
+
+
+def breakdown(out: Outcome) -> Breakdown:
+    """Per-iteration seconds as plain floats; exposed communication is what compute and the optimizer do not
+    explain, capped at the communication time (the rest is codec time that overlap did not hide)."""
+    communication = max(0.0, float(out.comm_busy_s) - float(out.compression_s))
+    unexplained = max(0.0, float(out.iteration_s) - float(out.compute_s) - float(out.optimizer_s))
+    return Breakdown(compute=float(out.compute_s), communication=communication,
+                     exposed_communication=min(unexplained, communication),
+                     compression=float(out.compression_s), optimizer=float(out.optimizer_s))
+
+
+def top_links(ctx) -> tuple[LinkUtilization, ...]:
+    util = ctx.network.link_utilization(ctx.env.now) if ctx.env.now > 0 else {}
+    top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LINKS]
+    return tuple(LinkUtilization(name, round(u, 6)) for name, u in top if u > 0)
+
+
+def link_records(ctx, links: tuple[LinkUtilization, ...]) -> tuple[StepRecord, ...]:
+    """Busy spans of the most utilised links, one trace track each."""
+    spans = ctx.network.busy_spans([l.link for l in links]) if hasattr(ctx.network, "busy_spans") else {}
+    return tuple(StepRecord(f"link:{name}", "busy", s, e) for name in sorted(spans) for s, e in spans[name])
+
+
+def servers_row(scenario, ctx, in_bytes, out_bytes, elapsed_s, simulated: bool) -> list[dict] | None:
+    if scenario.communication.strategy != StrategyKind.PS:
+        return None
+    util = ctx.network.link_utilization(ctx.env.now) if simulated and ctx.env.now > 0 else None
+    return server_load(ctx.topology, ctx.servers, in_bytes, out_bytes, elapsed_s, util)
+
+
+def sync_common(scenario: Scenario, plan: IterationPlan, rates: list[float], period: int) -> dict:
+    t = scenario.training
+    stragglers = sorted((r, c.rank_class.slowdown) for c in plan.classes if c.rank_class.slowdown != 1.0
+                        for r in c.rank_class.ranks)
+    out = {"mode": t.sync.value, "per_worker_samples_per_s": rates,
+           "min_worker_samples_per_s": min(rates), "max_worker_samples_per_s": max(rates),
+           "wire_bytes_per_iteration": wire_bytes_per_iteration(plan) / period,
+           "stragglers": {f"gpu:{r}": x for r, x in stragglers}}
+    if t.sync == SyncMode.LOCAL_SGD:
+        out["local_steps"] = period
+    return out
+
+
+def throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
+    samples = plan.global_batch / iteration_s
+    tokens = samples * plan.tokens_per_sample if plan.tokens_per_sample else None
+    return Throughput(samples_per_s=samples, tokens_per_s=tokens)
+
+
+def strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:
+    comm = scenario.communication
+    return {"name": comm.strategy.value, "backend": comm.backend.value, "buckets": len(plan.buckets),
+            "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
+            "compression": comm.compression.method.value, "global_batch": plan.global_batch,
+            "batch_per_gpu": plan.batch_per_gpu, "grad_accumulation": plan.micro_steps,
+            "batch_split": scenario.training.batch_split.value, "rank_classes": len(plan.classes)}
+
+
+def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[dict]:
+    """Per node group: its GPUs, micro-batch, step time (its own compute per iteration) and `idle_s`, the time
+    per iteration its compute stream waits beyond what the least-waiting class waits (for the slowest)."""
+    idle_of: dict[int, float] = {}
+    for c, period in out.class_period_s.items():
+        idle_of[c] = period - out.class_compute_s.get(c, 0.0)
+    floor = min(idle_of.values(), default=0.0)
+    rows = []
+    for g, group in enumerate(scenario.cluster.node_groups):
+        classes = [c for c in plan.classes if c.rank_class.node_group == g]
+        if not classes:
+            continue
+        nominal = max(classes, key=lambda c: (len(c.rank_class.ranks), -c.rank_class.index))
+        if out.async_classes:  # one class per worker: the group's nominal workers
+            keys = [r for r in nominal.rank_class.ranks if r in idle_of]
+        else:
+            keys = [nominal.rank_class.index]
+        idle = sum(idle_of.get(k, floor) - floor for k in keys) / max(1, len(keys))
+        batches = sorted({c.rank_class.batch for c in classes})
+        rows.append({"group": g, "gpu": group.gpu.key, "gpus": group.count * group.gpus_per_node,
+                     "batch_per_gpu": nominal.rank_class.batch, "batches": batches,
+                     "step_s": plan.micro_steps * nominal.step_s + nominal.optimizer_s,
+                     "idle_s": max(0.0, idle), "rank_classes": len(classes)})
+    return rows
+
+
+def is_baseline(scenario: Scenario) -> bool:
+    return scenario.training.sync == SyncMode.BSP and scenario.communication.compression.method == CompressionMethod.NONE
+
+
+def baseline_scenario(scenario: Scenario) -> Scenario:
+    """The same cluster, model and strategy under BSP without compression (the convergence reference)."""
+    return replace(scenario,
+                   training=replace(scenario.training, sync=SyncMode.BSP, convergence_factor=1.0),
+                   communication=replace(scenario.communication, compression=CompressionSpec()))
+
+
+def baseline_samples_per_s(ctx, scenario: Scenario) -> float:
+    """Throughput of the uncompressed BSP baseline, folded in closed form on the run's own topology
+    (an analytical network over the same routes; no second simulation)."""
+    from simdist.engine.closed_form import fold
+    from simdist.network.analytical import AnalyticalNetwork
+    from simdist.strategies.data_parallel import bsp_graphs
+    from simdist.strategies.plan import build_plan
+
+    base = baseline_scenario(scenario)
+    plan = build_plan(base)
+    if isinstance(ctx.network, AnalyticalNetwork):
+        def time_of(task, graph):
+            return ctx.collective_time(task.op, task.size_bytes, task.server_delay_s)
+    else:
+        network, cache = AnalyticalNetwork(ctx.topology), {}
+
+        def time_of(task, graph):
+            key = (task.op, task.size_bytes, task.server_delay_s)
+            if key not in cache:
+                cache[key] = network.schedule_time(ctx.cached_schedule(*key))
+            return cache[key]
+    folded = fold(bsp_graphs(plan), time_of, ctx.process_groups())
+    return plan.global_batch / folded.end_s
+
+
+def statistical_efficiency(ctx, plan: IterationPlan, samples_per_s: float, with_baseline: bool) -> dict:
+    """Throughput divided by the assumed convergence factor, and time-to-target relative to BSP uncompressed."""
+    scenario = ctx.scenario
+    cf = scenario.training.convergence_factor
+    out = {"convergence_factor": cf, "effective_samples_per_s": samples_per_s / cf,
+           "relative_time_to_target": None, "baseline": "bsp, no compression, same cluster and strategy",
+           "assumed": True}
+    if is_baseline(scenario):
+        out["relative_time_to_target"] = cf
+    elif with_baseline:
+        out["relative_time_to_target"] = cf * baseline_samples_per_s(ctx, scenario) / samples_per_s
+    return out

@@ -1,0 +1,223 @@
+"""Every key of the scenario schema either changes a result or is refused with an error naming it.
+
+The schema is enumerated (so a new key without a case here fails the test); each case sets the key
+to a different value in a context where it should matter and checks that the result JSON changes,
+or that a ScenarioError names the key. `run.seed` is the documented exception: only stochastic
+elements draw from the seeded generator, so without one the result must be the same.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import typing
+
+import pytest
+from pydantic import BaseModel
+
+from simdist.errors import ScenarioError
+from simdist.io.schema import ScenarioModel
+from simdist.results.writers import result_json
+from tests.strategies.scenario_runner import run_with
+
+NIC = {"bandwidth": "100 Gb/s", "latency": "5 us", "transport": "rdma"}
+TRAIN = {
+    "name": "keys",
+    "cluster": {"nodes": [{"count": 4, "gpu": "v100-sxm2-32gb", "gpus_per_node": 2, "intra_node": {"link": "pcie-gen3"},
+                           "nic": dict(NIC)}],
+                "fabric": {"topology": "single_switch"}},
+    "workload": {"model": "resnet50", "batch_per_gpu": 32, "precision": "fp16"},
+    "communication": {"strategy": "ring", "bucket_size": "25 MB"},
+    "run": {"iterations": 4, "warmup": 1, "fidelity": "estimate"},
+}
+BENCH = copy.deepcopy(TRAIN)
+BENCH["workload"] = {"benchmark": {"op": "all_reduce", "sizes": ["1 MB", "64 MB"]}}
+BENCH["run"] = {"fidelity": "estimate"}
+FAT = {"cluster.fabric": {"topology": "fat_tree", "nodes_per_leaf": 2, "link": {"bandwidth": "100 Gb/s"}}}
+STRAGGLER = {"failures": {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:3", "slowdown": 2.0}]}}
+PS = {"communication.strategy": "ps", "communication.ps": {"servers": 2, "placement": "dedicated"}}
+SIM = {"run.fidelity": "simulate"}
+MIXED_NODES = [TRAIN["cluster"]["nodes"][0], {**TRAIN["cluster"]["nodes"][0], "gpu": "a100-sxm4-80gb", "count": 2}]
+GRAPHML = """<?xml version="1.0" encoding="UTF-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+  <key id="host" for="node" attr.name="host" attr.type="string"/>
+  <key id="bw" for="edge" attr.name="bandwidth" attr.type="string"/>
+  <graph edgedefault="undirected">
+    <node id="h0"><data key="host">true</data></node>
+    <node id="h1"><data key="host">true</data></node>
+    <node id="h2"><data key="host">true</data></node>
+    <node id="h3"><data key="host">true</data></node>
+    <node id="r0"/>
+    <node id="r1"/>
+    <edge source="h0" target="r0"/>
+    <edge source="h1" target="r0"/>
+    <edge source="r0" target="r1"><data key="bw">CORE</data></edge>
+    <edge source="h2" target="r1"/>
+    <edge source="h3" target="r1"/>
+  </graph>
+</graphml>
+"""
+
+# key -> (base, context, change, expected): expected "changes", "same", or the path a ScenarioError names
+CASES: dict[str, tuple] = {
+    "name": (TRAIN, {}, {"name": "other"}, "changes"),
+    "cluster.nodes.count": (TRAIN, {}, {"cluster.nodes.0.count": 2}, "changes"),
+    "cluster.nodes.gpu": (TRAIN, {}, {"cluster.nodes.0.gpu": "a100-sxm4-80gb"}, "changes"),
+    "cluster.nodes.gpus_per_node": (TRAIN, {}, {"cluster.nodes.0.gpus_per_node": 1}, "changes"),
+    "cluster.nodes.intra_node.link": (TRAIN, {}, {"cluster.nodes.0.intra_node.link": "nvlink5"}, "changes"),
+    "cluster.nodes.intra_node.bandwidth": (TRAIN, {}, {"cluster.nodes.0.intra_node.bandwidth": "1 GB/s"}, "changes"),
+    "cluster.nodes.intra_node.latency": (TRAIN, {}, {"cluster.nodes.0.intra_node.latency": "1 ms"}, "changes"),
+    "cluster.nodes.intra_node.efficiency": (TRAIN, {}, {"cluster.nodes.0.intra_node.efficiency": 0.05}, "changes"),
+    "cluster.nodes.intra_node.transport": (TRAIN, {"cluster.nodes.0.intra_node": {"bandwidth": "1 GB/s"}},
+                                           {"cluster.nodes.0.intra_node.transport": "pcie"}, "changes"),
+    "cluster.nodes.intra_node.base": (TRAIN, {}, {"cluster.nodes.0.intra_node": {"base": "pcie-gen5"}}, "changes"),
+    "cluster.nodes.intra_node.layout": (TRAIN, {}, {"cluster.nodes.0.intra_node.layout": "ring"},
+                                        "cluster.nodes.0.intra_node"),
+    "cluster.nodes.nic.link": (TRAIN, {}, {"cluster.nodes.0.nic": {"link": "ib-edr"}}, "changes"),
+    "cluster.nodes.nic.bandwidth": (TRAIN, {}, {"cluster.nodes.0.nic.bandwidth": "10 Gb/s"}, "changes"),
+    "cluster.nodes.nic.latency": (TRAIN, {}, {"cluster.nodes.0.nic.latency": "1 ms"}, "changes"),
+    "cluster.nodes.nic.efficiency": (TRAIN, {}, {"cluster.nodes.0.nic.efficiency": 0.05}, "changes"),
+    "cluster.nodes.nic.transport": (TRAIN, {}, {"cluster.nodes.0.nic.transport": "tcp"}, "changes"),
+    "cluster.nodes.nic.count": (TRAIN, {}, {"cluster.nodes.0.nic.count": 2}, "changes"),
+    "cluster.fabric.topology": (TRAIN, {}, {"cluster.fabric": FAT["cluster.fabric"]}, "changes"),
+    "cluster.fabric.nodes_per_leaf": (TRAIN, FAT, {"cluster.fabric.nodes_per_leaf": 1}, "changes"),
+    "cluster.fabric.oversubscription": (TRAIN, FAT, {"cluster.fabric.oversubscription": 4.0}, "changes"),
+    "cluster.fabric.link": (TRAIN, FAT, {"cluster.fabric.link": {"bandwidth": "1 Gb/s"}}, "changes"),
+    "cluster.fabric.levels": (TRAIN, {**FAT, "cluster.nodes.0.count": 8},
+                              {"cluster.fabric.levels": 3, "cluster.fabric.leaves_per_pod": 2}, "changes"),
+    "cluster.fabric.leaves_per_pod": (TRAIN, {**FAT, "cluster.nodes.0.count": 8, "cluster.fabric.levels": 3,
+                                              "cluster.fabric.leaves_per_pod": 2},
+                                      {"cluster.fabric.leaves_per_pod": 4}, "changes"),
+    "cluster.fabric.dims": (TRAIN, {"cluster.fabric": {"topology": "torus2d", "dims": [2, 2],
+                                                       "link": {"bandwidth": "100 Gb/s"}}},
+                            {"cluster.fabric.dims": [4, 1]}, "changes"),
+    "cluster.fabric.graphml": (TRAIN, {"cluster.fabric": {"topology": "custom", "graphml": "@fast",
+                                                          "link": {"bandwidth": "100 Gb/s"}}},
+                               {"cluster.fabric.graphml": "@slow"}, "changes"),
+    "workload.model": (TRAIN, {}, {"workload.model": "vgg16"}, "changes"),
+    "workload.benchmark.op": (BENCH, {}, {"workload.benchmark.op": "all_gather"}, "changes"),
+    "workload.benchmark.sizes": (BENCH, {}, {"workload.benchmark.sizes": ["2 MB"]}, "changes"),
+    "workload.batch_per_gpu": (TRAIN, {}, {"workload.batch_per_gpu": 16}, "changes"),
+    "workload.global_batch": (TRAIN, {"workload": {"model": "resnet50", "global_batch": 256, "precision": "fp16"}},
+                              {"workload.global_batch": 128}, "changes"),
+    "workload.precision": (TRAIN, {}, {"workload.precision": "fp32"}, "changes"),
+    "workload.seq_len": (TRAIN, {"workload": {"model": "gpt2", "batch_per_gpu": 2, "precision": "bf16", "seq_len": 256}},
+                         {"workload.seq_len": 512}, "changes"),
+    "workload.grad_dtype": (TRAIN, {}, {"workload.grad_dtype": "fp16"}, "changes"),
+    "training.parallelism.dp": (TRAIN, {}, {"training.parallelism.dp": 4}, "training.parallelism"),
+    "training.parallelism.tp": (TRAIN, {}, {"training.parallelism.tp": 2}, "training.parallelism"),
+    "training.parallelism.pp": (TRAIN, {}, {"training.parallelism.pp": 2}, "training.parallelism"),
+    "training.parallelism.zero": (TRAIN, {}, {"training.parallelism.zero": 1}, "training.parallelism.zero"),
+    "training.micro_batch": (TRAIN, {}, {"training.micro_batch": 4}, "training.micro_batch"),
+    "training.schedule": (TRAIN, {}, {"training.schedule": "gpipe"}, "training.schedule"),
+    "training.sync": (TRAIN, {}, {"training.sync": "local_sgd"}, "changes"),
+    "training.staleness": (TRAIN, {**PS, **STRAGGLER, **SIM, "training.sync": "ssp"},
+                           {"training.staleness": 3}, "changes"),
+    "training.local_steps": (TRAIN, {"training.sync": "local_sgd"}, {"training.local_steps": 4}, "changes"),
+    "training.grad_accumulation": (TRAIN, {}, {"training.grad_accumulation": 2}, "changes"),
+    "training.batch_split": (TRAIN, {"cluster.nodes": MIXED_NODES}, {"training.batch_split": "proportional"}, "changes"),
+    "training.optimizer": (TRAIN, {}, {"training.optimizer": "adam"}, "changes"),
+    "training.convergence_factor": (TRAIN, {}, {"training.convergence_factor": 1.5}, "changes"),
+    "communication.strategy": (TRAIN, {}, {"communication.strategy": "tree"}, "changes"),
+    "communication.backend": (TRAIN, {}, {"communication.backend": "nccl"}, "changes"),
+    "communication.hierarchical.intra": (TRAIN, {"communication.strategy": "hierarchical"},
+                                         {"communication.hierarchical.intra": "tree"}, "changes"),
+    "communication.hierarchical.inter": (TRAIN, {"communication.strategy": "hierarchical"},
+                                         {"communication.hierarchical.inter": "tree"}, "changes"),
+    "communication.ps.servers": (TRAIN, PS, {"communication.ps.servers": 1}, "changes"),
+    "communication.ps.placement": (TRAIN, PS, {"communication.ps.placement": "colocated"}, "changes"),
+    "communication.bucket_size": (TRAIN, {}, {"communication.bucket_size": "4 MB"}, "changes"),
+    "communication.first_bucket_size": (TRAIN, {}, {"communication.first_bucket_size": "1 MB"}, "changes"),
+    "communication.bucketing": (TRAIN, {"communication.bucket_size": "4 MB"}, {"communication.bucketing": "fusion"},
+                                "changes"),
+    "communication.fusion_cycle": (TRAIN, {}, {"communication.fusion_cycle": "20 ms"}, "changes"),
+    "communication.overlap": (TRAIN, {}, {"communication.overlap": False}, "changes"),
+    "communication.compression.method": (TRAIN, {}, {"communication.compression": {"method": "fp16"}}, "changes"),
+    "communication.compression.ratio": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
+                                        {"communication.compression.ratio": 0.1}, "changes"),
+    "communication.compression.rank": (TRAIN, {"communication.compression": {"method": "powersgd", "rank": 4}},
+                                       {"communication.compression.rank": 8}, "changes"),
+    "communication.compression.error_feedback": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
+                                                 {"communication.compression.error_feedback": False}, "changes"),
+    "failures.events.at": (TRAIN, STRAGGLER, {"failures.events.0.at": "1 h"}, "failures.events.0.at"),
+    "failures.events.kind": (TRAIN, STRAGGLER, {"failures.events.0.kind": "gpu_down"}, "failures.events.0.kind"),
+    "failures.events.target": (TRAIN, STRAGGLER, {"failures.events.0.target": "gpu:5"}, "changes"),
+    "failures.events.factor": (TRAIN, STRAGGLER, {"failures.events.0.factor": 0.5}, "failures.events.0.factor"),
+    "failures.events.slowdown": (TRAIN, STRAGGLER, {"failures.events.0.slowdown": 3.0}, "changes"),
+    "failures.events.duration": (TRAIN, STRAGGLER, {"failures.events.0.duration": "1 h"}, "failures.events.0.duration"),
+    "failures.random.gpu_mtbf": (TRAIN, {}, {"failures": {"random": {"gpu_mtbf": "1000 h"}}}, "failures.random"),
+    "failures.random.node_mtbf": (TRAIN, {}, {"failures": {"random": {"node_mtbf": "1000 h"}}}, "failures.random"),
+    "failures.random.link_mtbf": (TRAIN, {}, {"failures": {"random": {"link_mtbf": "1000 h"}}}, "failures.random"),
+    "failures.random.repair": (TRAIN, {}, {"failures": {"random": {"repair": "1 h"}}}, "failures.random"),
+    "failures.recovery.policy": (TRAIN, STRAGGLER, {"failures.recovery": {"policy": "elastic"}},
+                                 "failures.recovery.policy"),
+    "failures.recovery.checkpoint_interval": (TRAIN, STRAGGLER, {"failures.recovery": {"checkpoint_interval": "1 h"}},
+                                              "failures.recovery.checkpoint_interval"),
+    "failures.recovery.checkpoint_write": (TRAIN, STRAGGLER, {"failures.recovery": {"checkpoint_write": "5 min"}},
+                                           "failures.recovery.checkpoint_write"),
+    "failures.recovery.restart": (TRAIN, STRAGGLER, {"failures.recovery": {"restart": "1 min"}},
+                                  "failures.recovery.restart"),
+    "run.iterations": (TRAIN, SIM, {"run.iterations": 8}, "changes"),
+    "run.duration": (TRAIN, {"run": {"fidelity": "estimate"}}, {"run.duration": "10 s"}, "changes"),
+    "run.warmup": (TRAIN, {**PS, **SIM, "training.sync": "asp"}, {"run.warmup": 2}, "changes"),
+    "run.seed": (TRAIN, {}, {"run.seed": 5}, "same"),
+    "run.replicas": (TRAIN, {}, {"run.replicas": 2}, "run.replicas"),
+    "run.fidelity": (TRAIN, {}, {"run.fidelity": "simulate"}, "changes"),
+    "calibration": (TRAIN, {}, {"calibration": "@profile"}, "changes"),
+}
+
+
+def _leaves(model: type, prefix: str = "") -> list[str]:
+    out = []
+    for name, f in model.model_fields.items():
+        path = prefix + (f.alias or name)
+        subs = [a for a in (typing.get_args(f.annotation) or (f.annotation,)) if isinstance(a, type)
+                and issubclass(a, BaseModel)]
+        subs += [b for a in typing.get_args(f.annotation) for b in typing.get_args(a)
+                 if isinstance(b, type) and issubclass(b, BaseModel)]
+        out += [k for s in subs for k in _leaves(s, path + ".")] if subs else [path]
+    return out
+
+
+def test_every_schema_key_has_a_case():
+    keys = set(_leaves(ScenarioModel))
+    assert keys - set(CASES) == set(), "add a case for each new scenario key"
+    assert set(CASES) - keys == set(), "a case for a key the schema no longer has"
+
+
+def _files(tmp_path, value):
+    """'@fast' / '@slow' / '@profile' name files written for the case."""
+    if not isinstance(value, str) or not value.startswith("@"):
+        return value
+    name = value[1:]
+    if name == "profile":
+        path = tmp_path / "profile.json"
+        path.write_text(json.dumps({"format": "simdist-calibration/1", "compute": [
+            {"gpu": "v100-sxm2-32gb", "dtype": "fp16", "efficiency": 0.3}]}))
+    else:
+        path = tmp_path / f"{name}.graphml"
+        path.write_text(GRAPHML.replace("CORE", "400 Gb/s" if name == "fast" else "1 Gb/s"))
+    return str(path)
+
+
+def _resolve(tmp_path, changes: dict) -> dict:
+    changes = copy.deepcopy(changes)  # run_with inserts values by reference
+    out = {}
+    for k, v in changes.items():
+        if isinstance(v, dict):
+            v = {kk: _files(tmp_path, vv) for kk, vv in v.items()}
+        out[k] = _files(tmp_path, v)
+    return out
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_key_changes_the_result_or_is_refused(key, tmp_path):
+    base, context, change, expected = CASES[key]
+    context, change = _resolve(tmp_path, context), _resolve(tmp_path, change)
+    before = result_json(run_with(base, context))
+    if expected in ("changes", "same"):
+        after = result_json(run_with(base, {**context, **change}))
+        assert (after != before) == (expected == "changes"), f"{key}: {expected} expected"
+        return
+    with pytest.raises(ScenarioError) as err:
+        run_with(base, {**context, **change})
+    assert expected in str(err.value), f"{key}: the error should name {expected}: {err.value}"
