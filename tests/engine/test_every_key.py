@@ -117,6 +117,11 @@ CASES: dict[str, tuple] = {
     "training.batch_split": (TRAIN, {"cluster.nodes": MIXED_NODES}, {"training.batch_split": "proportional"}, "changes"),
     "training.optimizer": (TRAIN, {}, {"training.optimizer": "adam"}, "changes"),
     "training.convergence_factor": (TRAIN, {}, {"training.convergence_factor": 1.5}, "changes"),
+    # model-parallel keys: refused until tp/pp/zero run (they only matter there)
+    "training.placement_order": (TRAIN, {}, {"training.placement_order": "tp,pp,dp"}, "training.placement_order"),
+    "training.sequence_parallel": (TRAIN, {}, {"training.sequence_parallel": True}, "training.sequence_parallel"),
+    "training.recompute": (TRAIN, {}, {"training.recompute": "full"}, "training.recompute"),
+    "training.virtual_stages": (TRAIN, {}, {"training.virtual_stages": 2}, "training.virtual_stages"),
     "communication.strategy": (TRAIN, {}, {"communication.strategy": "tree"}, "changes"),
     "communication.backend": (TRAIN, {}, {"communication.backend": "nccl"}, "changes"),
     "communication.hierarchical.intra": (TRAIN, {"communication.strategy": "hierarchical"},
