@@ -56,6 +56,13 @@ def is_p100_mesh(group: NodeGroupSpec) -> bool:
     return "p100" in text or intra.gpu_link.name.lower() in ("nvlink1", "nvlink-1", "nvlink_1")
 
 
+def half_hop(link: LinkSpec) -> LinkSpec:
+    """One side of a switched hop: a catalog link's latency is device to device (one hop as NCCL
+    counts hops), and a path through an NVSwitch or PCIe switch crosses two edges, so each edge
+    carries half of it (the bandwidth is the link's own on both)."""
+    return link.with_(latency_s=link.latency_s / 2)
+
+
 def _add(g: nx.Graph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
     if multiplicity > 1:
         g.add_edge(u, v, link=link, kind=kind, multiplicity=multiplicity)
@@ -79,9 +86,9 @@ def _pcie_tree(g: nx.Graph, p: str, intra: IntraNodeSpec, gpus: list[str], nics:
         g.add_node(c)
     if gpus_on_pcie:
         for i, gpu in enumerate(gpus):
-            _add(g, gpu, switches[min(i // per, n_pcie - 1)], pcie, "pcie")
+            _add(g, gpu, switches[min(i // per, n_pcie - 1)], half_hop(pcie), "pcie")
     for j, sw in enumerate(switches):
-        _add(g, sw, cpus[j * sockets // n_pcie], pcie, "pcie")
+        _add(g, sw, cpus[j * sockets // n_pcie], half_hop(pcie), "pcie")
     socket = intra.socket_link or pcie
     for k in range(sockets - 1):
         _add(g, cpus[k], cpus[k + 1], socket, "socket")
@@ -105,14 +112,14 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
         sw = f"{p}/nvswitch"
         g.add_node(sw)
         for gpu in gpus:
-            _add(g, gpu, sw, nvl, "nvlink")
+            _add(g, gpu, sw, half_hop(nvl), "nvlink")
         if intra.pcie_link is not None:
             pcie_switches = _pcie_tree(g, p, intra, gpus, len(nics), path)
             if intra.nic_attach == "pcie_switch":
                 _attach_nics(g, nics, pcie_switches, intra.pcie_link)
                 return gpus, nics
         for nic in nics:
-            _add(g, nic, sw, intra.pcie_link or host_link(group.nic.link), "pcie")
+            _add(g, nic, sw, half_hop(intra.pcie_link) if intra.pcie_link else host_link(group.nic.link), "pcie")
         return gpus, nics
     if layout is IntraNodeLayout.CUBE_MESH:
         if len(gpus) != 8:
@@ -131,7 +138,7 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
 def _attach_nics(g: nx.Graph, nics: list[str], switches: list[str], pcie: LinkSpec | None) -> None:
     assert pcie is not None
     for m, nic in enumerate(nics):
-        _add(g, nic, switches[m * len(switches) // len(nics)], pcie, "pcie")
+        _add(g, nic, switches[m * len(switches) // len(nics)], half_hop(pcie), "pcie")
 
 
 def add_server_interior(g: nx.Graph, s: int, nic_count: int, nic_link: LinkSpec) -> tuple[str, list[str]]:

@@ -62,7 +62,7 @@ def test_eight_nics_same_nic_bytes_and_a_tie_at_1GB(eight_nics):
     topo, net = eight_nics
     ring, hier = _time(net, topo, "ring", 1e9), _time(net, topo, "hierarchical", 1e9)
     ring_lat, hier_lat = _time(net, topo, "ring", 1.0), _time(net, topo, "hierarchical", 1.0)
-    assert 0.8 < ring / hier < 1.2  # measured 0.85: a tie
+    assert 0.7 < ring / hier < 1.2  # measured 0.78 (0.85 before switched hops were charged once): near a tie
     # without the latency terms the ring's bandwidth time is below hierarchical's (which adds NVSwitch phases)
     assert ring - ring_lat < hier - hier_lat
     nic_bytes = {}
