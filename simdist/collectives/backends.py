@@ -81,6 +81,7 @@ def select_algorithm(
 def nccl_candidate(
     op: str, algorithm: str, protocol: str, size_bytes: float, group: Group, *,
     fabric: NodeFabric | None = None, channels: int | None = None,
+    node_orders: Sequence[tuple[int, ...]] | None = None,
 ) -> Schedule:
     """The schedule of one (algorithm, protocol) NCCL can run: ring (channels as given), the
     node-level double binary tree (one channel pair per NIC) or NVLS, under the protocol's costs."""
@@ -91,19 +92,20 @@ def nccl_candidate(
         pairs = tree_pairs(group, max(1, channels or 1))
         share = size_bytes / (2 * pairs)
         chunk = tree_chunk_bytes(proto, share, len(group.nodes), group.size // max(1, len(group.nodes)))
-        chain = node_tree_all_reduce(size_bytes, group, pairs, chunk)
+        chain = node_tree_all_reduce(size_bytes, group, pairs, chunk,
+                                     node_orders=node_orders if len(group.nodes) > 1 else None)
         base = Schedule(op, "tree", float(size_bytes), (chain,))
     elif algorithm == "nvls":
         base = Schedule(op, "nvls", float(size_bytes), (nvls_all_reduce(size_bytes, group.ranks),))
     else:
-        base = build_schedule(op, "ring", size_bytes, group, channels=channels,
+        base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))
     return apply_protocol(base, proto, group, family=algorithm, intra=fabric.intra)
 
 
 def nccl_schedule(
     op: str, size_bytes: float, group: Group, *, fabric: NodeFabric | None = None, timer: Timer | None = None,
-    channels: int | None = None,
+    channels: int | None = None, node_orders: Sequence[tuple[int, ...]] | None = None,
 ) -> Schedule:
     """What NCCL runs: of its candidates on this hardware (nccl.candidates), the one with the least
     predicted time by `timer` (simdist's own model of the schedule on the cluster) or, without one,
@@ -113,7 +115,8 @@ def nccl_schedule(
     n_nodes = max(1, len(group.nodes))
     best: tuple[float, Schedule] | None = None
     for alg, proto in candidates(op, group.size, n_nodes, fabric):
-        sched = nccl_candidate(op, alg, proto, size_bytes, group, fabric=fabric, channels=channels)
+        sched = nccl_candidate(op, alg, proto, size_bytes, group, fabric=fabric, channels=channels,
+                               node_orders=node_orders)
         if timer is not None:
             t = timer(sched)
         else:
@@ -129,13 +132,17 @@ def build_backend_schedule(
     intra: str = "ring", inter: str = "ring", servers: Sequence[int] = (), server_delay_s: float = 0.0,
     chunks: int | None = None, channels: int | None = None,
     fabric: NodeFabric | None = None, timer: Timer | None = None,
+    node_orders: Sequence[tuple[int, ...]] | None = None,
 ) -> Schedule:
     """The schedule `backend` really runs (see select_algorithm), built for `group`. For nccl,
-    `fabric` (fabric.from_topology) says what the hardware enables and `timer` ranks the candidates."""
+    `fabric` (fabric.from_topology) says what the hardware enables and `timer` ranks the candidates.
+    `node_orders` (node_rings.py) are the rings found in the node's graph; textbook and nccl rings
+    run over them (gloo runs one ring in rank order)."""
     op = CollectiveOp(op)
     backend = _check_backend(backend)
     if backend == "nccl" and requested not in COMPOSITE:
-        return nccl_schedule(op, size_bytes, group, fabric=fabric, timer=timer, channels=channels)
+        return nccl_schedule(op, size_bytes, group, fabric=fabric, timer=timer, channels=channels,
+                             node_orders=node_orders)
     alg = select_algorithm(backend, op, size_bytes, group, requested=requested)
     if alg in GLOO_CHAINS:
         return Schedule(op, alg, float(size_bytes), (GLOO_CHAINS[alg](size_bytes, group.ranks),))
@@ -144,4 +151,5 @@ def build_backend_schedule(
     return build_schedule(
         op, alg, size_bytes, group, intra=intra, inter=inter, servers=servers,
         server_delay_s=server_delay_s, chunks=chunks, channels=None if backend == "gloo" else channels,
+        node_orders=None if backend == "gloo" else node_orders,
     )

@@ -15,6 +15,8 @@ connection, so the steady state is bandwidth-bound and pays a hop latency once, 
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from simdist.collectives._steps import PIPELINE_CHUNK_BYTES, Chain
 from simdist.collectives.schedule import Group, Step, Transfer
 from simdist.collectives.tree import depth, double_tree
@@ -29,13 +31,19 @@ def tree_pairs(group: Group, pairs: int | None) -> int:
     return max(1, min(int(pairs), min(len(n) for n in group.nodes)))
 
 
-def _chains(group: Group, pairs: int) -> list[list[tuple[int, ...]]]:
-    """For each pair, every node's chain (head first), rotated so the head sits on NIC p's GPU."""
+def _chains(group: Group, pairs: int, node_orders: Sequence[tuple[int, ...]] | None = None
+            ) -> list[list[tuple[int, ...]]]:
+    """For each pair, every node's chain (head first): node_orders[p] (the ring path the node's graph
+    gives channel p, node_rings.channel_orders) when given, else the node's ranks rotated so the
+    head sits on NIC p's GPU."""
     out = []
     for p in range(pairs):
         per_node = []
         for node in group.nodes:
             k = len(node)
+            if node_orders and len(node_orders[p % len(node_orders)]) == k:
+                per_node.append(tuple(node[i] for i in node_orders[p % len(node_orders)]))
+                continue
             start = -(-p * k // pairs)
             per_node.append(tuple(node[start:] + node[:start]))
         out.append(per_node)
@@ -61,7 +69,8 @@ def _deepest_path(parents: tuple[int, ...]) -> list[int]:
 
 
 def node_tree_all_reduce(
-    size_bytes: float, group: Group, pairs: int | None = None, chunk_bytes: float = PIPELINE_CHUNK_BYTES
+    size_bytes: float, group: Group, pairs: int | None = None, chunk_bytes: float = PIPELINE_CHUNK_BYTES,
+    node_orders: Sequence[tuple[int, ...]] | None = None,
 ) -> Chain:
     """All-reduce of `size_bytes` per rank over `group` with NCCL's node-level double binary tree."""
     if group.size <= 1:
@@ -70,7 +79,8 @@ def node_tree_all_reduce(
     share = size_bytes / (2 * n_pairs)
     trees = double_tree(len(group.nodes)) if len(group.nodes) > 1 else ((-1,), (-1,))
     up: list[Transfer] = []
-    for chains in _chains(group, n_pairs):
+    all_chains = _chains(group, n_pairs, node_orders)
+    for chains in all_chains:
         for parents in trees:
             for i, chain in enumerate(chains):
                 up += [Transfer(chain[j + 1], chain[j], share) for j in range(len(chain) - 1)]
@@ -78,7 +88,7 @@ def node_tree_all_reduce(
                     up.append(Transfer(chain[0], chains[parents[i]][0], share))
     down = [Transfer(t.dst, t.src, t.size_bytes) for t in up]
     # the fill: the deepest path of pair 0 (tail of the deepest leaf node -> its head -> root head), up and back
-    chains0 = _chains(group, n_pairs)[0]
+    chains0 = all_chains[0]
     tree = max(trees, key=depth)
     path_nodes = _deepest_path(tree)
     hops_up: list[tuple[int, int]] = []

@@ -36,7 +36,15 @@ class FabricContext:
         return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
                                       servers=self.servers, server_delay_s=server_delay_s, channels=self.channels,
-                                      **self._tuning())
+                                      node_orders=self._node_orders(), **self._tuning())
+
+    def _node_orders(self):
+        """The rings NCCL builds from each node's graph (collectives.node_rings), computed once."""
+        if "_orders" not in self.__dict__:
+            from simdist.collectives.node_rings import group_node_orders
+
+            self.__dict__["_orders"] = group_node_orders(self.topology, self.group, self.channels)
+        return self.__dict__["_orders"]
 
     def _tuning(self) -> dict:
         """What NCCL's tuner needs (backend nccl only): the group's hardware as NCCL sees it, and
