@@ -20,7 +20,7 @@ from simdist.collectives.hierarchical import hierarchical_chain
 from simdist.collectives.ps import ps_chains
 from simdist.collectives.ring import CHANNEL_OPS, channel_chains, effective_channels
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
-from simdist.collectives.torus2d import torus2d_chain
+from simdist.collectives.torus2d import torus2d_chains
 
 Op = CollectiveOp
 
@@ -97,7 +97,7 @@ def build_schedule(
     elif alg == Algorithm.RING and op in CHANNEL_OPS and (n_channels > 1 or (node_orders and len(group.nodes) == 1)):
         chains = channel_chains(op, size_bytes, group, channels, node_orders)
     elif alg == Algorithm.TORUS2D:
-        chains = (torus2d_chain(size_bytes, group, chunks),)
+        chains = torus2d_chains(size_bytes, group, chunks)
     else:
         chains = (flat_chain(str(alg), op, size_bytes, group.ranks, chunks),)
     return Schedule(op=op, algorithm=str(alg), size_bytes=float(size_bytes), chains=chains)

@@ -44,9 +44,12 @@ def rail_index(local_gpu: int, gpus: int, nics: int) -> int:
     return local_gpu * nics // gpus
 
 
-def host_link(link: LinkSpec) -> LinkSpec:
-    """A host-internal hop that never limits: the NIC's line rate, zero latency, full efficiency."""
-    return LinkSpec(bandwidth_Bps=link.bandwidth_Bps, latency_s=0.0, efficiency=1.0, name="host", transport="pcie")
+def host_link(link: LinkSpec, at_least_Bps: float = 0.0) -> LinkSpec:
+    """A host-internal hop that never limits: the NIC's line rate (or `at_least_Bps` when more: a
+    torus/ring NIC is a router whose several fabric ports the node feeds at once), zero latency,
+    full efficiency."""
+    return LinkSpec(bandwidth_Bps=max(link.bandwidth_Bps, at_least_Bps), latency_s=0.0, efficiency=1.0, name="host",
+                    transport="pcie")
 
 
 def is_p100_mesh(group: NodeGroupSpec) -> bool:
@@ -119,7 +122,11 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
                 _attach_nics(g, nics, pcie_switches, intra.pcie_link)
                 return gpus, nics
         for nic in nics:
-            _add(g, nic, sw, half_hop(intra.pcie_link) if intra.pcie_link else host_link(group.nic.link), "pcie")
+            # without PCIe the NIC hangs off the node switch and may feed several fabric ports (a torus
+            # router): the hop is sized by what the node's GPUs can push into the switch
+            hop = half_hop(intra.pcie_link) if intra.pcie_link else host_link(
+                group.nic.link, nvl.bandwidth_Bps * len(gpus))
+            _add(g, nic, sw, hop, "pcie")
         return gpus, nics
     if layout is IntraNodeLayout.CUBE_MESH:
         if len(gpus) != 8:
