@@ -9,6 +9,10 @@ Rails: with g GPUs and m NICs, GPU j is bound to NIC floor(j*m/g) (the NIC under
 in DGX-style boxes, as NCCL binds each GPU to its nearest NIC); the GPU vertex carries it as its
 `rail` attribute, and routing leaves and enters a machine through the endpoint's rail NIC whenever
 that NIC lies on a least-cost path. NVLINK_PAIRS joins each pair with NVLINK_BRIDGE_BRICKS bricks.
+
+Latency: a catalog link's latency is device to device (one hop as NCCL counts hops); the edges
+either side of an NVSwitch or PCIe switch carry half of it each (`half_hop`), so a GPU-GPU or
+GPU-NIC path through the switch pays it once.
 """
 from __future__ import annotations
 
@@ -59,10 +63,16 @@ def is_p100_mesh(group: NodeGroupSpec) -> bool:
     return "p100" in text or intra.gpu_link.name.lower() in ("nvlink1", "nvlink-1", "nvlink_1")
 
 
+SWITCHED_HOP_TRANSPORTS = ("nvlink", "pcie")
+
+
 def half_hop(link: LinkSpec) -> LinkSpec:
-    """One side of a switched hop: a catalog link's latency is device to device (one hop as NCCL
-    counts hops), and a path through an NVSwitch or PCIe switch crosses two edges, so each edge
-    carries half of it (the bandwidth is the link's own on both)."""
+    """One side of a switched hop: an NVLink or PCIe latency (catalog transports nvlink, pcie) is
+    device to device, one hop as NCCL counts hops, and a path through an NVSwitch or PCIe switch
+    crosses two edges, so each edge carries half of it (the bandwidth is the link's own on both).
+    Other transports (an inline tcp 'switch', as on the emulated cluster) keep their per-edge latency."""
+    if link.transport not in SWITCHED_HOP_TRANSPORTS:
+        return link
     return link.with_(latency_s=link.latency_s / 2)
 
 
