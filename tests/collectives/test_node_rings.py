@@ -23,6 +23,9 @@ def _pairs(bricks):
 
 @pytest.mark.parametrize("bricks,per_gpu", [(DGX1_V100_BRICKS, 6), (DGX1_P100_BRICKS, 4)])
 def test_cube_mesh_rings_use_every_brick_once_each_way(bricks, per_gpu):
+    # NVIDIA, DGX-1 with Tesla V100 System Architecture whitepaper (as reproduced at
+    # https://www.iitr.ac.in/dgx): "The topology can also be thought of as three interwoven rings of
+    # single NVLink connections." Three cycles, each run both ways, use all six bricks of a V100.
     rings = ring_orders(8, _pairs(bricks), False)
     assert len(rings) == per_gpu  # three (two) Hamiltonian cycles, each in both directions
     use = Counter((r[i], r[(i + 1) % 8]) for r in rings for i in range(8))
