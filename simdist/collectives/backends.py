@@ -91,7 +91,7 @@ def nccl_candidate(
     if algorithm == "tree":
         pairs = tree_pairs(group, max(1, channels or 1))
         share = size_bytes / (2 * pairs)
-        chunk = tree_chunk_bytes(proto, share, len(group.nodes), group.size // max(1, len(group.nodes)))
+        chunk = tree_chunk_bytes(proto, share)
         chain = node_tree_all_reduce(size_bytes, group, pairs, chunk,
                                      node_orders=node_orders if len(group.nodes) > 1 else None)
         base = Schedule(op, "tree", float(size_bytes), (chain,))

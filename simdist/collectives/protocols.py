@@ -100,7 +100,7 @@ STEP_DATA_BYTES: dict[Protocol, float] = {
 LINE_BYTES: dict[Protocol, float] = {Protocol.LL: 16, Protocol.LL128: 128}
 
 
-def tree_chunk_bytes(protocol: str, share_bytes: float, nodes: int, ppn: int) -> float:
+def tree_chunk_bytes(protocol: str, share_bytes: float) -> float:
     """Bytes a tree hop hands on at a time: a line for LL / LL128, else Simple's 512 KiB step
     (never more than a channel's share)."""
     proto = Protocol(protocol)
