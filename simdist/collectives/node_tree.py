@@ -11,7 +11,8 @@ NICs of rate B, the same bandwidth term as the ring's 2(n-1)/n S/(m B).
 Schedule: the pipeline fill (every hop of the deepest leaf-to-root-to-leaf path but the last, one
 chunk each, in order: that is where the latency is paid) and one steady step in which every tree
 edge of every channel carries its whole share S/(2P) at once (NCCL keeps 8 chunks in flight per
-connection, so the steady state is bandwidth-bound and pays a hop latency once, not per chunk).
+connection, so the steady state is bandwidth-bound and pays a hop latency once, not per chunk). The fill's chunks are extra bytes on the deepest path's
+links (at most two chunks per link), the same approximation as ring.pipelined_chain's fill.
 """
 from __future__ import annotations
 

@@ -78,3 +78,31 @@ def test_dgx1_v100_all_reduce_runs_over_all_six_nvlinks(backend):
     brick = 25e9 * 0.80
     assert row.busbw_GBps == pytest.approx(6 * brick / 1e9, rel=0.02)  # 120 GB/s (one ring alone: 20)
     assert row.algorithm.startswith("ring")
+
+
+@pytest.mark.parametrize("alg", ["ring", "tree"])
+def test_dgx1_multi_node_channels_load_every_nic_alike(alg):
+    # 4 DGX-1 V100 with 4 NICs: ring channels and tree pairs follow the graph rings, one NIC each
+    from simdist.collectives.backends import nccl_candidate
+    from simdist.collectives.fabric import from_topology
+    from simdist.network.analytical import AnalyticalNetwork
+    import simpy
+
+    t = build_topology(cluster(4, "single_switch", DGX1_V100, nics=4))
+    g = Group.flat(range(32), 8)
+    c = ring_channels(t, g.nodes)
+    sched = nccl_candidate("all_reduce", alg, "Simple", 64e6, g, fabric=from_topology(t, g), channels=c,
+                           node_orders=group_node_orders(t, g, c))
+    net = AnalyticalNetwork(t)
+    env = simpy.Environment()
+    env.process(net.run(env, sched))
+    env.run()
+    out = [net.link_bytes[i] for i, (u, v) in enumerate(t.links.ends) if "/nic" in u and "/" not in v]
+    assert len(out) == 16 and min(out) > 0  # every NIC of every node carries its channel
+    if alg == "ring":
+        assert min(out) == pytest.approx(max(out), rel=0.05)
+    else:  # tree: a NIC carries (edges of its node in tree A + in tree B) x S/(2 x 4 pairs)
+        from simdist.collectives.tree import double_tree, max_degree
+
+        # (+ the fill: one chunk per hop of the deepest path)
+        assert max(out) == pytest.approx(max_degree(double_tree(4)) * 64e6 / 8 / 0.92, rel=0.05)
