@@ -3,7 +3,8 @@ in-switch algorithms it enables there, and the bandwidths its model starts from.
 
 NCCL (src/graph/tuning.cc, src/graph/search.cc) classifies the intra-node graph as NVLink or PCI,
 enables LL128 only when GPUs reach each other over NVLink (PATH_NVB or better) and reach their NIC
-without crossing a CPU (PATH_PXB or better; PXN on Hopper), and enables NVLS on third-generation
+without crossing a CPU (PATH_PXB or better; PXN on Hopper), and only from Volta on (NVLink2 or
+later: a Pascal DGX-1's NVLink1 mesh runs LL and Simple), and enables NVLS on third-generation
 NVSwitch systems (H100/H200 HGX: NVLink4 to the switch) and later. `from_topology` reads these from
 the built topology graph instead of assuming one machine for every cluster.
 """
@@ -50,9 +51,11 @@ def from_topology(topology, group: Group) -> NodeFabric:
     nvl.add_nodes_from(gpus)
     nvl_bw = {v: 0.0 for v in gpus}
     nvls = False
+    pascal = False  # NVLink1 = Pascal (sm_60): NCCL enables LL128 from Volta (sm_70) on
     for u, v, d in g.edges(local, data=True):
         if d.get("kind") != "nvlink":
             continue
+        pascal = pascal or d["link"].name.split("x")[0] == "nvlink1"
         nvl.add_edge(u, v)
         bw = d["link"].effective_Bps * d.get("multiplicity", 1)
         for x in (u, v):
@@ -76,7 +79,7 @@ def from_topology(topology, group: Group) -> NodeFabric:
         cpu_path = cpu_path or any(str(w).startswith(f"node{node}/cpu") for w in g.neighbors(nic))
     return NodeFabric(
         intra=HopKind.NVLINK if all_nvlink else HopKind.PCI,
-        ll128=all_nvlink and not cpu_path,
+        ll128=all_nvlink and not cpu_path and not pascal,
         nvls=nvls and len(gpus) > 2,
         intra_Bps=intra_Bps,
         nic_Bps=nic_bw or intra_Bps,

@@ -106,3 +106,14 @@ def test_dgx1_multi_node_channels_load_every_nic_alike(alg):
 
         # (+ the fill: one chunk per hop of the deepest path)
         assert max(out) == pytest.approx(max_degree(double_tree(4)) * 64e6 / 8 / 0.92, rel=0.05)
+
+
+def test_ll128_follows_the_hardware():
+    from simdist.collectives.fabric import from_topology
+    from tests.topology.factory import DGX1_P100
+
+    g = Group.flat(range(8), 8)
+    assert from_topology(build_topology(cluster(1, "single_switch", DGX1_V100, nics=4)), g).ll128
+    assert not from_topology(build_topology(cluster(1, "single_switch", DGX1_P100, nics=4)), g).ll128  # Pascal
+    assert not from_topology(build_topology(cluster(1, "single_switch", PCIE_BOX)), g).ll128
+    assert not from_topology(build_topology(cluster(1, "single_switch", PAIRS)), g).ll128
