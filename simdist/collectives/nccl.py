@@ -14,13 +14,11 @@ from __future__ import annotations
 import math
 
 from simdist.collectives.fabric import NodeFabric
-from simdist.collectives.protocols import COSTS, HopKind, Protocol, costs
+from simdist.collectives.protocols import COSTS, NET_OVERHEAD_S, HopKind, Protocol, costs
 from simdist.collectives.schedule import CollectiveOp
 
 Op = CollectiveOp
 PROTOCOLS = tuple(str(p) for p in Protocol)
-# NCCL_NET_OVERHEAD on x86: 1 us per network post, x3 for Simple (tuning.cc getNetOverhead)
-NET_OVERHEAD_S = 1e-6
 
 
 def _steps(op: CollectiveOp, n: int) -> int:

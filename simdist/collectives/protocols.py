@@ -138,13 +138,24 @@ def _inflate(step: Step, fraction: float) -> Step:
     return replace(step, transfers=tuple(replace(t, size_bytes=t.size_bytes / fraction) for t in step.transfers))
 
 
-def step_extra_latency_s(step: Step, node_of: dict[int, int], family: str, protocol: str, intra: HopKind) -> float:
+# NCCL_NET_OVERHEAD on x86 (tuning.cc getNetOverhead): an inter-node ring's every step posts to the
+# network, so its intra-node hops cost at least 1 us (3 us with Simple)
+NET_OVERHEAD_S = 1e-6
+
+
+def step_extra_latency_s(step: Step, node_of: dict[int, int], family: str, protocol: str, intra: HopKind,
+                         multi_node: bool = False) -> float:
     """The protocol's extra latency for one step: per repetition the extra of its hops (mean over a
-    pipelined ring's hops, the worst hop otherwise)."""
+    pipelined ring's hops, the worst hop otherwise). On a multi-node ring an intra-node hop costs at
+    least NCCL's network post overhead."""
     if not step.transfers:
         return 0.0
     inter = extra_hop_latency_s(family, protocol, HopKind.NET)
     local = extra_hop_latency_s(family, protocol, intra)
+    if multi_node and family == "ring":
+        overhead = NET_OVERHEAD_S * (3 if Protocol(protocol) == Protocol.SIMPLE else 1)
+        total = costs(family, protocol).hop_latency_s[intra]
+        local += max(0.0, overhead - total)
     extras = [inter if node_of.get(t.src, -1) != node_of.get(t.dst, -2) else local for t in step.transfers]
     per = sum(extras) / len(extras) if step.pipelined else max(extras)
     return step.repeat * per
@@ -165,7 +176,7 @@ def apply_protocol(
     for chain in schedule.chains:
         steps = [Step((), delay_s=c.base_latency_s, label=f"{protocol} launch")] if c.base_latency_s else []
         for step in chain:
-            extra = step_extra_latency_s(step, node_of, family, protocol, intra)
+            extra = step_extra_latency_s(step, node_of, family, protocol, intra, multi_node=len(group.nodes) > 1)
             s = _inflate(step, fraction)
             steps.append(replace(s, delay_s=s.delay_s + extra) if extra else s)
         chains.append(tuple(steps))
