@@ -49,7 +49,8 @@ def merge_parallel(chains: Sequence[Chain]) -> Chain:
     first = chains[0]
     for c in chains[1:]:
         if len(c) != len(first) or any(
-            (a.repeat, a.lockstep, a.delay_s, a.reduce_bytes) != (b.repeat, b.lockstep, b.delay_s, b.reduce_bytes)
+            (a.repeat, a.lockstep, a.delay_s, a.reduce_bytes, a.pipelined)
+            != (b.repeat, b.lockstep, b.delay_s, b.reduce_bytes, b.pipelined)
             or (a.lockstep and a.transfers and b.transfers and a.transfers[0].size_bytes != b.transfers[0].size_bytes)
             for a, b in zip(first, c)
         ):
@@ -62,6 +63,7 @@ def merge_parallel(chains: Sequence[Chain]) -> Chain:
             delay_s=first[i].delay_s,
             reduce_bytes=first[i].reduce_bytes,
             label=first[i].label,
+            pipelined=first[i].pipelined,
         )
         for i in range(len(first))
     )

@@ -6,7 +6,9 @@ output for all_gather; the total input for reduce_scatter; the per-rank send buf
 Broadcast and reduce use group.ranks[0] as the root. `channels` (ring all_reduce, reduce_scatter,
 all_gather only) runs that many concurrent rings, NCCL-style (ring.py); None or 1 = one ring. The
 caller picks it from the hardware: simdist.topology.routing.ring_channels(topology, group.nodes) gives the
-NICs per node (NCCL opens at least one channel per NIC), capped by the ranks per node.
+NICs per node (NCCL opens at least one channel per NIC), capped by the ranks per node. `node_orders`
+(node_rings.py) are the rings NCCL finds in the node's own graph: inside one node, one ring per
+order (every NVLink used); across nodes, channel c's path through every node.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from simdist.collectives.hierarchical import hierarchical_chain
 from simdist.collectives.ps import ps_chains
 from simdist.collectives.ring import CHANNEL_OPS, channel_chains, effective_channels
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
-from simdist.collectives.torus2d import torus2d_chain
+from simdist.collectives.torus2d import torus2d_chains
 
 Op = CollectiveOp
 
@@ -70,6 +72,7 @@ def build_schedule(
     server_delay_s: float = 0.0,
     chunks: int | None = None,
     channels: int | None = None,
+    node_orders: Sequence[tuple[int, ...]] | None = None,
 ) -> Schedule:
     """The schedule of `op` with `algorithm` over `group`; ValueError for unknown or absent pairs."""
     try:
@@ -91,10 +94,10 @@ def build_schedule(
         chains = ps_chains(size_bytes, group, servers, server_delay_s)
     elif alg == Algorithm.HIERARCHICAL:
         chains = (hierarchical_chain(size_bytes, group, intra, inter, chunks),)
-    elif alg == Algorithm.RING and op in CHANNEL_OPS and n_channels > 1:
-        chains = channel_chains(op, size_bytes, group, channels)
+    elif alg == Algorithm.RING and op in CHANNEL_OPS and (n_channels > 1 or (node_orders and len(group.nodes) == 1)):
+        chains = channel_chains(op, size_bytes, group, channels, node_orders)
     elif alg == Algorithm.TORUS2D:
-        chains = (torus2d_chain(size_bytes, group, chunks),)
+        chains = torus2d_chains(size_bytes, group, chunks)
     else:
         chains = (flat_chain(str(alg), op, size_bytes, group.ranks, chunks),)
     return Schedule(op=op, algorithm=str(alg), size_bytes=float(size_bytes), chains=chains)

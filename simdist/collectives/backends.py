@@ -2,24 +2,31 @@
 
 textbook: exactly the algorithm the scenario asks for. gloo: rings for all-reduce, reduce-scatter
 and all-gather, and its own reduce, broadcast and all-to-all (gloo.py); a hierarchical strategy on
-gloo goes through reduce / leader all-reduce / broadcast. nccl: ring or tree for all-reduce by
-NCCL's tuning model (nccl.py), ring for every other op. Strategy-level schemes the library does not
+gloo goes through reduce / leader all-reduce / broadcast. nccl: the (algorithm, protocol) NCCL's tuner
+would pick among those it enables on the hardware (nccl.py): ring with LL / LL128 / Simple for every
+op, the node-level double binary tree (node_tree.py) for multi-node all-reduce, NVLS on a
+third-generation NVSwitch; each schedule carries its protocol's costs (protocols.py). Strategy-level schemes the library does not
 choose itself (hierarchical, torus2d, ps) pass through unchanged except hierarchical on gloo.
 Backend names are the values of simdist.scenario.Backend ("textbook", "gloo", "nccl").
 `channels` (concurrent rings, see ring.py) applies to textbook and nccl rings; gloo runs one ring.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
+from simdist.collectives._steps import default_chunks
 from simdist.collectives.algorithms import build_schedule
+from simdist.collectives.fabric import NodeFabric
 from simdist.collectives.gloo import (
     gloo_all_to_all_chain,
     gloo_broadcast_chain,
     gloo_hierarchical_chain,
     gloo_reduce_chain,
 )
-from simdist.collectives.nccl import DEFAULT_BUS_BW_GBPS, nccl_choice
+from simdist.collectives.nccl import candidates, nccl_predicted_time_s
+from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
+from simdist.collectives.nvls import nvls_all_reduce
+from simdist.collectives.protocols import STEP_DATA_BYTES, Protocol, apply_protocol, tree_chunk_bytes
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 
 Op = CollectiveOp
@@ -48,11 +55,15 @@ def _check_backend(backend: str) -> str:
     return backend
 
 
+Timer = Callable[[Schedule], float]
+
+
 def select_algorithm(
     backend: str, op: str, size_bytes: float, group: Group, *, requested: str = "ring",
-    bus_bw_GBps: float = DEFAULT_BUS_BW_GBPS,
+    fabric: NodeFabric | None = None, timer: Timer | None = None, channels: int | None = None,
 ) -> str:
-    """The algorithm `backend` runs for `op` of `size_bytes` over `group` when `requested` is asked for."""
+    """The algorithm `backend` runs for `op` of `size_bytes` over `group` when `requested` is asked for
+    (for nccl "algorithm/protocol", e.g. "tree/LL128")."""
     backend, op = _check_backend(backend), CollectiveOp(op)
     if backend == "textbook":
         return str(requested)
@@ -64,19 +75,75 @@ def select_algorithm(
         return GLOO_ALGORITHMS[op]
     if requested in COMPOSITE:
         return str(requested)
-    if op != Op.ALL_REDUCE:
-        return "ring"
-    return nccl_choice(op, size_bytes, group.size, max(1, len(group.nodes)), bus_bw_GBps)[0]
+    return nccl_schedule(op, size_bytes, group, fabric=fabric, timer=timer, channels=channels).algorithm
+
+
+def nccl_candidate(
+    op: str, algorithm: str, protocol: str, size_bytes: float, group: Group, *,
+    fabric: NodeFabric | None = None, channels: int | None = None,
+    node_orders: Sequence[tuple[int, ...]] | None = None,
+) -> Schedule:
+    """The schedule of one (algorithm, protocol) NCCL can run: ring (channels as given), the
+    node-level double binary tree (one channel pair per NIC) or NVLS, under the protocol's costs."""
+    fabric = fabric or NodeFabric()
+    op = CollectiveOp(op)
+    proto = Protocol(protocol)
+    if algorithm == "tree":
+        pairs = tree_pairs(group, max(1, channels or 1))
+        share = size_bytes / (2 * pairs)
+        chunk = tree_chunk_bytes(proto, share)
+        chain = node_tree_all_reduce(size_bytes, group, pairs, chunk,
+                                     node_orders=node_orders if len(group.nodes) > 1 else None)
+        base = Schedule(op, "tree", float(size_bytes), (chain,))
+    elif algorithm == "nvls":
+        base = Schedule(op, "nvls", float(size_bytes), (nvls_all_reduce(size_bytes, group.ranks),))
+    else:
+        base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
+                              chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))
+    return apply_protocol(base, proto, group, family=algorithm, intra=fabric.intra)
+
+
+def nccl_schedule(
+    op: str, size_bytes: float, group: Group, *, fabric: NodeFabric | None = None, timer: Timer | None = None,
+    channels: int | None = None, node_orders: Sequence[tuple[int, ...]] | None = None,
+) -> Schedule:
+    """What NCCL runs: of its candidates on this hardware (nccl.candidates), the one with the least
+    predicted time by `timer` (simdist's own model of the schedule on the cluster) or, without one,
+    by NCCL's closed form on `fabric`."""
+    fabric = fabric or NodeFabric()
+    op = CollectiveOp(op)
+    n_nodes = max(1, len(group.nodes))
+    best: tuple[float, Schedule] | None = None
+    for alg, proto in candidates(op, group.size, n_nodes, fabric):
+        sched = nccl_candidate(op, alg, proto, size_bytes, group, fabric=fabric, channels=channels,
+                               node_orders=node_orders)
+        if timer is not None:
+            t = timer(sched)
+        else:
+            t = nccl_predicted_time_s(op, alg, proto, size_bytes, group.size, n_nodes, fabric)
+        if best is None or t < best[0]:
+            best = (t, sched)
+    assert best is not None
+    return best[1]
 
 
 def build_backend_schedule(
     backend: str, op: str, size_bytes: float, group: Group, *, requested: str = "ring",
     intra: str = "ring", inter: str = "ring", servers: Sequence[int] = (), server_delay_s: float = 0.0,
-    chunks: int | None = None, bus_bw_GBps: float = DEFAULT_BUS_BW_GBPS, channels: int | None = None,
+    chunks: int | None = None, channels: int | None = None,
+    fabric: NodeFabric | None = None, timer: Timer | None = None,
+    node_orders: Sequence[tuple[int, ...]] | None = None,
 ) -> Schedule:
-    """The schedule `backend` really runs (see select_algorithm), built for `group`."""
+    """The schedule `backend` really runs (see select_algorithm), built for `group`. For nccl,
+    `fabric` (fabric.from_topology) says what the hardware enables and `timer` ranks the candidates.
+    `node_orders` (node_rings.py) are the rings found in the node's graph; textbook and nccl rings
+    run over them (gloo runs one ring in rank order)."""
     op = CollectiveOp(op)
-    alg = select_algorithm(backend, op, size_bytes, group, requested=requested, bus_bw_GBps=bus_bw_GBps)
+    backend = _check_backend(backend)
+    if backend == "nccl" and requested not in COMPOSITE:
+        return nccl_schedule(op, size_bytes, group, fabric=fabric, timer=timer, channels=channels,
+                             node_orders=node_orders)
+    alg = select_algorithm(backend, op, size_bytes, group, requested=requested)
     if alg in GLOO_CHAINS:
         return Schedule(op, alg, float(size_bytes), (GLOO_CHAINS[alg](size_bytes, group.ranks),))
     if alg == "gloo_hierarchical":
@@ -84,4 +151,5 @@ def build_backend_schedule(
     return build_schedule(
         op, alg, size_bytes, group, intra=intra, inter=inter, servers=servers,
         server_delay_s=server_delay_s, chunks=chunks, channels=None if backend == "gloo" else channels,
+        node_orders=None if backend == "gloo" else node_orders,
     )

@@ -37,8 +37,23 @@ def effective_channels(group: Group, channels: int | None) -> int:
     return 1 if fewest <= 1 else min(int(channels), fewest)
 
 
-def channel_rings(group: Group, channels: int) -> list[tuple[int, ...]]:
-    """The ring order of each channel (see the module docstring); one ring = group.ranks unchanged."""
+def channel_rings(group: Group, channels: int,
+                  node_orders: "Sequence[tuple[int, ...]] | None" = None) -> list[tuple[int, ...]]:
+    """The ring order of each channel. Without `node_orders` see the module docstring (one ring =
+    group.ranks unchanged). With them (node_rings.py: local GPU orders from the node's graph):
+    a single-node group runs one ring per order; a multi-node group runs channel c through every
+    node in node_orders[c] (channel_orders: a graph ring rotated onto NIC c)."""
+    if node_orders:
+        if len(group.nodes) == 1:
+            node = group.nodes[0]
+            if len(node) == len(node_orders[0]) and len(node_orders) > 1:
+                return [tuple(node[i] for i in order) for order in node_orders]
+            return [tuple(group.ranks)]
+        c_total = effective_channels(group, channels)
+        sizes = {len(node) for node in group.nodes}
+        if len(sizes) == 1 and sizes.pop() == len(node_orders[0]):
+            return [tuple(r for node in group.nodes for r in (node[i] for i in node_orders[c % len(node_orders)]))
+                    for c in range(c_total)]
     c_total = effective_channels(group, channels)
     if c_total == 1:
         return [tuple(group.ranks)]
@@ -53,12 +68,13 @@ def channel_rings(group: Group, channels: int) -> list[tuple[int, ...]]:
     return rings
 
 
-def channel_chains(op: CollectiveOp, size_bytes: float, group: Group, channels: int | None) -> tuple[Chain, ...]:
+def channel_chains(op: CollectiveOp, size_bytes: float, group: Group, channels: int | None,
+                   node_orders: "Sequence[tuple[int, ...]] | None" = None) -> tuple[Chain, ...]:
     """One ring chain per channel, each moving size_bytes / C (ops without channels: one ring)."""
     op = CollectiveOp(op)
     if op not in CHANNEL_OPS:
         return (ring_chain(op, size_bytes, group.ranks),)
-    rings = channel_rings(group, channels or 1)
+    rings = channel_rings(group, channels or 1, node_orders)
     return tuple(ring_chain(op, size_bytes / len(rings), ring) for ring in rings)
 
 

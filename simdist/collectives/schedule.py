@@ -71,6 +71,7 @@ class Schedule:
     algorithm: str
     size_bytes: float  # the op's nominal size (nccl-tests convention: per-rank buffer of all_reduce)
     chains: tuple[tuple[Step, ...], ...]
+    protocol: str = ""  # the NCCL protocol it runs under (LL, LL128, Simple); "" = none modelled
 
     def wire_bytes(self) -> float:
         """Total bytes put on the wire by all transfers (each counted once, not per hop)."""

@@ -63,7 +63,31 @@ class FabricContext:
         requested = comm.strategy.value if supports(op, comm.strategy.value, self.group.size) else "ring"
         return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
-                                      servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)
+                                      servers=self.servers, server_delay_s=server_delay_s, channels=self.channels,
+                                      node_orders=self._node_orders(), **self._tuning())
+
+    def _node_orders(self):
+        """The rings NCCL builds from each node's graph (collectives.node_rings), computed once."""
+        if "_orders" not in self.__dict__:
+            from simdist.collectives.node_rings import group_node_orders
+
+            self.__dict__["_orders"] = group_node_orders(self.topology, self.group, self.channels)
+        return self.__dict__["_orders"]
+
+    def _tuning(self) -> dict:
+        """What NCCL's tuner needs (backend nccl only): the group's hardware as NCCL sees it, and
+        simdist's own analytical time of a candidate schedule on this topology to rank candidates."""
+        if self.scenario.communication.backend.value != "nccl":
+            return {}
+        cached = self.__dict__.get("_tuning_args")
+        if cached is None:
+            from simdist.collectives.fabric import from_topology
+            from simdist.network.analytical import AnalyticalNetwork
+
+            timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
+            cached = {"fabric": from_topology(self.topology, self.group), "timer": timer.schedule_time}
+            self.__dict__["_tuning_args"] = cached
+        return cached
 
 
 def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment | None = None) -> FabricContext:

@@ -9,6 +9,10 @@ Rails: with g GPUs and m NICs, GPU j is bound to NIC floor(j*m/g) (the NIC under
 in DGX-style boxes, as NCCL binds each GPU to its nearest NIC); the GPU vertex carries it as its
 `rail` attribute, and routing leaves and enters a machine through the endpoint's rail NIC whenever
 that NIC lies on a least-cost path. NVLINK_PAIRS joins each pair with NVLINK_BRIDGE_BRICKS bricks.
+
+Latency: a catalog link's latency is device to device (one hop as NCCL counts hops); the edges
+either side of an NVSwitch or PCIe switch carry half of it each (`half_hop`), so a GPU-GPU or
+GPU-NIC path through the switch pays it once.
 """
 from __future__ import annotations
 
@@ -44,9 +48,12 @@ def rail_index(local_gpu: int, gpus: int, nics: int) -> int:
     return local_gpu * nics // gpus
 
 
-def host_link(link: LinkSpec) -> LinkSpec:
-    """A host-internal hop that never limits: the NIC's line rate, zero latency, full efficiency."""
-    return LinkSpec(bandwidth_Bps=link.bandwidth_Bps, latency_s=0.0, efficiency=1.0, name="host", transport="pcie")
+def host_link(link: LinkSpec, at_least_Bps: float = 0.0) -> LinkSpec:
+    """A host-internal hop that never limits: the NIC's line rate (or `at_least_Bps` when more: a
+    torus/ring NIC is a router whose several fabric ports the node feeds at once), zero latency,
+    full efficiency."""
+    return LinkSpec(bandwidth_Bps=max(link.bandwidth_Bps, at_least_Bps), latency_s=0.0, efficiency=1.0, name="host",
+                    transport="pcie")
 
 
 def is_p100_mesh(group: NodeGroupSpec) -> bool:
@@ -54,6 +61,19 @@ def is_p100_mesh(group: NodeGroupSpec) -> bool:
     intra = group.intra_node
     text = f"{group.gpu.key} {group.gpu.name} {intra.key}".lower()
     return "p100" in text or intra.gpu_link.name.lower() in ("nvlink1", "nvlink-1", "nvlink_1")
+
+
+SWITCHED_HOP_TRANSPORTS = ("nvlink", "pcie")
+
+
+def half_hop(link: LinkSpec) -> LinkSpec:
+    """One side of a switched hop: an NVLink or PCIe latency (catalog transports nvlink, pcie) is
+    device to device, one hop as NCCL counts hops, and a path through an NVSwitch or PCIe switch
+    crosses two edges, so each edge carries half of it (the bandwidth is the link's own on both).
+    Other transports (an inline tcp 'switch', as on the emulated cluster) keep their per-edge latency."""
+    if link.transport not in SWITCHED_HOP_TRANSPORTS:
+        return link
+    return link.with_(latency_s=link.latency_s / 2)
 
 
 def _add(g: nx.Graph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
@@ -79,9 +99,9 @@ def _pcie_tree(g: nx.Graph, p: str, intra: IntraNodeSpec, gpus: list[str], nics:
         g.add_node(c)
     if gpus_on_pcie:
         for i, gpu in enumerate(gpus):
-            _add(g, gpu, switches[min(i // per, n_pcie - 1)], pcie, "pcie")
+            _add(g, gpu, switches[min(i // per, n_pcie - 1)], half_hop(pcie), "pcie")
     for j, sw in enumerate(switches):
-        _add(g, sw, cpus[j * sockets // n_pcie], pcie, "pcie")
+        _add(g, sw, cpus[j * sockets // n_pcie], half_hop(pcie), "pcie")
     socket = intra.socket_link or pcie
     for k in range(sockets - 1):
         _add(g, cpus[k], cpus[k + 1], socket, "socket")
@@ -105,14 +125,18 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
         sw = f"{p}/nvswitch"
         g.add_node(sw)
         for gpu in gpus:
-            _add(g, gpu, sw, nvl, "nvlink")
+            _add(g, gpu, sw, half_hop(nvl), "nvlink")
         if intra.pcie_link is not None:
             pcie_switches = _pcie_tree(g, p, intra, gpus, len(nics), path)
             if intra.nic_attach == "pcie_switch":
                 _attach_nics(g, nics, pcie_switches, intra.pcie_link)
                 return gpus, nics
         for nic in nics:
-            _add(g, nic, sw, intra.pcie_link or host_link(group.nic.link), "pcie")
+            # without PCIe the NIC hangs off the node switch and may feed several fabric ports (a torus
+            # router): the hop is sized by what the node's GPUs can push into the switch
+            hop = half_hop(intra.pcie_link) if intra.pcie_link else host_link(
+                group.nic.link, nvl.bandwidth_Bps * len(gpus))
+            _add(g, nic, sw, hop, "pcie")
         return gpus, nics
     if layout is IntraNodeLayout.CUBE_MESH:
         if len(gpus) != 8:
@@ -131,7 +155,7 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
 def _attach_nics(g: nx.Graph, nics: list[str], switches: list[str], pcie: LinkSpec | None) -> None:
     assert pcie is not None
     for m, nic in enumerate(nics):
-        _add(g, nic, switches[m * len(switches) // len(nics)], pcie, "pcie")
+        _add(g, nic, switches[m * len(switches) // len(nics)], half_hop(pcie), "pcie")
 
 
 def add_server_interior(g: nx.Graph, s: int, nic_count: int, nic_link: LinkSpec) -> tuple[str, list[str]]:

@@ -41,13 +41,13 @@ def test_gloo_hierarchical_goes_through_node_leaders():
     assert recv[1] == pytest.approx((count - 2) * seg + 16e6) and recv[3] == recv[1]
 
 
-def test_nccl_picks_tree_for_small_messages_on_many_nodes_and_ring_for_large():
-    assert select_algorithm("nccl", "all_reduce", 1e3, G64) == "tree"
-    assert select_algorithm("nccl", "all_reduce", 1e6, G64) == "tree"
-    assert select_algorithm("nccl", "all_reduce", 4e9, G64) == "ring"
+def test_nccl_closed_form_picks_tree_for_small_messages_on_many_nodes_and_ring_inside_a_node():
+    # without a timer the tuner ranks by NCCL's closed form on the default NodeFabric
+    assert select_algorithm("nccl", "all_reduce", 1e3, G64).startswith("tree/")
+    assert select_algorithm("nccl", "all_reduce", 1e6, G64).startswith("tree/")
     for size in (1e3, 1e6, 1e9):
-        assert select_algorithm("nccl", "all_reduce", size, G1) == "ring"
-        assert select_algorithm("nccl", "all_gather", size, G64) == "ring"
+        assert select_algorithm("nccl", "all_reduce", size, G1).startswith("ring/")
+        assert select_algorithm("nccl", "all_gather", size, G64).startswith("ring/")
 
 
 def test_nccl_model_shape():
@@ -65,9 +65,9 @@ def test_nccl_model_shape():
     assert 0 < t_small < t_big
 
 
-def test_nccl_schedule_is_the_chosen_algorithm():
-    assert build_backend_schedule("nccl", "all_reduce", 1e3, G64).algorithm == "tree"
-    assert build_backend_schedule("nccl", "all_reduce", 4e9, G64).algorithm == "ring"
+def test_nccl_schedule_says_algorithm_and_protocol():
+    sched = build_backend_schedule("nccl", "all_reduce", 1e3, G64)
+    assert sched.algorithm == f"tree/{sched.protocol}" and sched.protocol in ("LL", "LL128", "Simple")
 
 
 def test_unknown_backend():

@@ -154,3 +154,16 @@ def test_channels_spread_bytes_over_every_nic():
     carried = net.link_bytes()
     up = [carried[topo.links.index[(f"node0/nic{m}", "switch")]] for m in range(8)]
     assert min(up) == pytest.approx(max(up), rel=1e-9) and min(up) > 0
+
+
+def test_merged_hierarchical_and_torus_rings_stay_pipelined():
+    # merge_parallel keeps Step.pipelined: the inter-node rings of hierarchical and torus2d pay the
+    # mean hop latency per step, like flat rings, not the worst
+    from simdist.collectives.algorithms import build_schedule as bs
+    from simdist.collectives.schedule import Group as G
+
+    g = G.flat(range(32), 8)
+    for alg in ("hierarchical", "torus2d"):
+        sched = bs("all_reduce", alg, 8e6, g)
+        ring_steps = [s for c in sched.chains for s in c if s.label.startswith("ring")]
+        assert ring_steps and all(s.pipelined for s in ring_steps), alg

@@ -88,10 +88,12 @@ def test_torus2d_on_single_rank_nodes(n):
     ranks = tuple(range(n))
     blocks = 8 * n
     sched = build_schedule("all_reduce", "torus2d", float(blocks), Group.flat(ranks, 1))
-    state = initial(ranks, blocks)
-    run_phases(state, sched.chains[0], {r: list(range(blocks)) for r in ranks}, 1.0)
-    for r in ranks:
-        assert all(state[r][b] == full(ranks) for b in range(blocks))
+    assert len(sched.chains) == 2  # one half forward, one half with every ring reversed
+    for chain in sched.chains:
+        state = initial(ranks, blocks)
+        run_phases(state, chain, {r: list(range(blocks)) for r in ranks}, 0.5)
+        for r in ranks:
+            assert all(state[r][b] == full(ranks) for b in range(blocks))
 
 
 def _reduce_over(parents) -> list[Counter]:

@@ -1,0 +1,87 @@
+"""What NCCL's tuner sees of a group's hardware: the link kind inside a node, which protocols and
+in-switch algorithms it enables there, and the bandwidths its model starts from.
+
+NCCL (src/graph/tuning.cc, src/graph/search.cc) classifies the intra-node graph as NVLink or PCI,
+enables LL128 only when GPUs reach each other over NVLink (PATH_NVB or better) and reach their NIC
+without crossing a CPU (PATH_PXB or better; PXN on Hopper), and only from Volta on (NVLink2 or
+later: a Pascal DGX-1's NVLink1 mesh runs LL and Simple), and enables NVLS on third-generation
+NVSwitch systems (H100/H200 HGX: NVLink4 to the switch) and later. `from_topology` reads these from
+the built topology graph instead of assuming one machine for every cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from simdist.collectives.protocols import HopKind
+from simdist.collectives.schedule import Group
+
+# links to a third/fourth-generation NVSwitch (catalog keys; "nvlink4x18" = 18 bricks of nvlink4)
+NVLS_LINKS = frozenset({"nvlink4", "nvlink5"})
+
+
+@dataclass(frozen=True)
+class NodeFabric:
+    """NCCL's view of one node and its NICs (per GPU and per node, bytes per second)."""
+
+    intra: HopKind = HopKind.NVLINK
+    ll128: bool = False
+    nvls: bool = False
+    intra_Bps: float = 24e9  # one GPU's usable bandwidth to its intra-node peers, per direction
+    nic_Bps: float = 24e9  # one node's NIC bandwidth in total, per direction
+    nics: int = 1
+
+
+def _node_vertices(graph: nx.Graph, node: int) -> list[str]:
+    prefix = f"node{node}/"
+    return [v for v in graph.nodes if isinstance(v, str) and v.startswith(prefix)]
+
+
+def from_topology(topology, group: Group) -> NodeFabric:
+    """The NodeFabric of the node holding the group's first rank (nodes of a group are alike)."""
+    if not group.ranks:
+        return NodeFabric()
+    g = topology.graph
+    gpu_vertex = topology.endpoints[group.ranks[0]]
+    node = topology.endpoint_node[group.ranks[0]]
+    local = _node_vertices(g, node)
+    gpus = [v for v in local if "/gpu" in v]
+    nvl = nx.Graph()
+    nvl.add_nodes_from(gpus)
+    nvl_bw = {v: 0.0 for v in gpus}
+    nvls = False
+    pascal = False  # NVLink1 = Pascal (sm_60): NCCL enables LL128 from Volta (sm_70) on
+    for u, v, d in g.edges(local, data=True):
+        if d.get("kind") != "nvlink":
+            continue
+        pascal = pascal or d["link"].name.split("x")[0] == "nvlink1"
+        nvl.add_edge(u, v)
+        bw = d["link"].effective_Bps * d.get("multiplicity", 1)
+        for x in (u, v):
+            if x in nvl_bw:
+                nvl_bw[x] += bw
+        if "nvswitch" in u + v and d["link"].name.split("x")[0] in NVLS_LINKS:
+            nvls = True
+    all_nvlink = len(gpus) > 1 and set(gpus) <= nx.node_connected_component(nvl, gpu_vertex)
+    if all_nvlink:
+        intra_Bps = min(nvl_bw.values())
+    else:
+        pcie = [d["link"].effective_Bps for _, _, d in g.edges(gpu_vertex, data=True) if d.get("kind") == "pcie"]
+        intra_Bps = min(pcie) if pcie else 24e9
+    nics = [v for v in local if "/nic" in v]
+    nic_bw = 0.0
+    cpu_path = False
+    for nic in nics:
+        ext = [d["link"].effective_Bps for u, w, d in g.edges(nic, data=True)
+               if not str(w).startswith(f"node{node}/")]
+        nic_bw += max(ext, default=0.0)
+        cpu_path = cpu_path or any(str(w).startswith(f"node{node}/cpu") for w in g.neighbors(nic))
+    return NodeFabric(
+        intra=HopKind.NVLINK if all_nvlink else HopKind.PCI,
+        ll128=all_nvlink and not cpu_path and not pascal,
+        nvls=nvls and len(gpus) > 2,
+        intra_Bps=intra_Bps,
+        nic_Bps=nic_bw or intra_Bps,
+        nics=max(1, len(nics)),
+    )

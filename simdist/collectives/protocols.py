@@ -1,0 +1,184 @@
+"""NCCL's three wire protocols (LL, LL128, Simple) and what each costs a schedule.
+
+Facts from NVIDIA/nccl (src/graph/tuning.cc, src/include/device.h; NCCL 2.2x):
+
+- Bandwidth. LL stores 8-byte lines of 4 data + 4 flag bytes, so at most half the link carries data;
+  LL128 stores 128-byte lines with 8 flag bytes (120/128; tuning.cc charges 0.92); Simple moves raw
+  data. NCCL's tuning model scales bus bandwidth by 0.5 (ring LL), 0.92 (ring LL128), and for trees
+  0.92 x (1/3.8 LL, 7/9 single-node or 120/128 multi-node LL128, 1 Simple).
+- Latency. A fixed per-call cost (baseLatencies: launch, work-queue fetch and the end-of-call
+  synchronisation) and a per-hop cost (hwLatencies, by link kind NVLink / PCI / network, algorithm
+  and protocol). Simple pays a memory fence and a flag round trip per 512 KiB step, LL and LL128
+  only poll the flags inside the data, so their hops are far cheaper.
+
+How a schedule carries this (`apply_protocol`): every transfer's bytes are divided by the protocol's
+bandwidth fraction (the flag bytes do cross the wire), each chain starts with a step that costs the
+per-call latency, and every hop is charged the protocol's extra per-hop latency over LL's (LL's hop
+is the bare hop, which the network model already charges from the links' own latencies).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from simdist.collectives.schedule import Group, Schedule, Step
+
+
+class Protocol(StrEnum):
+    """NCCL protocols, spelled as NCCL_PROTO spells them."""
+
+    LL = "LL"
+    LL128 = "LL128"
+    SIMPLE = "Simple"
+
+
+class HopKind(StrEnum):
+    """What a hop crosses, as NCCL's hwLatencies tables index it."""
+
+    NVLINK = "nvlink"
+    PCI = "pci"
+    NET = "net"
+
+
+@dataclass(frozen=True)
+class ProtocolCosts:
+    """One protocol's costs for one algorithm family: per-call latency, per-hop latency by hop kind,
+    and the fraction of the link bandwidth that carries data."""
+
+    base_latency_s: float
+    hop_latency_s: dict[HopKind, float]
+    bandwidth_fraction: float
+    bandwidth_fraction_single_node: float | None = None  # when it differs on one node (tree LL128)
+
+    def fraction(self, nodes: int) -> float:
+        if nodes <= 1 and self.bandwidth_fraction_single_node is not None:
+            return self.bandwidth_fraction_single_node
+        return self.bandwidth_fraction
+
+
+_US = 1e-6
+# tuning.cc baseLatencies and hwLatencies (microseconds), per algorithm family; 'ring' also serves
+# reduce-scatter / all-gather / broadcast / reduce chains, 'tree' the double binary tree.
+COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
+    "ring": {
+        Protocol.LL: ProtocolCosts(6.6 * _US, {HopKind.NVLINK: 0.6 * _US, HopKind.PCI: 1.0 * _US,
+                                               HopKind.NET: 2.7 * _US}, 0.5),
+        Protocol.LL128: ProtocolCosts(14.0 * _US, {HopKind.NVLINK: 1.9 * _US, HopKind.PCI: 2.5 * _US,
+                                                   HopKind.NET: 4.0 * _US}, 0.92),
+        Protocol.SIMPLE: ProtocolCosts(8.4 * _US, {HopKind.NVLINK: 3.4 * _US, HopKind.PCI: 5.7 * _US,
+                                                   HopKind.NET: 14.0 * _US}, 1.0),
+    },
+    "tree": {
+        Protocol.LL: ProtocolCosts(6.8 * _US, {HopKind.NVLINK: 0.6 * _US, HopKind.PCI: 1.0 * _US,
+                                               HopKind.NET: 5.0 * _US}, 0.92 / 3.8),
+        Protocol.LL128: ProtocolCosts(14.0 * _US, {HopKind.NVLINK: 1.25 * _US, HopKind.PCI: 1.9 * _US,
+                                                   HopKind.NET: 8.5 * _US}, 0.92 * 120 / 128, 0.92 * 7 / 9),
+        Protocol.SIMPLE: ProtocolCosts(8.4 * _US, {HopKind.NVLINK: 4.0 * _US, HopKind.PCI: 4.0 * _US,
+                                                   HopKind.NET: 14.0 * _US}, 0.92),
+    },
+    # NVLS (in-switch reduction, Simple only): tuning.cc charges one NVLink "hop" of 25 us and no base
+    # latency; busBw x 0.85 on Hopper (nvlsEfficiency)
+    "nvls": {
+        Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
+                                                    HopKind.NET: 18.0 * _US}, 0.85),
+    },
+}
+PROTOCOLS: dict[str, Protocol] = {p.value: p for p in Protocol}
+
+# Data per pipeline step (device.h: NCCL_STEPS = 8 slots per buffer). Simple: 4 MiB / 8 = 512 KiB.
+# LL: 512 threads x 8 lines x 16 B per step, half of it flags = 32 KiB of data. LL128: 640 threads x
+# 120 elements x 8 B = 600 KiB per step, 120/128 of it data.
+STEP_DATA_BYTES: dict[Protocol, float] = {
+    Protocol.LL: 512 * 8 * 8,
+    Protocol.LL128: 640 * 120 * 8 * 120 / 128,
+    Protocol.SIMPLE: 512 * 1024,
+}
+
+
+# What a hop hands on before the next hop may forward it: LL and LL128 carry a flag in every 16-byte
+# / 128-byte line, so data moves on line by line (cut-through); Simple signals once per chunk, and a
+# chunk must arrive whole before it is forwarded (store and forward).
+LINE_BYTES: dict[Protocol, float] = {Protocol.LL: 16, Protocol.LL128: 128}
+
+
+def tree_chunk_bytes(protocol: str, share_bytes: float) -> float:
+    """Bytes a tree hop hands on at a time: a line for LL / LL128, else Simple's 512 KiB step
+    (never more than a channel's share)."""
+    proto = Protocol(protocol)
+    if proto in LINE_BYTES:
+        return min(LINE_BYTES[proto], share_bytes)
+    return min(STEP_DATA_BYTES[proto], share_bytes)
+
+
+def costs(family: str, protocol: str) -> ProtocolCosts:
+    """The costs of `protocol` for an algorithm family; ValueError for pairs NCCL does not run."""
+    table = COSTS.get(family)
+    if table is None:
+        raise ValueError(f"no protocol costs for algorithm family {family!r}; expected one of {sorted(COSTS)}")
+    try:
+        return table[Protocol(protocol)]
+    except (ValueError, KeyError):
+        raise ValueError(f"{family} does not run protocol {protocol!r}; it runs {[str(p) for p in table]}") from None
+
+
+def extra_hop_latency_s(family: str, protocol: str, hop: HopKind) -> float:
+    """What a hop costs under `protocol` beyond the bare hop (LL's, or the cheapest protocol's)."""
+    table = COSTS[family]
+    floor = min(c.hop_latency_s[hop] for c in table.values())
+    return costs(family, protocol).hop_latency_s[hop] - floor
+
+
+def node_index(group: Group) -> dict[int, int]:
+    """Node index of every rank of `group` (a transfer between two nodes is a network hop)."""
+    return {r: i for i, node in enumerate(group.nodes) for r in node}
+
+
+def _inflate(step: Step, fraction: float) -> Step:
+    if fraction == 1.0 or not step.transfers:
+        return step
+    return replace(step, transfers=tuple(replace(t, size_bytes=t.size_bytes / fraction) for t in step.transfers))
+
+
+# NCCL_NET_OVERHEAD on x86 (tuning.cc getNetOverhead): an inter-node ring's every step posts to the
+# network, so its intra-node hops cost at least 1 us (3 us with Simple)
+NET_OVERHEAD_S = 1e-6
+
+
+def step_extra_latency_s(step: Step, node_of: dict[int, int], family: str, protocol: str, intra: HopKind,
+                         multi_node: bool = False) -> float:
+    """The protocol's extra latency for one step: per repetition the extra of its hops (mean over a
+    pipelined ring's hops, the worst hop otherwise). On a multi-node ring an intra-node hop costs at
+    least NCCL's network post overhead."""
+    if not step.transfers:
+        return 0.0
+    inter = extra_hop_latency_s(family, protocol, HopKind.NET)
+    local = extra_hop_latency_s(family, protocol, intra)
+    if multi_node and family == "ring":
+        overhead = NET_OVERHEAD_S * (3 if Protocol(protocol) == Protocol.SIMPLE else 1)
+        total = costs(family, protocol).hop_latency_s[intra]
+        local += max(0.0, overhead - total)
+    extras = [inter if node_of.get(t.src, -1) != node_of.get(t.dst, -2) else local for t in step.transfers]
+    per = sum(extras) / len(extras) if step.pipelined else max(extras)
+    return step.repeat * per
+
+
+def apply_protocol(
+    schedule: Schedule, protocol: str, group: Group, *,
+    family: str | None = None, intra: HopKind = HopKind.NVLINK,
+) -> Schedule:
+    """`schedule` as it runs under `protocol`: wire bytes / bandwidth fraction, the per-call latency
+    as a leading step of each chain, and each step's extra per-hop latency added to its delay
+    (a tree's steady step has repeat 1 and so pays one hop: its chunks are in flight together)."""
+    family = family or schedule.algorithm
+    c = costs(family, protocol)
+    fraction = c.fraction(len(group.nodes))
+    node_of = node_index(group)
+    chains = []
+    for chain in schedule.chains:
+        steps = [Step((), delay_s=c.base_latency_s, label=f"{protocol} launch")] if c.base_latency_s else []
+        for step in chain:
+            extra = step_extra_latency_s(step, node_of, family, protocol, intra, multi_node=len(group.nodes) > 1)
+            s = _inflate(step, fraction)
+            steps.append(replace(s, delay_s=s.delay_s + extra) if extra else s)
+        chains.append(tuple(steps))
+    name = schedule.algorithm if "/" in schedule.algorithm else f"{schedule.algorithm}/{protocol}"
+    return Schedule(schedule.op, name, schedule.size_bytes, tuple(chains), protocol=str(Protocol(protocol)))
