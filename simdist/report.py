@@ -29,8 +29,13 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
     from simdist.topology.build import build_topology
     from simdist.topology.summary import summary
 
+    from simdist.scenario import PsPlacement, StrategyKind
+
     cluster = scenario.cluster
-    topology = build_topology(cluster)
+    comm = scenario.communication
+    dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
+    topology = build_topology(cluster, server_hosts=comm.ps_servers if dedicated else 0,
+                              server_nic=cluster.node_groups[0].nic.host_side() if dedicated else None)
     facts = summary(topology)
     precision = scenario.workload.precision.value
     peak = sum(g.count * g.gpus_per_node * g.gpu.flops(precision) for g in cluster.node_groups)
@@ -38,10 +43,14 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
         "gpus": cluster.num_gpus,
         "nodes": cluster.num_nodes,
         "gpu models": ", ".join(f"{g.count * g.gpus_per_node} x {g.gpu.key}" for g in cluster.node_groups),
-        "intra-node": ", ".join(sorted({g.intra_node.key for g in cluster.node_groups})),
+        "intra-node": ", ".join(sorted({g.intra_node.key + (" (default: no intra_node given)" if g.intra_node_default
+                                                            else "") for g in cluster.node_groups})),
         "nic per node": ", ".join(sorted({f"{g.nic.count} x {format_bandwidth(g.nic.link.bandwidth_Bps)}"
-                                          f" ({g.nic.link.name}, efficiency {g.nic.link.efficiency:g})"
+                                          f" ({g.nic.link.name}, efficiency {g.nic.link.efficiency:.3g}"
+                                          f" = {g.nic.link.efficiency_basis or 'given'})"
                                           for g in cluster.node_groups})),
+        "nic path": ", ".join(sorted({"GPUDirect RDMA" if g.nic.gpudirect else g.nic.staging
+                                      for g in cluster.node_groups})),
         "fabric": f"{cluster.fabric.topology.value}, {format_bandwidth(cluster.fabric.link.bandwidth_Bps)} links"
                   + (f", {cluster.fabric.oversubscription:g}:1 oversubscription" if cluster.fabric.oversubscription != 1 else ""),
     }

@@ -47,7 +47,7 @@ def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
     comm = scenario.communication
     dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
     server_hosts = comm.ps_servers if dedicated else 0
-    server_nic = scenario.cluster.node_groups[0].nic if dedicated else None
+    server_nic = scenario.cluster.node_groups[0].nic.host_side() if dedicated else None
     topology = build_topology(scenario.cluster, server_hosts=server_hosts, server_nic=server_nic)
     env = simpy.Environment()
     network = build_network(fidelity.value, env, topology)

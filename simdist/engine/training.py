@@ -5,6 +5,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from simdist.engine.context import build_context
+from simdist.topology.summary import link_assumptions
 from simdist.results.records import Breakdown, LinkUtilization, MemoryUsage, RunResult, StepRecord, Throughput
 from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, StrategyKind, SyncMode
 from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, resolve_batch
@@ -93,6 +94,7 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
         memory=memory,
         links=out.links,
         extra={"strategy": _strategy_summary(scenario, plan),
+               "links_used": link_assumptions(scenario.cluster),
                "simulated_iterations": out.simulated,
                "sync": out.sync,
                "statistical_efficiency": _statistical_efficiency(scenario, fidelity, throughput.samples_per_s,
@@ -260,7 +262,7 @@ def _throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
 
 def _strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:
     comm = scenario.communication
-    return {"name": comm.strategy.value, "backend": comm.backend.value, "buckets": len(plan.buckets),
+    return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value, "buckets": len(plan.buckets),
             "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
             "compression": comm.compression.method.value, "global_batch": plan.global_batch,
             "batch_per_gpu": plan.batch_per_gpu, "grad_accumulation": plan.micro_steps}

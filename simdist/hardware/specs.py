@@ -48,6 +48,7 @@ class LinkSpec:
     name: str = "custom"  # catalog key (e.g. 'ib-hdr', 'nvlink3') or 'custom'
     transport: str = ""  # nvlink | pcie | rdma | tcp | upi ...
     source: str = ""
+    efficiency_basis: str = field(default="", compare=False)  # where `efficiency` comes from (transport default at a rate, entry, scenario, profile)
 
     @property
     def effective_Bps(self) -> float:
@@ -87,8 +88,31 @@ class IntraNodeSpec:
 class NicSpec:
     """The node's network interfaces: `count` NICs each with `link`."""
 
-    link: LinkSpec
+    link: LinkSpec  # what a transfer through the NIC achieves (with host staging folded in when gpudirect is off)
     count: int = 1
+    gpudirect: bool = True  # GPUDirect RDMA; False: GPU -> host memory -> NIC over PCIe (see staged_nic_link)
+    wire_link: LinkSpec | None = None  # the NIC's own link before host staging (None: same as `link`)
+    staging: str = ""  # how host staging changed `link`, for the cluster summary and the result
+
+    @property
+    def line_link(self) -> LinkSpec:
+        """The NIC's own link class (before host staging): what a default fabric link copies."""
+        return self.wire_link or self.link
+
+    def host_side(self) -> "NicSpec":
+        """The same NICs on a CPU host (a dedicated server): no GPU memory to stage from."""
+        return NicSpec(self.line_link, self.count) if self.wire_link is not None else self
+
+
+def staged_nic_link(nic: LinkSpec, pcie: LinkSpec) -> LinkSpec:
+    """A NIC leg without GPUDirect RDMA: data is copied GPU -> host memory over PCIe at the sender and
+    host memory -> GPU at the receiver, in chunks pipelined with the network transfer (as NCCL's net
+    transport without GDR and gloo do). Modelled as each NIC leg's efficiency and latency (the path is
+    not rerouted through the CPU): the leg achieves min(NIC, PCIe) effective bandwidth and pays one
+    PCIe latency more per message (its end's copy), so a node-to-node path pays two."""
+    effective = min(nic.effective_Bps, pcie.effective_Bps)
+    return replace(nic, efficiency=effective / nic.bandwidth_Bps, latency_s=nic.latency_s + pcie.latency_s,
+                   efficiency_basis=f"{nic.efficiency_basis}, staged via host memory over {pcie.name}")
 
 
 @dataclass(frozen=True)
@@ -100,6 +124,7 @@ class NodeGroupSpec:
     gpus_per_node: int
     intra_node: IntraNodeSpec
     nic: NicSpec
+    intra_node_default: bool = False  # True: the scenario gave no intra_node, DEFAULT_INTRA_NODE was used
 
 
 class TopologyKind(StrEnum):

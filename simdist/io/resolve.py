@@ -50,6 +50,13 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         if par.pp > 1 and replica and replica % t.micro_batch:
             issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; expected a divisor of the "
                                                         f"per-replica batch {replica}"))
+    if par.pp == 1:  # pipeline keys mean nothing without pipeline stages: refused rather than ignored
+        if t.micro_batch != 1:
+            issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; only pipeline parallelism "
+                                                        "(training.parallelism.pp > 1) uses micro-batches"))
+        if PipelineSchedule(t.schedule) is not PipelineSchedule.ONE_F_ONE_B:
+            issues.append(Issue("training.schedule", f"got '{t.schedule}'; only pipeline parallelism "
+                                                     "(training.parallelism.pp > 1) has a schedule"))
     return TrainingSpec(
         parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, zero=par.zero), micro_batch=t.micro_batch,
         schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
@@ -102,6 +109,11 @@ def _failures(f: FailuresModel | None, cluster: ClusterSpec | None, issues: list
                                                       f"(0..{limit - 1})"))
         if kind is FailureKind.LINK_DEGRADE and e.factor is None:
             issues.append(Issue(f"{path}.factor", "required key is missing (link_degrade needs the remaining fraction)"))
+        if e.factor is not None and kind is not FailureKind.LINK_DEGRADE:
+            issues.append(Issue(f"{path}.factor", f"got {e.factor}; only link_degrade events take a factor "
+                                                  "(a straggler takes slowdown)"))
+        if e.slowdown is not None and kind is not FailureKind.STRAGGLER:
+            issues.append(Issue(f"{path}.slowdown", f"got {e.slowdown}; only straggler events take a slowdown"))
         if kind is FailureKind.STRAGGLER:
             if e.slowdown is None:
                 issues.append(Issue(f"{path}.slowdown", "required key is missing (straggler needs a slowdown)"))
