@@ -84,13 +84,22 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
     return "\n\n".join(parts)
 
 
+def _compression_text(strategy: dict) -> str:
+    """The compression that ran: the requested method, or what it fell back to and why."""
+    ran = strategy.get("compression_ran")
+    if not isinstance(ran, dict):
+        return str(strategy.get("compression"))
+    reasons = ran.get("fallback_reasons") or []
+    return str(ran.get("ran")) + (f"; {reasons[0]}" if reasons else "")
+
+
 def _training_report(result: RunResult) -> str:
     s = result.extra.get("strategy", {})
     b = result.breakdown_s
     tp = result.throughput
     pairs = [
         ("strategy", f"{s.get('name')} (backend {s.get('backend')}, {s.get('buckets')} buckets, "
-                     f"overlap {s.get('overlap')}, compression {s.get('compression')})"),
+                     f"overlap {s.get('overlap')}, compression {_compression_text(s)})"),
         ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"),
         ("iteration time", format_duration(result.iteration_time_s or 0.0)),
         ("throughput", f"{tp.samples_per_s:,.1f} samples/s" + (f", {tp.tokens_per_s:,.0f} tokens/s" if tp.tokens_per_s else "")),

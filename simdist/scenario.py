@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from simdist.collectives.algorithms import Algorithm as StrategyKind  # communication.strategy: one spelling
+from simdist.collectives.ps import PsAggregation, PsServer  # noqa: F401 - communication.ps.* spellings
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ComputeCalibration
 from simdist.hardware.specs import ClusterSpec
@@ -144,6 +145,8 @@ class CommunicationSpec:
     hierarchical_inter: StrategyKind = StrategyKind.RING
     ps_servers: int = 1
     ps_placement: PsPlacement = PsPlacement.COLOCATED
+    ps_aggregation: PsAggregation = PsAggregation.GPU  # gpu: per-GPU workers; node: reduced inside each node first
+    ps_server: PsServer = PsServer.GPU  # what a server's update runs on: a GPU or the host CPU
     bucket_size_bytes: float = 25e6
     first_bucket_bytes: float | None = None  # None: the first bucket has bucket_size_bytes too
     bucketing: Bucketing = Bucketing.DDP

@@ -33,6 +33,11 @@ class FabricContext:
         # power-of-two groups only); a codec's all_gather or all_to_all (top-k, 1-bit) then runs as a
         # ring, as Horovod and DDP hooks do
         requested = comm.strategy.value if supports(op, comm.strategy.value, self.group.size) else "ring"
+        if requested == "ps" and comm.ps_aggregation == "node":  # local aggregation first (collectives/ps.py)
+            from simdist.collectives.ps import ps_node_chains
+
+            return Schedule(op, "ps", float(size_bytes), ps_node_chains(size_bytes, self.group, self.servers,
+                                                                        server_delay_s))
         return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
                                       servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)

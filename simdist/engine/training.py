@@ -152,7 +152,8 @@ def _run_bsp(scenario, fidelity, plan: IterationPlan, ctx, schedule_for) -> _Out
         extrapolated = log.extrapolated
         links = _top_links(ctx)
         records = tuple(log.records) + _link_records(ctx, links)
-    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
+    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers,
+                                         len(ctx.group.nodes[0]) if scenario.communication.ps_aggregation == "node" else 1)
     rate = {sv: b / iteration_s for sv, b in per_exchange.items()}
     sync = _sync_common(scenario, plan, [plan.batch_per_gpu * plan.micro_steps / iteration_s] * plan.dp, 1)
     sync["staleness"] = {"mean": 0.0, "max": 0}
@@ -204,7 +205,8 @@ def _run_local_sgd(scenario, fidelity, plan: IterationPlan, ctx, schedule_for) -
     iteration_s = round_s / h
     compute_round = local_compute_s(plan, h)
     times = tuple(round_s / h for _ in range(max(1, scenario.run.iterations)))
-    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
+    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers,
+                                         len(ctx.group.nodes[0]) if scenario.communication.ps_aggregation == "node" else 1)
     rate = {sv: b / round_s for sv, b in per_exchange.items()}
     sync = _sync_common(scenario, plan, [plan.batch_per_gpu * plan.micro_steps / iteration_s] * plan.dp, h)
     sync["staleness"] = {"mean": 0.0, "max": 0}
@@ -265,4 +267,15 @@ def _strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:
     return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value, "buckets": len(plan.buckets),
             "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
             "compression": comm.compression.method.value, "global_batch": plan.global_batch,
-            "batch_per_gpu": plan.batch_per_gpu, "grad_accumulation": plan.micro_steps}
+            "batch_per_gpu": plan.batch_per_gpu, "grad_accumulation": plan.micro_steps,
+            "compression_ran": _compression_ran(scenario, plan)}
+
+
+def _compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
+    """What the codec really did per bucket (fallbacks named) and the bytes that cross links."""
+    from simdist.compression import make_codec
+    from simdist.compression.report import compression_report
+
+    return compression_report(make_codec(scenario.communication.compression),
+                              [bc.bucket.shapes for bc in plan.buckets], DTYPE_BYTES[scenario.workload.grad_dtype],
+                              plan.dp)

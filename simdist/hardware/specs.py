@@ -59,6 +59,16 @@ class LinkSpec:
         return replace(self, **changes)
 
 
+# A parameter server's update in host memory (communication.ps.server: cpu): a memory-bound streaming update
+# on a two-socket server. DDR4-2933 with 6 channels is 141 GB/s peak per socket; one server process's update
+# threads reach roughly 100 GB/s across both sockets (STREAM-like, UNCERTAIN: calibrate); vector FP32 about
+# 2 TFLOP/s for two 28-core AVX-512 sockets (never the limit of an optimizer update).
+HOST_CPU_SERVER = GpuSpec(key="host-cpu", name="parameter-server host CPU (2 sockets, DDR4)", vendor="",
+                          peak_flops={"fp32": 2.0e12}, memory_bytes=384 * 2**30, memory_bandwidth_Bps=100e9,
+                          tdp_w=0.0, price_per_hour_usd=0.0,
+                          source="DDR4-2933 x 6 channels x 2 sockets (JEDEC rates); achieved update bandwidth UNCERTAIN")
+
+
 class IntraNodeLayout(StrEnum):
     """How GPUs inside one node are wired."""
 

@@ -160,6 +160,10 @@ def build_plan(scenario: Scenario) -> IterationPlan:
                                      ready_s=tuple(d * x if comm.overlap else b * x for d in bucket_done)))
 
     server_gpu = gpus[0][0]  # a PS server is modelled as a machine of the cluster's first kind
+    if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
+        from simdist.hardware.specs import HOST_CPU_SERVER
+
+        server_gpu = HOST_CPU_SERVER
     comms = []
     for j, bucket in enumerate(buckets):
         comm_plan = codec.plan(bucket.shapes, grad_bytes, dp)

@@ -149,6 +149,8 @@ CASES: dict[str, Case] = {
                                              {"communication.strategy": "hierarchical", f"{G}.count": 4}),
     "communication.ps.servers": Case({"communication.ps.servers": 2}, PS),
     "communication.ps.placement": Case({"communication.ps.placement": "dedicated"}, PS),
+    "communication.ps.aggregation": Case({"communication.ps.aggregation": "node"}, PS),
+    "communication.ps.server": Case({"communication.ps.server": "cpu"}, PS),
     "communication.bucket_size": Case({"communication.bucket_size": "1 MB"}),
     "communication.first_bucket_size": Case({"communication.first_bucket_size": "1 MB"}),
     "communication.bucketing": Case({"communication.bucketing": "fusion"}),
