@@ -32,15 +32,21 @@ class FabricContext:
         # hierarchical, torus2d and ps exist for all_reduce only (halving-doubling's all_gather for
         # power-of-two groups only); a codec's all_gather or all_to_all (top-k, 1-bit) then runs as a
         # ring, as Horovod and DDP hooks do
+        from simdist.collectives.host_reduce import host_reduced
+
         requested = comm.strategy.value if supports(op, comm.strategy.value, self.group.size) else "ring"
         if requested == "ps" and comm.ps_aggregation == "node":  # local aggregation first (collectives/ps.py)
             from simdist.collectives.ps import ps_node_chains
 
-            return Schedule(op, "ps", float(size_bytes), ps_node_chains(size_bytes, self.group, self.servers,
-                                                                        server_delay_s))
-        return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
-                                      intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
-                                      servers=self.servers, server_delay_s=server_delay_s, channels=self.channels)
+            sched = Schedule(op, "ps", float(size_bytes), ps_node_chains(size_bytes, self.group, self.servers,
+                                                                         server_delay_s))
+        else:
+            sched = build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
+                                           intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
+                                           servers=self.servers, server_delay_s=server_delay_s,
+                                           channels=self.channels)
+        # reductions on CPUs (gloo's host-memory algorithms, CPU parameter servers) cost host memory time
+        return host_reduced(sched, comm.backend.value, requested, comm.ps_server.value, self.servers)
 
 
 def build_context(scenario: Scenario, fidelity: Fidelity) -> FabricContext:
