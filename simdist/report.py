@@ -54,6 +54,9 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
         "fabric": f"{cluster.fabric.topology.value}, {format_bandwidth(cluster.fabric.link.bandwidth_Bps)} links"
                   + (f", {cluster.fabric.oversubscription:g}:1 oversubscription" if cluster.fabric.oversubscription != 1 else ""),
     }
+    if comm.strategy == StrategyKind.PS:  # `servers` counts server machines; colocated ones are on the workers
+        facts["ps servers"] = (f"{comm.ps_servers} dedicated machines" if dedicated else
+                               f"{comm.ps_servers} colocated on the worker nodes (no extra machines)")
     for key, value in facts.items():
         if key in ("gpus", "nodes"):
             continue
@@ -77,7 +80,7 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
                  f"({result.fidelity}, backend {bench.get('backend', '')}) ==")
         parts.append(format_table(["size", "algorithm", "time", "algbw GB/s", "busbw GB/s"], rows, title=title))
     elif result.iteration_time_s is not None:
-        parts.append(_training_report(result))
+        parts.append(_training_report(result, scenario))
     if result.links:
         parts.append(format_table(["link", "utilization"], [[l.link, f"{l.utilization:.1%}"] for l in result.links],
                                   title="== most utilised links =="))
@@ -93,12 +96,23 @@ def _compression_text(strategy: dict) -> str:
     return str(ran.get("ran")) + (f"; {reasons[0]}" if reasons else "")
 
 
-def _training_report(result: RunResult) -> str:
+def _ps_text(scenario: Scenario | None) -> str:
+    """', 4 dedicated servers, aggregation node, server cpu' for a PS run, else ''."""
+    from simdist.scenario import StrategyKind
+
+    if scenario is None or scenario.communication.strategy != StrategyKind.PS:
+        return ""
+    c = scenario.communication
+    return (f", {c.ps_servers} {c.ps_placement.value} servers, aggregation {c.ps_aggregation.value}, "
+            f"server {c.ps_server.value}")
+
+
+def _training_report(result: RunResult, scenario: Scenario | None = None) -> str:
     s = result.extra.get("strategy", {})
     b = result.breakdown_s
     tp = result.throughput
     pairs = [
-        ("strategy", f"{s.get('name')} (backend {s.get('backend')}, {s.get('buckets')} buckets, "
+        ("strategy", f"{s.get('name')} (backend {s.get('backend')}{_ps_text(scenario)}, {s.get('buckets')} buckets, "
                      f"overlap {s.get('overlap')}, compression {_compression_text(s)})"),
         ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"),
         ("iteration time", format_duration(result.iteration_time_s or 0.0)),

@@ -121,4 +121,4 @@ def test_cluster_summary_counts_dedicated_servers():
     summary, _ = cluster_summary(load_scenario("scenarios/presets/tf-parameter-server.yaml"))
     assert summary["servers"] == 4 and summary["nodes"] == 16
     summary, _ = cluster_summary(load_scenario("scenarios/presets/mxnet-kvstore.yaml"))
-    assert summary["servers"] == 0  # colocated: the servers run on the worker nodes
+    assert summary["servers"] == 0 and summary["ps servers"].startswith("8 colocated")  # no extra machines
