@@ -29,8 +29,13 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
     from simdist.topology.build import build_topology
     from simdist.topology.summary import summary
 
+    from simdist.scenario import PsPlacement, StrategyKind
+
     cluster = scenario.cluster
-    topology = build_topology(cluster)
+    comm = scenario.communication
+    dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
+    topology = build_topology(cluster, server_hosts=comm.ps_servers if dedicated else 0,
+                              server_nic=cluster.node_groups[0].nic.host_side() if dedicated else None)
     facts = summary(topology)
     precision = scenario.workload.precision.value
     peak = sum(g.count * g.gpus_per_node * g.gpu.flops(precision) for g in cluster.node_groups)
@@ -38,13 +43,20 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
         "gpus": cluster.num_gpus,
         "nodes": cluster.num_nodes,
         "gpu models": ", ".join(f"{g.count * g.gpus_per_node} x {g.gpu.key}" for g in cluster.node_groups),
-        "intra-node": ", ".join(sorted({g.intra_node.key for g in cluster.node_groups})),
+        "intra-node": ", ".join(sorted({g.intra_node.key + (" (default: no intra_node given)" if g.intra_node_default
+                                                            else "") for g in cluster.node_groups})),
         "nic per node": ", ".join(sorted({f"{g.nic.count} x {format_bandwidth(g.nic.link.bandwidth_Bps)}"
-                                          f" ({g.nic.link.name}, efficiency {g.nic.link.efficiency:g})"
+                                          f" ({g.nic.link.name}, efficiency {g.nic.link.efficiency:.3g}"
+                                          f" = {g.nic.link.efficiency_basis or 'given'})"
                                           for g in cluster.node_groups})),
+        "nic path": ", ".join(sorted({"GPUDirect RDMA" if g.nic.gpudirect else g.nic.staging
+                                      for g in cluster.node_groups})),
         "fabric": f"{cluster.fabric.topology.value}, {format_bandwidth(cluster.fabric.link.bandwidth_Bps)} links"
                   + (f", {cluster.fabric.oversubscription:g}:1 oversubscription" if cluster.fabric.oversubscription != 1 else ""),
     }
+    if comm.strategy == StrategyKind.PS:  # `servers` counts server machines; colocated ones are on the workers
+        facts["ps servers"] = (f"{comm.ps_servers} dedicated machines" if dedicated else
+                               f"{comm.ps_servers} colocated on the worker nodes (no extra machines)")
     for key, value in facts.items():
         if key in ("gpus", "nodes"):
             continue
@@ -68,20 +80,40 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
                  f"({result.fidelity}, backend {bench.get('backend', '')}) ==")
         parts.append(format_table(["size", "algorithm", "time", "algbw GB/s", "busbw GB/s"], rows, title=title))
     elif result.iteration_time_s is not None:
-        parts.append(_training_report(result))
+        parts.append(_training_report(result, scenario))
     if result.links:
         parts.append(format_table(["link", "utilization"], [[l.link, f"{l.utilization:.1%}"] for l in result.links],
                                   title="== most utilised links =="))
     return "\n\n".join(parts)
 
 
-def _training_report(result: RunResult) -> str:
+def _compression_text(strategy: dict) -> str:
+    """The compression that ran: the requested method, or what it fell back to and why."""
+    ran = strategy.get("compression_ran")
+    if not isinstance(ran, dict):
+        return str(strategy.get("compression"))
+    reasons = ran.get("fallback_reasons") or []
+    return str(ran.get("ran")) + (f"; {reasons[0]}" if reasons else "")
+
+
+def _ps_text(scenario: Scenario | None) -> str:
+    """', 4 dedicated servers, aggregation node, server cpu' for a PS run, else ''."""
+    from simdist.scenario import StrategyKind
+
+    if scenario is None or scenario.communication.strategy != StrategyKind.PS:
+        return ""
+    c = scenario.communication
+    return (f", {c.ps_servers} {c.ps_placement.value} servers, aggregation {c.ps_aggregation.value}, "
+            f"server {c.ps_server.value}")
+
+
+def _training_report(result: RunResult, scenario: Scenario | None = None) -> str:
     s = result.extra.get("strategy", {})
     b = result.breakdown_s
     tp = result.throughput
     pairs = [
-        ("strategy", f"{s.get('name')} (backend {s.get('backend')}, {s.get('buckets')} buckets, "
-                     f"overlap {s.get('overlap')}, compression {s.get('compression')})"),
+        ("strategy", f"{s.get('name')} (backend {s.get('backend')}{_ps_text(scenario)}, {s.get('buckets')} buckets, "
+                     f"overlap {s.get('overlap')}, compression {_compression_text(s)})"),
         ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"
                          if s.get("batch_split", "equal") == "equal" else
                          f"{s.get('global_batch')} (split {s.get('batch_split')} over the node groups, "

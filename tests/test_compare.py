@@ -67,14 +67,14 @@ def test_topk_encode_cost_loses_on_a_single_nvswitch_node():
 
 @pytest.mark.parametrize("ratio, n_loses", [(0.01, True), (0.001, False)])
 def test_topk_loses_at_scale_unless_the_ratio_is_small(ratio, n_loses):
-    """Top-k all_gathers N k (v + i) bytes: beyond N* = 2v / (ratio (v + i)) (100 at 1 %) it moves more
-    than the dense ring all_reduce and loses on a communication-bound 10 GbE cluster."""
+    """Top-k all_gathers N k (v + i) bytes: beyond N* = 2v / (ratio (v + i)) (100 at 1 %) it would move more
+    than the dense ring all_reduce, so its buckets fall back to the dense all_reduce there (no gain)."""
     methods = [CompressionSpec(CompressionMethod.TOPK, ratio=ratio)]
     small = breakeven(_scenario(count=4, gpus_per_node=8), [10 * GBPS], methods)  # 32 workers
     large = breakeven(_scenario(count=32, gpus_per_node=8), [10 * GBPS], methods)  # 256 workers
     label = method_label(methods[0])
     assert small.speedup(label)[0] > 1
-    assert (large.speedup(label)[0] < 1) == n_loses
+    assert (large.speedup(label)[0] <= 1 + 1e-9) == n_loses
 
 
 def test_simulate_fidelity_agrees_with_estimate_on_the_verdict():

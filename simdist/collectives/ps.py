@@ -1,23 +1,45 @@
-"""Parameter-server all-reduce: the tensor is sharded evenly over the servers; every worker pushes
-its shard to each server (independent flows), the server updates, every worker pulls it back.
+"""Parameter-server all-reduce: the tensor is sharded evenly over the servers; workers push their
+gradients' shards to the servers, each server updates its shard, workers pull it back.
 
 Servers are endpoint ids: one inside the group is colocated with that worker (its own shard never
-touches the wire); one outside the group is a dedicated server host (ids after the GPUs). One chain
-per server, so servers run independently: push (lockstep=False, then the server's `delay_s`),
-then pull (lockstep=False).
+touches the wire); one outside the group is a dedicated server host (ids after the GPUs).
+
+Two ways of running the workers (`communication.ps.aggregation`):
+- `gpu` (per-GPU workers): every GPU pushes its whole gradient. One chain per server, so servers run
+  independently: push (lockstep=False, then the server's `delay_s`), then pull (lockstep=False).
+- `node` (local aggregation, as TensorFlow's replicated strategies, MXNet KVStore device+dist and
+  BytePS run it): the GPUs of each node first reduce-scatter the gradient among themselves (the
+  node's interior, `intra` algorithm), so each GPU holds 1/g of the node's sum; each GPU pushes its
+  slice's part of every server's shard, so one gradient's worth (S) crosses each node's NICs per
+  direction instead of g x S; after the pull the node all-gathers. Push and pull are one step each
+  over all servers (a server's update waits for its last push; shards are balanced, so this is the
+  per-server chain's time), between the two intra-node phases in one chain.
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Sequence
 
-from simdist.collectives.schedule import Group, Step, Transfer
+from simdist.collectives._steps import merge_parallel
+from simdist.collectives.flat import flat_chain
+from simdist.collectives.schedule import CollectiveOp, Group, Step, Transfer
 
 
-def ps_chains(
-    size_bytes: float, group: Group, servers: Sequence[int], delay_s: float = 0.0
-) -> tuple[tuple[Step, ...], ...]:
-    """One (push, pull) chain per server for an all-reduce of `size_bytes` per worker."""
-    servers = tuple(servers)
+class PsAggregation(StrEnum):
+    """communication.ps.aggregation: who pushes to the servers."""
+
+    GPU = "gpu"  # every GPU is a worker (per-GPU push and pull)
+    NODE = "node"  # gradients are reduced inside each node first: one gradient's worth per node
+
+
+class PsServer(StrEnum):
+    """communication.ps.server: what a server's update runs on."""
+
+    GPU = "gpu"  # on a GPU of the cluster's first kind (HBM bandwidth)
+    CPU = "cpu"  # in host memory on the CPU (TensorFlow PS tasks, MXNet and BytePS servers): HOST_CPU_SERVER
+
+
+def _check(servers: tuple[int, ...], delay_s: float) -> None:
     if not servers:
         raise ValueError("ps needs at least one server endpoint (servers=(...))")
     if len(set(servers)) != len(servers):
@@ -26,6 +48,14 @@ def ps_chains(
         raise ValueError(f"ps servers must be non-negative endpoint ids, got {servers}")
     if delay_s < 0:
         raise ValueError(f"server_delay_s must be >= 0, got {delay_s}")
+
+
+def ps_chains(
+    size_bytes: float, group: Group, servers: Sequence[int], delay_s: float = 0.0
+) -> tuple[tuple[Step, ...], ...]:
+    """One (push, pull) chain per server for an all-reduce of `size_bytes` per worker (per-GPU workers)."""
+    servers = tuple(servers)
+    _check(servers, delay_s)
     shard = size_bytes / len(servers)
     chains = []
     for sv in servers:
@@ -46,3 +76,31 @@ def ps_chains(
             steps.append(Step((), lockstep=False, delay_s=delay_s, label=f"server {sv} update"))
         chains.append(tuple(steps))
     return tuple(chains)
+
+
+def ps_node_chains(
+    size_bytes: float, group: Group, servers: Sequence[int], delay_s: float = 0.0, intra: str = "ring"
+) -> tuple[tuple[Step, ...], ...]:
+    """Node-aggregated PS all-reduce: intra-node reduce-scatter, push / update / pull of each GPU's
+    slice, intra-node all-gather (see the module docstring). Every node must hold as many GPUs."""
+    servers = tuple(servers)
+    _check(servers, delay_s)
+    sizes = {len(node) for node in group.nodes}
+    if len(sizes) > 1:
+        raise ValueError(f"ps aggregation 'node' needs the same number of GPUs on every node, got {sorted(sizes)}")
+    per_node = sizes.pop() if sizes else 1
+    part = size_bytes / per_node / len(servers)  # one GPU's slice of one server's shard
+    push = tuple(Transfer(w, sv, part) for node in group.nodes for w in node for sv in servers if w != sv)
+    pull = tuple(Transfer(sv, w, part) for node in group.nodes for w in node for sv in servers if w != sv)
+    local = [node for node in group.nodes if len(node) > 1]
+    steps: list[Step] = list(merge_parallel([flat_chain(intra, CollectiveOp.REDUCE_SCATTER, size_bytes, node)
+                                             for node in local]))
+    if push:
+        senders = {t.src for t in push}
+        steps.append(Step(push, lockstep=False, delay_s=delay_s, reduce_bytes=part * len(senders),
+                          label="push node-aggregated slices"))
+        steps.append(Step(pull, lockstep=False, label="pull node-aggregated slices"))
+    elif delay_s > 0:
+        steps.append(Step((), lockstep=False, delay_s=delay_s, label="server update"))
+    steps += merge_parallel([flat_chain(intra, CollectiveOp.ALL_GATHER, size_bytes, node) for node in local])
+    return (tuple(steps),)

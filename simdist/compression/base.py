@@ -155,16 +155,33 @@ class CodecBase:
 
     # -- public ---------------------------------------------------------------------------------
     def plan(self, shapes: Shapes, grad_bytes_per_elem: float = 4, n_workers: int = 1) -> CommPlan:
-        """The collectives carrying the bucket; the dense all_reduce when compression would not shrink it."""
+        """The collectives carrying the bucket; the dense all_reduce when compression would not shrink the
+        bytes that cross links (`CommPlan.bus_bytes`: a gather of N payloads is compared with the dense
+        all_reduce's 2(N-1)/N, not the per-worker payload with the dense buffer)."""
+        return self._plan_and_reason(Bucket.of(shapes, grad_bytes_per_elem), n_workers)[0]
+
+    def fallback_reason(self, shapes: Shapes, grad_bytes_per_elem: float = 4, n_workers: int = 1) -> str:
+        """Why the bucket goes dense ('' when the codec runs), for the result and the text table."""
+        return self._plan_and_reason(Bucket.of(shapes, grad_bytes_per_elem), n_workers)[1]
+
+    def _plan_and_reason(self, b: Bucket, n_workers: int) -> tuple[CommPlan, str]:
         assert n_workers >= 1, n_workers
-        b = Bucket.of(shapes, grad_bytes_per_elem)
         dense = dense_plan(b)
         if b.numel == 0:
-            return dense
+            return dense, ""
         comp = self._compressed_plan(b, n_workers)
-        if comp is None or comp.wire_bytes(n_workers) >= dense.wire_bytes(n_workers):
-            return dense
-        return comp
+        if comp is None:
+            return dense, self._no_plan_reason(b, n_workers)
+        # bytes that cross links (ring bus bytes); one worker has no links, so its payload decides
+        measure = (lambda p: p.bus_bytes(n_workers)) if n_workers > 1 else (lambda p: p.wire_bytes(n_workers))
+        if measure(comp) >= measure(dense):
+            what = "bytes over the links (ring bus bytes)" if n_workers > 1 else "payload"
+            return dense, (f"{self.method.value}'s {what} would not be smaller than the dense all_reduce's "
+                           f"at {n_workers} workers")
+        return comp, ""
+
+    def _no_plan_reason(self, b: Bucket, n_workers: int) -> str:
+        return f"{self.method.value} has no compressed form for this bucket at {n_workers} workers"
 
     def wire_bytes(self, shapes: Shapes, grad_bytes_per_elem: float = 4, n_workers: int = 1) -> float:
         """Per-worker payload bytes of the bucket on the wire (never more than the dense bucket)."""

@@ -77,12 +77,21 @@ class Int8Codec(CodecBase):
 
     def _compressed_plan(self, b: Bucket, n_workers: int) -> CommPlan | None:
         width = self.wire_elem_bytes(n_workers)
-        if width is None:
+        if width is None or width * 8 >= 8 * b.elem_bytes:  # int32 of fp32 (or wider) gradients: no saving
             return None
         return CommPlan(
             (Collective(CollectiveOp.ALL_REDUCE, b.tensors * SCALE_BYTES),
              Collective(CollectiveOp.ALL_REDUCE, b.numel * width)),
             True, labels=("scale_max", f"int{8 * width}"))
+
+    def _no_plan_reason(self, b: Bucket, n_workers: int) -> str:
+        width = self.wire_elem_bytes(n_workers)
+        if width is None:
+            return (f"int8 sums of {n_workers} workers would overflow even int32 at {self.min_levels} levels; "
+                    "no backend sums wider integers")
+        return (f"the int8 sum of {n_workers} workers leaves fewer than {self.min_levels} level(s) per worker "
+                f"(127 // {n_workers}), so the wire integer widens to int{8 * width} (no backend sums int16), "
+                f"no smaller than the {b.elem_bytes:g}-byte gradients: the dense all_reduce runs")
 
     def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
         width = self.wire_elem_bytes(n_workers) or 4

@@ -45,6 +45,8 @@ CODECS: dict[CompressionMethod, Callable[[CompressionSpec], Codec]] = {
 }
 _USES_RATIO = {CompressionMethod.TOPK, CompressionMethod.RANDOMK}
 _USES_RANK = {CompressionMethod.POWERSGD}
+_USES_ERROR_FEEDBACK = {CompressionMethod.ONEBIT, CompressionMethod.TOPK, CompressionMethod.RANDOMK,
+                        CompressionMethod.POWERSGD}
 
 
 def make_codec(spec: CompressionSpec, cost_factor: float = 1.0) -> Codec:
@@ -63,6 +65,10 @@ def make_codec(spec: CompressionSpec, cost_factor: float = 1.0) -> Codec:
     if spec.rank is not None and method not in _USES_RANK:
         raise ScenarioError.bad_value(f"{PATH}.rank", spec.rank,
                                       f"no rank for method {method.value!r} (only powersgd takes one)")
+    if not spec.error_feedback and method not in _USES_ERROR_FEEDBACK:
+        raise ScenarioError.bad_value(f"{PATH}.error_feedback", False,
+                                      f"true (method {method.value!r} keeps no residual; only onebit, topk, randomk "
+                                      "and powersgd have error feedback to turn off)")
     codec = CODECS[method](spec)
     if cost_factor != 1.0 and dataclasses.is_dataclass(codec) and hasattr(codec, "cost"):
         codec = dataclasses.replace(codec, cost=dataclasses.replace(codec.cost, calibration=cost_factor))  # type: ignore[type-var]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from simdist.engine.context import build_context
+from simdist.topology.summary import link_assumptions
 from simdist.results.records import CollectiveRow, LinkUtilization, RunResult
 from simdist.scenario import Fidelity, Scenario
 
@@ -32,6 +33,6 @@ def run_benchmark(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
         links = tuple(LinkUtilization(k, round(v, 6)) for k, v in top if v > 0)
     return RunResult(**result_header(scenario, fidelity), collectives=tuple(rows), links=links,
-                     extra={"benchmark": {"op": bench.op.value, "ranks": n,
+                     extra={"links_used": link_assumptions(scenario.cluster), "benchmark": {"op": bench.op.value, "ranks": n,
                                           "strategy": scenario.communication.strategy.value,
                                           "backend": scenario.communication.backend.value}})

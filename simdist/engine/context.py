@@ -60,11 +60,22 @@ class FabricContext:
         # hierarchical, torus2d and ps exist for all_reduce only (halving-doubling's all_gather for
         # power-of-two groups only); a codec's all_gather or all_to_all (top-k, 1-bit) then runs as a
         # ring, as Horovod and DDP hooks do
+        from simdist.collectives.host_reduce import host_reduced
+
         requested = comm.strategy.value if supports(op, comm.strategy.value, self.group.size) else "ring"
-        return build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
-                                      intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
-                                      servers=self.servers, server_delay_s=server_delay_s, channels=self.channels,
-                                      node_orders=self._node_orders(), **self._tuning())
+        if requested == "ps" and comm.ps_aggregation == "node":  # local aggregation first (collectives/ps.py)
+            from simdist.collectives.ps import ps_node_chains
+
+            sched = Schedule(op, "ps", float(size_bytes), ps_node_chains(size_bytes, self.group, self.servers,
+                                                                         server_delay_s))
+        else:
+            sched = build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
+                                           intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
+                                           servers=self.servers, server_delay_s=server_delay_s,
+                                           channels=self.channels, node_orders=self._node_orders(), **self._tuning())
+        # reductions on CPUs (gloo's host-memory algorithms, CPU parameter servers) cost host memory time
+        return host_reduced(sched, comm.backend.value, requested, comm.ps_server.value, self.servers)
+
 
     def _node_orders(self):
         """The rings NCCL builds from each node's graph (collectives.node_rings), computed once."""
@@ -100,7 +111,7 @@ def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment
     comm = scenario.communication
     dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
     server_hosts = comm.ps_servers if dedicated else 0
-    server_nic = scenario.cluster.node_groups[0].nic if dedicated else None
+    server_nic = scenario.cluster.node_groups[0].nic.host_side() if dedicated else None
     topology = build_topology(scenario.cluster, server_hosts=server_hosts, server_nic=server_nic)
     env = simpy.Environment() if env is None else env
     network = build_network(fidelity.value, env, topology)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from simdist.results.records import Breakdown, LinkUtilization, StepRecord, Throughput
 from simdist.scenario import CompressionMethod, CompressionSpec, Scenario, StrategyKind, SyncMode
-from simdist.strategies.plan import IterationPlan
+from simdist.strategies.plan import DTYPE_BYTES, IterationPlan
 from simdist.strategies.sync_report import server_load, wire_bytes_per_iteration
 
 TOP_LINKS = 10
@@ -82,11 +82,22 @@ def throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
 
 def strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:
     comm = scenario.communication
-    return {"name": comm.strategy.value, "backend": comm.backend.value, "buckets": len(plan.buckets),
-            "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
+    return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
+            "buckets": len(plan.buckets), "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
             "compression": comm.compression.method.value, "global_batch": plan.global_batch,
             "batch_per_gpu": plan.batch_per_gpu, "grad_accumulation": plan.micro_steps,
-            "batch_split": scenario.training.batch_split.value, "rank_classes": len(plan.classes)}
+            "batch_split": scenario.training.batch_split.value, "rank_classes": len(plan.classes),
+            "compression_ran": compression_ran(scenario, plan)}
+
+
+def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
+    """What the codec really did per bucket (fallbacks named) and the bytes that cross links."""
+    from simdist.compression import make_codec
+    from simdist.compression.report import compression_report
+
+    return compression_report(make_codec(scenario.communication.compression),
+                              [bc.bucket.shapes for bc in plan.buckets], DTYPE_BYTES[scenario.workload.grad_dtype],
+                              plan.dp)
 
 
 def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[dict]:

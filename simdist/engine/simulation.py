@@ -10,7 +10,7 @@ import simpy
 from simdist import __version__
 from simdist.errors import ScenarioError
 from simdist.results.records import RunResult
-from simdist.scenario import Fidelity, Scenario
+from simdist.scenario import Fidelity, Scenario, unused_key_issues
 
 
 class Simulation:
@@ -72,6 +72,11 @@ def simulate(scenario: Scenario, fidelity: str = "") -> RunResult:
     An empty fidelity takes the scenario's `run.fidelity`.
     """
     chosen = Fidelity(fidelity) if fidelity else scenario.run.fidelity
+    unused = unused_key_issues(scenario)  # keys nothing reads, or features that do not run yet: refused
+    if unused:
+        from simdist.errors import ScenarioError
+
+        raise ScenarioError(unused)
     if scenario.failures is not None:  # only static stragglers run today; the rest is refused by path
         from simdist.strategies.stragglers import check_failures
 

@@ -13,6 +13,7 @@ import statistics
 from simdist.engine.outcomes import (Outcome, breakdown, node_groups, servers_row, statistical_efficiency,
                                      strategy_summary, sync_common, throughput, top_links, link_records)
 from simdist.results.records import MemoryUsage, RunResult
+from simdist.topology.summary import link_assumptions
 from simdist.scenario import Fidelity, Scenario, SyncMode
 from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, rank_batches
 from simdist.strategies.sync_report import ps_bytes_per_exchange, staleness_stats, worker_iteration_s
@@ -67,6 +68,7 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
         out = _run_lockstep(sim, plan, scenario.training.local_steps if sync == SyncMode.LOCAL_SGD else None)
     tp = throughput(plan, out.iteration_s)
     extra = {"strategy": strategy_summary(scenario, plan),
+             "links_used": link_assumptions(scenario.cluster),
              "simulated_iterations": out.simulated,
              "inferred_iterations": out.inferred,
              "sync": out.sync,
@@ -139,7 +141,8 @@ def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None) -> Outcome:
                 for c, v in log.class_compute_busy_s.items()}
         links = top_links(ctx)
         records = tuple(log.records) + link_records(ctx, links)
-    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers)
+    per_exchange = ps_bytes_per_exchange(plan, ctx.group.ranks, ctx.servers,
+                                         len(ctx.group.nodes[0]) if scenario.communication.ps_aggregation == "node" else 1)
     rate = {sv: b / (iteration_s * period) for sv, b in per_exchange.items()}
     batches = _rank_samples(plan)
     sync = sync_common(scenario, plan, [b / iteration_s for b in batches], period)

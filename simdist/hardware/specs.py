@@ -48,6 +48,7 @@ class LinkSpec:
     name: str = "custom"  # catalog key (e.g. 'ib-hdr', 'nvlink3') or 'custom'
     transport: str = ""  # nvlink | pcie | rdma | tcp | upi ...
     source: str = ""
+    efficiency_basis: str = field(default="", compare=False)  # where `efficiency` comes from (transport default at a rate, entry, scenario, profile)
 
     @property
     def effective_Bps(self) -> float:
@@ -56,6 +57,16 @@ class LinkSpec:
 
     def with_(self, **changes: object) -> "LinkSpec":
         return replace(self, **changes)
+
+
+# A parameter server's update in host memory (communication.ps.server: cpu): a memory-bound streaming update
+# on a two-socket server. DDR4-2933 with 6 channels is 141 GB/s peak per socket; one server process's update
+# threads reach roughly 100 GB/s across both sockets (STREAM-like, UNCERTAIN: calibrate); vector FP32 about
+# 2 TFLOP/s for two 28-core AVX-512 sockets (never the limit of an optimizer update).
+HOST_CPU_SERVER = GpuSpec(key="host-cpu", name="parameter-server host CPU (2 sockets, DDR4)", vendor="",
+                          peak_flops={"fp32": 2.0e12}, memory_bytes=384 * 2**30, memory_bandwidth_Bps=100e9,
+                          tdp_w=0.0, price_per_hour_usd=0.0,
+                          source="DDR4-2933 x 6 channels x 2 sockets (JEDEC rates); achieved update bandwidth UNCERTAIN")
 
 
 class IntraNodeLayout(StrEnum):
@@ -87,8 +98,31 @@ class IntraNodeSpec:
 class NicSpec:
     """The node's network interfaces: `count` NICs each with `link`."""
 
-    link: LinkSpec
+    link: LinkSpec  # what a transfer through the NIC achieves (with host staging folded in when gpudirect is off)
     count: int = 1
+    gpudirect: bool = True  # GPUDirect RDMA; False: GPU -> host memory -> NIC over PCIe (see staged_nic_link)
+    wire_link: LinkSpec | None = None  # the NIC's own link before host staging (None: same as `link`)
+    staging: str = ""  # how host staging changed `link`, for the cluster summary and the result
+
+    @property
+    def line_link(self) -> LinkSpec:
+        """The NIC's own link class (before host staging): what a default fabric link copies."""
+        return self.wire_link or self.link
+
+    def host_side(self) -> "NicSpec":
+        """The same NICs on a CPU host (a dedicated server): no GPU memory to stage from."""
+        return NicSpec(self.line_link, self.count) if self.wire_link is not None else self
+
+
+def staged_nic_link(nic: LinkSpec, pcie: LinkSpec) -> LinkSpec:
+    """A NIC leg without GPUDirect RDMA: data is copied GPU -> host memory over PCIe at the sender and
+    host memory -> GPU at the receiver, in chunks pipelined with the network transfer (as NCCL's net
+    transport without GDR and gloo do). Modelled as each NIC leg's efficiency and latency (the path is
+    not rerouted through the CPU): the leg achieves min(NIC, PCIe) effective bandwidth and pays one
+    PCIe latency more per message (its end's copy), so a node-to-node path pays two."""
+    effective = min(nic.effective_Bps, pcie.effective_Bps)
+    return replace(nic, efficiency=effective / nic.bandwidth_Bps, latency_s=nic.latency_s + pcie.latency_s,
+                   efficiency_basis=f"{nic.efficiency_basis}, staged via host memory over {pcie.name}")
 
 
 @dataclass(frozen=True)
@@ -100,6 +134,7 @@ class NodeGroupSpec:
     gpus_per_node: int
     intra_node: IntraNodeSpec
     nic: NicSpec
+    intra_node_default: bool = False  # True: the scenario gave no intra_node, DEFAULT_INTRA_NODE was used
 
 
 class TopologyKind(StrEnum):

@@ -46,6 +46,7 @@ class LinkCalibration:
             changes["latency_s"] = self.latency_s
         if self.efficiency is not None:
             changes["efficiency"] = self.efficiency
+            changes["efficiency_basis"] = "calibration profile (measured)"
         return replace(link, **changes) if changes else link
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Collection, Mapping
@@ -38,6 +39,7 @@ _GPU_KEYS = ("name", "vendor", "peak_flops", "memory", "memory_bandwidth", "tdp_
 _LINK_KEYS = ("link", "bandwidth", "latency", "efficiency", "transport", "source")
 _LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficiency_reason", "source")
 _TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
+_TRANSPORT_OPTIONAL = ("by_rate",)
 _INTRA_KEYS = ("description", "layout", "gpu_link", "pcie_link", "gpus_per_pcie_switch", "sockets",
                "socket_link", "nic_attach", "gpus", "source")
 
@@ -51,6 +53,27 @@ class TransportDefault:
     latency_s: float
     reason: str = ""
     source: str = ""
+    by_rate: tuple[tuple[float, float], ...] = ()  # (line rate B/s, efficiency), ascending rates
+
+    def efficiency_at(self, bandwidth_Bps: float | None) -> float:
+        """The default efficiency of a link of this transport at line rate `bandwidth_Bps`: linear in
+        log(rate) between the `by_rate` points, flat outside them; `efficiency` without points. Catalog
+        entries and inline links both take their default from here, so equal rates get equal figures."""
+        pts = self.by_rate
+        if not pts or bandwidth_Bps is None or not bandwidth_Bps > 0:
+            return self.efficiency
+        if bandwidth_Bps <= pts[0][0]:
+            return pts[0][1]
+        for (r0, e0), (r1, e1) in zip(pts, pts[1:]):
+            if bandwidth_Bps <= r1:
+                t = math.log(bandwidth_Bps / r0) / math.log(r1 / r0)
+                return e0 + t * (e1 - e0)
+        return pts[-1][1]
+
+    def basis_at(self, bandwidth_Bps: float | None) -> str:
+        """Where efficiency_at's figure comes from, for the cluster summary and the result."""
+        rate = f" at {format_bandwidth(bandwidth_Bps)}" if self.by_rate and bandwidth_Bps else ""
+        return f"{self.transport} default{rate}"
 
 
 class _Issues:
@@ -201,14 +224,22 @@ def parse_gpu_inline(d: Mapping[str, Any], path: str) -> GpuSpec:
 
 def _parse_transport_default(d: object, path: str, transport: str) -> TransportDefault:
     d = _mapping(d, path)
-    _check_keys(d, path, _TRANSPORT_KEYS, _TRANSPORT_KEYS)
+    _check_keys(d, path, _TRANSPORT_KEYS + _TRANSPORT_OPTIONAL, _TRANSPORT_KEYS)
     issues = _Issues()
+    points: list[tuple[float, float]] = []
+    if "by_rate" in d:
+        for rate, eff in (issues.take(_mapping, d["by_rate"], f"{path}.by_rate") or {}).items():
+            points.append((issues.take(parse_bandwidth, rate, f"{path}.by_rate.{rate}"),
+                           issues.take(_fraction, eff, f"{path}.by_rate.{rate}")))
     td = TransportDefault(transport, issues.take(_fraction, d["efficiency"], f"{path}.efficiency"),
                           issues.take(parse_duration, d["latency"], f"{path}.latency"),
                           issues.take(_text, d["reason"], f"{path}.reason"),
                           issues.take(_text, d["source"], f"{path}.source"))
     issues.raise_if_any()
-    return td
+    rates = [r for r, _ in points]
+    if rates != sorted(rates) or len(set(rates)) != len(rates):
+        raise ScenarioError(Issue(f"{path}.by_rate", "expected strictly ascending line rates"))
+    return dataclasses.replace(td, by_rate=tuple(points))
 
 
 def _parse_link_entry(d: object, path: str, key: str, transports: Mapping[str, TransportDefault]) -> LinkSpec:
@@ -226,8 +257,12 @@ def _parse_link_entry(d: object, path: str, key: str, transports: Mapping[str, T
         why = issues.take(_text, d["efficiency_reason"], f"{path}.efficiency_reason")
     issues.raise_if_any()
     if "efficiency" not in d:
-        eff, why = transports[transport].efficiency, f"{transport} default: {transports[transport].reason}"
-    return LinkSpec(bw, lat, eff, key, transport, f"{src}. Efficiency {eff:g} ({why})")
+        td = transports[transport]
+        eff, why = td.efficiency_at(bw), f"{td.basis_at(bw)}: {td.reason}"
+        basis = td.basis_at(bw)
+    else:
+        basis = f"catalog entry {key}"
+    return LinkSpec(bw, lat, eff, key, transport, f"{src}. Efficiency {eff:.3g} ({why})", efficiency_basis=basis)
 
 
 def parse_link_catalog(data: object, file: str) -> tuple[dict[str, LinkSpec], dict[str, TransportDefault]]:
@@ -272,14 +307,18 @@ def _parse_link(d: object, path: str, default: LinkSpec | None, ignore: Collecti
                                       f"(or a transport: {', '.join(TRANSPORTS)} to take its default)"))
     if "efficiency" in d:
         eff = issues.take(_fraction, d["efficiency"], f"{path}.efficiency")
-    else:
-        eff = start.efficiency if carry else (td.efficiency if td else 1.0)
+        basis = f"given at {path or 'top level'}"
+    elif carry and not (start.efficiency_basis.startswith(f"{transport} default") and "bandwidth" in d):
+        eff, basis = start.efficiency, start.efficiency_basis
+    else:  # the transport's default at this link's own rate (also when a new rate replaces a default's)
+        eff = td.efficiency_at(bw) if td else 1.0
+        basis = td.basis_at(bw) if td else "no transport: 1.0"
     src = issues.take(_text, d["source"], f"{path}.source") if "source" in d else None
     issues.raise_if_any()
     name = start.name if start is not None and "bandwidth" not in d else "custom"
     if src is None:
         src = start.source if start is not None and carry else f"inline spec at {path or 'top level'}"
-    return LinkSpec(bw, lat, eff, name, transport or "", src)
+    return LinkSpec(bw, lat, eff, name, transport or "", src, efficiency_basis=basis)
 
 
 def parse_link_inline(d: Mapping[str, Any], path: str, default: LinkSpec | None = None, *,

@@ -15,7 +15,8 @@ from simdist.io.resolve_workload import resolve_workload
 from simdist.io.schema import FailureKind, FailuresModel, RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec, FailureEventSpec, FailuresSpec,
-    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsPlacement, RandomFailuresSpec, Recompute, RecoverySpec,
+    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsAggregation, PsPlacement, PsServer, RandomFailuresSpec,
+    Recompute, RecoverySpec,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
 )
 
@@ -91,6 +92,10 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
             if algo not in _SUB_ALGORITHMS:
                 issues.append(Issue(f"communication.hierarchical.{level}", f"got '{algo}'; expected one of "
                                     f"{', '.join(sorted(a.value for a in _SUB_ALGORITHMS))}"))
+    if (strategy is StrategyKind.PS and PsAggregation(c.ps.aggregation) is PsAggregation.NODE
+            and c.ps.aggregation and str(m.training.sync) in ("asp", "ssp")):
+        issues.append(Issue("communication.ps.aggregation", f"got 'node' with training.sync '{m.training.sync}'; "
+                                                            "asynchronous workers are single GPUs (use gpu)"))
     if (strategy is StrategyKind.PS and PsPlacement(c.ps.placement) is PsPlacement.COLOCATED
             and gpus is not None and c.ps.servers > gpus):
         issues.append(Issue("communication.ps.servers", f"got {c.ps.servers}; colocated servers cannot "
@@ -99,7 +104,8 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
     return CommunicationSpec(
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
         hierarchical_inter=StrategyKind(c.hierarchical.inter), ps_servers=c.ps.servers,
-        ps_placement=PsPlacement(c.ps.placement), bucket_size_bytes=c.bucket_size,
+        ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
+        ps_server=PsServer(c.ps.server), bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
         overlap=c.overlap,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
@@ -126,6 +132,11 @@ def _failures(f: FailuresModel | None, cluster: ClusterSpec | None, issues: list
                                                       f"(0..{limit - 1})"))
         if kind is FailureKind.LINK_DEGRADE and e.factor is None:
             issues.append(Issue(f"{path}.factor", "required key is missing (link_degrade needs the remaining fraction)"))
+        if e.factor is not None and kind is not FailureKind.LINK_DEGRADE:
+            issues.append(Issue(f"{path}.factor", f"got {e.factor}; only link_degrade events take a factor "
+                                                  "(a straggler takes slowdown)"))
+        if e.slowdown is not None and kind is not FailureKind.STRAGGLER:
+            issues.append(Issue(f"{path}.slowdown", f"got {e.slowdown}; only straggler events take a slowdown"))
         if kind is FailureKind.STRAGGLER:
             if e.slowdown is None:
                 issues.append(Issue(f"{path}.slowdown", "required key is missing (straggler needs a slowdown)"))
@@ -161,11 +172,17 @@ def _calibration(value: str | None, base_dir: Path, issues: list[Issue]) -> str 
 _PER_NODE_STRATEGIES = {StrategyKind.HIERARCHICAL, StrategyKind.TORUS2D}  # a row/level per node: equal sizes
 
 
-def _check_uniform_nodes(strategy: StrategyKind, cluster, issues: list[Issue]) -> None:
-    """hierarchical and torus2d arrange ranks node by node, so every node must hold the same number of GPUs."""
-    if strategy not in _PER_NODE_STRATEGIES or cluster is None:
+def _check_uniform_nodes(strategy: StrategyKind, cluster, issues: list[Issue], aggregation: str = "gpu") -> None:
+    """hierarchical and torus2d arrange ranks node by node, so every node must hold the same number of GPUs
+    (as must a node-aggregated PS)."""
+    if cluster is None:
         return
     sizes = sorted({g.gpus_per_node for g in cluster.node_groups})
+    if strategy is StrategyKind.PS and aggregation == "node" and len(sizes) > 1:
+        issues.append(Issue("communication.ps.aggregation", f"got 'node'; it needs the same number of GPUs on "
+                                                            f"every node, but the node groups have {sizes}"))
+    if strategy not in _PER_NODE_STRATEGIES:
+        return
     if len(sizes) > 1:
         issues.append(Issue("communication.strategy", f"got '{strategy}'; it needs the same number of GPUs on every "
                                                       f"node, but the node groups have {sizes} (use ring, tree, "
@@ -182,7 +199,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     gpus = cluster.num_gpus if cluster is not None else None
     training = _training(m, gpus, issues)
     communication = _communication(m, gpus, issues)
-    _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues)
+    _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
     failures = _failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

@@ -17,9 +17,10 @@ from typing import Any, Callable
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import (
     ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, NicSpec, NodeGroupSpec,
-    TopologyKind,
+    TopologyKind, staged_nic_link,
 )
 from simdist.io.fields import unknown_key_message
+from simdist.io.schema_cluster import DEFAULT_INTRA_NODE
 from simdist.io.schema import ClusterModel, FabricModel, IntraNodeModel, LinkModel, NicModel, NodeGroupModel
 
 
@@ -61,46 +62,54 @@ def _lookup(table: dict[str, Any], key: str, path: str, what: str, issues: list[
     return None
 
 
-def _transport_default(transport: str, path: str, issues: list[Issue]) -> LinkSpec | None:
+def _transport_default(transport: str, path: str, issues: list[Issue]) -> Any:
     cat = hardware_catalog()
     return guarded(issues, path, lambda: cat.transport_default(transport))
 
 
 def build_link(m: LinkModel, path: str, transport: str, issues: list[Issue],
                base: LinkSpec | None = None) -> LinkSpec | None:
-    """An inline link: explicit keys win, then the catalog base, then the transport default."""
+    """An inline link: explicit keys win, then the catalog base, then the transport default at the
+    link's own rate (the same function the catalog entries take theirs from)."""
     if m.link is not None:
         base = _lookup(hardware_catalog().links(), m.link, f"{path}.link", "link", issues)
         if base is None:
             return None
     transport = str(m.transport or (base.transport if base is not None and base.transport else transport))
-    if base is None:
-        if m.bandwidth is None:
-            issues.append(Issue(f"{path}.bandwidth", "required key is missing (or give `link: <catalog link key>`)"))
-            return None
-        need_default = m.latency is None or m.efficiency is None
-        default = _transport_default(transport, f"{path}.transport", issues) if need_default else None
-        if need_default and default is None:
-            return None
-        return LinkSpec(
-            bandwidth_Bps=m.bandwidth,
-            latency_s=m.latency if m.latency is not None else default.latency_s,
-            efficiency=m.efficiency if m.efficiency is not None else default.efficiency,
-            name="custom", transport=transport,
-            source=getattr(default, "source", "") if default is not None else "",
-        )
-    changes: dict[str, Any] = {"transport": transport}
-    if m.bandwidth is not None:
-        changes["bandwidth_Bps"] = m.bandwidth
-    if m.latency is not None:
-        changes["latency_s"] = m.latency
+    if base is None and m.bandwidth is None:
+        issues.append(Issue(f"{path}.bandwidth", "required key is missing (or give `link: <catalog link key>`)"))
+        return None
+    bandwidth = m.bandwidth if m.bandwidth is not None else base.bandwidth_Bps
+    carry = base is not None and base.transport == transport  # a changed transport drops the base's defaults
+    rederive = carry and m.bandwidth is not None and base.efficiency_basis.startswith(f"{transport} default")
+    need_default = (m.latency is None and not carry) or (m.efficiency is None and (not carry or rederive))
+    default = _transport_default(transport, f"{path}.transport", issues) if need_default else None
+    if need_default and default is None:
+        return None
     if m.efficiency is not None:
-        changes["efficiency"] = m.efficiency
-    return replace(base, **changes)
+        efficiency, basis = m.efficiency, f"given at {path}.efficiency"
+    elif carry and not rederive:
+        efficiency, basis = base.efficiency, base.efficiency_basis
+    else:
+        efficiency, basis = default.efficiency_at(bandwidth), default.basis_at(bandwidth)
+    latency = m.latency if m.latency is not None else (base.latency_s if carry else default.latency_s)
+    if base is None:
+        return LinkSpec(bandwidth_Bps=bandwidth, latency_s=latency, efficiency=efficiency, name="custom",
+                        transport=transport, source=getattr(default, "source", "") if default is not None else "",
+                        efficiency_basis=basis)
+    return replace(base, bandwidth_Bps=bandwidth, latency_s=latency, efficiency=efficiency, transport=transport,
+                   efficiency_basis=basis)
 
 
-def _intra_node(v: str | IntraNodeModel, path: str, issues: list[Issue]) -> IntraNodeSpec | None:
+def _intra_node(v: str | IntraNodeModel | None, path: str, issues: list[Issue]) -> IntraNodeSpec | None:
     cat = hardware_catalog()
+    if v is None:  # documented default: a PCIe server interior (a 1-GPU node uses only its GPU-NIC hop)
+        table = cat.intra_nodes()
+        if DEFAULT_INTRA_NODE not in table:
+            issues.append(Issue(path, f"required key is missing (the default '{DEFAULT_INTRA_NODE}' is not in "
+                                      "this catalog)"))
+            return None
+        return table[DEFAULT_INTRA_NODE]
     if isinstance(v, str):
         return _lookup(cat.intra_nodes(), v, path, "intra_node", issues)
     if v.base is not None:
@@ -119,9 +128,40 @@ def _intra_node(v: str | IntraNodeModel, path: str, issues: list[Issue]) -> Intr
 def _nic(v: str | NicModel, path: str, issues: list[Issue]) -> NicSpec | None:
     if isinstance(v, str):
         link = _lookup(hardware_catalog().links(), v, path, "link", issues)
-        return NicSpec(link) if link is not None else None
+        return NicSpec(link, gpudirect=link.transport == "rdma") if link is not None else None
     link = build_link(v, path, "rdma", issues)
-    return NicSpec(link, v.count) if link is not None else None
+    if link is None:
+        return None
+    gpudirect = v.gpudirect if v.gpudirect is not None else link.transport == "rdma"
+    if gpudirect and link.transport != "rdma":
+        issues.append(Issue(f"{path}.gpudirect", f"got true; GPUDirect RDMA needs transport rdma "
+                                                 f"(this NIC's is {link.transport!r})"))
+        return None
+    return NicSpec(link, v.count, gpudirect=gpudirect)
+
+
+def _staging_pcie(intra: IntraNodeSpec) -> LinkSpec | None:
+    """The PCIe link host staging crosses: the interior's PCIe link, a PCIe layout's GPU link, else the
+    default interior's (an inline NVSwitch-like interior names none)."""
+    if intra.pcie_link is not None:
+        return intra.pcie_link
+    if intra.layout is IntraNodeLayout.PCIE:
+        return intra.gpu_link
+    default = hardware_catalog().intra_nodes().get(DEFAULT_INTRA_NODE)
+    return default.pcie_link if default is not None else None
+
+
+def _staged(nic: NicSpec, intra: IntraNodeSpec) -> NicSpec:
+    """Without GPUDirect RDMA the NIC leg is staged through host memory over the node's PCIe."""
+    if nic.gpudirect:
+        return nic
+    pcie = _staging_pcie(intra)
+    if pcie is None:
+        return replace(nic, staging="no GPUDirect, but no PCIe link is known to stage over: not staged")
+    link = staged_nic_link(nic.link, pcie)
+    how = (f"no GPUDirect: staged GPU -> host -> NIC over {pcie.name}, efficiency {nic.link.efficiency:.3g} -> "
+           f"{link.efficiency:.3g}, latency +{(link.latency_s - nic.link.latency_s) * 1e6:g} us")
+    return replace(nic, link=link, wire_link=nic.link, staging=how)
 
 
 def _gpu(v: str | dict, path: str, issues: list[Issue]) -> GpuSpec | None:
@@ -144,14 +184,16 @@ def _group(g: NodeGroupModel, path: str, issues: list[Issue]) -> NodeGroupSpec |
                                                          f"holds exactly {intra.gpus} GPUs"))
     if gpu is None or intra is None or nic is None:
         return None
-    return NodeGroupSpec(count=g.count, gpu=gpu, gpus_per_node=per_node or 1, intra_node=intra, nic=nic)
+    nic = _staged(nic, intra)
+    return NodeGroupSpec(count=g.count, gpu=gpu, gpus_per_node=per_node or 1, intra_node=intra, nic=nic,
+                         intra_node_default=g.intra_node is None)
 
 
 def _fabric(f: FabricModel, first_nic: NicSpec | None, base_dir: Path, issues: list[Issue]) -> FabricSpec | None:
     topo = TopologyKind(f.topology)
     link: LinkSpec | None
     if f.link is None:
-        link = first_nic.link if first_nic is not None else None
+        link = first_nic.line_link if first_nic is not None else None
     elif isinstance(f.link, str):
         link = _lookup(hardware_catalog().links(), f.link, "cluster.fabric.link", "link", issues)
     else:

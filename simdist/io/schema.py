@@ -23,7 +23,7 @@ from simdist.io.schema_cluster import (  # noqa: F401 - re-exported: the whole s
     NodeGroupModel, Strict, Transport, check_key, fail,
 )
 from simdist.scenario import (
-    Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, PipelineSchedule, Precision,
+    PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, PipelineSchedule, Precision,
     Bucketing, PsPlacement, Recompute, StrategyKind, SyncMode,
 )
 
@@ -230,6 +230,10 @@ class PsModel(Strict):
     """Parameter-server shards."""
     placement: PsPlacement = PsPlacement.COLOCATED
     """colocated (on worker nodes) | dedicated (extra hosts with the first group's NIC)."""
+    aggregation: PsAggregation = PsAggregation.GPU
+    """gpu (every GPU pushes and pulls its whole gradient) | node (the node's GPUs reduce-scatter first, so one gradient's worth per node crosses its NICs, as TensorFlow replicated, MXNet KVStore device+dist and BytePS do) (added key)."""
+    server: PsServer = PsServer.GPU
+    """gpu (a server's update streams through a GPU's HBM) | cpu (through host memory, as TensorFlow PS tasks and MXNet / BytePS servers run) (added key)."""
 
 
 class CompressionModel(Strict):
@@ -251,7 +255,7 @@ class CommunicationModel(Strict):
     hierarchical: HierarchicalModel = HierarchicalModel()
     """hierarchical: {intra, inter} algorithms."""
     ps: PsModel = PsModel()
-    """ps: {servers, placement}."""
+    """ps: {servers, placement, aggregation, server}."""
     bucket_size: Size = 25e6
     """Gradient bucket size, e.g. '25 MB'."""
     first_bucket_size: Size | None = None

@@ -13,8 +13,11 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from pydantic_core import PydanticCustomError
 
 from simdist.hardware.specs import TopologyKind
-from simdist.io.fields import SIMDIST_ERROR, Bandwidth, Duration, Efficiency, Key, PosFloat, PosInt, unknown_key_message
+from simdist.io.fields import (
+    SIMDIST_ERROR, Bandwidth, Duration, Efficiency, Key, PosFloat, PosInt, StrictBool, unknown_key_message,
+)
 
+DEFAULT_INTRA_NODE = "pcie-gen4"  # node interior when a node group gives none (docs/scenario.md)
 TAG_PREFIX = "~"  # union tags appear in pydantic error locations; paths drop parts starting with it
 
 
@@ -108,6 +111,8 @@ class NicModel(LinkModel):
     """rdma | tcp (default rdma): picks the default latency and efficiency."""
     count: PosInt = 1
     """NICs per node."""
+    gpudirect: StrictBool | None = None
+    """GPUDirect RDMA: the NIC reads and writes GPU memory itself. false: transfers are staged through host memory over PCIe. Default: true for rdma, false for tcp (which cannot be true)."""
 
 
 class IntraNodeModel(LinkModel):
@@ -144,8 +149,9 @@ class NodeGroupModel(Strict):
     """GPU catalog key (`simdist catalog gpus`) or an inline GPU spec."""
     gpus_per_node: PosInt | None = None
     """GPUs per node. Default: the intra_node layout's fixed count, else 1."""
-    intra_node: IntraNodeField
-    """Catalog key (e.g. 'nvswitch-a100') or inline {bandwidth, latency, efficiency}."""
+    intra_node: IntraNodeField | None = None
+    """Catalog key (e.g. 'nvswitch-a100') or inline {bandwidth, latency, efficiency}. Default: the catalog
+    interior 'pcie-gen4' (a PCIe server; a 1-GPU node uses only its GPU-to-NIC hop), named in the cluster summary."""
     nic: NicField
     """Link catalog key or inline {bandwidth, latency, count, transport, efficiency}."""
 

@@ -232,6 +232,10 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             encode_s=codec_s[gpu.key][0], decode_s=codec_s[gpu.key][1]))
         single += len(ranks) * b * k / (x * (k * (f + bw) + o))
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
+    if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
+        from simdist.hardware.specs import HOST_CPU_SERVER
+
+        server_gpu = HOST_CPU_SERVER
     comms = []
     for bucket in buckets:
         server_delay = 0.0

@@ -31,9 +31,11 @@ def wire_bytes_per_iteration(plan: IterationPlan) -> float:
     return sum(worker_payload_bytes(op, size, plan.dp) for bc in plan.buckets for op, size in bc.collectives)
 
 
-def ps_bytes_per_exchange(plan: IterationPlan, ranks: Sequence[int], servers: Sequence[int]) -> dict[int, float]:
-    """Bytes each server receives in one exchange of every worker (and sends back: pull = push)."""
-    per_worker = wire_bytes_per_iteration(plan) / max(1, len(servers))
+def ps_bytes_per_exchange(plan: IterationPlan, ranks: Sequence[int], servers: Sequence[int],
+                          gpus_per_worker: int = 1) -> dict[int, float]:
+    """Bytes each server receives in one exchange of every worker (and sends back: pull = push).
+    `gpus_per_worker` > 1: node-aggregated PS, each GPU pushes 1/g of its node's sum (collectives/ps.py)."""
+    per_worker = wire_bytes_per_iteration(plan) / max(1, len(servers)) / max(1, gpus_per_worker)
     return {sv: per_worker * sum(1 for w in ranks if w != sv) for sv in servers}
 
 

@@ -1,6 +1,7 @@
 """summary: the headline facts of a built topology, for `simdist topo` and `make demo`."""
 from __future__ import annotations
 
+from simdist.hardware.specs import ClusterSpec, LinkSpec
 from simdist.topology.bisection import bisection_bandwidth_Bps, fabric_switches, link_counts, machine_of, machines
 from simdist.topology.graph import Topology
 
@@ -21,3 +22,23 @@ def summary(topology: Topology) -> dict[str, object]:
         "links": link_counts(topology),
         "bisection_Bps": bisection_bandwidth_Bps(topology),
     }
+
+
+def _link_facts(link: LinkSpec) -> dict[str, object]:
+    return {"link": link.name, "transport": link.transport, "bandwidth_Bps": link.bandwidth_Bps,
+            "efficiency": link.efficiency, "effective_Bps": link.effective_Bps, "latency_s": link.latency_s,
+            "efficiency_basis": link.efficiency_basis or "given"}
+
+
+def link_assumptions(cluster: ClusterSpec) -> dict[str, object]:
+    """Which efficiency, latency and data path each link class of a prediction used (the result's
+    `links_used`): per node group its NIC (GPUDirect or host-staged) and interior, and the fabric link."""
+    nics, interiors = [], []
+    for i, g in enumerate(cluster.node_groups):
+        path = (g.nic.staging if not g.nic.gpudirect else
+                "GPUDirect RDMA: the NIC reads and writes GPU memory over the node's PCIe/NVSwitch")
+        nics.append({"group": i, "count": g.nic.count, "gpudirect": g.nic.gpudirect, "path": path,
+                     **_link_facts(g.nic.link)})
+        interiors.append({"group": i, "intra_node": g.intra_node.key, "default": g.intra_node_default,
+                          "layout": g.intra_node.layout.value, "gpu_link": _link_facts(g.intra_node.gpu_link)})
+    return {"nic": nics, "intra_node": interiors, "fabric": _link_facts(cluster.fabric.link)}

@@ -76,10 +76,12 @@ def test_topk_all_gathers_values_and_indices():
 
 
 def test_topk_falls_back_to_dense_when_pairs_are_bigger():
-    # ratio 0.5: 505 * 8 = 4040 = dense -> not smaller -> dense all_reduce
-    p = TopKCodec(ratio=0.5).plan(BUCKET, 4, 8)
+    # 2 workers, ratio 0.5: 505 * 8 = 4040 B gathered = the dense all_reduce's 2 (N-1)/N x 4040 -> dense
+    p = TopKCodec(ratio=0.5).plan(BUCKET, 4, 2)
     assert not p.compressed and p.collectives == (Collective(AR, 4040),) and p.summable
-    assert TopKCodec(ratio=0.49).plan(BUCKET, 4, 8).compressed
+    assert TopKCodec(ratio=0.49).plan(BUCKET, 4, 2).compressed
+    # 8 workers: the gather sends (N-1) payloads, the dense ring 2 (N-1)/N buffers: ratio 0.49 no longer pays
+    assert not TopKCodec(ratio=0.49).plan(BUCKET, 4, 8).compressed and TopKCodec(ratio=0.1).plan(BUCKET, 4, 8).compressed
 
 
 def test_randomk_sums_values_only():

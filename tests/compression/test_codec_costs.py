@@ -64,7 +64,7 @@ def test_encode_time_grows_with_bucket_size(codec):
 def test_topk_decode_is_n_scatter_adds():
     kernels = TopKCodec(ratio=0.01).decode_kernels(BUCKET_25MB, 16)
     assert [k for k in kernels if k.name == "scatter_add"][0].launches == 16
-    times = [TopKCodec(ratio=0.01).decode_time_s(BUCKET_25MB, A100, n) for n in (2, 8, 64, 512)]
+    times = [TopKCodec(ratio=0.01).decode_time_s(BUCKET_25MB, A100, n) for n in (2, 8, 64, 99)]  # below crossover
     assert all(a < b for a, b in zip(times, times[1:]))
     # randomk's values are summed on the wire: one scatter, whatever N
     assert RandomKCodec(ratio=0.01).decode_time_s(BUCKET_25MB, A100, 2) == \
@@ -102,15 +102,18 @@ def test_topk_traffic_grows_with_workers_dense_does_not_and_they_cross():
     d = [dense.plan(BUCKET_25MB, 4, n).bus_bytes(n) for n in sizes]
     assert all(a < b for a, b in zip(t, t[1:]))
     assert all(x <= 2 * 25e6 for x in d)  # 2(N-1)/N S is bounded by 2 S
-    assert t[0] < d[0] and t[-1] > d[-1]
+    compressed_bus = [topk._compressed_plan(Bucket.of(BUCKET_25MB, 4), n).bus_bytes(n) for n in sizes]
+    assert compressed_bus[0] < d[0] and compressed_bus[-1] > d[-1]  # the gather crosses the dense ring...
+    assert t[-1] == d[-1] and not topk.plan(BUCKET_25MB, 4, 256).compressed  # ...so the plan goes dense there
     # crossover: (N-1) k (v+i) = 2 (N-1)/N n v  <=>  N = 2 v n / (k (v+i)) = 100 for ratio 0.01, fp32, int32
     assert topk_crossover_workers(ratio) == pytest.approx(100)
     k = topk.k(Bucket.of(BUCKET_25MB, 4))
     assert k == n_elem * ratio
-    first = next(n for n in range(2, 1000) if topk.plan(BUCKET_25MB, 4, n).bus_bytes(n) >
-                 dense.plan(BUCKET_25MB, 4, n).bus_bytes(n))
-    assert first == 101
-    assert topk.plan(BUCKET_25MB, 4, 100).bus_bytes(100) == pytest.approx(dense.plan(BUCKET_25MB, 4, 100).bus_bytes(100))
+    first = next(n for n in range(2, 1000) if not topk.plan(BUCKET_25MB, 4, n).compressed)
+    assert first == 100  # equal link bytes at the crossover: not smaller, so dense
+    assert topk.plan(BUCKET_25MB, 4, 99).bus_bytes(99) < dense.plan(BUCKET_25MB, 4, 99).bus_bytes(99)
+    assert all(topk.plan(BUCKET_25MB, 4, n).bus_bytes(n) <= dense.plan(BUCKET_25MB, 4, n).bus_bytes(n)
+               for n in range(2, 600, 7))  # compression never sends more over the links than dense
 
 
 def ring_all_reduce_s(size_bytes, n, bandwidth_Bps):

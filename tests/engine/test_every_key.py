@@ -36,6 +36,11 @@ FAT = {"cluster.fabric": {"topology": "fat_tree", "nodes_per_leaf": 2, "link": {
 STRAGGLER = {"failures": {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:3", "slowdown": 2.0}]}}
 PS = {"communication.strategy": "ps", "communication.ps": {"servers": 2, "placement": "dedicated"}}
 SIM = {"run.fidelity": "simulate"}
+GPT = {"workload.model": {"gpt": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 1000}}, "workload.seq_len": 128}
+BERT = {"workload.model": {"bert": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 1000}}, "workload.seq_len": 128}
+LAYERS = {"workload.model": {"layers": [{"name": "fc", "kind": "linear", "params": 1000000, "fwd_flops": 2000000}],
+                             "name": "a"}}
+TORCH = {"workload.model": {"torch": "tests.workload.tiny_models:tiny_cnn", "input_shape": [1, 3, 8, 8]}}
 MIXED_NODES = [TRAIN["cluster"]["nodes"][0], {**TRAIN["cluster"]["nodes"][0], "gpu": "a100-sxm4-80gb", "count": 2}]
 GRAPHML = """<?xml version="1.0" encoding="UTF-8"?>
 <graphml xmlns="http://graphml.graphdrawing.org/xmlns">
@@ -78,10 +83,15 @@ CASES: dict[str, tuple] = {
     "cluster.nodes.nic.efficiency": (TRAIN, {}, {"cluster.nodes.0.nic.efficiency": 0.05}, "changes"),
     "cluster.nodes.nic.transport": (TRAIN, {}, {"cluster.nodes.0.nic.transport": "tcp"}, "changes"),
     "cluster.nodes.nic.count": (TRAIN, {}, {"cluster.nodes.0.nic.count": 2}, "changes"),
+    "cluster.nodes.nic.gpudirect": (TRAIN, {}, {"cluster.nodes.0.nic.gpudirect": False}, "changes"),
     "cluster.fabric.topology": (TRAIN, {}, {"cluster.fabric": FAT["cluster.fabric"]}, "changes"),
     "cluster.fabric.nodes_per_leaf": (TRAIN, FAT, {"cluster.fabric.nodes_per_leaf": 1}, "changes"),
     "cluster.fabric.oversubscription": (TRAIN, FAT, {"cluster.fabric.oversubscription": 4.0}, "changes"),
-    "cluster.fabric.link": (TRAIN, FAT, {"cluster.fabric.link": {"bandwidth": "1 Gb/s"}}, "changes"),
+    "cluster.fabric.link.link": (TRAIN, {**FAT, "cluster.fabric.link": {"link": "eth-10g"}},
+                                 {"cluster.fabric.link": {"link": "eth-1g"}}, "changes"),
+    **{f"cluster.fabric.link.{k}": (TRAIN, {**FAT, "cluster.fabric.link": {"bandwidth": "10 Gb/s", "transport": "rdma"}},
+                                    {f"cluster.fabric.link.{k}": v}, "changes")
+       for k, v in (("bandwidth", "1 Gb/s"), ("latency", "1 ms"), ("efficiency", 0.1), ("transport", "tcp"))},
     "cluster.fabric.levels": (TRAIN, {**FAT, "cluster.nodes.0.count": 8},
                               {"cluster.fabric.levels": 3, "cluster.fabric.leaves_per_pod": 2}, "changes"),
     "cluster.fabric.leaves_per_pod": (TRAIN, {**FAT, "cluster.nodes.0.count": 8, "cluster.fabric.levels": 3,
@@ -93,7 +103,14 @@ CASES: dict[str, tuple] = {
     "cluster.fabric.graphml": (TRAIN, {"cluster.fabric": {"topology": "custom", "graphml": "@fast",
                                                           "link": {"bandwidth": "100 Gb/s"}}},
                                {"cluster.fabric.graphml": "@slow"}, "changes"),
-    "workload.model": (TRAIN, {}, {"workload.model": "vgg16"}, "changes"),
+    **{f"workload.model.{fam}.{k}": (TRAIN, ctx, {f"workload.model.{fam}.{k}": v}, "changes")
+       for fam, ctx in (("gpt", GPT), ("bert", BERT))
+       for k, v in (("layers", 3), ("hidden", 512), ("heads", 8), ("vocab", 5000), ("ffn_hidden", 256))},
+    "workload.model.torch": (TRAIN, TORCH, {"workload.model.torch": "tests.workload.tiny_models:tiny_mlp",
+                                            "workload.model.input_shape": [1, 8]}, "changes"),
+    "workload.model.input_shape": (TRAIN, TORCH, {"workload.model.input_shape": [1, 3, 9, 9]}, "changes"),
+    "workload.model.layers": (TRAIN, LAYERS, {"workload.model.layers.0.params": 4000000}, "changes"),
+    "workload.model.name": (TRAIN, LAYERS, {"workload.model.name": "b"}, "changes"),
     "workload.benchmark.op": (BENCH, {}, {"workload.benchmark.op": "all_gather"}, "changes"),
     "workload.benchmark.sizes": (BENCH, {}, {"workload.benchmark.sizes": ["2 MB"]}, "changes"),
     "workload.batch_per_gpu": (TRAIN, {}, {"workload.batch_per_gpu": 16}, "changes"),
@@ -129,6 +146,8 @@ CASES: dict[str, tuple] = {
     "communication.hierarchical.inter": (TRAIN, {"communication.strategy": "hierarchical"},
                                          {"communication.hierarchical.inter": "tree"}, "changes"),
     "communication.ps.servers": (TRAIN, PS, {"communication.ps.servers": 1}, "changes"),
+    "communication.ps.aggregation": (TRAIN, PS, {"communication.ps.aggregation": "node"}, "changes"),
+    "communication.ps.server": (TRAIN, PS, {"communication.ps.server": "cpu"}, "changes"),
     "communication.ps.placement": (TRAIN, PS, {"communication.ps.placement": "colocated"}, "changes"),
     "communication.bucket_size": (TRAIN, {}, {"communication.bucket_size": "4 MB"}, "changes"),
     "communication.first_bucket_size": (TRAIN, {}, {"communication.first_bucket_size": "1 MB"}, "changes"),
@@ -144,7 +163,8 @@ CASES: dict[str, tuple] = {
     "communication.compression.error_feedback": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
                                                  {"communication.compression.error_feedback": False}, "changes"),
     "failures.events.at": (TRAIN, STRAGGLER, {"failures.events.0.at": "1 h"}, "failures.events.0.at"),
-    "failures.events.kind": (TRAIN, STRAGGLER, {"failures.events.0.kind": "gpu_down"}, "failures.events.0.kind"),
+    "failures.events.kind": (TRAIN, STRAGGLER, {"failures.events.0": {"at": "0 s", "kind": "gpu_down", "target": "gpu:3"}},
+                             "failures.events.0.kind"),
     "failures.events.target": (TRAIN, STRAGGLER, {"failures.events.0.target": "gpu:5"}, "changes"),
     "failures.events.factor": (TRAIN, STRAGGLER, {"failures.events.0.factor": 0.5}, "failures.events.0.factor"),
     "failures.events.slowdown": (TRAIN, STRAGGLER, {"failures.events.0.slowdown": 3.0}, "changes"),
@@ -154,13 +174,13 @@ CASES: dict[str, tuple] = {
     "failures.random.link_mtbf": (TRAIN, {}, {"failures": {"random": {"link_mtbf": "1000 h"}}}, "failures.random"),
     "failures.random.repair": (TRAIN, {}, {"failures": {"random": {"repair": "1 h"}}}, "failures.random"),
     "failures.recovery.policy": (TRAIN, STRAGGLER, {"failures.recovery": {"policy": "elastic"}},
-                                 "failures.recovery.policy"),
+                                 "failures.recovery"),
     "failures.recovery.checkpoint_interval": (TRAIN, STRAGGLER, {"failures.recovery": {"checkpoint_interval": "1 h"}},
-                                              "failures.recovery.checkpoint_interval"),
+                                              "failures.recovery"),
     "failures.recovery.checkpoint_write": (TRAIN, STRAGGLER, {"failures.recovery": {"checkpoint_write": "5 min"}},
-                                           "failures.recovery.checkpoint_write"),
+                                           "failures.recovery"),
     "failures.recovery.restart": (TRAIN, STRAGGLER, {"failures.recovery": {"restart": "1 min"}},
-                                  "failures.recovery.restart"),
+                                  "failures.recovery"),
     "run.iterations": (TRAIN, SIM, {"run.iterations": 8}, "changes"),
     "run.duration": (TRAIN, {"run": {"fidelity": "estimate"}}, {"run.duration": "10 s"}, "changes"),
     "run.warmup": (TRAIN, {**PS, **SIM, "training.sync": "asp"}, {"run.warmup": 2}, "changes"),
@@ -175,12 +195,21 @@ def _leaves(model: type, prefix: str = "") -> list[str]:
     out = []
     for name, f in model.model_fields.items():
         path = prefix + (f.alias or name)
-        subs = [a for a in (typing.get_args(f.annotation) or (f.annotation,)) if isinstance(a, type)
-                and issubclass(a, BaseModel)]
-        subs += [b for a in typing.get_args(f.annotation) for b in typing.get_args(a)
-                 if isinstance(b, type) and issubclass(b, BaseModel)]
+        subs = _models_in(f.annotation)
         out += [k for s in subs for k in _leaves(s, path + ".")] if subs else [path]
     return out
+
+
+def _models_in(annotation, depth: int = 0) -> list[type]:
+    """The pydantic models inside an annotation, through Optional / Union / Annotated / list nesting."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if depth > 6:
+        return []
+    found = []
+    for arg in typing.get_args(annotation):
+        found += [m for m in _models_in(arg, depth + 1) if m not in found]
+    return found
 
 
 def test_every_schema_key_has_a_case():

@@ -60,7 +60,8 @@ def test_a_straggler_is_its_own_class_and_slows_bsp_to_its_pace_while_asp_keeps_
     rates = bsp["sync"]["per_worker_samples_per_s"]
     assert rates == [rates[3]] * 8 and bsp["iteration_time_s"] >= 2 * nominal
     assert bsp["node_groups"][0]["idle_s"] == pytest.approx(nominal, rel=1e-6)
-    fast = {"training.sync": "asp", "cluster.nodes.0.nic.bandwidth": "200 Gb/s"}  # compute-bound workers
+    fast = {"training.sync": "asp", "cluster.nodes.0.nic.bandwidth": "200 Gb/s",  # compute-bound workers
+            "cluster.nodes.0.nic.transport": "rdma"}
     asp = run_with(BASE, {**fast, "failures": STRAGGLER}).to_dict()["sync"]
     asp_plain = run_with(BASE, fast).to_dict()["sync"]
     others = [r for w, r in enumerate(asp["per_worker_samples_per_s"]) if w != 3]

@@ -145,7 +145,7 @@ def test_inline_link_default_and_changed_transport():
     assert catalog.parse_link_inline({}, "nic", default) == default
     tcp = catalog.parse_link_inline({"transport": "tcp"}, "nic", default)
     td = catalog.transport_default("tcp")
-    assert (tcp.bandwidth_Bps, tcp.efficiency, tcp.latency_s) == (25e9, td.efficiency, td.latency_s)
+    assert (tcp.bandwidth_Bps, tcp.efficiency, tcp.latency_s) == (25e9, td.efficiency_at(25e9), td.latency_s)
     faster = catalog.parse_link_inline({"bandwidth": "400 Gb/s"}, "nic", default)
     assert faster.bandwidth_Bps == 50e9 and faster.efficiency == default.efficiency and faster.name == "custom"
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from simdist.errors import Issue, ScenarioError
+from simdist.io.catalog import TransportDefault
 from simdist.hardware.specs import GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec
 from simdist.units import parse_flops, parse_size
 from simdist.workload.specs import LayerSpec, ModelSpec
@@ -32,11 +33,11 @@ NVSWITCH = IntraNodeSpec("nvswitch-a100", IntraNodeLayout.SWITCH, LinkSpec(300e9
 CUBE = IntraNodeSpec("dgx1-cube-mesh", IntraNodeLayout.CUBE_MESH, LinkSpec(25e9, 2e-6, 0.8, "nvlink2", "nvlink"),
                      pcie_link=LinkSpec(16e9, 1e-6, 0.8, "pcie3", "pcie"), gpus=8)
 TRANSPORT = {
-    "rdma": LinkSpec(0.0, 2e-6, 0.9, "custom", "rdma", "fake rdma default"),
-    "tcp": LinkSpec(0.0, 25e-6, 0.6, "custom", "tcp", "fake tcp default"),
-    "nvlink": LinkSpec(0.0, 1e-6, 0.85, "custom", "nvlink"),
-    "pcie": LinkSpec(0.0, 1e-6, 0.8, "custom", "pcie"),
-    "socket": LinkSpec(0.0, 1e-6, 0.7, "custom", "socket"),
+    "rdma": TransportDefault("rdma", 0.9, 2e-6, source="fake rdma default"),
+    "tcp": TransportDefault("tcp", 0.6, 25e-6, source="fake tcp default"),
+    "nvlink": TransportDefault("nvlink", 0.85, 1e-6),
+    "pcie": TransportDefault("pcie", 0.8, 1e-6),
+    "socket": TransportDefault("socket", 0.7, 1e-6),
 }
 
 
@@ -55,7 +56,7 @@ def _parse_gpu_inline(d: dict, path: str) -> GpuSpec:
     return GpuSpec("custom", str(d.get("name", "custom")), "custom", {"fp16": flops}, mem, 1e12, 300, 0.0)
 
 
-def _transport_default(transport: str) -> LinkSpec:
+def _transport_default(transport: str) -> TransportDefault:
     return TRANSPORT[transport]
 
 

@@ -69,7 +69,7 @@ def test_tcp_nic_takes_tcp_defaults_and_efficiency_overrides():
     d["cluster"]["fabric"] = {"link": {"bandwidth": "100 Gb/s", "efficiency": 0.5}}
     s = load_data(d)
     nic = s.cluster.node_groups[0].nic
-    assert nic.count == 2 and nic.link.latency_s == 25e-6 and nic.link.efficiency == 0.6
+    assert nic.count == 2 and nic.line_link.latency_s == 25e-6 and nic.line_link.efficiency == 0.6 and not nic.gpudirect
     fab = s.cluster.fabric.link
     assert fab.efficiency == 0.5 and fab.latency_s == 25e-6 and fab.transport == "tcp"
 

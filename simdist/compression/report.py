@@ -1,0 +1,45 @@
+"""What compression really ran in a run: per-bucket codec or dense fallback, and the bytes that cross links.
+
+A codec falls back to the dense all_reduce for a bucket it cannot shrink (codecs' `plan`); this report
+makes that visible in the result (`strategy.compression_ran`) and the text table instead of the result
+naming the requested method alone. Bytes are per worker per exchange: `wire` (the payload a worker
+contributes) and `link` (what a rank sends when the collectives run as rings, nccl-tests' bus bytes),
+next to the dense all_reduce's link bytes.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from simdist.compression.base import Codec, Shapes, dense_plan, Bucket
+
+
+def compression_report(codec: Codec, bucket_shapes: Sequence[Shapes], grad_bytes_per_elem: float,
+                       n_workers: int) -> dict[str, object]:
+    """`requested`, `ran` (one line), bucket counts, the fallback reasons, and per-worker bytes."""
+    requested = codec.method.value
+    compressed = fallback = 0
+    reasons: dict[str, None] = {}
+    wire = link = dense_link = 0.0
+    for shapes in bucket_shapes:
+        plan = codec.plan(shapes, grad_bytes_per_elem, n_workers)
+        wire += plan.wire_bytes(n_workers)
+        link += plan.bus_bytes(n_workers)
+        dense_link += dense_plan(Bucket.of(shapes, grad_bytes_per_elem)).bus_bytes(n_workers)
+        if plan.compressed:
+            compressed += 1
+        elif Bucket.of(shapes, grad_bytes_per_elem).numel:
+            fallback += 1
+            if requested != "none":
+                reasons.setdefault(codec.fallback_reason(shapes, grad_bytes_per_elem, n_workers), None)
+    total = compressed + fallback
+    if requested == "none":
+        ran = "none"
+    elif fallback == 0:
+        ran = requested
+    elif compressed == 0:
+        ran = f"none: dense all_reduce in all {total} buckets ({requested} fell back)"
+    else:
+        ran = f"{requested} in {compressed} of {total} buckets, dense all_reduce in {fallback} (fell back)"
+    return {"requested": requested, "ran": ran, "buckets": total, "compressed_buckets": compressed,
+            "dense_fallback_buckets": fallback if requested != "none" else 0, "fallback_reasons": list(reasons),
+            "wire_bytes_per_worker": wire, "link_bytes_per_worker": link, "dense_link_bytes_per_worker": dense_link}
