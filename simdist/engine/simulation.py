@@ -12,10 +12,12 @@ def simulate(scenario: Scenario, fidelity: str = "") -> RunResult:
     An empty fidelity takes the scenario's `run.fidelity`.
     """
     chosen = Fidelity(fidelity) if fidelity else scenario.run.fidelity
-    if scenario.failures is not None:  # only static stragglers run today; the rest is refused by path
-        from simdist.strategies.stragglers import check_failures
+    from simdist.strategies.stragglers import needs_timeline
 
-        check_failures(scenario)
+    if needs_timeline(scenario):  # failures over run.duration: the goodput timeline (engine/goodput.py)
+        from simdist.engine.goodput import run_goodput
+
+        return run_goodput(scenario, chosen)
     if scenario.workload.benchmark is not None:
         from simdist.engine.benchmark import run_benchmark
 
