@@ -130,8 +130,8 @@ class _Job:
     def run(self) -> Tally:
         end = self.job.duration_s
         while self.heap and self.heap[0][0] < end:
+            self.advance(self.heap[0][0])  # stops early at any event pushed meanwhile (an async commit)
             time_s, _, _, kind, payload, token = heapq.heappop(self.heap)
-            self.advance(time_s)
             getattr(self, f"_on_{kind}")(payload, token)
         self.advance(end)
         self.tally.useful_s = self.work - self.tally.lost_work_s
@@ -141,6 +141,9 @@ class _Job:
     # ---------------------------------------------------------------- advancing time
     def advance(self, t_to: float) -> None:
         while self.t < t_to - _EPS:
+            if self.heap and self.heap[0][0] < t_to:
+                t_to = max(self.t, self.heap[0][0])
+                continue
             dt_all = t_to - self.t
             if self.mode == RUN:
                 self._run_until(t_to)
@@ -172,7 +175,8 @@ class _Job:
         if (self.c == 0.0 and k.persist_s == 0.0 and self.policy is not RecoveryPolicy.IN_MEMORY
                 and t_to - self.t > cycle):  # whole compute + checkpoint cycles: skip them arithmetically
             n = math.floor((t_to - self.t) / cycle)
-            self._compute(n * k.interval_s, chunks=n)
+            self._compute(n * k.interval_s)
+            self.c = self.pc = 0.0
             self.tally.checkpoint_s += n * k.write_s
             self.tally.group_out_s += n * k.write_s * len(self.groups_out)
             self.tally.checkpoints += n
@@ -185,13 +189,13 @@ class _Job:
         if self.c >= k.interval_s - _EPS:
             self._write_start()
 
-    def _compute(self, dt: float, chunks: int = 1) -> None:
+    def _compute(self, dt: float) -> None:
         work = dt * self.rate
         self.cur += work
         self.work += work
         self.tally.degraded_s += dt - work
         self.tally.group_out_s += dt * len(self.groups_out)
-        self.c = 0.0 if chunks > 1 else self.c + dt
+        self.c += dt
         self.pc += dt
         self.seg += dt
 
