@@ -33,7 +33,7 @@ class StateStepTime:
     def __init__(self, scenario: Scenario, fidelity: Fidelity, job: JobSpec) -> None:
         self.scenario, self.fidelity, self.job = scenario, fidelity, job
         self.cache: dict[tuple, float] = {}
-        self.refused: list[str] = []
+        self.simulated = 0  # distinct states simulated (beyond what was seeded into the cache)
 
     def key(self, state: ClusterState) -> tuple:
         """States that simulate alike: how many nodes each group lost, the stragglers renumbered, the links."""
@@ -72,6 +72,7 @@ class StateStepTime:
     def _simulate(self, state: ClusterState, stragglers) -> float:
         if batch_per_gpu(self.job, state) == 0:
             return math.inf
+        self.simulated += 1
         scenario = self.scenario_for(state, stragglers)
         try:
             if state.degraded_links:
@@ -147,5 +148,5 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
     goodput, _ = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed, scenario.run.replicas)
     goodput.update(model_summary(scenario.failures, facts, costs))
     goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
-    goodput["states_simulated"] = len(step_time.cache) - 1
+    goodput["states_simulated"] = step_time.simulated
     return replace(base, goodput=goodput)
