@@ -91,6 +91,7 @@ class _Job:
         self.healthy_rate = samples_per_step(job, healthy) / step_time(healthy)  # samples/s
         if not self.healthy_rate > 0 or not math.isfinite(self.healthy_rate):
             raise ValueError("the healthy cluster cannot train (step time is not finite)")
+        self.node_of_gpu = [i for i, k in enumerate(job.gpus_per_node) for _ in range(k)]
         self.group_of = {n: g for g, nodes in enumerate(job.groups) for n in nodes}
         self._update_state()
 
@@ -105,7 +106,7 @@ class _Job:
         out = set(self.nodes_out)
         if self.policy is RecoveryPolicy.REPLICA_GROUPS:
             out = {n for g in self.groups_out for n in self.job.groups[g]}
-        node_of = [i for i, k in enumerate(self.job.gpus_per_node) for _ in range(k)]
+        node_of = self.node_of_gpu
         return ClusterState(frozenset(out), tuple(sorted((g, x) for g, x in strag.items() if node_of[g] not in out)),
                             tuple(sorted(links)), self.policy is not RecoveryPolicy.REPLICA_GROUPS)
 
