@@ -34,7 +34,7 @@ class FailureEventModel(Strict):
     duration: PositiveDuration | None = None
     """How long it lasts. Default: down kinds until failures.random.repair, slowdowns for good."""
     delay: PositiveDuration | None = None
-    """network_jitter: mean extra time per step, e.g. '5 ms'."""
+    """network_jitter: median extra time per step, e.g. '5 ms' (the mean is delay x exp(sigma^2 / 2))."""
     sigma: NonNegFloat = 0.0
     """network_jitter: lognormal shape of the per-step delay (0: every step is delayed by exactly `delay`)."""
 
