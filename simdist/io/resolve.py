@@ -11,7 +11,7 @@ from pathlib import Path
 from simdist.errors import Issue, ScenarioError
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
-from simdist.io.resolve_failures import resolve_failures
+from simdist.io.resolve_failures import check_run_keys, resolve_failures
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec,
@@ -123,6 +123,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     communication = _communication(m, gpus, issues)
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
+    check_run_keys(m.failures, m.run, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)
     if issues or cluster is None or workload is None:

@@ -157,6 +157,18 @@ def _recovery(f: FailuresModel, nodes: int | None, issues: list[Issue]) -> Recov
                         spare_delay_s=rec.spare_delay, replica_groups=rec.replica_groups)
 
 
+def check_run_keys(f: FailuresModel | None, run, issues: list[Issue]) -> None:
+    """run.duration and run.replicas only mean something for failure runs: refuse them without a failures section."""
+    if f is not None:
+        return
+    if run.duration is not None:
+        issues.append(Issue("run.duration", "a simulated wall time needs a failures section (steady-state runs "
+                                            "take run.iterations)"))
+    if run.replicas != 1:
+        issues.append(Issue("run.replicas", f"got {run.replicas}; Monte Carlo replicas draw failure seeds and need "
+                                            "a failures section"))
+
+
 def resolve_failures(f: FailuresModel | None, cluster: ClusterSpec | None, issues: list[Issue]) -> FailuresSpec | None:
     if f is None:
         return None

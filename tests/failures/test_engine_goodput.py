@@ -167,3 +167,27 @@ def test_bad_failure_keys_name_the_path(change, path, words):
 def test_failure_runs_need_a_duration():
     with pytest.raises(ScenarioError, match=r"run\.duration"):
         _run({"run": {"iterations": 6, "warmup": 2}, "failures.random": {}})
+
+
+def test_run_duration_and_replicas_need_a_failures_section():
+    data = copy.deepcopy(BASE)
+    del data["failures"]
+    data["run"] = {"duration": "1 h", "replicas": 3}
+    with pytest.raises(ScenarioError) as err:
+        load_data(data)
+    assert {"run.duration", "run.replicas"} <= {i.path for i in err.value.issues}
+
+
+def test_jitter_enters_through_its_lognormal_mean_and_maintenance_through_the_engine():
+    import math
+
+    jitter = {"at": "0 s", "kind": "network_jitter", "delay": "2 ms", "sigma": 1.0}
+    r = _run({"failures.events": [jitter]}).to_dict()
+    g = r["goodput"]
+    step = r["iteration_time_s"]
+    mean_delay = 2e-3 * math.exp(0.5)
+    computing = g["wall_s"] - g["checkpoint_s"]  # no failures: the rest of the time trains, each step slower
+    assert g["degraded_s"] / computing == pytest.approx(1 - step / (step + mean_delay), rel=1e-6)
+    m = _run({"failures.maintenance": {"interval": "6 h", "duration": "20 min"}}).to_dict()["goodput"]
+    assert m["maintenance"] == 3 and m["downtime_s"] == pytest.approx(3 * 1200.0)
+    assert m["lost_work_s"] == 0.0 and m["restart_s"] == pytest.approx(3 * 240.0)
