@@ -34,6 +34,7 @@ class StateStepTime:
         self.scenario, self.fidelity, self.job = scenario, fidelity, job
         self.cache: dict[tuple, float] = {}
         self.simulated = 0  # distinct states simulated (beyond what was seeded into the cache)
+        self.unrunnable: dict[str, str] = {}  # state -> why it cannot train (reported in the result)
 
     def key(self, state: ClusterState) -> tuple:
         """States that simulate alike: how many nodes each group lost, the stragglers renumbered, the links."""
@@ -80,8 +81,20 @@ class StateStepTime:
             from simdist.engine.training import run_training
 
             return float(run_training(scenario, self.fidelity, with_baseline=False).iteration_time_s)
-        except InfeasibleError:  # e.g. the survivors' rebalanced batch does not fit in memory: wait for repair
+        except InfeasibleError as err:  # e.g. the survivors' rebalanced batch does not fit: wait for repair
+            self.unrunnable[_describe(state)] = str(err)
             return math.inf
+        except ScenarioError as err:
+            if not state.nodes_out:
+                raise
+            self.unrunnable[_describe(state)] = str(err)  # e.g. a torus cannot lose a node
+            return math.inf
+
+
+def _describe(state: ClusterState) -> str:
+    out = f"{len(state.nodes_out)} nodes out" if state.nodes_out else "all nodes"
+    return out + (f", {len(state.stragglers)} stragglers" if state.stragglers else "") + (
+        f", {len(state.degraded_links)} degraded links" if state.degraded_links else "")
 
 
 def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:
@@ -149,4 +162,5 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
     goodput.update(model_summary(scenario.failures, facts, costs))
     goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
     goodput["states_simulated"] = step_time.simulated
+    goodput["unrunnable_states"] = step_time.unrunnable
     return replace(base, goodput=goodput)

@@ -191,3 +191,32 @@ def test_jitter_enters_through_its_lognormal_mean_and_maintenance_through_the_en
     m = _run({"failures.maintenance": {"interval": "6 h", "duration": "20 min"}}).to_dict()["goodput"]
     assert m["maintenance"] == 3 and m["downtime_s"] == pytest.approx(3 * 1200.0)
     assert m["lost_work_s"] == 0.0 and m["restart_s"] == pytest.approx(3 * 240.0)
+
+
+def test_survivors_that_cannot_hold_the_rebalanced_batch_wait_for_the_repair_and_say_why():
+    data = copy.deepcopy(BASE)
+    data["cluster"]["nodes"][0]["gpu"] = "v100-sxm2-16gb"
+    data["workload"]["batch_per_gpu"] = 280  # fits; 6 GPUs would need 374 samples each, which does not
+    data["failures"]["recovery"]["policy"] = "elastic"
+    data["failures"]["events"] = [{"at": "2 h", "kind": "node_down", "target": "node:1", "duration": "1 h"}]
+    g = simulate(load_data(data), fidelity="estimate").goodput
+    assert list(g["unrunnable_states"]) == ["1 nodes out"]
+    assert "GPU" in next(iter(g["unrunnable_states"].values()))
+    assert g["downtime_s"] == pytest.approx(3600.0 - 300.0)  # waiting for the repair after detection + restart
+
+
+def test_result_folder_has_the_goodput(tmp_path):
+    from click.testing import CliRunner
+
+    from simdist.cli import main
+    import json
+    import yaml
+
+    path = tmp_path / "f.yaml"
+    data = copy.deepcopy(BASE)
+    data["failures"]["events"] = [{"at": "2 h", "kind": "gpu_down", "target": "gpu:3"}]
+    path.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(main, ["run", str(path), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "goodput ratio" in res.output and "Young/Daly interval" in res.output
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["goodput"]["failures"] == 1
