@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from simdist.errors import InfeasibleError, ScenarioError
 from simdist.failures.state import ClusterState, JobSpec, batch_per_gpu
-from simdist.results.records import RunResult
+from simdist.results.records import RunResult, StepRecord
 from simdist.scenario import FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario, SyncMode
 
 
@@ -158,9 +158,11 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
     for keep in (True, False):  # the healthy state is the run just made
         step_time.cache[step_time.key(ClusterState(keep_global_batch=keep))] = float(base.iteration_time_s)
     costs = recovery_costs(scenario)
-    goodput, _ = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed, scenario.run.replicas)
+    goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
+                                    scenario.run.replicas)
     goodput.update(model_summary(scenario.failures, facts, costs))
     goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
     goodput["states_simulated"] = step_time.simulated
     goodput["unrunnable_states"] = step_time.unrunnable
-    return replace(base, goodput=goodput)
+    job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
+    return replace(base, goodput=goodput, records=base.records + job_track)

@@ -71,7 +71,8 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
     for r in range(replicas):
         rng = np.random.default_rng([seed, r])
         random = sample_random(spec.random, facts, job.duration_s, rng) if spec.random is not None else []
-        tally = run_timeline(job, spec.recovery.policy, costs, step_time, sorted(fixed + random), slowdowns, maint)
+        tally = run_timeline(job, spec.recovery.policy, costs, step_time, sorted(fixed + random), slowdowns, maint,
+                             record=r == 0)
         tallies.append(tally)
         rows.append(_figures(tally, job))
     out: dict = {}

@@ -59,11 +59,14 @@ class Tally:
     group_out_s: float = 0.0
     samples: float = 0.0
     failures_by_kind: dict[str, int] = field(default_factory=dict)
+    segments: list[tuple[str, float, float]] = field(default_factory=list)  # (what, start, end) when recorded
 
 
 class _Job:
-    def __init__(self, job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime) -> None:
+    def __init__(self, job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
+                 record: bool = False) -> None:
         self.job, self.policy, self.costs, self.step_time = job, policy, costs, step_time
+        self.record = record
         self.tally = Tally(wall_s=job.duration_s)
         self.t = 0.0
         self.mode = RUN
@@ -140,6 +143,19 @@ class _Job:
         return self.tally
 
     # ---------------------------------------------------------------- advancing time
+    def _seg(self, what: str, start: float, end: float) -> None:
+        """Record a stretch of the timeline (merged with the previous one when it continues it)."""
+        if not self.record or end <= start:
+            return
+        segs = self.tally.segments
+        if segs and segs[-1][0] == what and abs(segs[-1][2] - start) <= _EPS:
+            segs[-1] = (what, segs[-1][1], end)
+        else:
+            segs.append((what, start, end))
+
+    def _train_name(self) -> str:
+        return "train" if self.rate >= 1 - 1e-12 else f"train at {self.rate:.0%}"
+
     def advance(self, t_to: float) -> None:
         while self.t < t_to - _EPS:
             if self.heap and self.heap[0][0] < t_to:
@@ -152,12 +168,15 @@ class _Job:
             if self.mode == DOWN and self.t < self.down_ckpt_until:
                 dt = min(t_to, self.down_ckpt_until) - self.t
                 self.tally.checkpoint_s += dt
+                self._seg("checkpoint", self.t, self.t + dt)
             else:
                 dt = dt_all
                 if self.mode == RECOVER:
                     self.tally.restart_s += dt
+                    self._seg("restart", self.t, self.t + dt)
                 else:
                     self.tally.downtime_s += dt
+                    self._seg("maintenance" if self.mode == DOWN else "wait for repair", self.t, self.t + dt)
             self.tally.group_out_s += dt * len(self.groups_out)
             self.t += dt
         self.t = max(self.t, t_to)
@@ -167,6 +186,7 @@ class _Job:
         if self.writing_until is not None:
             end = min(self.writing_until, t_to)
             self.tally.checkpoint_s += end - self.t
+            self._seg("checkpoint", self.t, end)
             self.tally.group_out_s += (end - self.t) * len(self.groups_out)
             self.t = end
             if end >= self.writing_until - _EPS:
@@ -182,9 +202,11 @@ class _Job:
             self.tally.group_out_s += n * k.write_s * len(self.groups_out)
             self.tally.checkpoints += n
             self.cur = 0.0
+            self._seg(f"{self._train_name()} + checkpoints", self.t, self.t + n * cycle)
             self.t += n * cycle
             return
         end = min(t_to, self.t + k.interval_s - self.c)
+        self._seg(self._train_name(), self.t, end)
         self._compute(end - self.t)
         self.t = end
         if self.c >= k.interval_s - _EPS:
@@ -267,6 +289,8 @@ class _Job:
 
     def _on_incident(self, inc: Incident, _token: int) -> None:
         t = self.tally
+        if self.record:
+            t.segments.append((f"failure: {inc.kind} {','.join(map(str, inc.nodes[:4]))}", self.t, self.t))
         t.failures += 1
         t.failures_by_kind[inc.kind] = t.failures_by_kind.get(inc.kind, 0) + 1
         fresh = [n for n in inc.nodes if n not in self.down]
@@ -387,9 +411,9 @@ class _Job:
 
 def run_timeline(job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
                  incidents: list[Incident], slowdowns: list[Slowdown] = (),
-                 maintenance: list[tuple[float, float]] = ()) -> Tally:
-    """One realisation of the run: where its wall time went."""
-    j = _Job(job, RecoveryPolicy(policy), costs, step_time)
+                 maintenance: list[tuple[float, float]] = (), record: bool = False) -> Tally:
+    """One realisation of the run: where its wall time went (and, with `record`, its segments)."""
+    j = _Job(job, RecoveryPolicy(policy), costs, step_time, record)
     for inc in incidents:
         j.push(inc.time_s, "incident", inc)
     for s in slowdowns:

@@ -138,3 +138,14 @@ def test_a_straggler_for_a_while_slows_only_that_window():
     jitter = Slowdown(0.0, math.inf, "network_jitter", delay_s=0.25)
     t = run_timeline(j, "checkpoint_restart", Costs(interval_s=1e9, write_s=0.0), lambda s: 1.0, [], [jitter])
     assert t.useful_s == pytest.approx(10000.0 / 1.25)
+
+
+def test_recorded_segments_cover_the_run_and_mark_the_failure():
+    t = run_timeline(job(duration_s=36000.0), "checkpoint_restart", COSTS, lambda s: 1.0,
+                     [Incident(9000.0, "node", (1,))], record=True)
+    spans = [s for s in t.segments if s[2] > s[1]]
+    assert spans[0][1] == 0.0 and spans[-1][2] == pytest.approx(36000.0)
+    assert all(a[2] == pytest.approx(b[1]) for a, b in zip(spans, spans[1:]))  # no gaps
+    assert ("failure: node 1", 9000.0, 9000.0) in t.segments
+    assert ("restart", 9000.0, 9360.0) in t.segments
+    assert run_timeline(job(), "checkpoint_restart", COSTS, lambda s: 1.0, []).segments == []
