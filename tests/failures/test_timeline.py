@@ -149,3 +149,31 @@ def test_recorded_segments_cover_the_run_and_mark_the_failure():
     assert ("failure: node 1", 9000.0, 9000.0) in t.segments
     assert ("restart", 9000.0, 9360.0) in t.segments
     assert run_timeline(job(), "checkpoint_restart", COSTS, lambda s: 1.0, []).segments == []
+
+
+@pytest.mark.parametrize("policy", ["checkpoint_restart", "in_memory", "elastic", "spares", "replica_groups"])
+def test_the_time_budget_adds_up_under_random_failures_for_every_policy(policy):
+    """Property: whatever happens, useful + degraded + lost + checkpoint + restart + downtime = wall."""
+    import numpy as np
+
+    from simdist.failures.incidents import sample_random
+    from simdist.scenario import FailureDistribution, RandomFailuresSpec
+    from tests.failures.helpers import facts
+
+    f = facts(8, leaves=2)
+    spec = RandomFailuresSpec(node_mtbf_s=40 * 3600.0, switch_mtbf_s=400 * 3600.0, repair_s=3 * 3600.0,
+                              repair_sigma=1.0, distribution=FailureDistribution.WEIBULL)
+    costs = Costs(interval_s=1800.0, write_s=40.0, persist_s=0.0, detection_s=60.0, restart_s=300.0,
+                  memory_copy_s=3.0, restore_s=3.0, persistent_interval_s=7200.0, load_s=40.0, spares=1,
+                  spare_delay_s=30.0, weight_copy_s=20.0)
+    j = job(nodes=8, duration_s=30 * 86400.0, groups=4)
+    for seed in range(5):
+        incs = sample_random(spec, f, j.duration_s, np.random.default_rng(seed))
+        slow = [Slowdown(86400.0, 2 * 86400.0, "straggler", stragglers=((3, 1.5),))]
+        t = run_timeline(j, policy, costs, compute_bound(j), incs, slow,
+                         maintenance=[(d * 86400.0, 600.0) for d in range(1, 30)])
+        assert t.failures == len(incs)
+        assert budget(t) == pytest.approx(j.duration_s, rel=1e-9)
+        for part in (t.useful_s, t.lost_work_s, t.checkpoint_s, t.restart_s, t.downtime_s):
+            assert part >= -1e-6
+        assert 0.5 < t.useful_s / j.duration_s < 1.0
