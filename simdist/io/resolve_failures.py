@@ -83,8 +83,13 @@ def _check_target(kind: FailureKind, target: str, facts, path: str, issues: list
                                               f"spine/core switch {NEEDS_REROUTE}"))
 
 
+_DOWN = (FailureKind.GPU_DOWN, FailureKind.NODE_DOWN, FailureKind.RACK_DOWN, FailureKind.SWITCH_DOWN)
+_REPAIR_POLICIES = (RecoveryPolicy.ELASTIC, RecoveryPolicy.SPARES)  # the ones that wait for a repaired node
+
+
 def _events(f: FailuresModel, facts, issues: list[Issue]) -> tuple[FailureEventSpec, ...]:
     out = []
+    policy = RecoveryPolicy(f.recovery.policy)
     for i, e in enumerate(f.events):
         path = f"failures.events.{i}"
         kind = FailureKind(e.kind)
@@ -95,6 +100,10 @@ def _events(f: FailuresModel, facts, issues: list[Issue]) -> tuple[FailureEventS
         for key, owner in _KIND_KEYS.items():
             if key in e.model_fields_set and kind is not owner:
                 issues.append(Issue(f"{path}.{key}", f"{kind} does not use '{key}' (only {owner} does); remove it"))
+        if kind in _DOWN and e.duration is not None and policy not in _REPAIR_POLICIES:
+            issues.append(Issue(f"{path}.duration", f"policy {policy} replaces a failed node at once, so how long "
+                                                    f"it stays down changes nothing (only elastic and spares wait "
+                                                    f"for the repair); remove it"))
         if kind is FailureKind.LINK_DEGRADE and e.factor is None:
             issues.append(Issue(f"{path}.factor", "required key is missing (link_degrade needs the remaining fraction)"))
         if kind is FailureKind.STRAGGLER:

@@ -32,7 +32,7 @@ class FailureEventModel(Strict):
     slowdown: PosFloat | None = None
     """straggler: compute time multiplier (>= 1)."""
     duration: PositiveDuration | None = None
-    """How long it lasts. Default: down kinds until failures.random.repair, slowdowns for good."""
+    """How long it lasts. Down kinds (elastic, spares only): until repaired, default failures.random.repair; slowdowns: default for good."""
     delay: PositiveDuration | None = None
     """network_jitter: median extra time per step, e.g. '5 ms' (the mean is delay x exp(sigma^2 / 2))."""
     sigma: NonNegFloat = 0.0

@@ -152,6 +152,8 @@ def test_the_same_seed_gives_the_same_numbers():
      "failures.events.0.slowdown", "does not use"),
     ({"failures.events": [{"at": "1 h", "kind": "network_jitter"}]}, "failures.events.0.delay", "missing"),
     ({"failures.recovery.spares": 2}, "failures.recovery.spares", "does not use"),
+    ({"failures.events": [{"at": "1 h", "kind": "node_down", "target": "node:1", "duration": "1 h"}]},
+     "failures.events.0.duration", "changes nothing"),
     ({"failures.recovery.storage_bandwidth": "1 GB/s"}, "failures.recovery.storage_bandwidth", "not both"),
     ({"failures.random": {"weibull_shape": 0.5}}, "failures.random.weibull_shape", "weibull"),
     ({"failures.recovery": {"policy": "replica_groups", "replica_groups": 3}}, "failures.recovery.replica_groups",
