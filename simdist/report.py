@@ -1,6 +1,7 @@
 """Text reports for the CLI: cluster summary, result tables, catalog listings (presentation only)."""
 from __future__ import annotations
 
+from simdist.failures.report import format_goodput
 from simdist.results.records import RunResult
 from simdist.scenario import Scenario
 from simdist.tables import format_pairs, format_table
@@ -81,6 +82,8 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
         parts.append(format_table(["size", "algorithm", "time", "algbw GB/s", "busbw GB/s"], rows, title=title))
     elif result.iteration_time_s is not None:
         parts.append(_training_report(result, scenario))
+    if result.goodput:  # failure runs (simdist/failures/report.py)
+        parts.append(format_goodput(result.goodput))
     if result.links:
         parts.append(format_table(["link", "utilization"], [[l.link, f"{l.utilization:.1%}"] for l in result.links],
                                   title="== most utilised links =="))

@@ -167,30 +167,91 @@ class CommunicationSpec:
     compression: CompressionSpec = field(default_factory=CompressionSpec)
 
 
+class FailureKind(StrEnum):
+    """failures.events[].kind: what breaks or slows down."""
+
+    GPU_DOWN = "gpu_down"
+    NODE_DOWN = "node_down"
+    LINK_DOWN = "link_down"
+    SWITCH_DOWN = "switch_down"
+    RACK_DOWN = "rack_down"  # a leaf switch and every node under it
+    LINK_DEGRADE = "link_degrade"
+    STRAGGLER = "straggler"
+    NETWORK_JITTER = "network_jitter"
+
+
+class RecoveryPolicy(StrEnum):
+    """failures.recovery.policy: how the job gets going again after a failure."""
+
+    CHECKPOINT_RESTART = "checkpoint_restart"
+    IN_MEMORY = "in_memory"
+    ELASTIC = "elastic"
+    SPARES = "spares"
+    REPLICA_GROUPS = "replica_groups"
+
+
+class FailureDistribution(StrEnum):
+    """failures.random.distribution: time between failures of one component."""
+
+    EXPONENTIAL = "exponential"
+    WEIBULL = "weibull"
+
+
 @dataclass(frozen=True)
 class FailureEventSpec:
+    """One scheduled event; `target` is 'gpu:K', 'node:K', 'link:U-V' or 'switch:NAME' (as `simdist topo` names them)."""
+
     at_s: float
-    kind: str  # node_down | gpu_down | link_down | link_degrade | straggler
-    target: str  # node:3 | gpu:12 | link:leaf0-spine1
-    factor: float | None = None
-    slowdown: float | None = None
-    duration_s: float | None = None
+    kind: FailureKind
+    target: str = ""
+    factor: float | None = None  # link_degrade: remaining fraction of bandwidth
+    slowdown: float | None = None  # straggler: compute-time multiplier
+    duration_s: float | None = None  # None: until repaired (down kinds) or for good (slowdowns)
+    delay_s: float | None = None  # network_jitter: mean extra seconds per step
+    sigma: float = 0.0  # network_jitter: lognormal shape of the per-step delay (0: constant)
 
 
 @dataclass(frozen=True)
 class RandomFailuresSpec:
+    """MTBF per component (None: that component does not fail) and the time-between-failures law."""
+
     gpu_mtbf_s: float | None = None
     node_mtbf_s: float | None = None
+    nic_mtbf_s: float | None = None
     link_mtbf_s: float | None = None
-    repair_s: float = 1800.0
+    switch_mtbf_s: float | None = None
+    distribution: FailureDistribution = FailureDistribution.EXPONENTIAL
+    weibull_shape: float = 0.7
+    repair_s: float = 1800.0  # mean repair time
+    repair_sigma: float = 0.0  # lognormal shape of repair times (0: every repair takes repair_s)
+    lemon_fraction: float = 0.0  # share of nodes whose GPUs, host and NICs fail lemon_factor x more often
+    lemon_factor: float = 10.0
+    defaults: bool = False  # True: no MTBF was given, the documented defaults apply
+
+
+@dataclass(frozen=True)
+class MaintenanceSpec:
+    """Planned interruptions: every `interval_s` from `first_s`, the whole job stops for `duration_s`."""
+
+    interval_s: float
+    duration_s: float
+    first_s: float | None = None  # None: one interval after the start
 
 
 @dataclass(frozen=True)
 class RecoverySpec:
-    policy: str = "checkpoint_restart"  # checkpoint_restart | elastic | spares
-    checkpoint_interval_s: float = 1800.0
-    checkpoint_write_s: float = 60.0
+    policy: RecoveryPolicy = RecoveryPolicy.CHECKPOINT_RESTART
+    checkpoint_interval_s: float = 1800.0  # compute time between checkpoints
+    checkpoint_write_s: float | None = 60.0  # None: model + optimizer bytes / storage_bandwidth_Bps
+    storage_bandwidth_Bps: float | None = None
+    checkpoint_async: bool = False  # only the snapshot to host memory blocks; the write runs behind
+    snapshot_bandwidth_Bps: float = 20e9  # device-to-host copy per GPU (async snapshot, in-memory copy)
+    detection_s: float = 60.0
     restart_s: float = 300.0
+    persistent_interval_s: float | None = None  # in_memory: persistent checkpoints (None: 4 x interval)
+    spares: int = 0
+    spare_delay_s: float = 60.0
+    replica_groups: int | None = None  # None: one group per node
 
 
 @dataclass(frozen=True)
@@ -198,6 +259,7 @@ class FailuresSpec:
     events: tuple[FailureEventSpec, ...] = ()
     random: RandomFailuresSpec | None = None
     recovery: RecoverySpec = field(default_factory=RecoverySpec)
+    maintenance: MaintenanceSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -256,12 +318,4 @@ def unused_key_issues(s: Scenario) -> "list[Issue]":
 
         if replace(t, parallelism=replace(t.parallelism, dp=None)) != TrainingSpec():  # dp is resolved to the GPUs
             unused("training", "...", "a benchmark workload does not train (remove the training section)")
-    f = s.failures
-    if f is not None:
-        if f.random is not None:  # nothing of it runs yet: every key of the section is refused, repair included
-            out.append(Issue("failures.random", "random (MTBF-sampled) failures are not implemented yet; "
-                                                "remove 'failures.random'"))
-        if f.recovery != RecoverySpec():
-            out.append(Issue("failures.recovery", "recovery is not implemented yet (only static stragglers run, "
-                                                  "and they need no recovery); remove 'failures.recovery'"))
     return out

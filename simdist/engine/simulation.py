@@ -24,7 +24,7 @@ class Simulation:
         self.scenario, self.fidelity = scenario, fidelity
         self.rng = np.random.default_rng(scenario.run.seed)
         self._ids = itertools.count()
-        if context is not None and fidelity == Fidelity.ESTIMATE and reusable(context, scenario):
+        if context is not None and reusable(context, scenario, fidelity):
             from dataclasses import replace  # a built cluster: estimate runs no events on it
 
             self.env = context.env
@@ -38,23 +38,28 @@ class Simulation:
         return next(self._ids)
 
 
-def reusable(context, scenario: Scenario) -> bool:
-    """Whether a built FabricContext serves `scenario`: same cluster, the analytical model, and the same
-    communication settings its memoised schedules were built for."""
+def reusable(context, scenario: Scenario, fidelity: Fidelity = Fidelity.ESTIMATE) -> bool:
+    """Whether a built FabricContext serves `scenario`: same cluster and the same communication settings
+    its memoised schedules were built for, and either the analytical model (estimate runs no events on it)
+    or, for simulate, a flow network whose clock has not started (e.g. with link capacities set first)."""
     from simdist.network.analytical import AnalyticalNetwork
 
     old = context.scenario
-    return (isinstance(context.network, AnalyticalNetwork) and old.cluster == scenario.cluster
-            and old.communication == scenario.communication)
+    if old.cluster != scenario.cluster or old.communication != scenario.communication:
+        return False
+    if fidelity == Fidelity.ESTIMATE:
+        return isinstance(context.network, AnalyticalNetwork)
+    return not isinstance(context.network, AnalyticalNetwork) and context.env.now == 0
 
 
 def stochastic_elements(scenario: Scenario) -> list[str]:
-    """The scenario keys that make a run random (none run today: random failures are refused)."""
+    """The scenario keys that make a run random: MTBF-sampled failures and network jitter."""
     f = scenario.failures
     out = []
-    if f is not None and f.random is not None and any(
-            x is not None for x in (f.random.gpu_mtbf_s, f.random.node_mtbf_s, f.random.link_mtbf_s)):
+    if f is not None and f.random is not None:
         out.append("failures.random")
+    if f is not None:
+        out += [f"failures.events.{i}" for i, e in enumerate(f.events) if e.kind == "network_jitter"]
     return out
 
 
@@ -72,16 +77,20 @@ def simulate(scenario: Scenario, fidelity: str = "") -> RunResult:
     An empty fidelity takes the scenario's `run.fidelity`.
     """
     chosen = Fidelity(fidelity) if fidelity else scenario.run.fidelity
-    unused = unused_key_issues(scenario)  # keys nothing reads, or features that do not run yet: refused
-    if unused:
-        from simdist.errors import ScenarioError
+    check_replicas(scenario)
+    from simdist.strategies.stragglers import needs_timeline
 
+    if needs_timeline(scenario):  # failures over run.duration: the goodput timeline (engine/goodput.py), which
+        from simdist.engine.goodput import run_goodput  # simulates each cluster state through this function
+
+        return run_goodput(scenario, chosen)
+    unused = unused_key_issues(scenario)  # keys nothing reads: refused
+    if unused:
         raise ScenarioError(unused)
-    if scenario.failures is not None:  # only static stragglers run today; the rest is refused by path
+    if scenario.failures is not None:  # static stragglers run inside the training simulation
         from simdist.strategies.stragglers import check_failures
 
         check_failures(scenario)
-    check_replicas(scenario)
     from simdist.engine.relevance import check_relevant
 
     check_relevant(scenario)

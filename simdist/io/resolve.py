@@ -9,22 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from simdist.errors import Issue, ScenarioError
-from simdist.hardware.specs import ClusterSpec
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
-from simdist.io.schema import FailureKind, FailuresModel, RunModel, ScenarioModel
+from simdist.io.resolve_failures import resolve_failures
+from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
-    Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec, FailureEventSpec, FailuresSpec,
-    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsAggregation, PsPlacement, PsServer, RandomFailuresSpec,
-    Recompute, RecoverySpec,
+    Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec,
+    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsAggregation, PsPlacement, PsServer, Recompute,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
 )
 
 _SUB_ALGORITHMS = {StrategyKind.RING, StrategyKind.TREE, StrategyKind.HALVING_DOUBLING}  # collectives.flat builders
-_TARGETS = {  # failure kind -> target prefixes it accepts
-    FailureKind.NODE_DOWN: ("node",), FailureKind.GPU_DOWN: ("gpu",), FailureKind.LINK_DOWN: ("link",),
-    FailureKind.LINK_DEGRADE: ("link",), FailureKind.STRAGGLER: ("gpu", "node"),
-}
 
 
 def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> TrainingSpec:
@@ -112,44 +107,6 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
     )
 
 
-def _failures(f: FailuresModel | None, cluster: ClusterSpec | None, issues: list[Issue]) -> FailuresSpec | None:
-    if f is None:
-        return None
-    events = []
-    for i, e in enumerate(f.events):
-        path = f"failures.events.{i}"
-        kind = FailureKind(e.kind)
-        prefix, _, rest = e.target.partition(":")
-        if prefix not in _TARGETS[kind]:
-            issues.append(Issue(f"{path}.target", f"got {e.target!r}; {kind} expects a "
-                                                  f"{' or '.join(p + ':N' for p in _TARGETS[kind])} target"))
-        elif prefix in ("node", "gpu"):
-            limit = None if cluster is None else (cluster.num_nodes if prefix == "node" else cluster.num_gpus)
-            if not rest.isdigit():
-                issues.append(Issue(f"{path}.target", f"got {e.target!r}; expected {prefix}:N with N an index"))
-            elif limit is not None and int(rest) >= limit:
-                issues.append(Issue(f"{path}.target", f"got {e.target!r}; the cluster has {limit} {prefix}s "
-                                                      f"(0..{limit - 1})"))
-        if kind is FailureKind.LINK_DEGRADE and e.factor is None:
-            issues.append(Issue(f"{path}.factor", "required key is missing (link_degrade needs the remaining fraction)"))
-        if e.factor is not None and kind is not FailureKind.LINK_DEGRADE:
-            issues.append(Issue(f"{path}.factor", f"got {e.factor}; only link_degrade events take a factor "
-                                                  "(a straggler takes slowdown)"))
-        if e.slowdown is not None and kind is not FailureKind.STRAGGLER:
-            issues.append(Issue(f"{path}.slowdown", f"got {e.slowdown}; only straggler events take a slowdown"))
-        if kind is FailureKind.STRAGGLER:
-            if e.slowdown is None:
-                issues.append(Issue(f"{path}.slowdown", "required key is missing (straggler needs a slowdown)"))
-            elif e.slowdown < 1:
-                issues.append(Issue(f"{path}.slowdown", f"got {e.slowdown}; expected a multiplier >= 1"))
-        events.append(FailureEventSpec(e.at, kind.value, e.target, e.factor, e.slowdown, e.duration))
-    r = f.random
-    random = None if r is None else RandomFailuresSpec(r.gpu_mtbf, r.node_mtbf, r.link_mtbf, r.repair)
-    rec = f.recovery
-    recovery = RecoverySpec(str(rec.policy), rec.checkpoint_interval, rec.checkpoint_write, rec.restart)
-    return FailuresSpec(tuple(events), random, recovery)
-
-
 def _run(r: RunModel, issues: list[Issue]) -> RunSpec:
     if r.duration is not None and "iterations" in r.model_fields_set:
         issues.append(Issue("run.duration", "give `iterations` or `duration`, not both"))
@@ -200,7 +157,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     training = _training(m, gpus, issues)
     communication = _communication(m, gpus, issues)
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
-    failures = _failures(m.failures, cluster, issues)
+    failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)
     if issues or cluster is None or workload is None:

@@ -8,7 +8,6 @@ rules (dp*tp*pp = GPUs, batch divisibility, topology fit) live in resolve.py.
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import Annotated, Any, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, ValidationInfo, field_validator
@@ -22,25 +21,14 @@ from simdist.io.schema_cluster import (  # noqa: F401 - re-exported: the whole s
     TAG_PREFIX, ClusterModel, FabricModel, GpuField, IntraNodeModel, LinkModel, NicModel, NicTransport,
     NodeGroupModel, Strict, Transport, check_key, fail,
 )
+from simdist.io.schema_failures import (  # noqa: F401 - re-exported
+    FailureDistribution, FailureEventModel, FailureKind, FailuresModel, MaintenanceModel, RandomFailuresModel,
+    RecoveryModel, RecoveryPolicy,
+)
 from simdist.scenario import (
     PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, PipelineSchedule, Precision,
     Bucketing, PsPlacement, Recompute, StrategyKind, SyncMode,
 )
-
-
-class FailureKind(StrEnum):
-    NODE_DOWN = "node_down"
-    GPU_DOWN = "gpu_down"
-    LINK_DOWN = "link_down"
-    LINK_DEGRADE = "link_degrade"
-    STRAGGLER = "straggler"
-
-
-class RecoveryPolicy(StrEnum):
-    CHECKPOINT_RESTART = "checkpoint_restart"
-    ELASTIC = "elastic"
-    SPARES = "spares"
-
 
 
 # ----------------------------------------------------------------------------- workload
@@ -270,60 +258,7 @@ class CommunicationModel(Strict):
     """{method, ratio, rank, error_feedback}."""
 
 
-# ----------------------------------------------------------------------------- failures / run
-
-
-class FailureEventModel(Strict):
-    at: Duration
-    """When, from the start of training, e.g. '2 h'."""
-    kind: FailureKind
-    """node_down | gpu_down | link_down | link_degrade | straggler."""
-    target: Annotated[str, Field(strict=True)]
-    """'node:3', 'gpu:12' or 'link:leaf0-spine1'."""
-
-    @field_validator("target")
-    @classmethod
-    def _target(cls, v: str) -> str:
-        if not re.fullmatch(r"(node|gpu|link):\S+", v):
-            raise fail(f"got {v!r}; expected 'node:N', 'gpu:N' or 'link:NAME'")
-        return v
-    factor: Fraction | None = None
-    """link_degrade: remaining fraction of bandwidth, 0 < f <= 1."""
-    slowdown: PosFloat | None = None
-    """straggler: compute time multiplier (>= 1)."""
-    duration: PositiveDuration | None = None
-    """How long it lasts. Default: until repaired (or for good)."""
-
-
-class RandomFailuresModel(Strict):
-    gpu_mtbf: PositiveDuration | None = None
-    """Mean time between failures of one GPU, e.g. '50000 h'."""
-    node_mtbf: PositiveDuration | None = None
-    """Mean time between failures of one node."""
-    link_mtbf: PositiveDuration | None = None
-    """Mean time between failures of one link."""
-    repair: Duration = 1800.0
-    """Time to repair a failed part."""
-
-
-class RecoveryModel(Strict):
-    policy: RecoveryPolicy = RecoveryPolicy.CHECKPOINT_RESTART
-    """checkpoint_restart | elastic | spares."""
-    checkpoint_interval: PositiveDuration = 1800.0
-    """Time between checkpoints."""
-    checkpoint_write: Duration = 60.0
-    """Time to write one checkpoint."""
-    restart: Duration = 300.0
-    """Time to restart after a failure."""
-
-
-class FailuresModel(Strict):
-    events: list[FailureEventModel] = []
-    """Scheduled failures."""
-    random: RandomFailuresModel | None = None
-    """MTBF-sampled failures."""
-    recovery: RecoveryModel = RecoveryModel()
-    """How training recovers."""
+# ----------------------------------------------------------------------------- run (failures: schema_failures.py)
 
 
 class RunModel(Strict):

@@ -1,42 +1,43 @@
-"""Static stragglers: `failures.events` of kind straggler at "0 s" slow one GPU's compute for the whole run.
+"""Static stragglers: `failures.events` of kind straggler at "0 s" without a duration slow one GPU's (or one
+node's) compute for the whole run, inside the ordinary training simulation.
 
-This is the only part of the failures section the data-parallel loop runs today; every other event
-kind, a straggler that starts later, and random failures are refused with an error naming the
-event's YAML path (dynamic failures belong to simdist/failures/, a later issue).
+Everything else in the failures section (other event kinds, stragglers that start or end during the
+run, random failures, maintenance) and any run with `run.duration` goes through the goodput timeline
+(engine/goodput.py, simdist/failures/), which calls the training simulation once per cluster state with
+that state's static stragglers.
 """
 from __future__ import annotations
 
 from simdist.errors import Issue, ScenarioError
-from simdist.scenario import Scenario
+from simdist.scenario import FailureKind, Scenario
 
-STRAGGLER = "straggler"
+
+def is_static(scenario: Scenario) -> bool:
+    """Only stragglers from '0 s' for good (or no failures at all)."""
+    f = scenario.failures
+    if f is None:
+        return True
+    return (f.random is None and f.maintenance is None
+            and all(e.kind == FailureKind.STRAGGLER and e.at_s == 0 and e.duration_s is None for e in f.events))
+
+
+def needs_timeline(scenario: Scenario) -> bool:
+    """True when the run is a failure run over run.duration (goodput), not a steady-state one."""
+    return scenario.failures is not None and (not is_static(scenario) or scenario.run.duration_s is not None)
 
 
 def check_failures(scenario: Scenario) -> None:
-    """Raise ScenarioError (every problem at once) for failure features the simulator cannot run yet."""
+    """Raise ScenarioError when the scenario's failures need the goodput timeline (naming what needs it)."""
     f = scenario.failures
-    if f is None:
+    if f is None or is_static(scenario):
         return
     issues: list[Issue] = []
-    if f.random is not None and any(x is not None for x in (f.random.gpu_mtbf_s, f.random.node_mtbf_s,
-                                                             f.random.link_mtbf_s)):
-        issues.append(Issue("failures.random", "random failures are not implemented yet; remove 'failures.random'"))
+    if f.random is not None:
+        issues.append(Issue("failures.random", "random failures need the goodput timeline (set run.duration)"))
     for i, e in enumerate(f.events):
-        path = f"failures.events.{i}"
-        if e.kind != STRAGGLER:
-            issues.append(Issue(f"{path}.kind", f"got {e.kind!r}; only 'straggler' events at '0 s' are "
-                                                "implemented yet (other failures are a later issue)"))
-        elif e.at_s != 0:
-            issues.append(Issue(f"{path}.at", f"got {e.at_s} s; expected '0 s' (a straggler that starts "
-                                              "during the run is not implemented yet)"))
-        elif e.factor is not None:
-            issues.append(Issue(f"{path}.factor", f"got {e.factor}; a straggler takes 'slowdown' (a compute-time "
-                                                  "multiplier); 'factor' is for link_degrade"))
-        elif e.duration_s is not None:
-            issues.append(Issue(f"{path}.duration", f"got {e.duration_s} s; a static straggler lasts the "
-                                                    "whole run (omit duration)"))
-    if issues:
-        raise ScenarioError(issues)
+        if not (e.kind == FailureKind.STRAGGLER and e.at_s == 0 and e.duration_s is None):
+            issues.append(Issue(f"failures.events.{i}", f"a {e.kind} event needs the goodput timeline (set run.duration)"))
+    raise ScenarioError(issues or [Issue("failures", "needs the goodput timeline (set run.duration)")])
 
 
 def gpu_slowdowns(scenario: Scenario) -> tuple[float, ...]:
@@ -46,12 +47,23 @@ def gpu_slowdowns(scenario: Scenario) -> tuple[float, ...]:
     out = [1.0] * n
     if scenario.failures is None:
         return tuple(out)
+    first, gpus = [], 0
+    for g in scenario.cluster.node_groups:
+        for _ in range(g.count):
+            first.append((gpus, g.gpus_per_node))
+            gpus += g.gpus_per_node
     for i, e in enumerate(scenario.failures.events):
         path = f"failures.events.{i}"
         prefix, _, rest = e.target.partition(":")
-        if prefix != "gpu" or not rest.isdigit() or int(rest) >= n:
-            raise ScenarioError.bad_value(f"{path}.target", e.target, f"gpu:K with K in 0..{n - 1}")
+        if prefix == "node" and rest.isdigit() and int(rest) < len(first):
+            start, k = first[int(rest)]
+            targets = range(start, start + k)
+        elif prefix == "gpu" and rest.isdigit() and int(rest) < n:
+            targets = range(int(rest), int(rest) + 1)
+        else:
+            raise ScenarioError.bad_value(f"{path}.target", e.target, f"gpu:K with K in 0..{n - 1} or node:K")
         if e.slowdown is None or not e.slowdown >= 1:
             raise ScenarioError.bad_value(f"{path}.slowdown", e.slowdown, "a compute-time multiplier >= 1")
-        out[int(rest)] *= e.slowdown
+        for g in targets:
+            out[g] *= e.slowdown
     return tuple(out)

@@ -36,12 +36,15 @@ FAT = {"cluster.fabric": {"topology": "fat_tree", "nodes_per_leaf": 2, "link": {
 STRAGGLER = {"failures": {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:3", "slowdown": 2.0}]}}
 PS = {"communication.strategy": "ps", "communication.ps": {"servers": 2, "placement": "dedicated"}}
 SIM = {"run.fidelity": "simulate"}
+DOWN = {"at": "10 h", "kind": "node_down", "target": "node:1"}
+JITTER = {"at": "0 s", "kind": "network_jitter", "delay": "5 ms", "duration": "1 d"}
 GPT = {"workload.model": {"gpt": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 1000}}, "workload.seq_len": 128}
 BERT = {"workload.model": {"bert": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 1000}}, "workload.seq_len": 128}
 LAYERS = {"workload.model": {"layers": [{"name": "fc", "kind": "linear", "params": 1000000, "fwd_flops": 2000000}],
                              "name": "a"}}
 TORCH = {"workload.model": {"torch": "tests.workload.tiny_models:tiny_cnn", "input_shape": [1, 3, 8, 8]}}
 MIXED_NODES = [TRAIN["cluster"]["nodes"][0], {**TRAIN["cluster"]["nodes"][0], "gpu": "a100-sxm4-80gb", "count": 2}]
+FAIL_RUN = {"run": {"duration": "3 d", "fidelity": "estimate", "warmup": 1}, "cluster.nodes": MIXED_NODES}  # nodes 0-3 V100, 4-5 A100
 GRAPHML = """<?xml version="1.0" encoding="UTF-8"?>
 <graphml xmlns="http://graphml.graphdrawing.org/xmlns">
   <key id="host" for="node" attr.name="host" attr.type="string"/>
@@ -162,25 +165,40 @@ CASES: dict[str, tuple] = {
                                        {"communication.compression.rank": 8}, "changes"),
     "communication.compression.error_feedback": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
                                                  {"communication.compression.error_feedback": False}, "changes"),
-    "failures.events.at": (TRAIN, STRAGGLER, {"failures.events.0.at": "1 h"}, "failures.events.0.at"),
-    "failures.events.kind": (TRAIN, STRAGGLER, {"failures.events.0": {"at": "0 s", "kind": "gpu_down", "target": "gpu:3"}},
-                             "failures.events.0.kind"),
-    "failures.events.target": (TRAIN, STRAGGLER, {"failures.events.0.target": "gpu:5"}, "changes"),
-    "failures.events.factor": (TRAIN, STRAGGLER, {"failures.events.0.factor": 0.5}, "failures.events.0.factor"),
-    "failures.events.slowdown": (TRAIN, STRAGGLER, {"failures.events.0.slowdown": 3.0}, "changes"),
-    "failures.events.duration": (TRAIN, STRAGGLER, {"failures.events.0.duration": "1 h"}, "failures.events.0.duration"),
-    "failures.random.gpu_mtbf": (TRAIN, {}, {"failures": {"random": {"gpu_mtbf": "1000 h"}}}, "failures.random"),
-    "failures.random.node_mtbf": (TRAIN, {}, {"failures": {"random": {"node_mtbf": "1000 h"}}}, "failures.random"),
-    "failures.random.link_mtbf": (TRAIN, {}, {"failures": {"random": {"link_mtbf": "1000 h"}}}, "failures.random"),
-    "failures.random.repair": (TRAIN, {}, {"failures": {"random": {"repair": "1 h"}}}, "failures.random"),
-    "failures.recovery.policy": (TRAIN, STRAGGLER, {"failures.recovery": {"policy": "elastic"}},
-                                 "failures.recovery"),
-    "failures.recovery.checkpoint_interval": (TRAIN, STRAGGLER, {"failures.recovery": {"checkpoint_interval": "1 h"}},
-                                              "failures.recovery"),
-    "failures.recovery.checkpoint_write": (TRAIN, STRAGGLER, {"failures.recovery": {"checkpoint_write": "5 min"}},
-                                           "failures.recovery"),
-    "failures.recovery.restart": (TRAIN, STRAGGLER, {"failures.recovery": {"restart": "1 min"}},
-                                  "failures.recovery"),
+    # failures: a failure run over run.duration (the goodput timeline); each key changes its figures
+    **{f"failures.events.{k}": (TRAIN, {**FAIL_RUN, "failures.events": [ev],
+                                        **(FAT if k == "factor" else {})},
+                                {f"failures.events.0.{k}": v} if k != "kind" else
+                                {"failures.events.0": {"at": "10 h", "kind": "gpu_down", "target": "gpu:1"}}, "changes")
+       for k, ev, v in (
+           ("at", DOWN, "20 h"),
+           ("kind", DOWN, "gpu_down"),
+           ("target", {"at": "1 h", "kind": "straggler", "target": "gpu:1", "slowdown": 2.0, "duration": "1 d"}, "gpu:9"),
+           ("factor", {"at": "1 h", "kind": "link_degrade", "target": "link:leaf0-spine0", "factor": 0.5,
+                       "duration": "1 d"}, 0.1),
+           ("slowdown", {"at": "1 h", "kind": "straggler", "target": "gpu:1", "slowdown": 2.0, "duration": "1 d"}, 4.0),
+           ("duration", {"at": "1 h", "kind": "straggler", "target": "gpu:1", "slowdown": 2.0, "duration": "1 d"}, "2 d"),
+           ("delay", JITTER, "20 ms"),
+           ("sigma", JITTER, 1.0))},
+    **{f"failures.maintenance.{k}": (TRAIN, {**FAIL_RUN, "failures.maintenance": {"interval": "1 d", "duration": "1 h"}},
+                                     {f"failures.maintenance.{k}": v}, "changes")
+       for k, v in (("interval", "12 h"), ("duration", "3 h"), ("first", "2 h"))},
+    **{f"failures.random.{k}": (TRAIN, {**FAIL_RUN, "failures.random": {"node_mtbf": "50 h", **ctx}},
+                                {f"failures.random.{k}": v}, "changes")
+       for k, v, ctx in (
+           ("gpu_mtbf", "20 h", {}), ("node_mtbf", "10 h", {}), ("nic_mtbf", "20 h", {}), ("link_mtbf", "20 h", {}),
+           ("switch_mtbf", "20 h", {}), ("distribution", "weibull", {}),
+           ("weibull_shape", 1.5, {"distribution": "weibull"}), ("repair", "6 h", {}), ("repair_sigma", 1.0, {}),
+           ("lemon_fraction", 0.5, {}), ("lemon_factor", 50.0, {"lemon_fraction": 0.5}))},
+    **{f"failures.recovery.{k}": (TRAIN, {**FAIL_RUN, "failures.events": [DOWN], "failures.recovery": ctx},
+                                  {f"failures.recovery.{k}": v}, "changes")
+       for k, v, ctx in (
+           ("policy", "elastic", {}), ("checkpoint_interval", "2 h", {}), ("checkpoint_write", "10 min", {}),
+           ("storage_bandwidth", "100 MB/s", {}), ("checkpoint_async", True, {}),
+           ("snapshot_bandwidth", "10 MB/s", {"checkpoint_async": True}), ("detection", "10 min", {}),
+           ("restart", "20 min", {}), ("persistent_interval", "8 h", {"policy": "in_memory"}),
+           ("spares", 2, {"policy": "spares"}), ("spare_delay", "20 min", {"policy": "spares", "spares": 1}),
+           ("replica_groups", 2, {"policy": "replica_groups"}))},
     "run.iterations": (TRAIN, SIM, {"run.iterations": 8}, "changes"),
     "run.duration": (TRAIN, {"run": {"fidelity": "estimate"}}, {"run.duration": "10 s"}, "changes"),
     "run.warmup": (TRAIN, {**PS, **SIM, "training.sync": "asp"}, {"run.warmup": 2}, "changes"),

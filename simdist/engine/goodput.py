@@ -1,0 +1,154 @@
+"""Failure runs: the goodput timeline of simdist.failures, fed with iteration times the engine simulates.
+
+`StateStepTime` is the `step_time(state)` callable: it simulates the scenario as modified by a cluster
+state (fewer nodes for elastic shrink and replica groups, static stragglers for straggler states, link
+capacities through the network model's capacity API for degraded links) with the existing training
+engine, once per distinct state.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from simdist.errors import InfeasibleError, ScenarioError
+from simdist.failures.state import ClusterState, JobSpec, batch_per_gpu
+from simdist.results.records import RunResult, StepRecord
+from simdist.scenario import FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario, SyncMode
+
+
+def _shrunk_cluster(scenario: Scenario, nodes_out: frozenset[int]):
+    """The cluster without `nodes_out` (node groups keep their order; only counts drop)."""
+    groups, start = [], 0
+    for g in scenario.cluster.node_groups:
+        out = sum(1 for n in nodes_out if start <= n < start + g.count)
+        if g.count - out > 0:
+            groups.append(replace(g, count=g.count - out))
+        start += g.count
+    return replace(scenario.cluster, node_groups=tuple(groups))
+
+
+class StateStepTime:
+    """step_time(state) -> seconds per iteration, simulated with the engine and cached per state."""
+
+    def __init__(self, scenario: Scenario, fidelity: Fidelity, job: JobSpec) -> None:
+        self.scenario, self.fidelity, self.job = scenario, fidelity, job
+        self.cache: dict[tuple, float] = {}
+        self.simulated = 0  # distinct states simulated (beyond what was seeded into the cache)
+        self.unrunnable: dict[str, str] = {}  # state -> why it cannot train (reported in the result)
+
+    def key(self, state: ClusterState) -> tuple:
+        """States that simulate alike: how many nodes each group lost, the stragglers renumbered, the links."""
+        out, start = [], 0
+        for g in self.scenario.cluster.node_groups:
+            out.append(sum(1 for n in state.nodes_out if start <= n < start + g.count))
+            start += g.count
+        return (tuple(out), self._renumber(state), state.degraded_links, state.keep_global_batch)
+
+    def _renumber(self, state: ClusterState) -> tuple[tuple[int, float], ...]:
+        """Straggler GPU ids in the shrunk cluster (the GPUs of removed nodes before them drop out)."""
+        offsets, acc = [], 0
+        for i, k in enumerate(self.job.gpus_per_node):
+            offsets.append(acc)
+            acc += 0 if i in state.nodes_out else k
+        node_of = [i for i, k in enumerate(self.job.gpus_per_node) for _ in range(k)]
+        first = [sum(self.job.gpus_per_node[:i]) for i in range(len(self.job.gpus_per_node))]
+        return tuple((offsets[node_of[g]] + g - first[node_of[g]], x) for g, x in state.stragglers)
+
+    def __call__(self, state: ClusterState) -> float:
+        key = self.key(state)
+        if key not in self.cache:
+            self.cache[key] = self._simulate(state, key[1])
+        return self.cache[key]
+
+    def scenario_for(self, state: ClusterState, stragglers) -> Scenario:
+        s = self.scenario
+        bpg = batch_per_gpu(self.job, state)
+        events = tuple(FailureEventSpec(0.0, FailureKind.STRAGGLER, f"gpu:{g}", slowdown=x) for g, x in stragglers)
+        return replace(s, cluster=_shrunk_cluster(s, state.nodes_out) if state.nodes_out else s.cluster,
+                       workload=replace(s.workload, batch_per_gpu=bpg, global_batch=None),
+                       training=replace(s.training, parallelism=replace(s.training.parallelism, dp=None)),
+                       failures=FailuresSpec(events=events) if events else None,
+                       run=replace(s.run, duration_s=None, replicas=1))
+
+    def _simulate(self, state: ClusterState, stragglers) -> float:
+        if batch_per_gpu(self.job, state) == 0:
+            return math.inf
+        self.simulated += 1
+        scenario = self.scenario_for(state, stragglers)
+        try:
+            if state.degraded_links:
+                return _with_links(scenario, self.fidelity, state.degraded_links)
+            from simdist.engine.training import run_training
+
+            return float(run_training(scenario, self.fidelity, with_baseline=False).iteration_time_s)
+        except InfeasibleError as err:  # e.g. the survivors' rebalanced batch does not fit: wait for repair
+            self.unrunnable[_describe(state)] = str(err)
+            return math.inf
+        except ScenarioError as err:
+            if not state.nodes_out:
+                raise
+            self.unrunnable[_describe(state)] = str(err)  # e.g. a torus cannot lose a node
+            return math.inf
+
+
+def _describe(state: ClusterState) -> str:
+    out = f"{len(state.nodes_out)} nodes out" if state.nodes_out else "all nodes"
+    return out + (f", {len(state.stragglers)} stragglers" if state.stragglers else "") + (
+        f", {len(state.degraded_links)} degraded links" if state.degraded_links else "")
+
+
+def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:
+    """BSP iteration time with some links at a fraction of their capacity (network capacity API): the
+    training run on a cluster built here, with those capacities set before it starts."""
+    from simdist.engine.context import build_context
+    from simdist.engine.training import run_training
+
+    if scenario.training.sync != SyncMode.BSP:
+        raise ScenarioError.bad_value("training.sync", scenario.training.sync.value,
+                                      "bsp for link_degrade events (other sync modes do not take link changes yet)")
+    ctx = build_context(scenario, fidelity)
+    index = ctx.topology.links.index
+    for u, v, factor in links:
+        for a, b in ((u, v), (v, u)):
+            if (a, b) in index:  # a link of a removed node carries nothing any more
+                i = index[(a, b)]
+                ctx.network.set_link_capacity(i, ctx.topology.links.capacity_Bps[i] * factor)
+    return run_training(scenario, fidelity, with_baseline=False, context=ctx).iteration_time_s
+
+
+def healthy_scenario(scenario: Scenario) -> Scenario:
+    """The scenario without its failures: the reference the goodput ratio is measured against."""
+    return replace(scenario, failures=None, run=replace(scenario.run, duration_s=None, replicas=1))
+
+
+def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
+    """The healthy run's RunResult with `goodput` filled from `run.replicas` timelines over `run.duration`."""
+    from simdist.engine.training import run_training
+    from simdist.failures.costs import job_spec, recovery_costs
+    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.montecarlo import model_summary, run_replicas
+    from simdist.strategies.plan import resolve_batch
+    from simdist.topology.build import build_topology
+
+    if scenario.workload.model is None:
+        raise ScenarioError.bad_value("failures", "a benchmark workload", "a training workload (goodput needs one)")
+    if scenario.run.duration_s is None:
+        raise ScenarioError("failure runs need run.duration (the simulated wall time, e.g. '14 d')", "run.duration")
+    base = run_training(healthy_scenario(scenario), fidelity)
+    facts = fabric_facts(build_topology(scenario.cluster))
+    dp = scenario.cluster.num_gpus
+    bpg = resolve_batch(scenario, dp)
+    k = scenario.training.grad_accumulation
+    job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts)
+    step_time = StateStepTime(scenario, fidelity, job)
+    for keep in (True, False):  # the healthy state is the run just made
+        step_time.cache[step_time.key(ClusterState(keep_global_batch=keep))] = float(base.iteration_time_s)
+    costs = recovery_costs(scenario)
+    goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
+                                    scenario.run.replicas)
+    goodput.update(model_summary(scenario.failures, facts, costs))
+    goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
+    goodput["states_simulated"] = step_time.simulated
+    goodput["unrunnable_states"] = step_time.unrunnable
+    job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
+    return replace(base, goodput=goodput, records=base.records + job_track)

@@ -1,0 +1,108 @@
+"""Monte Carlo over failure seeds: run the timeline `replicas` times and report mean and 95 % intervals.
+
+Replica r draws from numpy's Generator seeded with (run.seed, r), so any replica can be reproduced on
+its own. Every figure is the mean over replicas; with more than one replica it also gets a `<name>_ci95`
+pair [mean - h, mean + h], h = 1.96 x sample standard deviation / sqrt(replicas) (normal approximation).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+
+from simdist.failures.fabric import FabricFacts
+from simdist.failures.incidents import DEFAULT_REPAIR_S, sample_random, scheduled
+from simdist.failures.rates import job_rate, mtbfs, young_daly_interval_s, closed_form_goodput
+from simdist.failures.state import JobSpec, StepTime
+from simdist.failures.timeline import Costs, Tally, run_timeline
+from simdist.scenario import FailuresSpec, RecoveryPolicy
+
+FIGURES = ("ratio", "useful_s", "wall_s", "lost_work_s", "checkpoint_s", "restart_s", "downtime_s", "degraded_s",
+           "failures", "restarts", "rejoins", "checkpoints", "correlated_failures", "maintenance", "group_out_s",
+           "samples_per_s", "tokens_per_s", "cost_per_sample_usd", "cost_per_token_usd")
+
+
+def maintenance_times(spec: FailuresSpec, duration_s: float) -> list[tuple[float, float]]:
+    m = spec.maintenance
+    if m is None:
+        return []
+    t = m.interval_s if m.first_s is None else m.first_s
+    out = []
+    while t < duration_s:
+        out.append((t, m.duration_s))
+        t += m.interval_s
+    return out
+
+
+def _figures(tally: Tally, job: JobSpec) -> dict[str, float | None]:
+    wall = tally.wall_s
+    samples_per_s = tally.samples / wall
+    tokens = samples_per_s * job.tokens_per_sample if job.tokens_per_sample else None
+    cost = job.gpu_price_per_hour_usd * wall / 3600.0
+    return {"ratio": tally.useful_s / wall, "useful_s": tally.useful_s, "wall_s": wall,
+            "lost_work_s": tally.lost_work_s, "checkpoint_s": tally.checkpoint_s, "restart_s": tally.restart_s,
+            "downtime_s": tally.downtime_s, "degraded_s": tally.degraded_s, "failures": tally.failures,
+            "restarts": tally.restarts, "rejoins": tally.rejoins, "checkpoints": tally.checkpoints,
+            "correlated_failures": tally.correlated, "maintenance": tally.maintenance,
+            "group_out_s": tally.group_out_s, "samples_per_s": samples_per_s, "tokens_per_s": tokens,
+            "cost_per_sample_usd": cost / tally.samples if tally.samples > 0 else None,
+            "cost_per_token_usd": cost / (tally.samples * job.tokens_per_sample)
+            if tally.samples > 0 and job.tokens_per_sample else None}
+
+
+def _mean_ci(values: list) -> tuple[float | None, list[float] | None]:
+    if any(v is None for v in values):
+        return None, None
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return mean, None
+    h = 1.96 * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, [mean - h, mean + h]
+
+
+def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Costs, step_time: StepTime,
+                 seed: int, replicas: int) -> tuple[dict, list[Tally]]:
+    """The goodput dict (means, `_ci95` pairs, failures by kind) and every replica's Tally."""
+    repair = spec.random.repair_s if spec.random is not None else DEFAULT_REPAIR_S
+    fixed, slowdowns = scheduled(spec.events, facts, repair)
+    maint = maintenance_times(spec, job.duration_s)
+    tallies, rows = [], []
+    for r in range(replicas):
+        rng = np.random.default_rng([seed, r])
+        random = sample_random(spec.random, facts, job.duration_s, rng) if spec.random is not None else []
+        tally = run_timeline(job, spec.recovery.policy, costs, step_time, sorted(fixed + random), slowdowns, maint,
+                             record=r == 0)
+        tallies.append(tally)
+        rows.append(_figures(tally, job))
+    out: dict = {}
+    for name in FIGURES:
+        mean, ci = _mean_ci([row[name] for row in rows])
+        out[name] = mean
+        if replicas > 1:
+            out[f"{name}_ci95"] = ci
+    kinds = sorted({k for t in tallies for k in t.failures_by_kind})
+    out["failures_by_kind"] = {k: math.fsum(t.failures_by_kind.get(k, 0) for t in tallies) / replicas for k in kinds}
+    out["replicas"] = replicas
+    return out, tallies
+
+
+def model_summary(spec: FailuresSpec, facts: FabricFacts, costs: Costs) -> dict:
+    """The rates, job MTBF, Young/Daly interval and first-order closed form shown beside the simulation."""
+    rate = job_rate(spec.random, facts)
+    m = rate.mtbf_s
+    rec = spec.recovery
+    blocking = costs.write_s
+    recovery_s = costs.detection_s + costs.restart_s
+    out = {"policy": rec.policy.value, "component_mtbf_s": mtbfs(spec.random) if spec.random else {},
+           "default_rates": bool(spec.random and spec.random.defaults),
+           "distribution": spec.random.distribution.value if spec.random else None,
+           "job_failures_per_day": rate.per_s * 86400.0, "job_mtbf_s": m if math.isfinite(m) else None,
+           "job_failures_per_day_by_component": {k: v * 86400.0 for k, v in rate.per_component_per_s.items()},
+           "checkpoint_interval_s": costs.interval_s, "checkpoint_blocking_s": blocking,
+           "recovery_s": recovery_s, "young_daly_interval_s": None, "closed_form_ratio": None}
+    if math.isfinite(m):
+        out["young_daly_interval_s"] = young_daly_interval_s(blocking, m)
+        if rec.policy in (RecoveryPolicy.CHECKPOINT_RESTART,) and costs.persist_s == 0:
+            out["closed_form_ratio"] = closed_form_goodput(costs.interval_s, blocking, recovery_s, m)
+    return out

@@ -1,0 +1,80 @@
+"""Component failure rates: the documented defaults, the job-level rate they add up to, Young/Daly.
+
+Defaults (docs/failures.md has the derivation): a node with 8 GPUs and 8 NICs fails about 4.8 times per
+1,000 node-days, inside the range of a few per 1,000 node-days that Kokolis et al., "Revisiting
+Reliability in Large-Scale Machine Learning Research Clusters" (Meta, 2024) report for their two
+clusters; the split across GPU / host / NIC is an assumption that puts GPUs first, as that study's
+failure taxonomy does. Fabric links and switches are rarer and an assumption too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simdist.failures.fabric import FabricFacts
+from simdist.scenario import RandomFailuresSpec
+
+HOUR_S = 3600.0
+DEFAULT_MTBF_S = {  # per component
+    "gpu": 75_000 * HOUR_S,
+    "node": 16_000 * HOUR_S,
+    "nic": 250_000 * HOUR_S,
+    "link": 1_000_000 * HOUR_S,
+    "switch": 250_000 * HOUR_S,
+}
+COMPONENTS = ("gpu", "node", "nic", "link", "switch")
+NODE_LEVEL = ("gpu", "node", "nic")  # the parts of a node (lemons fail more often)
+
+
+def mtbfs(spec: RandomFailuresSpec) -> dict[str, float]:
+    """Component -> MTBF in seconds, for the components that fail (the defaults when none was given)."""
+    if spec.defaults:
+        return dict(DEFAULT_MTBF_S)
+    given = {"gpu": spec.gpu_mtbf_s, "node": spec.node_mtbf_s, "nic": spec.nic_mtbf_s,
+             "link": spec.link_mtbf_s, "switch": spec.switch_mtbf_s}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def component_counts(facts: FabricFacts) -> dict[str, int]:
+    """How many of each component the job's cluster has."""
+    return {"gpu": facts.gpus, "node": facts.nodes, "nic": facts.nics, "link": len(facts.fabric_links),
+            "switch": len(facts.switches)}
+
+
+@dataclass(frozen=True)
+class JobRate:
+    """Failures per second of the whole job, by component, and the job MTBF."""
+
+    per_component_per_s: dict[str, float]
+
+    @property
+    def per_s(self) -> float:
+        return math.fsum(self.per_component_per_s.values())
+
+    @property
+    def mtbf_s(self) -> float:
+        return 1.0 / self.per_s if self.per_s > 0 else math.inf
+
+
+def job_rate(spec: RandomFailuresSpec | None, facts: FabricFacts) -> JobRate:
+    """Sum over components of count / MTBF; lemon nodes' parts count lemon_factor times."""
+    if spec is None:
+        return JobRate({})
+    counts = component_counts(facts)
+    lemon = 1.0 + spec.lemon_fraction * (spec.lemon_factor - 1.0)
+    out = {}
+    for kind, mtbf in mtbfs(spec).items():
+        out[kind] = counts[kind] / mtbf * (lemon if kind in NODE_LEVEL else 1.0)
+    return JobRate(out)
+
+
+def young_daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
+    """Young's first-order optimum checkpoint interval sqrt(2 C M) (Young 1974; Daly 2006)."""
+    if not math.isfinite(mtbf_s) or checkpoint_s <= 0:
+        return math.inf
+    return math.sqrt(2.0 * checkpoint_s * mtbf_s)
+
+
+def closed_form_goodput(interval_s: float, checkpoint_s: float, recovery_s: float, mtbf_s: float) -> float:
+    """1 - C/T - (T/2 + R)/M: the first-order useful fraction under checkpoint/restart (exponential failures)."""
+    return 1.0 - checkpoint_s / interval_s - (interval_s / 2.0 + recovery_s) / mtbf_s

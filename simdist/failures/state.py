@@ -1,0 +1,65 @@
+"""A cluster state as the engine sees it, and the job parameters the goodput timeline needs.
+
+Between two events the iteration time is constant, so the timeline asks the engine once per distinct
+state for `step_time(state)` (seconds per iteration; math.inf when the state cannot train, e.g. the
+survivors do not hold the model) and skips the steady-state iterations arithmetically.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Which nodes the job runs without, which GPUs straggle, which links are degraded."""
+
+    nodes_out: frozenset[int] = frozenset()
+    stragglers: tuple[tuple[int, float], ...] = ()  # (gpu, compute-time multiplier), sorted
+    degraded_links: tuple[tuple[str, str, float], ...] = ()  # (u, v, remaining fraction), sorted
+    keep_global_batch: bool = True  # elastic rebalances the batch; replica groups keep the per-GPU batch
+
+
+StepTime = Callable[[ClusterState], float]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What the timeline needs to know about the job (all figures of the healthy cluster)."""
+
+    duration_s: float
+    gpus_per_node: tuple[int, ...]
+    global_batch: int  # samples per iteration (all GPUs, all micro-steps)
+    batch_per_gpu: int  # samples per GPU per micro-step
+    state_bytes: float  # model + optimizer state of one replica (a checkpoint)
+    node_bandwidth_Bps: float  # one node's NIC bandwidth (peer copies, in-memory restore)
+    micro_steps: int = 1  # gradient accumulation
+    tokens_per_sample: int | None = None
+    gpu_price_per_hour_usd: float = 0.0  # summed over the job's GPUs
+    groups: tuple[tuple[int, ...], ...] = field(default=())  # replica_groups: the nodes of each group
+
+    @property
+    def nodes(self) -> int:
+        return len(self.gpus_per_node)
+
+
+def samples_per_step(job: JobSpec, state: ClusterState) -> int:
+    """Samples one iteration commits in `state`: the global batch re-split over the survivors (rounded up to
+    a whole per-GPU batch) when rebalancing, else the per-GPU batch times the GPUs left."""
+    gpus = gpus_in(job, state)
+    return batch_per_gpu(job, state) * job.micro_steps * gpus
+
+
+def gpus_in(job: JobSpec, state: ClusterState) -> int:
+    return sum(n for i, n in enumerate(job.gpus_per_node) if i not in state.nodes_out)
+
+
+def batch_per_gpu(job: JobSpec, state: ClusterState) -> int:
+    """The per-GPU micro-batch the engine simulates for `state` (0: no GPU left)."""
+    gpus = gpus_in(job, state)
+    if not gpus:
+        return 0
+    if state.keep_global_batch:
+        return math.ceil(job.global_batch / (gpus * job.micro_steps))
+    return job.batch_per_gpu

@@ -1,0 +1,425 @@
+"""The job-level goodput timeline: failures, checkpoints and recovery policies over a long run.
+
+Events (incidents, repairs, slowdowns, maintenance, the end of a recovery) are processed in time order;
+between two events the iteration time is constant (the engine's `step_time(state)`), so training is
+advanced arithmetically and no iteration is simulated one by one. Work is counted in healthy-cluster
+seconds: `useful_s` is the committed samples divided by the healthy throughput, so that
+useful + degraded + lost_work + checkpoint + restart + downtime = wall time exactly.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field, replace
+
+from simdist.failures.incidents import Incident, Slowdown
+from simdist.failures.state import ClusterState, JobSpec, StepTime, samples_per_step
+from simdist.scenario import RecoveryPolicy
+
+RUN, RECOVER, DOWN, WAIT = "run", "recover", "down", "wait"
+_CHECKPOINT_FAMILY = (RecoveryPolicy.CHECKPOINT_RESTART, RecoveryPolicy.SPARES, RecoveryPolicy.IN_MEMORY)
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Seconds each recovery step takes (resolved from the scenario by failures.costs)."""
+
+    interval_s: float  # compute time between checkpoints (in_memory: between copies to peers)
+    write_s: float  # blocking part of a persistent checkpoint
+    persist_s: float = 0.0  # async: background write after the blocking snapshot (0: synchronous)
+    detection_s: float = 0.0
+    restart_s: float = 0.0
+    memory_copy_s: float = 0.0  # in_memory: blocking copy of a node's shard to its peer
+    restore_s: float = 0.0  # in_memory: restore of a shard from the peer
+    persistent_interval_s: float = math.inf  # in_memory: compute time between persistent checkpoints
+    load_s: float = 0.0  # in_memory: reading the persistent checkpoint back after a correlated failure
+    spares: int = 0
+    spare_delay_s: float = 0.0
+    weight_copy_s: float = 0.0  # replica_groups: a rejoining group copies the state from a peer
+
+
+@dataclass
+class Tally:
+    """Where the wall time went, and counts."""
+
+    wall_s: float = 0.0
+    useful_s: float = 0.0
+    degraded_s: float = 0.0
+    lost_work_s: float = 0.0
+    checkpoint_s: float = 0.0
+    restart_s: float = 0.0
+    downtime_s: float = 0.0
+    failures: int = 0
+    restarts: int = 0
+    rejoins: int = 0
+    checkpoints: int = 0
+    correlated: int = 0
+    maintenance: int = 0
+    group_out_s: float = 0.0
+    samples: float = 0.0
+    failures_by_kind: dict[str, int] = field(default_factory=dict)
+    segments: list[tuple[str, float, float]] = field(default_factory=list)  # (what, start, end) when recorded
+
+
+class _Job:
+    def __init__(self, job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
+                 record: bool = False) -> None:
+        self.job, self.policy, self.costs, self.step_time = job, policy, costs, step_time
+        self.record = record
+        self.tally = Tally(wall_s=job.duration_s)
+        self.t = 0.0
+        self.mode = RUN
+        self.heap: list = []
+        self.seq = 0
+        self.token = 0  # invalidates a pending READY / DOWN_END
+        self.persist_token = 0
+        self.nodes_out: set[int] = set()
+        self.groups_out: set[int] = set()
+        self.down: set[int] = set()
+        self.covered: set[int] = set()  # nodes replaced by a spare, returning to the pool after repair
+        self.free_spares = costs.spares
+        self.backup_missing: set[int] = set()  # in_memory: nodes whose shard has no live copy on a peer
+        self.active: list[Slowdown] = []
+        self.work = 0.0  # all work computed, kept or not (healthy seconds)
+        self.cur = self.pend = self.mid = 0.0  # uncommitted work (healthy seconds)
+        self.c = 0.0  # compute since the last checkpoint
+        self.pc = 0.0  # in_memory: compute since the last persistent checkpoint
+        self.seg = 0.0  # compute since the last step boundary we know of (partial-step losses)
+        self.writing_until: float | None = None
+        self.writing_kind = ""
+        self.down_ckpt_until = 0.0
+        self._rates: dict[ClusterState, tuple[float, float]] = {}
+        healthy = ClusterState(keep_global_batch=policy is not RecoveryPolicy.REPLICA_GROUPS)
+        self.healthy_rate = samples_per_step(job, healthy) / step_time(healthy)  # samples/s
+        if not self.healthy_rate > 0 or not math.isfinite(self.healthy_rate):
+            raise ValueError("the healthy cluster cannot train (step time is not finite)")
+        self.node_of_gpu = [i for i, k in enumerate(job.gpus_per_node) for _ in range(k)]
+        self.group_of = {n: g for g, nodes in enumerate(job.groups) for n in nodes}
+        self._update_state()
+
+    # ---------------------------------------------------------------- state and rates
+    def _state(self) -> ClusterState:
+        strag: dict[int, float] = {}
+        links = []
+        for s in self.active:
+            for g, x in s.stragglers:
+                strag[g] = strag.get(g, 1.0) * x
+            links.extend(s.links)
+        out = set(self.nodes_out)
+        if self.policy is RecoveryPolicy.REPLICA_GROUPS:
+            out = {n for g in self.groups_out for n in self.job.groups[g]}
+        node_of = self.node_of_gpu
+        return ClusterState(frozenset(out), tuple(sorted((g, x) for g, x in strag.items() if node_of[g] not in out)),
+                            tuple(sorted(links)), self.policy is not RecoveryPolicy.REPLICA_GROUPS)
+
+    def _update_state(self) -> None:
+        state = self._state()
+        if state not in self._rates:
+            samples = samples_per_step(self.job, state)
+            step = self.step_time(state) if samples else math.inf
+            self._rates[state] = (samples, step)
+        samples, step = self._rates[state]
+        self.step_s = step + sum(s.delay_s for s in self.active)
+        self.samples_per_step = samples
+        self.rate = (samples / self.step_s) / self.healthy_rate if math.isfinite(self.step_s) else 0.0
+        self.seg = 0.0
+
+    # ---------------------------------------------------------------- event queue
+    def push(self, time_s: float, kind: str, payload=None, token: int = 0) -> None:
+        order = {"incident": 1}.get(kind, 0)
+        heapq.heappush(self.heap, (time_s, order, self.seq, kind, payload, token))
+        self.seq += 1
+
+    def run(self) -> Tally:
+        end = self.job.duration_s
+        while self.heap and self.heap[0][0] < end:
+            self.advance(self.heap[0][0])  # stops early at any event pushed meanwhile (an async commit)
+            time_s, _, _, kind, payload, token = heapq.heappop(self.heap)
+            getattr(self, f"_on_{kind}")(payload, token)
+        self.advance(end)
+        self.tally.useful_s = self.work - self.tally.lost_work_s
+        self.tally.samples = self.tally.useful_s * self.healthy_rate
+        return self.tally
+
+    # ---------------------------------------------------------------- advancing time
+    def _seg(self, what: str, start: float, end: float) -> None:
+        """Record a stretch of the timeline (merged with the previous one when it continues it)."""
+        if not self.record or end <= start:
+            return
+        segs = self.tally.segments
+        if segs and segs[-1][0] == what and abs(segs[-1][2] - start) <= _EPS:
+            segs[-1] = (what, segs[-1][1], end)
+        else:
+            segs.append((what, start, end))
+
+    def _train_name(self) -> str:
+        return "train" if self.rate >= 1 - 1e-12 else f"train at {self.rate:.0%}"
+
+    def advance(self, t_to: float) -> None:
+        while self.t < t_to - _EPS:
+            if self.heap and self.heap[0][0] < t_to:
+                t_to = max(self.t, self.heap[0][0])
+                continue
+            dt_all = t_to - self.t
+            if self.mode == RUN:
+                self._run_until(t_to)
+                continue
+            if self.mode == DOWN and self.t < self.down_ckpt_until:
+                dt = min(t_to, self.down_ckpt_until) - self.t
+                self.tally.checkpoint_s += dt
+                self._seg("checkpoint", self.t, self.t + dt)
+            else:
+                dt = dt_all
+                if self.mode == RECOVER:
+                    self.tally.restart_s += dt
+                    self._seg("restart", self.t, self.t + dt)
+                else:
+                    self.tally.downtime_s += dt
+                    self._seg("maintenance" if self.mode == DOWN else "wait for repair", self.t, self.t + dt)
+            self.tally.group_out_s += dt * len(self.groups_out)
+            self.t += dt
+        self.t = max(self.t, t_to)
+
+    def _run_until(self, t_to: float) -> None:
+        k = self.costs
+        if self.writing_until is not None:
+            end = min(self.writing_until, t_to)
+            self.tally.checkpoint_s += end - self.t
+            self._seg("checkpoint", self.t, end)
+            self.tally.group_out_s += (end - self.t) * len(self.groups_out)
+            self.t = end
+            if end >= self.writing_until - _EPS:
+                self._write_done()
+            return
+        cycle = k.interval_s + k.write_s
+        if (self.c == 0.0 and k.persist_s == 0.0 and self.policy is not RecoveryPolicy.IN_MEMORY
+                and t_to - self.t > cycle):  # whole compute + checkpoint cycles: skip them arithmetically
+            n = math.floor((t_to - self.t) / cycle)
+            self._compute(n * k.interval_s)
+            self.c = self.pc = 0.0
+            self.tally.checkpoint_s += n * k.write_s
+            self.tally.group_out_s += n * k.write_s * len(self.groups_out)
+            self.tally.checkpoints += n
+            self.cur = 0.0
+            self._seg(f"{self._train_name()} + checkpoints", self.t, self.t + n * cycle)
+            self.t += n * cycle
+            return
+        end = min(t_to, self.t + k.interval_s - self.c)
+        self._seg(self._train_name(), self.t, end)
+        self._compute(end - self.t)
+        self.t = end
+        if self.c >= k.interval_s - _EPS:
+            self._write_start()
+
+    def _compute(self, dt: float) -> None:
+        work = dt * self.rate
+        self.cur += work
+        self.work += work
+        self.tally.degraded_s += dt - work
+        self.tally.group_out_s += dt * len(self.groups_out)
+        self.c += dt
+        self.pc += dt
+        self.seg += dt
+
+    # ---------------------------------------------------------------- checkpoints
+    def _write_start(self) -> None:
+        k = self.costs
+        if self.policy is RecoveryPolicy.IN_MEMORY and self.pc < k.persistent_interval_s - _EPS:
+            self.writing_kind, cost = "memory", k.memory_copy_s
+        else:
+            self.writing_kind, cost = "persistent", k.write_s
+        self.c = 0.0
+        self.writing_until = self.t + cost
+        if cost <= 0:
+            self._write_done()
+
+    def _write_done(self) -> None:
+        self.writing_until = None
+        self.tally.checkpoints += 1
+        if self.writing_kind == "memory":
+            self.mid += self.cur
+            self.cur = 0.0
+            self.backup_missing.clear()
+        elif self.costs.persist_s > 0:  # async: the snapshot is taken; it commits when the write ends
+            self.pend += self.cur
+            self.cur = 0.0
+            self.persist_token += 1
+            self.push(self.t + self.costs.persist_s, "persist", token=self.persist_token)
+        else:
+            self.cur = self.mid = 0.0
+            self.pc = 0.0
+            self.backup_missing.clear()
+
+    def _on_persist(self, _payload, token: int) -> None:
+        if token == self.persist_token:
+            self.pend = 0.0
+
+    def _rollback(self, to_persistent: bool) -> None:
+        lost = self.cur + self.pend + (self.mid if to_persistent else 0.0)
+        self.tally.lost_work_s += lost
+        self.cur = self.pend = 0.0
+        if to_persistent:
+            self.mid = 0.0
+            self.pc = 0.0
+        self.persist_token += 1
+        self.writing_until = None
+        self.c = 0.0
+
+    def _lose_partial_step(self, share: float) -> None:
+        """The iteration in flight when a rank fails is lost (for `share` of the batch)."""
+        if not math.isfinite(self.step_s) or self.step_s <= 0:
+            return
+        lost = min(self.cur, (self.seg % self.step_s) * self.rate * share)
+        self.cur -= lost
+        self.tally.lost_work_s += lost
+
+    # ---------------------------------------------------------------- recovery
+    def _recover(self, seconds: float) -> None:
+        self.token += 1
+        self.mode = RECOVER
+        self.writing_until = None
+        self.push(self.t + seconds, "ready", token=self.token)
+
+    def _on_ready(self, _payload, token: int) -> None:
+        if token != self.token:
+            return
+        self._update_state()
+        self.mode = RUN if self.rate > 0 else WAIT
+
+    def _on_incident(self, inc: Incident, _token: int) -> None:
+        t = self.tally
+        if self.record:
+            t.segments.append((f"failure: {inc.kind} {','.join(map(str, inc.nodes[:4]))}", self.t, self.t))
+        t.failures += 1
+        t.failures_by_kind[inc.kind] = t.failures_by_kind.get(inc.kind, 0) + 1
+        fresh = [n for n in inc.nodes if n not in self.down]
+        for n in fresh:
+            self.down.add(n)
+            self.push(self.t + inc.repair_s, "repair", n)
+        if self.mode == DOWN:  # maintenance window: the restart after it covers this failure
+            if self.policy is RecoveryPolicy.ELASTIC:
+                self.nodes_out |= set(inc.nodes)
+            return
+        getattr(self, f"_incident_{self.policy.value}")(inc)
+
+    def _incident_checkpoint_restart(self, inc: Incident) -> None:
+        if self.mode == RUN:
+            self._rollback(to_persistent=True)
+        self.tally.restarts += 1
+        self._recover(self.costs.detection_s + self.costs.restart_s)
+
+    def _incident_spares(self, inc: Incident) -> None:
+        if self.mode == RUN:
+            self._rollback(to_persistent=True)
+        self.tally.restarts += 1
+        need = [n for n in inc.nodes if n not in self.covered]
+        if inc.nodes and self.free_spares >= len(need):
+            self.free_spares -= len(need)
+            self.covered |= set(need)
+            self._recover(self.costs.detection_s + self.costs.spare_delay_s)
+        else:  # no spare left (or a fabric fault): the scheduler's slow path
+            self._recover(self.costs.detection_s + self.costs.restart_s)
+
+    def _incident_in_memory(self, inc: Incident) -> None:
+        n_nodes = self.job.nodes
+        hit = set(inc.nodes)
+        correlated = any((n + 1) % n_nodes in hit or n in self.backup_missing for n in inc.nodes) and n_nodes > 1
+        if self.mode == RUN:
+            self._rollback(to_persistent=correlated)
+        if correlated:
+            self.tally.correlated += 1
+        self.backup_missing |= {(n - 1) % n_nodes for n in inc.nodes}  # the copies the failed nodes held
+        self.tally.restarts += 1
+        k = self.costs
+        self._recover(k.detection_s + k.restart_s + (k.load_s if correlated else k.restore_s))
+
+    def _incident_elastic(self, inc: Incident) -> None:
+        if self.mode == RUN:
+            self._lose_partial_step(1.0)
+        self.nodes_out |= set(inc.nodes)
+        if len(self.nodes_out) >= self.job.nodes:  # nobody holds the model any more
+            self._rollback(to_persistent=True)
+        self.tally.restarts += 1
+        self._recover(self.costs.detection_s + self.costs.restart_s)
+
+    def _incident_replica_groups(self, inc: Incident) -> None:
+        k = self.costs
+        if not inc.nodes:  # a fabric fault aborts every group's collectives: a short whole-job restart
+            if self.mode == RUN:
+                self._lose_partial_step(1.0)
+            self.tally.restarts += 1
+            self._recover(k.detection_s + k.restart_s)
+            return
+        hit = {self.group_of[n] for n in inc.nodes} - self.groups_out
+        if self.mode == RUN:
+            self._lose_partial_step(len(hit) / len(self.job.groups))
+        for g in sorted(hit):
+            self.groups_out.add(g)
+            self.push(self.t + k.detection_s + k.restart_s + k.weight_copy_s, "group_back", g)
+        self._update_state()
+        if len(self.groups_out) == len(self.job.groups):
+            self._rollback(to_persistent=True)
+            self.mode = WAIT
+        self.tally.restarts += len(hit)
+
+    def _on_group_back(self, g: int, _token: int) -> None:
+        self.groups_out.discard(g)
+        self.tally.rejoins += 1
+        self._update_state()
+        if self.mode == WAIT and self.rate > 0:
+            self.mode = RUN
+
+    def _on_repair(self, n: int, _token: int) -> None:
+        self.down.discard(n)
+        if n in self.covered:
+            self.covered.discard(n)
+            self.free_spares += 1
+        if self.policy is RecoveryPolicy.ELASTIC and n in self.nodes_out:
+            self.nodes_out.discard(n)
+            self.tally.rejoins += 1
+            if self.mode in (RUN, WAIT):  # re-form the group with the repaired node
+                self._recover(self.costs.restart_s)
+
+    # ---------------------------------------------------------------- slowdowns and maintenance
+    def _on_slow_start(self, s: Slowdown, _token: int) -> None:
+        self.active.append(s)
+        self._update_state()
+
+    def _on_slow_end(self, s: Slowdown, _token: int) -> None:
+        self.active.remove(s)
+        self._update_state()
+
+    def _on_maintenance(self, duration_s: float, _token: int) -> None:
+        self.tally.maintenance += 1
+        ckpt = 0.0
+        if self.mode == RUN:  # planned: save everything first, so no work is lost
+            ckpt = self.costs.write_s + self.costs.persist_s
+            self.cur = self.pend = self.mid = 0.0
+            self.c = self.pc = 0.0
+            self.persist_token += 1
+        self.writing_until = None
+        self.token += 1
+        self.mode = DOWN
+        self.down_ckpt_until = self.t + ckpt
+        self.push(self.t + ckpt + duration_s, "down_end", token=self.token)
+
+    def _on_down_end(self, _payload, token: int) -> None:
+        if token == self.token:
+            self._recover(self.costs.restart_s)
+
+
+def run_timeline(job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
+                 incidents: list[Incident], slowdowns: list[Slowdown] = (),
+                 maintenance: list[tuple[float, float]] = (), record: bool = False) -> Tally:
+    """One realisation of the run: where its wall time went (and, with `record`, its segments)."""
+    j = _Job(job, RecoveryPolicy(policy), costs, step_time, record)
+    for inc in incidents:
+        j.push(inc.time_s, "incident", inc)
+    for s in slowdowns:
+        j.push(s.start_s, "slow_start", s)
+        if math.isfinite(s.end_s):
+            j.push(s.end_s, "slow_end", s)
+    for at, d in maintenance:
+        j.push(at, "maintenance", d)
+    return j.run()
