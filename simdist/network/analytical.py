@@ -14,6 +14,7 @@ import numpy as np
 
 from simdist.collectives.schedule import Schedule
 from simdist.errors import InfeasibleError
+from simdist.network.control import LinkControl
 from simdist.network.paths import PathTable
 from simdist.network.steps import CompiledStep, StepCache
 from simdist.network.utilization import utilization_from_bytes
@@ -21,27 +22,33 @@ from simdist.topology.graph import Topology
 from simdist.topology.routing import Router
 
 
-class AnalyticalNetwork:
-    """NetworkModel with static congestion; no events beyond one timeout per schedule."""
+class AnalyticalNetwork(LinkControl):
+    """NetworkModel with static congestion; no events beyond one timeout per schedule.
+
+    Link control (set_link_capacity, fail_link, restore_link, set_router) is LinkControl's: a changed
+    capacity or route applies to schedules timed from then on."""
 
     def __init__(self, topology: Topology, router: Router | None = None) -> None:
         self.topology = topology
         self.paths = PathTable(topology, router)
         self.steps = StepCache(self.paths)
-        self.capacity_Bps = topology.links.capacity_Bps.copy()
-        self.link_bytes = np.zeros_like(self.capacity_Bps)
+        self._capacity_Bps = topology.links.capacity_Bps.copy()
+        self.link_bytes = np.zeros_like(self._capacity_Bps)
         self._times: dict[Schedule, float] = {}  # answers at the current capacities
+        self.now_s = 0.0  # simulated time of the latest run() (named in InfeasibleError)
+        self._init_control()
 
-    def set_link_capacity(self, link_id: int, capacity_Bps: float) -> None:
-        """Change one directed link's capacity (degradation); later schedules see it."""
-        self.capacity_Bps[link_id] = capacity_Bps
-        self._times.clear()
+    @property
+    def capacity_Bps(self) -> np.ndarray:
+        return self._capacity_Bps
 
-    def set_router(self, router: Router) -> None:
-        """Route later schedules with `router` (e.g. one that avoids dead links)."""
-        self.paths.router = router
-        self.paths.clear()
-        self.steps.clear()
+    def _write_capacity(self, link_id: int, capacity_Bps: float) -> None:
+        self._capacity_Bps[link_id] = capacity_Bps
+
+    def _now_s(self) -> float:
+        return self.now_s
+
+    def _routes_changed(self) -> None:
         self._times.clear()
 
     def _stage_time(self, stage: list[CompiledStep]) -> list[float]:
@@ -57,7 +64,7 @@ class AnalyticalNetwork:
                 share = self.capacity_Bps[g.links] / load[g.links]
                 rate = share.min()
                 if rate <= 0:
-                    raise InfeasibleError("a schedule's transfer crosses a link with no capacity")
+                    raise self._infeasible("a schedule's transfer cannot finish", g.links)
                 bw = max(bw, g.size_bytes / rate)
             times.append(cs.latency_s + bw + cs.delay_s)
         return times
@@ -67,7 +74,12 @@ class AnalyticalNetwork:
         hit = self._times.get(schedule)
         if hit is not None:
             return hit
-        compiled = [[self.steps.get(s) for s in chain] for chain in schedule.chains]
+        try:
+            compiled = [[self.steps.get(s) for s in chain] for chain in schedule.chains]
+        except InfeasibleError as e:
+            if not self._down:
+                raise
+            raise self._infeasible(f"{schedule.algorithm} {schedule.op}: {e}") from None
         totals = [0.0] * len(compiled)
         depth = max((len(c) for c in compiled), default=0)
         for i in range(depth):
@@ -87,6 +99,7 @@ class AnalyticalNetwork:
 
     def run(self, env, schedule: Schedule) -> Generator:
         """simpy process body: wait schedule_time (no interaction with concurrent schedules)."""
+        self.now_s = float(env.now)
         t = self.schedule_time(schedule)
         self._account(schedule)
         yield env.timeout(t)

@@ -102,12 +102,15 @@ def _bfs(adj: dict, src: str, step: int) -> dict:
 class Router:
     """Routes endpoint-to-endpoint flows onto directed link ids; per-pair results are cached."""
 
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Topology, down: "frozenset[tuple[str, str]]" = frozenset()) -> None:
         self.topology = topology
+        self.down = frozenset(down) | frozenset((v, u) for u, v in down)
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         graph = topology.graph
+        dead = self.down
         self._cost: dict[str, dict[str, int]] = {
-            u: {w: edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1)) for w, d in nbrs.items()}
+            u: {w: edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1)) for w, d in nbrs.items()
+                if not dead or (u, w) not in dead}
             for u, nbrs in graph.adj.items()}
         machine = self._machine = {v: (v.split("/", 1)[0] if isinstance(v, str) and "/" in v else None) for v in graph}
         self._lname = {v: (v.split("/", 1)[1] if m is not None else v) for v, m in machine.items()}
@@ -149,6 +152,10 @@ class Router:
         for v in self._rail:
             self._lane[v] = per_machine.get(machine[v], 0)
             per_machine[machine[v]] = self._lane[v] + 1
+
+    def without(self, down: "frozenset[tuple[str, str]]") -> "Router":
+        """A router like this one that never uses the cables in `down` (vertex pairs, either direction)."""
+        return Router(self.topology, down)
 
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
