@@ -29,6 +29,7 @@ from typing import Sequence
 
 from simdist.errors import InfeasibleError
 from simdist.topology.graph import Topology
+from simdist.topology.torus_metric import TorusMetric
 
 REFERENCE_Bps = 1e12
 INF = math.inf
@@ -132,6 +133,8 @@ class Router:
         self._core_adj = {u: {w: c for w, c in self._cost[u].items() if w in core} for u in core}
         steps = {c for nbrs in self._core_adj.values() for c in nbrs.values()}
         self._core_step = steps.pop() if len(steps) == 1 else None
+        self._metric = TorusMetric.verify(graph.graph.get("fabric") or {}, tuple(graph.graph.get("machines", ())),
+                                          self._core_adj)
         self._tmpl_of: dict[str, int] = {}
         self._tmpl_ids: dict[tuple, int] = {}
         self._tmpl_adj: list[dict[str, dict[str, int]]] = []
@@ -215,7 +218,9 @@ class Router:
     def _core_dist(self, a: str) -> dict[str, int]:
         hit = self._dcore.get(a)
         if hit is None:
-            if self._core_step is not None:
+            if self._metric is not None:  # ring/torus: closed form, nothing stored per vertex
+                hit = self._metric.from_vertex(a)
+            elif self._core_step is not None:
                 hit = _bfs(self._core_adj, a, self._core_step)
             else:
                 hit = _dijkstra(self._core_adj, {a: 0})
