@@ -16,7 +16,7 @@ from simdist.collectives.schedule import Schedule
 from simdist.errors import InfeasibleError
 from simdist.network.control import LinkControl
 from simdist.network.paths import PathTable
-from simdist.network.steps import CompiledStep, StepCache
+from simdist.network.steps import CompiledStep, StepCache, shared_steps
 from simdist.network.utilization import utilization_from_bytes
 from simdist.topology.graph import Topology
 from simdist.topology.routing import Router
@@ -30,8 +30,8 @@ class AnalyticalNetwork(LinkControl):
 
     def __init__(self, topology: Topology, router: Router | None = None) -> None:
         self.topology = topology
-        self.paths = PathTable(topology, router)
-        self.steps = StepCache(self.paths)
+        self.steps = shared_steps(topology) if router is None else StepCache(PathTable(topology, router))
+        self.paths = self.steps.paths
         self._capacity_Bps = topology.links.capacity_Bps.copy()
         self.link_bytes = np.zeros_like(self._capacity_Bps)
         self._times: dict[Schedule, float] = {}  # answers at the current capacities

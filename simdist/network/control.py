@@ -113,9 +113,9 @@ class LinkControl:
         router = self._router
         if down and hasattr(router, "without"):
             router = router.without(down)
-        self.paths.router = router
-        self.paths.clear()
-        self.steps.clear()
+        # new tables, never cleared in place: the default ones are shared with other models
+        self.steps = StepCache(PathTable(self.topology, router), self.steps.max_entries)
+        self.paths = self.steps.paths
         self._routes_changed()
 
     def _infeasible(self, detail: str, links: "np.ndarray | None" = None) -> InfeasibleError:

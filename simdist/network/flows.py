@@ -8,7 +8,7 @@ oversubscribed uplinks slow each other down as max-min fairness dictates.
 from __future__ import annotations
 
 import math
-from typing import Generator
+from typing import Callable, Generator
 
 import numpy as np
 import simpy
@@ -18,7 +18,7 @@ from simdist.errors import InfeasibleError
 from simdist.network.control import LinkControl
 from simdist.network.fabric import Fabric, Flight
 from simdist.network.paths import PathTable
-from simdist.network.steps import StepCache
+from simdist.network.steps import CompiledStep, StepCache, shared_steps
 from simdist.network.utilization import busy_spans, utilization_from_bytes
 from simdist.topology.graph import Topology
 from simdist.topology.routing import Router
@@ -27,15 +27,16 @@ _MEMO_ENTRIES = 1024
 _WATCH_PRIORITY = 3  # after the fabric's solves (2) at the same instant
 
 
-def run_chain(env: simpy.Environment, fabric: Fabric, steps: StepCache, chain: tuple[Step, ...]) -> Generator:
-    """simpy process body: the steps of one chain, in order. Each step is compiled (routed) when it
-    starts, so a step after a route change takes the new routes; its groups are tagged (step, index)
-    so that the network can route them again while they are in flight."""
+def run_chain(env: simpy.Environment, fabric: Fabric, compiled: Callable[[Step], CompiledStep],
+              chain: tuple[Step, ...]) -> Generator:
+    """simpy process body: the steps of one chain, in order. Each step is compiled (routed) by
+    `compiled` when it starts, so a step after a route change takes the new routes; its groups are
+    tagged (step, index) so that the network can route them again while they are in flight."""
     for step in chain:
-        cs = steps.get(step)
+        cs = compiled(step)
         if cs.latency_s > 0:
             yield env.timeout(cs.latency_s)
-            cs = steps.get(step)
+            cs = compiled(step)
         if cs.groups:
             events = [fabric.start(g, (step, i)) for i, g in enumerate(cs.groups)]
             yield events[0] if len(events) == 1 else env.all_of(events)
@@ -43,13 +44,14 @@ def run_chain(env: simpy.Environment, fabric: Fabric, steps: StepCache, chain: t
             yield env.timeout(cs.delay_s)
 
 
-def run_schedule(env: simpy.Environment, fabric: Fabric, steps: StepCache, schedule: Schedule) -> Generator:
+def run_schedule(env: simpy.Environment, fabric: Fabric, compiled: Callable[[Step], CompiledStep],
+                 schedule: Schedule) -> Generator:
     """simpy process body: all chains of `schedule` concurrently; returns when the last ends."""
     chains = schedule.chains
     if len(chains) == 1:
-        yield from run_chain(env, fabric, steps, chains[0])
+        yield from run_chain(env, fabric, compiled, chains[0])
     elif chains:
-        yield env.all_of([env.process(run_chain(env, fabric, steps, c)) for c in chains])
+        yield env.all_of([env.process(run_chain(env, fabric, compiled, c)) for c in chains])
 
 
 class FlowNetwork(LinkControl):
@@ -65,8 +67,8 @@ class FlowNetwork(LinkControl):
                  record_intervals: bool = False) -> None:
         self.env = env
         self.topology = topology
-        self.paths = PathTable(topology, router)
-        self.steps = StepCache(self.paths)
+        self.steps = shared_steps(topology) if router is None else StepCache(PathTable(topology, router))
+        self.paths = self.steps.paths
         self.fabric = Fabric(env, topology.links.capacity_Bps, record_intervals)
         self.fabric.on_stall = self._on_stall
         self._idle_times: dict[Schedule, float] = {}  # schedule_time answers at the current capacities
@@ -81,7 +83,7 @@ class FlowNetwork(LinkControl):
         """simpy process body: run `schedule` on the shared fabric (env must be this network's)."""
         assert env is self.env, "FlowNetwork.run called with another simpy Environment"
         try:
-            yield from run_schedule(env, self.fabric, self.steps, schedule)
+            yield from run_schedule(env, self.fabric, self._compiled, schedule)
         except InfeasibleError as e:
             if not self._down:
                 raise
@@ -94,7 +96,7 @@ class FlowNetwork(LinkControl):
             return hit
         env = simpy.Environment()
         fabric = Fabric(env, self.fabric.capacity_Bps)
-        proc = env.process(run_schedule(env, fabric, self.steps, schedule))
+        proc = env.process(run_schedule(env, fabric, self._compiled, schedule))
         try:
             env.run()
         except InfeasibleError as e:
@@ -107,6 +109,10 @@ class FlowNetwork(LinkControl):
             self._idle_times.clear()
         self._idle_times[schedule] = float(env.now)
         return float(env.now)
+
+    def _compiled(self, step: Step) -> CompiledStep:
+        """`step` on the current routes (self.steps is replaced when routes change)."""
+        return self.steps.get(step)
 
     # -- LinkControl hooks -----------------------------------------------------------------------
     def _write_capacity(self, link_id: int, capacity_Bps: float) -> None:

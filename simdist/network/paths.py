@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from simdist.topology.graph import Topology
-from simdist.topology.routing import Router
+from simdist.topology.routing import Router, shared_router
 
 
 class PathTable:
@@ -16,7 +16,7 @@ class PathTable:
 
     def __init__(self, topology: Topology, router: Router | None = None) -> None:
         self.topology = topology
-        self.router = router if router is not None else Router(topology)
+        self.router = router if router is not None else shared_router(topology)
         self._cache: dict[tuple[int, int, int], tuple[np.ndarray, float]] = {}
 
     def path(self, src: int, dst: int, flow_key: int = 0) -> tuple[np.ndarray, float]:

@@ -7,6 +7,7 @@ identity and by value, so equal steps of later schedules are not routed again.
 """
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from simdist.collectives.schedule import Step
 from simdist.network.paths import PathTable
+from simdist.topology.graph import Topology
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,3 +139,16 @@ class StepCache:
         self._by_id.clear()
         self._by_value.clear()
         self._routes.clear()
+
+
+_SHARED: "weakref.WeakKeyDictionary[Topology, StepCache]" = weakref.WeakKeyDictionary()
+
+
+def shared_steps(topology: Topology) -> StepCache:
+    """The compiled steps of `topology` under its default routes, shared by every network model on it
+    (a sweep over one cluster routes each step once). A model that changes routes (a dead link, a
+    router of its own) switches to a private StepCache instead of touching this one."""
+    hit = _SHARED.get(topology)
+    if hit is None:
+        hit = _SHARED[topology] = StepCache(PathTable(topology))
+    return hit

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
+import weakref
 from typing import Sequence
 
 from simdist.errors import InfeasibleError
@@ -98,6 +99,17 @@ def _bfs(adj: dict, src: str, step: int) -> dict:
                     nxt.append(w)
         frontier = nxt
     return dist
+
+
+_SHARED: "weakref.WeakKeyDictionary[Topology, Router]" = weakref.WeakKeyDictionary()
+
+
+def shared_router(topology: Topology) -> "Router":
+    """The one default Router of `topology` (its caches serve every network model built on it)."""
+    hit = _SHARED.get(topology)
+    if hit is None:
+        hit = _SHARED[topology] = Router(topology)
+    return hit
 
 
 class Router:
