@@ -10,12 +10,16 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
 from simdist.collectives.schedule import Step
 from simdist.network.paths import PathTable
 from simdist.topology.graph import Topology
+
+
+_PAIR = attrgetter("src", "dst")
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +86,7 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
     """Route every transfer of `step` (or take `routes`, the same pairs routed before) and form its flow
     groups (zero-byte transfers move nothing)."""
     if routes is None:
-        routes = RoutedPairs.route(tuple((t.src, t.dst) for t in step.transfers), paths)
+        routes = RoutedPairs.route(tuple(map(_PAIR, step.transfers)), paths)
     sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
     if not sizes.size:
         latency = 0.0
@@ -118,7 +122,7 @@ class StepCache:
             return hit[1]
         compiled = self._by_value.get(step)
         if compiled is None:
-            pairs = tuple((t.src, t.dst) for t in step.transfers)
+            pairs = tuple(map(_PAIR, step.transfers))
             routes = self._routes.get(pairs)
             if routes is None:
                 routes = self._routes[pairs] = RoutedPairs.route(pairs, self.paths)

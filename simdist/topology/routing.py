@@ -162,6 +162,7 @@ class Router:
         self._dag: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
         self._rail: dict[str, str] = {v: d["rail"] for v, d in graph.nodes(data=True) if d.get("rail") in graph}
         self._via: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._fixed: dict[tuple[int, str, str], tuple[str, ...] | None] = {}
         self._lane: dict[str, int] = {}  # a railed vertex's index among its machine's railed vertices
         per_machine: dict[str, int] = {}
         for v in self._rail:
@@ -397,6 +398,30 @@ class Router:
             path.append(v)
         return path
 
+    def _fixed_local(self, m: str, s: str, t: str) -> tuple[int, ...] | None:
+        """The path between two vertices of machine m when it has no equal-cost branch (so no hash can
+        change it): found once per machine template and local pair, then only its link ids are looked up."""
+        tid = self._tmpl(m)
+        ln = self._lname
+        key = (tid, ln[s], ln[t])
+        names = self._fixed.get(key, False)
+        if names is False:
+            local = self._local(t)
+            names = [ln[s]]
+            while names is not None and names[-1] != ln[t]:
+                lv = names[-1]
+                if lv not in local:
+                    names = None  # unreachable inside: the general walk reports it
+                    break
+                hops = self._local_next(tid, local, ("t", tid, ln[t], lv), lv)
+                names = names + [hops[0]] if len(hops) == 1 else None
+            names = self._fixed[key] = tuple(names) if names is not None else None
+        if names is None:
+            return None
+        index = self.topology.links.index
+        prefix = m + "/"
+        return tuple(index[(prefix + a, prefix + b)] for a, b in zip(names, names[1:]))
+
     def equal_cost_paths(self, src_vertex: str, dst_vertex: str) -> list[tuple[int, ...]]:
         """All least-cost paths between two vertices, as directed link id tuples, sorted by vertex names.
 
@@ -428,6 +453,11 @@ class Router:
             return ()
         eps = self.topology.endpoints
         s, t = eps[src], eps[dst]
+        m = self._machine[s]
+        if m is not None and m == self._machine[t]:
+            fixed = self._fixed_local(m, s, t)
+            if fixed is not None:
+                return fixed
         if s in self._lane and self._machine[s] != self._machine[t]:
             nodes = self.topology.endpoint_node
             p = self.vertex_path(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s])
