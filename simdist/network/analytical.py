@@ -52,21 +52,28 @@ class AnalyticalNetwork(LinkControl):
         self._times.clear()
 
     def _stage_time(self, stage: list[CompiledStep]) -> list[float]:
-        """Times of steps that run concurrently (step i of each chain), sharing links statically."""
-        load = np.zeros_like(self.capacity_Bps)
+        """Times of steps that run concurrently (step i of each chain), sharing links statically
+        (vectorised over every group of the stage: a PS step holds one group per transfer)."""
+        groups = [g for cs in stage for g in cs.groups]
+        if not groups:
+            return [cs.latency_s + cs.delay_s for cs in stage]
+        links = np.concatenate([g.links for g in groups])
+        counts = np.concatenate([g.counts for g in groups])
+        load = np.bincount(links, weights=counts, minlength=self._capacity_Bps.size)
+        starts = np.cumsum([0] + [g.links.size for g in groups[:-1]])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = self._capacity_Bps[links] / load[links]
+        rates = np.minimum.reduceat(share, starts) if links.size else np.full(len(groups), np.inf)
+        rates[np.array([g.links.size == 0 for g in groups])] = np.inf
+        if (rates <= 0).any():
+            bad = groups[int(np.flatnonzero(rates <= 0)[0])]
+            raise self._infeasible("a schedule's transfer cannot finish", bad.links)
+        need = np.array([g.size_bytes for g in groups]) / rates
+        times, k = [], 0
         for cs in stage:
-            for g in cs.groups:
-                load[g.links] += g.counts
-        times = []
-        for cs in stage:
-            bw = 0.0
-            for g in cs.groups:
-                share = self.capacity_Bps[g.links] / load[g.links]
-                rate = share.min()
-                if rate <= 0:
-                    raise self._infeasible("a schedule's transfer cannot finish", g.links)
-                bw = max(bw, g.size_bytes / rate)
-            times.append(cs.latency_s + bw + cs.delay_s)
+            n = len(cs.groups)
+            times.append(cs.latency_s + (float(need[k:k + n].max()) if n else 0.0) + cs.delay_s)
+            k += n
         return times
 
     def schedule_time(self, schedule: Schedule) -> float:
