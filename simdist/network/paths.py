@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from simdist.topology.graph import Topology
-from simdist.topology.routing import Router, shared_router
+from simdist.topology.routing import SPRAY_PATHS, Router, shared_router
 
 
 class PathTable:
@@ -29,6 +29,15 @@ class PathTable:
             hit = (links, latency)
             self._cache[key] = hit
         return hit
+
+    @property
+    def spread(self) -> int:
+        """Paths each (src, dst) connection is split over: SPRAY_PATHS with routing 'spray', else 1."""
+        return SPRAY_PATHS if getattr(self.router, "routing", "") == "spray" else 1
+
+    def paths(self, src: int, dst: int) -> list[tuple[np.ndarray, float]]:
+        """The `spread` paths of one connection (flow keys 0..spread-1), each with its latency."""
+        return [self.path(src, dst, k) for k in range(self.spread)]
 
     def clear(self) -> None:
         """Forget every path (after the router has been told to route around a dead link)."""

@@ -41,41 +41,61 @@ class CompiledStep:
     delay_s: float
 
 
-def _single(path: np.ndarray, size_bytes: float, repeat: int) -> FlowGroup:
-    """One transfer: a shortest path never repeats a directed link, so no dedup is needed."""
+def _single(paths: tuple[np.ndarray, ...], size_bytes: float, repeat: int) -> FlowGroup:
+    """One transfer, split evenly over `paths` (one path, or a spray's several): a shortest path never
+    repeats a directed link, so one path needs no dedup."""
     total = size_bytes * repeat
-    return FlowGroup(path, np.ones(path.size), float(total), np.full(path.size, float(total)))
+    if len(paths) == 1:
+        (path,) = paths
+        return FlowGroup(path, np.ones(path.size), float(total), np.full(path.size, float(total)))
+    links, hits = np.unique(np.concatenate(paths), return_counts=True)
+    share = hits / len(paths)
+    return FlowGroup(links, share, float(total), share * total)
 
 
 @dataclass(frozen=True, eq=False)
 class RoutedPairs:
     """The routes of a step's (src, dst) pairs, and their union as one lockstep group's links: what
-    steps of equal pairs share (every step of a ring, whatever the bucket size)."""
+    steps of equal pairs share (every step of a ring, whatever the bucket size). With routing 'spray'
+    each pair has `spread` paths, each carrying 1/spread of its bytes (paths are pair-major)."""
 
     paths: tuple[np.ndarray, ...]
-    latencies: np.ndarray
+    latencies: np.ndarray  # per pair: the largest over its paths
     links: np.ndarray  # unique directed links over all paths
     inverse: np.ndarray  # for each entry of the concatenated paths, its index in `links`
     lengths: np.ndarray  # hops per path
+    spread: int = 1
 
     @classmethod
     def route(cls, pairs: tuple[tuple[int, int], ...], paths: PathTable) -> "RoutedPairs":
-        routed = [paths.path(src, dst) for src, dst in pairs]
+        k = paths.spread
+        if k == 1:
+            routed = [paths.path(src, dst) for src, dst in pairs]
+        else:
+            routed = [r for src, dst in pairs for r in paths.paths(src, dst)]
         ps = tuple(p for p, _ in routed)
         lengths = np.fromiter((p.size for p in ps), dtype=np.int64, count=len(ps))
         flat = np.concatenate(ps) if ps else np.empty(0, dtype=np.int64)
         links, inverse = np.unique(flat, return_inverse=True)
-        return cls(ps, np.fromiter((lat for _, lat in routed), dtype=float, count=len(routed)), links,
-                   inverse, lengths)
+        lat = np.fromiter((lat for _, lat in routed), dtype=float, count=len(routed))
+        if k > 1:
+            lat = lat.reshape(-1, k).max(axis=1) if lat.size else lat
+        return cls(ps, lat, links, inverse, lengths, k)
+
+    def pair_paths(self, i: int) -> tuple[np.ndarray, ...]:
+        return self.paths[i * self.spread:(i + 1) * self.spread]
 
     def group(self, sizes: np.ndarray, repeat: int) -> FlowGroup | None:
         """The lockstep group of the live members (size > 0, a non-empty path): the links they cross, how many
-        members cross each, and the bytes each link carries."""
-        live = (sizes > 0) & (self.lengths > 0)
+        members cross each (a sprayed member counts 1/spread per path), and the bytes each link carries."""
+        k = self.spread
+        live = (sizes > 0) & (self.lengths.reshape(-1, k).max(axis=1) > 0 if k > 1 else self.lengths > 0)
         if not live.any():
             return None
-        weights = np.repeat(np.where(live, sizes, 0.0), self.lengths) * repeat
-        member = np.repeat(live, self.lengths).astype(float)
+        per_path_live = np.repeat(live, k) if k > 1 else live
+        per_path_size = np.repeat(np.where(live, sizes, 0.0), k) / k if k > 1 else np.where(live, sizes, 0.0)
+        weights = np.repeat(per_path_size, self.lengths) * repeat
+        member = np.repeat(per_path_live, self.lengths).astype(float) / k
         counts = np.bincount(self.inverse, weights=member, minlength=self.links.size)
         link_bytes = np.bincount(self.inverse, weights=weights, minlength=self.links.size)
         used = counts > 0
@@ -100,7 +120,8 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
             g = routes.group(sizes, step.repeat)
             groups = [g] if g is not None else []
         else:
-            groups = [_single(p, float(sz), step.repeat) for p, sz in zip(routes.paths, sizes) if sz > 0 and p.size > 0]
+            groups = [_single(routes.pair_paths(i), float(sz), step.repeat) for i, sz in enumerate(sizes)
+                      if sz > 0 and routes.lengths[i * routes.spread:(i + 1) * routes.spread].max() > 0]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 import networkx as nx
 
 from simdist.errors import Issue, ScenarioError
-from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, TopologyKind
+from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, RoutingKind, TopologyKind
 from simdist.topology.custom import build_custom
 from simdist.topology.direct import build_direct
 from simdist.topology.fattree import build_fat_tree, build_single_switch
@@ -37,6 +37,20 @@ FABRIC_BUILDERS: dict[TopologyKind, FabricBuilder] = {
     TopologyKind.TORUS3D: build_direct,
     TopologyKind.CUSTOM: build_custom,
 }
+
+
+SWITCHED = (TopologyKind.FAT_TREE, TopologyKind.LEAF_SPINE, TopologyKind.CUSTOM)
+
+
+def resolve_routing(cluster: ClusterSpec, server_nic: NicSpec | None = None) -> RoutingKind:
+    """fabric.routing with `auto` decided: dmodk on a switched multi-path fabric whose NICs are all rdma
+    (an InfiniBand subnet manager routes by destination), else ecmp."""
+    routing = RoutingKind(cluster.fabric.routing)
+    if routing is not RoutingKind.AUTO:
+        return routing
+    nics = [g.nic for g in cluster.node_groups] + ([server_nic] if server_nic is not None else [])
+    rdma = all(n.link.transport == "rdma" for n in nics)
+    return RoutingKind.DMODK if rdma and TopologyKind(cluster.fabric.topology) in SWITCHED else RoutingKind.ECMP
 
 
 _BUILT: "OrderedDict[str, Topology]" = OrderedDict()
@@ -87,6 +101,7 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
     kind = TopologyKind(cluster.fabric.topology)
     description = FABRIC_BUILDERS[kind](g, cluster.fabric, machines)
     g.graph["topology"] = kind.value
+    g.graph["routing"] = resolve_routing(cluster, nic if server_hosts else None).value
     g.graph["machines"] = tuple(m.prefix for m in machines)
     g.graph["workers"] = n
     return Topology(g, tuple(endpoints), tuple(endpoint_node), cluster.num_gpus, description)

@@ -12,6 +12,14 @@ a flow's first or last hops. Distances are computed by Dijkstra on the core grap
 hop by hop, hashing (src, dst, flow_key, vertex) to pick among the equal-cost next hops.
 Paths are deterministic across processes (no Python `hash()`).
 
+Routing modes (topology.graph.graph["routing"], from cluster.fabric.routing): `ecmp` picks by hash
+as above; `dmodk` (InfiniBand subnet manager, D-mod-K / ftree) picks at every branching *switch* by
+successive digits of the destination: the destination port index p (fabric ports numbered in graph
+order: node-major, NIC by NIC) takes hops[p mod k1], then hops[(p // k1) mod k2] higher up, so the
+flows of a shift or halving-doubling step climb to distinct spines and come down distinct ports;
+branches inside machines still hash. `spray` routes like ecmp; the network splits each connection
+over SPRAY_PATHS flow keys (simdist.network.paths).
+
 Rails (NIC affinity, as NCCL binds GPUs to NICs): a vertex with a `rail` attribute (a GPU, set by
 topology.intranode: GPU j of g uses NIC floor(j*m/g)) leaves its machine through that NIC, and a flow
 to it enters through that NIC, whenever the NIC lies on a least-cost path; otherwise plain ECMP.
@@ -33,6 +41,7 @@ from simdist.topology.graph import Topology
 from simdist.topology.torus_metric import TorusMetric
 
 REFERENCE_Bps = 1e12
+SPRAY_PATHS = 4  # paths one connection is split over with routing 'spray' (NCCL queue pairs per connection)
 INF = math.inf
 _MASK = (1 << 64) - 1
 
@@ -163,6 +172,13 @@ class Router:
         self._rail: dict[str, str] = {v: d["rail"] for v, d in graph.nodes(data=True) if d.get("rail") in graph}
         self._via: dict[tuple[str, str], tuple[str, ...]] = {}
         self._fixed: dict[tuple[int, str, str], tuple[str, ...] | None] = {}
+        self.routing = str(graph.graph.get("routing", "ecmp"))
+        # dmodk: fabric ports (machine vertices cabled to a switch) numbered in graph order
+        self._port: dict[str, int] = {}
+        if self.routing == "dmodk":
+            for v, m in machine.items():
+                if m is not None and any(machine[w] is None for w in graph.adj[v]):
+                    self._port[v] = len(self._port)
         self._lane: dict[str, int] = {}  # a railed vertex's index among its machine's railed vertices
         per_machine: dict[str, int] = {}
         for v in self._rail:
@@ -392,6 +408,20 @@ class Router:
                 raise InfeasibleError(f"no route from {src_vertex} to {dst_vertex}")
             dag = self._dag[(src_vertex, dst_vertex)] = {}
         v = src_vertex
+        if self._port:  # dmodk: at switches, successive digits of the destination port pick the next hop
+            digits = self._port.get(dst_vertex, self._vid[dst_vertex])
+            machine = self._machine
+            while v != dst_vertex:
+                hops = dag.get(v) or self._hops(dag, src_vertex, dst_vertex, v)
+                if len(hops) == 1:
+                    v = hops[0]
+                elif machine[v] is None:
+                    v = hops[digits % len(hops)]
+                    digits //= len(hops)
+                else:
+                    v = hops[(_mix(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
+                path.append(v)
+            return path
         while v != dst_vertex:
             hops = dag.get(v) or self._hops(dag, src_vertex, dst_vertex, v)
             v = hops[0] if len(hops) == 1 else hops[(_mix(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
