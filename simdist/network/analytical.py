@@ -34,7 +34,7 @@ class AnalyticalNetwork(LinkControl):
         self.paths = self.steps.paths
         self._capacity_Bps = topology.links.capacity_Bps.copy()
         self.link_bytes = np.zeros_like(self._capacity_Bps)
-        self._times: dict[Schedule, float] = {}  # answers at the current capacities
+        self._times: dict[tuple, float] = {}  # answers at the current capacities
         self.now_s = 0.0  # simulated time of the latest run() (named in InfeasibleError)
         self._init_control()
 
@@ -78,7 +78,8 @@ class AnalyticalNetwork(LinkControl):
 
     def schedule_time(self, schedule: Schedule) -> float:
         """Seconds the schedule takes under static congestion (it alone on the fabric); memoised."""
-        hit = self._times.get(schedule)
+        memo = self.steps.schedule_key(schedule)
+        hit = self._times.get(memo)
         if hit is not None:
             return hit
         try:
@@ -95,7 +96,7 @@ class AnalyticalNetwork(LinkControl):
                 totals[k] += t
         if len(self._times) >= 1024:
             self._times.clear()
-        self._times[schedule] = out = max(totals, default=0.0)
+        self._times[memo] = out = max(totals, default=0.0)
         return out
 
     def _account(self, schedule: Schedule) -> None:

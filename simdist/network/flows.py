@@ -71,7 +71,7 @@ class FlowNetwork(LinkControl):
         self.paths = self.steps.paths
         self.fabric = Fabric(env, topology.links.capacity_Bps, record_intervals)
         self.fabric.on_stall = self._on_stall
-        self._idle_times: dict[Schedule, float] = {}  # schedule_time answers at the current capacities
+        self._idle_times: dict[tuple, float] = {}  # schedule_time answers at the current capacities
         self._watching = False
         self._init_control()
 
@@ -91,7 +91,8 @@ class FlowNetwork(LinkControl):
 
     def schedule_time(self, schedule: Schedule) -> float:
         """Seconds `schedule` takes alone on an idle copy of the fabric (current capacities and routes); memoised."""
-        hit = self._idle_times.get(schedule)
+        memo = self.steps.schedule_key(schedule)
+        hit = self._idle_times.get(memo)
         if hit is not None:
             return hit
         env = simpy.Environment()
@@ -107,7 +108,7 @@ class FlowNetwork(LinkControl):
                                    stuck[0].group.links if stuck else None)
         if len(self._idle_times) >= _MEMO_ENTRIES:
             self._idle_times.clear()
-        self._idle_times[schedule] = float(env.now)
+        self._idle_times[memo] = float(env.now)
         return float(env.now)
 
     def _compiled(self, step: Step) -> CompiledStep:

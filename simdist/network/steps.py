@@ -7,6 +7,7 @@ identity and by value, so equal steps of later schedules are not routed again.
 """
 from __future__ import annotations
 
+import hashlib
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from simdist.topology.graph import Topology
 
 
 _PAIR = attrgetter("src", "dst")
+_TRIPLE = attrgetter("src", "dst", "size_bytes")
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,40 +127,65 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 
+def step_key(step: Step) -> tuple[tuple, bytes]:
+    """(value key, pairs key) of a step: 128-bit digests of its (src, dst, size) and (src, dst) arrays
+    plus its scalars. Comparing two 100k-transfer steps by value calls Transfer.__eq__ per transfer;
+    a digest is one numpy pass (equal steps give equal keys; a collision is a 2**-128 chance)."""
+    tr = step.transfers
+    arr = np.array(list(map(_TRIPLE, tr)), dtype=float).reshape(len(tr), 3)
+    pairs = hashlib.blake2b(np.ascontiguousarray(arr[:, :2]).tobytes(), digest_size=16).digest()
+    value = hashlib.blake2b(arr.tobytes(), digest_size=16).digest()
+    return (value, len(tr), step.repeat, step.lockstep, step.delay_s, step.reduce_bytes, step.label,
+            step.pipelined), pairs
+
+
 class StepCache:
     """Compiled steps, found by Step identity (fast) or else by value (equal steps of a new schedule,
-    e.g. the same bucket size next iteration); least recently used entries are dropped first."""
+    e.g. the same bucket size next iteration, via step_key); least recently used entries are dropped first."""
 
     def __init__(self, paths: PathTable, max_entries: int = 4096) -> None:
         self.paths = paths
         self.max_entries = max_entries
-        self._by_id: OrderedDict[int, tuple[Step, CompiledStep]] = OrderedDict()
-        self._by_value: OrderedDict[Step, CompiledStep] = OrderedDict()
-        self._routes: OrderedDict[tuple[tuple[int, int], ...], RoutedPairs] = OrderedDict()
+        self._by_id: OrderedDict[int, tuple[Step, CompiledStep, tuple]] = OrderedDict()
+        self._by_value: OrderedDict[tuple, CompiledStep] = OrderedDict()
+        self._routes: OrderedDict[bytes, RoutedPairs] = OrderedDict()
+
+    def key(self, step: Step) -> tuple:
+        """The step's value key (memoised once the step is compiled; never routes)."""
+        hit = self._by_id.get(id(step))
+        if hit is not None and hit[0] is step:
+            return hit[2]
+        return step_key(step)[0]
 
     def get(self, step: Step) -> CompiledStep:
         hit = self._by_id.get(id(step))
         if hit is not None and hit[0] is step:
             self._by_id.move_to_end(id(step))
             return hit[1]
-        compiled = self._by_value.get(step)
+        key, pairs_key = step_key(step)
+        compiled = self._by_value.get(key)
         if compiled is None:
-            pairs = tuple(map(_PAIR, step.transfers))
-            routes = self._routes.get(pairs)
+            routes = self._routes.get(pairs_key)
             if routes is None:
-                routes = self._routes[pairs] = RoutedPairs.route(pairs, self.paths)
+                pairs = tuple(map(_PAIR, step.transfers))
+                routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
                 if len(self._routes) > self.max_entries:
                     self._routes.popitem(last=False)
             compiled = compile_step(step, self.paths, routes)
-            self._by_value[step] = compiled
+            self._by_value[key] = compiled
             if len(self._by_value) > self.max_entries:
                 self._by_value.popitem(last=False)
         else:
-            self._by_value.move_to_end(step)
-        self._by_id[id(step)] = (step, compiled)  # keeps `step` alive, so its id is not reused
+            self._by_value.move_to_end(key)
+        self._by_id[id(step)] = (step, compiled, key)  # keeps `step` alive, so its id is not reused
         if len(self._by_id) > self.max_entries:
             self._by_id.popitem(last=False)
         return compiled
+
+    def schedule_key(self, schedule) -> tuple:
+        """A value key of a whole schedule (for memoised schedule times) without hashing its transfers."""
+        return (schedule.op, schedule.algorithm, schedule.size_bytes,
+                tuple(tuple(self.key(s) for s in chain) for chain in schedule.chains))
 
     def clear(self) -> None:
         self._by_id.clear()
