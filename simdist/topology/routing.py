@@ -163,7 +163,8 @@ class Router:
         self._tlocal: dict[tuple[int, str], dict[str, int]] = {}
         self._tsrc: dict[tuple, dict[str, int]] = {}
         self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
-        self._srckey: dict[tuple[str, str], tuple[tuple, int]] = {}
+        self._srckey: dict[tuple[str, int], tuple[tuple, int, dict]] = {}
+        self._ekey_ids: dict[tuple, int] = {}
         self._dcore: dict[str, dict[str, int]] = {}
         self._nh: dict[str, dict[str, tuple[str, ...]]] = {}
         self._nh_local: dict[tuple, tuple[str, ...]] = {}
@@ -241,7 +242,8 @@ class Router:
                 if a in exits and exits[a][0] <= best:
                     continue
                 exits[a] = (best, tuple(sorted(h for d, h in opts if d == best and h)))
-        hit = self._exits[t] = (exits, tuple(sorted((a, c) for a, (c, _) in exits.items())))
+        ekey = tuple(sorted((a, c) for a, (c, _) in exits.items()))
+        hit = self._exits[t] = (exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids)))  # equal exits, one id
         return hit
 
     def _core_dist(self, a: str) -> dict[str, int]:
@@ -264,8 +266,8 @@ class Router:
                 best = d + cost
         return best
 
-    def _source_side(self, m: str, t: str) -> tuple[tuple, int]:
-        """(template key, base): source machine m's distance to t is template_dist[local name] + base."""
+    def _source_dist(self, m: str, t: str) -> tuple[tuple, int, dict]:
+        """(template key, base, distances): source machine m's distance to t is distances[local name] + base."""
         ekey = self._exits_of(t)[1]
         hit = self._srckey.get((m, ekey))
         if hit is not None:
@@ -283,7 +285,7 @@ class Router:
         key = (tid, tuple(sorted((h, d - base) for h, d in seeds.items())))
         if key not in self._tsrc:
             self._tsrc[key] = _dijkstra(self._tmpl_adj[tid], dict(key[1]), fixed=self._tmpl_gw[tid])
-        hit = self._srckey[(m, ekey)] = (key, base)
+        hit = self._srckey[(m, ekey)] = (key, base, self._tsrc[key])
         return hit
 
     # -- next hops -------------------------------------------------------------------------------
@@ -339,9 +341,8 @@ class Router:
                 entries = tuple(w for w, c in self._cost[v].items() if self._machine[w] == mt and w not in self._core
                                 and local.get(ln[w], INF) + c == local[ln[v]])
             return tuple(sorted(set(hops) | set(entries)))
-        key, base = self._source_side(mv, t)
+        key, base, dist = self._source_dist(mv, t)
         tid = key[0]
-        dist = self._tsrc[key]
         lv = ln[v]
         if lv in self._tmpl_gw[tid]:  # a stub NIC: out to the fabric
             dv = dist.get(lv, INF) + base
@@ -366,8 +367,8 @@ class Router:
             return self._local(dst_vertex).get(self._lname[src_vertex], INF)
         if src_vertex in self._core:
             return self._d_core(src_vertex, dst_vertex)
-        key, base = self._source_side(ms, dst_vertex)
-        return self._tsrc[key].get(self._lname[src_vertex], INF) + base
+        _, base, dist = self._source_dist(ms, dst_vertex)
+        return dist.get(self._lname[src_vertex], INF) + base
 
     def waypoints(self, src_vertex: str, dst_vertex: str) -> tuple[str, ...]:
         """The rail NICs a flow between two machines is pinned to: the source's rail NIC, then the
