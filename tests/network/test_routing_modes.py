@@ -82,3 +82,17 @@ def test_auto_follows_the_transport_and_dmodk_needs_a_switched_fabric():
         load_scenario(ROOT / "scenarios/examples/torus2d-64node.yaml", ["cluster.fabric.routing=dmodk"])
     with pytest.raises(ScenarioError, match="cluster.fabric.routing"):
         load_scenario(ROOT / "scenarios/default.yaml", ["cluster.fabric.routing=random"])
+
+
+@pytest.mark.parametrize("shift", [32, 40, 96])
+def test_dmodk_sends_a_shift_up_distinct_spines(shift):
+    # 16 nodes x 8 rails under 4 leaves: every flow of GPU i -> i + shift leaving leaf 0 takes its own spine
+    c = cluster(16, "fat_tree", DGX_A100, nics=8, nodes_per_leaf=4)
+    t = build_topology(c)
+    from simdist.topology.routing import Router
+    router = Router(t)
+    ups = []
+    for src in range(32):  # the GPUs of leaf 0
+        names = [t.links.name(i) for i in router.path(src, (src + shift) % 128)]
+        ups += [n for n in names if n.startswith("leaf0->spine")]
+    assert len(ups) == 32 and len(set(ups)) == 32
