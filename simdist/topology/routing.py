@@ -30,25 +30,15 @@ a ring collide on an uplink by chance, while machine pairs still spread by hash.
 """
 from __future__ import annotations
 
-import hashlib
-import heapq
-import math
 import weakref
 from typing import Sequence
 
 from simdist.errors import InfeasibleError
 from simdist.topology.graph import Topology
+from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
 from simdist.topology.torus_metric import TorusMetric
 
-REFERENCE_Bps = 1e12
 SPRAY_PATHS = 4  # paths one connection is split over with routing 'spray' (NCCL queue pairs per connection)
-INF = math.inf
-_MASK = (1 << 64) - 1
-
-
-def edge_cost(capacity_Bps: float) -> int:
-    """Routing cost of one hop (see the module docstring)."""
-    return 1 + int(round(REFERENCE_Bps / capacity_Bps)) if capacity_Bps > 0 else 1 << 40
 
 
 def ring_channels(topology: Topology, nodes: Sequence[Sequence[int]]) -> int:
@@ -60,54 +50,6 @@ def ring_channels(topology: Topology, nodes: Sequence[Sequence[int]]) -> int:
     attrs = topology.graph.nodes
     counts = [len({attrs[topology.endpoints[e]].get("rail") for e in node} - {None}) for node in nodes]
     return max(1, min(counts, default=1))
-
-
-def _mix(x: int) -> int:
-    """splitmix64 finaliser: a well-spread 64-bit hash of a 64-bit integer."""
-    x = (x + 0x9E3779B97F4A7C15) & _MASK
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
-    return x ^ (x >> 31)
-
-
-def flow_hash(src: int, dst: int, flow_key: int) -> int:
-    """A stable 64-bit hash of one flow (blake2b; the same in every process)."""
-    return int.from_bytes(hashlib.blake2b(f"{src}:{dst}:{flow_key}".encode(), digest_size=8).digest(), "little")
-
-
-def _dijkstra(adj: dict, seeds: dict, fixed=frozenset()) -> dict:
-    """Integer Dijkstra over `adj` from several seeds; `fixed` vertices keep their seed distance."""
-    dist = dict(seeds)
-    heap = [(d, v) for v, d in seeds.items()]
-    heapq.heapify(heap)
-    pop, push, get = heapq.heappop, heapq.heappush, dist.get
-    while heap:
-        d, u = pop(heap)
-        if d > dist[u]:
-            continue
-        for w, c in adj[u].items():
-            nd = d + c
-            if nd < get(w, INF) and w not in fixed:
-                dist[w] = nd
-                push(heap, (nd, w))
-    return dist
-
-
-def _bfs(adj: dict, src: str, step: int) -> dict:
-    """Distances when every edge costs `step` (fat trees): a breadth-first search."""
-    dist = {src: 0}
-    frontier = [src]
-    d = 0
-    while frontier:
-        d += step
-        nxt = []
-        for u in frontier:
-            for w in adj[u]:
-                if w not in dist:
-                    dist[w] = d
-                    nxt.append(w)
-        frontier = nxt
-    return dist
 
 
 _SHARED: "weakref.WeakKeyDictionary[Topology, Router]" = weakref.WeakKeyDictionary()
