@@ -147,6 +147,18 @@ class TopologyKind(StrEnum):
     CUSTOM = "custom"
 
 
+class RoutingKind(StrEnum):
+    """How switched fabrics pick among equal-cost paths (topology.routing): see docs/network.md."""
+
+    AUTO = "auto"  # dmodk when every NIC is rdma (InfiniBand subnet manager), else ecmp
+    DMODK = "dmodk"  # destination-based (D-mod-K / ftree): the up port is a digit of the destination
+    ECMP = "ecmp"  # a hash of each flow picks the next hop (Ethernet)
+    SPRAY = "spray"  # ecmp, each connection split over several hashed paths (NCCL queue pairs)
+
+
+ROUTING_KINDS: dict[str, RoutingKind] = {k.value: k for k in RoutingKind}
+
+
 @dataclass(frozen=True)
 class FabricSpec:
     """How nodes are joined: the topology and the switch-to-switch (or node-to-node) link."""
@@ -159,6 +171,7 @@ class FabricSpec:
     leaves_per_pod: int | None = None  # three-level fat_tree
     dims: tuple[int, ...] | None = None  # torus2d / torus3d; None picks a near-square shape
     graphml: str | None = None  # custom: path of a GraphML file
+    routing: RoutingKind = RoutingKind.AUTO  # equal-cost path choice (added key)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import (
     ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, NicSpec, NodeGroupSpec,
-    TopologyKind, staged_nic_link,
+    RoutingKind, TopologyKind, staged_nic_link,
 )
 from simdist.io.fields import unknown_key_message
 from simdist.io.schema_cluster import DEFAULT_INTRA_NODE
@@ -214,11 +214,15 @@ def _fabric(f: FabricModel, first_nic: NicSpec | None, base_dir: Path, issues: l
     if f.dims is not None and len(f.dims) != want_dims:
         expected = f"{want_dims} numbers for {topo}" if want_dims else "no dims (only torus2d / torus3d take dims)"
         issues.append(Issue("cluster.fabric.dims", f"got {f.dims!r}; expected {expected}"))
+    routing = RoutingKind(f.routing)
+    if routing is RoutingKind.DMODK and topo not in (TopologyKind.FAT_TREE, TopologyKind.LEAF_SPINE, TopologyKind.CUSTOM):
+        issues.append(Issue("cluster.fabric.routing", f"got 'dmodk'; expected auto, ecmp or spray for topology '{topo}'"
+                            " (dmodk routes switched multi-path fabrics: fat_tree, leaf_spine, custom)"))
     if link is None:
         return None
     return FabricSpec(topology=topo, link=link, nodes_per_leaf=f.nodes_per_leaf, oversubscription=f.oversubscription,
                       levels=f.levels, leaves_per_pod=f.leaves_per_pod,
-                      dims=tuple(f.dims) if f.dims is not None else None, graphml=graphml)
+                      dims=tuple(f.dims) if f.dims is not None else None, graphml=graphml, routing=routing)
 
 
 def resolve_cluster(m: ClusterModel, base_dir: Path, issues: list[Issue], server_hosts: int = 0) -> ClusterSpec | None:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Callable, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from simdist.hardware.specs import TopologyKind
+from simdist.hardware.specs import RoutingKind, TopologyKind
 from simdist.io.fields import (
     SIMDIST_ERROR, Bandwidth, Duration, Efficiency, Key, PosFloat, PosInt, StrictBool, unknown_key_message,
 )
@@ -190,6 +190,10 @@ class FabricModel(Strict):
     """torus2d / torus3d shape, e.g. [4, 4]. Default: near-square."""
     graphml: Key | None = None
     """custom: GraphML file, relative to the scenario file's folder."""
+    routing: RoutingKind = RoutingKind.AUTO
+    """auto | dmodk | ecmp | spray: equal-cost path choice. auto: dmodk (InfiniBand subnet manager,
+    destination-based) when every NIC is rdma, else ecmp (per-flow hash); spray: ecmp with each
+    connection split over 4 hashed paths (NCCL queue pairs). dmodk needs a switched fabric (added key)."""
 
     @field_validator("link")
     @classmethod

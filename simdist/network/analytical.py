@@ -14,60 +14,80 @@ import numpy as np
 
 from simdist.collectives.schedule import Schedule
 from simdist.errors import InfeasibleError
+from simdist.network.control import LinkControl
 from simdist.network.paths import PathTable
-from simdist.network.steps import CompiledStep, StepCache
+from simdist.network.steps import CompiledStep, StepCache, shared_steps
 from simdist.network.utilization import utilization_from_bytes
 from simdist.topology.graph import Topology
 from simdist.topology.routing import Router
 
 
-class AnalyticalNetwork:
-    """NetworkModel with static congestion; no events beyond one timeout per schedule."""
+class AnalyticalNetwork(LinkControl):
+    """NetworkModel with static congestion; no events beyond one timeout per schedule.
+
+    Link control (set_link_capacity, fail_link, restore_link, set_router) is LinkControl's: a changed
+    capacity or route applies to schedules timed from then on."""
 
     def __init__(self, topology: Topology, router: Router | None = None) -> None:
         self.topology = topology
-        self.paths = PathTable(topology, router)
-        self.steps = StepCache(self.paths)
-        self.capacity_Bps = topology.links.capacity_Bps.copy()
-        self.link_bytes = np.zeros_like(self.capacity_Bps)
-        self._times: dict[Schedule, float] = {}  # answers at the current capacities
+        self.steps = shared_steps(topology) if router is None else StepCache(PathTable(topology, router))
+        self.paths = self.steps.paths
+        self._capacity_Bps = topology.links.capacity_Bps.copy()
+        self.link_bytes = np.zeros_like(self._capacity_Bps)
+        self._times: dict[tuple, float] = {}  # answers at the current capacities
+        self.now_s = 0.0  # simulated time of the latest run() (named in InfeasibleError)
+        self._init_control()
 
-    def set_link_capacity(self, link_id: int, capacity_Bps: float) -> None:
-        """Change one directed link's capacity (degradation); later schedules see it."""
-        self.capacity_Bps[link_id] = capacity_Bps
-        self._times.clear()
+    @property
+    def capacity_Bps(self) -> np.ndarray:
+        return self._capacity_Bps
 
-    def set_router(self, router: Router) -> None:
-        """Route later schedules with `router` (e.g. one that avoids dead links)."""
-        self.paths.router = router
-        self.paths.clear()
-        self.steps.clear()
+    def _write_capacity(self, link_id: int, capacity_Bps: float) -> None:
+        self._capacity_Bps[link_id] = capacity_Bps
+
+    def _now_s(self) -> float:
+        return self.now_s
+
+    def _routes_changed(self) -> None:
         self._times.clear()
 
     def _stage_time(self, stage: list[CompiledStep]) -> list[float]:
-        """Times of steps that run concurrently (step i of each chain), sharing links statically."""
-        load = np.zeros_like(self.capacity_Bps)
+        """Times of steps that run concurrently (step i of each chain), sharing links statically
+        (vectorised over every group of the stage: a PS step holds one group per transfer)."""
+        groups = [g for cs in stage for g in cs.groups]
+        if not groups:
+            return [cs.latency_s + cs.delay_s for cs in stage]
+        links = np.concatenate([g.links for g in groups])
+        counts = np.concatenate([g.counts for g in groups])
+        load = np.bincount(links, weights=counts, minlength=self._capacity_Bps.size)
+        starts = np.cumsum([0] + [g.links.size for g in groups[:-1]])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = self._capacity_Bps[links] / load[links]
+        rates = np.minimum.reduceat(share, starts) if links.size else np.full(len(groups), np.inf)
+        rates[np.array([g.links.size == 0 for g in groups])] = np.inf
+        if (rates <= 0).any():
+            bad = groups[int(np.flatnonzero(rates <= 0)[0])]
+            raise self._infeasible("a schedule's transfer cannot finish", bad.links)
+        need = np.array([g.size_bytes for g in groups]) / rates
+        times, k = [], 0
         for cs in stage:
-            for g in cs.groups:
-                load[g.links] += g.counts
-        times = []
-        for cs in stage:
-            bw = 0.0
-            for g in cs.groups:
-                share = self.capacity_Bps[g.links] / load[g.links]
-                rate = share.min()
-                if rate <= 0:
-                    raise InfeasibleError("a schedule's transfer crosses a link with no capacity")
-                bw = max(bw, g.size_bytes / rate)
-            times.append(cs.latency_s + bw + cs.delay_s)
+            n = len(cs.groups)
+            times.append(cs.latency_s + (float(need[k:k + n].max()) if n else 0.0) + cs.delay_s)
+            k += n
         return times
 
     def schedule_time(self, schedule: Schedule) -> float:
         """Seconds the schedule takes under static congestion (it alone on the fabric); memoised."""
-        hit = self._times.get(schedule)
+        memo = self.steps.schedule_key(schedule)
+        hit = self._times.get(memo)
         if hit is not None:
             return hit
-        compiled = [[self.steps.get(s) for s in chain] for chain in schedule.chains]
+        try:
+            compiled = [[self.steps.get(s) for s in chain] for chain in schedule.chains]
+        except InfeasibleError as e:
+            if not self._down:
+                raise
+            raise self._infeasible(f"{schedule.algorithm} {schedule.op}: {e}") from None
         totals = [0.0] * len(compiled)
         depth = max((len(c) for c in compiled), default=0)
         for i in range(depth):
@@ -76,7 +96,7 @@ class AnalyticalNetwork:
                 totals[k] += t
         if len(self._times) >= 1024:
             self._times.clear()
-        self._times[schedule] = out = max(totals, default=0.0)
+        self._times[memo] = out = max(totals, default=0.0)
         return out
 
     def _account(self, schedule: Schedule) -> None:
@@ -87,6 +107,7 @@ class AnalyticalNetwork:
 
     def run(self, env, schedule: Schedule) -> Generator:
         """simpy process body: wait schedule_time (no interaction with concurrent schedules)."""
+        self.now_s = float(env.now)
         t = self.schedule_time(schedule)
         self._account(schedule)
         yield env.timeout(t)

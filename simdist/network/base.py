@@ -20,10 +20,19 @@ class NetworkModel(Protocol):
 
     def link_utilization(self, elapsed_s: float) -> dict[str, float]: ...
 
-    def set_link_capacity(self, link_id: int, capacity_Bps: float) -> None:
-        """Change one directed link's capacity now (degradation, failure: 0); rates are re-solved."""
+    def set_link_capacity(self, link: "int | str", capacity_Bps: float) -> None:
+        """Change one directed link (id or 'u->v' name) now; 0 kills its cable, which routing then avoids
+        (flows in flight on it are rerouted, or the run ends with InfeasibleError naming it and the time)."""
+        ...
+
+    def fail_link(self, link: "int | str") -> None:
+        """Both directions of the link's cable drop to 0 now."""
+        ...
+
+    def restore_link(self, link: "int | str") -> None:
+        """Both directions of the link's cable return to the topology's capacity now."""
         ...
 
     def set_router(self, router: object) -> None:
-        """Route steps that start from now on with `router` (e.g. one that avoids dead links)."""
+        """Route steps that start from now on with `router` (dead links still taken out of it)."""
         ...

@@ -4,11 +4,17 @@ One event per group start and end: starts are queued and solved together once pe
 (a solve event at a priority below simpy's NORMAL runs after everything else at that instant), then
 a single timer is set for the next group completion. Any change (start, end, capacity) bumps a
 version number, which turns the pending timer stale instead of cancelling it.
+
+Interruptible: a group in flight can be cancelled (its event never fires) or moved onto other links
+(it keeps its remaining bytes), and capacities change at any instant. A group left with rate 0 (a link
+on its path has no capacity) is reported to `on_stall`, which may move it; the network model uses this
+to reroute around dead links or end the run with InfeasibleError instead of leaving it waiting forever.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Callable, Hashable
 
 import numpy as np
 import simpy
@@ -25,6 +31,18 @@ class _Flow:
     group: FlowGroup
     done: simpy.Event
     start_s: float
+    tag: Hashable = None  # what the group is (the network model's recipe to route it again)
+    share: float = 1.0  # fraction of `group`'s bytes still to move when it was put on these links
+
+
+@dataclass(frozen=True, eq=False)
+class Flight:
+    """A group in flight as its owner sees it: its completion event, links, tag and bytes left."""
+
+    done: simpy.Event
+    group: FlowGroup
+    tag: Hashable
+    left_bytes: float
 
 
 @dataclass(frozen=True)
@@ -52,18 +70,66 @@ class Fabric:
         self._t = env.now
         self._version = 0
         self._solve_requested = False
+        # called with the stalled flights (rate 0, bytes left) after a solve; may move or cancel them
+        self.on_stall: Callable[[list["Flight"]], None] | None = None
 
     @property
     def active(self) -> int:
         """Groups in flight (started and not finished)."""
         return len(self._flows) + len(self._pending)
 
-    def start(self, group: FlowGroup) -> simpy.Event:
-        """Start moving `group`; the returned event fires when its last byte arrives."""
-        flow = _Flow(group, self.env.event(), self.env.now)
+    def start(self, group: FlowGroup, tag: Hashable = None) -> simpy.Event:
+        """Start moving `group`; the returned event fires when its last byte arrives. `tag` is kept
+        with the group (in_flight reports it) so that its owner can route it again."""
+        flow = _Flow(group, self.env.event(), self.env.now, tag)
         self._pending.append(flow)
         self._request_solve()
         return flow.done
+
+    def in_flight(self) -> list["Flight"]:
+        """Every group started and not finished, with its bytes left (at this instant)."""
+        self._advance()
+        out = [Flight(f.done, f.group, f.tag, float(rem)) for f, rem in zip(self._flows, self._remaining)]
+        return out + [Flight(f.done, f.group, f.tag, f.group.size_bytes * f.share) for f in self._pending]
+
+    def _find(self, done: simpy.Event) -> tuple[list[_Flow], int]:
+        for where in (self._flows, self._pending):
+            for i, f in enumerate(where):
+                if f.done is done:
+                    return where, i
+        raise KeyError("no such flow group in flight")
+
+    def _detach(self, done: simpy.Event) -> tuple[_Flow, float]:
+        """Take a group off the fabric; credit the bytes it carried so far; (flow, bytes left)."""
+        self._advance()
+        where, i = self._find(done)
+        flow = where.pop(i)
+        g = flow.group
+        if where is self._flows:
+            left = float(self._remaining[i])
+            self._remaining = np.delete(self._remaining, i)
+            self._rate = np.delete(self._rate, i)
+        else:
+            left = g.size_bytes * flow.share
+        self.link_bytes[g.links] += g.link_bytes * (flow.share - left / g.size_bytes)
+        if self.intervals is not None and self.env.now > flow.start_s:
+            self.intervals.append(BusyInterval(flow.start_s, self.env.now, g.links))
+        self._version += 1
+        self._request_solve()
+        return flow, left
+
+    def cancel(self, done: simpy.Event) -> float:
+        """Stop the group whose completion event is `done` (it never fires); returns its bytes left."""
+        return self._detach(done)[1]
+
+    def move(self, done: simpy.Event, group: FlowGroup) -> None:
+        """Carry on moving the group of `done` over `group`'s links (same size_bytes): a reroute. It keeps
+        its bytes left and its completion event; rates are re-solved at this instant."""
+        flow, left = self._detach(done)
+        if not np.isclose(group.size_bytes, flow.group.size_bytes, rtol=1e-12):
+            raise ValueError("a moved flow group must keep its size")
+        moved = _Flow(group, done, self.env.now, flow.tag, left / group.size_bytes)
+        self._pending.append(moved)
 
     def set_link_capacity(self, link_id: int, capacity_Bps: float) -> None:
         """Change one directed link's capacity now; rates of groups in flight are re-solved."""
@@ -77,7 +143,7 @@ class Fabric:
         out = self.link_bytes.copy()
         for flow, rem in zip(self._flows, self._remaining):
             g = flow.group
-            out[g.links] += g.link_bytes * (1.0 - rem / g.size_bytes)
+            out[g.links] += g.link_bytes * (flow.share - rem / g.size_bytes)
         return out
 
     def _request_solve(self) -> None:
@@ -101,7 +167,7 @@ class Fabric:
         self._advance()
         if self._pending:
             self._flows.extend(self._pending)
-            self._remaining = np.concatenate([self._remaining, [f.group.size_bytes for f in self._pending]])
+            self._remaining = np.concatenate([self._remaining, [f.group.size_bytes * f.share for f in self._pending]])
             self._pending = []
         self._version += 1
         if not self._flows:
@@ -118,6 +184,9 @@ class Fabric:
             dt = float((self._remaining[moving] / self._rate[moving]).min())
             timer = self.env.timeout(max(dt, 0.0))
             timer.callbacks.append(partial(self._on_timer, self._version))
+        if self.on_stall is not None and not moving.all():
+            self.on_stall([Flight(f.done, f.group, f.tag, float(r))
+                           for f, r, m in zip(self._flows, self._remaining, moving) if not m])
 
     def _on_timer(self, version: int, _event: simpy.Event) -> None:
         if version != self._version:
@@ -135,7 +204,7 @@ class Fabric:
                 keep.append(flow)
                 continue
             g = flow.group
-            self.link_bytes[g.links] += g.link_bytes
+            self.link_bytes[g.links] += g.link_bytes * flow.share
             if self.intervals is not None:
                 self.intervals.append(BusyInterval(flow.start_s, self.env.now, g.links))
             flow.done.succeed()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from simdist.topology.graph import Topology
-from simdist.topology.routing import Router
+from simdist.topology.routing import SPRAY_PATHS, Router, shared_router
 
 
 class PathTable:
@@ -16,7 +16,7 @@ class PathTable:
 
     def __init__(self, topology: Topology, router: Router | None = None) -> None:
         self.topology = topology
-        self.router = router if router is not None else Router(topology)
+        self.router = router if router is not None else shared_router(topology)
         self._cache: dict[tuple[int, int, int], tuple[np.ndarray, float]] = {}
 
     def path(self, src: int, dst: int, flow_key: int = 0) -> tuple[np.ndarray, float]:
@@ -29,6 +29,15 @@ class PathTable:
             hit = (links, latency)
             self._cache[key] = hit
         return hit
+
+    @property
+    def spread(self) -> int:
+        """Paths each (src, dst) connection is split over: SPRAY_PATHS with routing 'spray', else 1."""
+        return SPRAY_PATHS if getattr(self.router, "routing", "") == "spray" else 1
+
+    def paths(self, src: int, dst: int) -> list[tuple[np.ndarray, float]]:
+        """The `spread` paths of one connection (flow keys 0..spread-1), each with its latency."""
+        return [self.path(src, dst, k) for k in range(self.spread)]
 
     def clear(self) -> None:
         """Forget every path (after the router has been told to route around a dead link)."""

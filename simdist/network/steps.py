@@ -7,13 +7,21 @@ identity and by value, so equal steps of later schedules are not routed again.
 """
 from __future__ import annotations
 
+import hashlib
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
 from simdist.collectives.schedule import Step
 from simdist.network.paths import PathTable
+from simdist.topology.graph import Topology
+
+
+_PAIR = attrgetter("src", "dst")
+_TRIPLE = attrgetter("src", "dst", "size_bytes")
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,41 +43,61 @@ class CompiledStep:
     delay_s: float
 
 
-def _single(path: np.ndarray, size_bytes: float, repeat: int) -> FlowGroup:
-    """One transfer: a shortest path never repeats a directed link, so no dedup is needed."""
+def _single(paths: tuple[np.ndarray, ...], size_bytes: float, repeat: int) -> FlowGroup:
+    """One transfer, split evenly over `paths` (one path, or a spray's several): a shortest path never
+    repeats a directed link, so one path needs no dedup."""
     total = size_bytes * repeat
-    return FlowGroup(path, np.ones(path.size), float(total), np.full(path.size, float(total)))
+    if len(paths) == 1:
+        (path,) = paths
+        return FlowGroup(path, np.ones(path.size), float(total), np.full(path.size, float(total)))
+    links, hits = np.unique(np.concatenate(paths), return_counts=True)
+    share = hits / len(paths)
+    return FlowGroup(links, share, float(total), share * total)
 
 
 @dataclass(frozen=True, eq=False)
 class RoutedPairs:
     """The routes of a step's (src, dst) pairs, and their union as one lockstep group's links: what
-    steps of equal pairs share (every step of a ring, whatever the bucket size)."""
+    steps of equal pairs share (every step of a ring, whatever the bucket size). With routing 'spray'
+    each pair has `spread` paths, each carrying 1/spread of its bytes (paths are pair-major)."""
 
     paths: tuple[np.ndarray, ...]
-    latencies: np.ndarray
+    latencies: np.ndarray  # per pair: the largest over its paths
     links: np.ndarray  # unique directed links over all paths
     inverse: np.ndarray  # for each entry of the concatenated paths, its index in `links`
     lengths: np.ndarray  # hops per path
+    spread: int = 1
 
     @classmethod
     def route(cls, pairs: tuple[tuple[int, int], ...], paths: PathTable) -> "RoutedPairs":
-        routed = [paths.path(src, dst) for src, dst in pairs]
+        k = paths.spread
+        if k == 1:
+            routed = [paths.path(src, dst) for src, dst in pairs]
+        else:
+            routed = [r for src, dst in pairs for r in paths.paths(src, dst)]
         ps = tuple(p for p, _ in routed)
         lengths = np.fromiter((p.size for p in ps), dtype=np.int64, count=len(ps))
         flat = np.concatenate(ps) if ps else np.empty(0, dtype=np.int64)
         links, inverse = np.unique(flat, return_inverse=True)
-        return cls(ps, np.fromiter((lat for _, lat in routed), dtype=float, count=len(routed)), links,
-                   inverse, lengths)
+        lat = np.fromiter((lat for _, lat in routed), dtype=float, count=len(routed))
+        if k > 1:
+            lat = lat.reshape(-1, k).max(axis=1) if lat.size else lat
+        return cls(ps, lat, links, inverse, lengths, k)
+
+    def pair_paths(self, i: int) -> tuple[np.ndarray, ...]:
+        return self.paths[i * self.spread:(i + 1) * self.spread]
 
     def group(self, sizes: np.ndarray, repeat: int) -> FlowGroup | None:
         """The lockstep group of the live members (size > 0, a non-empty path): the links they cross, how many
-        members cross each, and the bytes each link carries."""
-        live = (sizes > 0) & (self.lengths > 0)
+        members cross each (a sprayed member counts 1/spread per path), and the bytes each link carries."""
+        k = self.spread
+        live = (sizes > 0) & (self.lengths.reshape(-1, k).max(axis=1) > 0 if k > 1 else self.lengths > 0)
         if not live.any():
             return None
-        weights = np.repeat(np.where(live, sizes, 0.0), self.lengths) * repeat
-        member = np.repeat(live, self.lengths).astype(float)
+        per_path_live = np.repeat(live, k) if k > 1 else live
+        per_path_size = np.repeat(np.where(live, sizes, 0.0), k) / k if k > 1 else np.where(live, sizes, 0.0)
+        weights = np.repeat(per_path_size, self.lengths) * repeat
+        member = np.repeat(per_path_live, self.lengths).astype(float) / k
         counts = np.bincount(self.inverse, weights=member, minlength=self.links.size)
         link_bytes = np.bincount(self.inverse, weights=weights, minlength=self.links.size)
         used = counts > 0
@@ -80,7 +108,7 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
     """Route every transfer of `step` (or take `routes`, the same pairs routed before) and form its flow
     groups (zero-byte transfers move nothing)."""
     if routes is None:
-        routes = RoutedPairs.route(tuple((t.src, t.dst) for t in step.transfers), paths)
+        routes = RoutedPairs.route(tuple(map(_PAIR, step.transfers)), paths)
     sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
     if not sizes.size:
         latency = 0.0
@@ -94,46 +122,85 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
             g = routes.group(sizes, step.repeat)
             groups = [g] if g is not None else []
         else:
-            groups = [_single(p, float(sz), step.repeat) for p, sz in zip(routes.paths, sizes) if sz > 0 and p.size > 0]
+            groups = [_single(routes.pair_paths(i), float(sz), step.repeat) for i, sz in enumerate(sizes)
+                      if sz > 0 and routes.lengths[i * routes.spread:(i + 1) * routes.spread].max() > 0]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
+
+
+def step_key(step: Step) -> tuple[tuple, bytes]:
+    """(value key, pairs key) of a step: 128-bit digests of its (src, dst, size) and (src, dst) arrays
+    plus its scalars. Comparing two 100k-transfer steps by value calls Transfer.__eq__ per transfer;
+    a digest is one numpy pass (equal steps give equal keys; a collision is a 2**-128 chance)."""
+    tr = step.transfers
+    arr = np.array(list(map(_TRIPLE, tr)), dtype=float).reshape(len(tr), 3)
+    pairs = hashlib.blake2b(np.ascontiguousarray(arr[:, :2]).tobytes(), digest_size=16).digest()
+    value = hashlib.blake2b(arr.tobytes(), digest_size=16).digest()
+    return (value, len(tr), step.repeat, step.lockstep, step.delay_s, step.reduce_bytes, step.label,
+            step.pipelined), pairs
 
 
 class StepCache:
     """Compiled steps, found by Step identity (fast) or else by value (equal steps of a new schedule,
-    e.g. the same bucket size next iteration); least recently used entries are dropped first."""
+    e.g. the same bucket size next iteration, via step_key); least recently used entries are dropped first."""
 
     def __init__(self, paths: PathTable, max_entries: int = 4096) -> None:
         self.paths = paths
         self.max_entries = max_entries
-        self._by_id: OrderedDict[int, tuple[Step, CompiledStep]] = OrderedDict()
-        self._by_value: OrderedDict[Step, CompiledStep] = OrderedDict()
-        self._routes: OrderedDict[tuple[tuple[int, int], ...], RoutedPairs] = OrderedDict()
+        self._by_id: OrderedDict[int, tuple[Step, CompiledStep, tuple]] = OrderedDict()
+        self._by_value: OrderedDict[tuple, CompiledStep] = OrderedDict()
+        self._routes: OrderedDict[bytes, RoutedPairs] = OrderedDict()
+
+    def key(self, step: Step) -> tuple:
+        """The step's value key (memoised once the step is compiled; never routes)."""
+        hit = self._by_id.get(id(step))
+        if hit is not None and hit[0] is step:
+            return hit[2]
+        return step_key(step)[0]
 
     def get(self, step: Step) -> CompiledStep:
         hit = self._by_id.get(id(step))
         if hit is not None and hit[0] is step:
             self._by_id.move_to_end(id(step))
             return hit[1]
-        compiled = self._by_value.get(step)
+        key, pairs_key = step_key(step)
+        compiled = self._by_value.get(key)
         if compiled is None:
-            pairs = tuple((t.src, t.dst) for t in step.transfers)
-            routes = self._routes.get(pairs)
+            routes = self._routes.get(pairs_key)
             if routes is None:
-                routes = self._routes[pairs] = RoutedPairs.route(pairs, self.paths)
+                pairs = tuple(map(_PAIR, step.transfers))
+                routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
                 if len(self._routes) > self.max_entries:
                     self._routes.popitem(last=False)
             compiled = compile_step(step, self.paths, routes)
-            self._by_value[step] = compiled
+            self._by_value[key] = compiled
             if len(self._by_value) > self.max_entries:
                 self._by_value.popitem(last=False)
         else:
-            self._by_value.move_to_end(step)
-        self._by_id[id(step)] = (step, compiled)  # keeps `step` alive, so its id is not reused
+            self._by_value.move_to_end(key)
+        self._by_id[id(step)] = (step, compiled, key)  # keeps `step` alive, so its id is not reused
         if len(self._by_id) > self.max_entries:
             self._by_id.popitem(last=False)
         return compiled
+
+    def schedule_key(self, schedule) -> tuple:
+        """A value key of a whole schedule (for memoised schedule times) without hashing its transfers."""
+        return (schedule.op, schedule.algorithm, schedule.size_bytes,
+                tuple(tuple(self.key(s) for s in chain) for chain in schedule.chains))
 
     def clear(self) -> None:
         self._by_id.clear()
         self._by_value.clear()
         self._routes.clear()
+
+
+_SHARED: "weakref.WeakKeyDictionary[Topology, StepCache]" = weakref.WeakKeyDictionary()
+
+
+def shared_steps(topology: Topology) -> StepCache:
+    """The compiled steps of `topology` under its default routes, shared by every network model on it
+    (a sweep over one cluster routes each step once). A model that changes routes (a dead link, a
+    router of its own) switches to a private StepCache instead of touching this one."""
+    hit = _SHARED.get(topology)
+    if hit is None:
+        hit = _SHARED[topology] = StepCache(PathTable(topology))
+    return hit

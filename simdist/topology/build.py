@@ -4,15 +4,20 @@ Machines are the worker nodes in ClusterSpec order, then `server_hosts` paramete
 "server{s}/cpu0" endpoint with `server_nic`, default the first node group's NIC). The fabric builder
 is chosen from FABRIC_BUILDERS by FabricSpec.topology; structural facts go to `graph.graph["fabric"]`
 (used by bisection and drawing).
+
+Built topologies are kept (a few, least recently used first out) keyed by the resolved spec, so every
+run on the same cluster in one process (a sweep, simulate then estimate) shares one Topology, and with
+it its router's and compiled steps' caches. A Topology is never modified after it is built.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Callable
 
 import networkx as nx
 
 from simdist.errors import Issue, ScenarioError
-from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, TopologyKind
+from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, RoutingKind, TopologyKind
 from simdist.topology.custom import build_custom
 from simdist.topology.direct import build_direct
 from simdist.topology.fattree import build_fat_tree, build_single_switch
@@ -34,8 +39,40 @@ FABRIC_BUILDERS: dict[TopologyKind, FabricBuilder] = {
 }
 
 
+SWITCHED = (TopologyKind.FAT_TREE, TopologyKind.LEAF_SPINE, TopologyKind.CUSTOM)
+
+
+def resolve_routing(cluster: ClusterSpec, server_nic: NicSpec | None = None) -> RoutingKind:
+    """fabric.routing with `auto` decided: dmodk on a switched multi-path fabric whose NICs are all rdma
+    (an InfiniBand subnet manager routes by destination), else ecmp."""
+    routing = RoutingKind(cluster.fabric.routing)
+    if routing is not RoutingKind.AUTO:
+        return routing
+    nics = [g.nic for g in cluster.node_groups] + ([server_nic] if server_nic is not None else [])
+    rdma = all(n.link.transport == "rdma" for n in nics)
+    return RoutingKind.DMODK if rdma and TopologyKind(cluster.fabric.topology) in SWITCHED else RoutingKind.ECMP
+
+
+_BUILT: "OrderedDict[str, Topology]" = OrderedDict()
+_KEEP = 2  # topologies of 100k GPUs take a GB or more: keep only the latest few
+
+
 def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None) -> Topology:
-    """The whole cluster (node interiors, servers, fabric) as a Topology; ScenarioError on bad specs."""
+    """The whole cluster (node interiors, servers, fabric) as a Topology; ScenarioError on bad specs.
+    An equal spec built before in this process gives the same (shared, read-only) Topology."""
+    key = repr((cluster, server_hosts, server_nic))  # specs hold dicts (not hashable); repr is exact
+    hit = _BUILT.get(key)
+    if hit is not None:
+        _BUILT.move_to_end(key)
+        return hit
+    topology = _build(cluster, server_hosts, server_nic)
+    _BUILT[key] = topology
+    while len(_BUILT) > _KEEP:
+        _BUILT.popitem(last=False)
+    return topology
+
+
+def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) -> Topology:
     issues = validate_cluster(cluster, server_hosts)
     if server_hosts < 0:
         issues.append(Issue("communication.ps.servers", f"got {server_hosts!r}; expected >= 0 server hosts"))
@@ -64,6 +101,7 @@ def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicS
     kind = TopologyKind(cluster.fabric.topology)
     description = FABRIC_BUILDERS[kind](g, cluster.fabric, machines)
     g.graph["topology"] = kind.value
+    g.graph["routing"] = resolve_routing(cluster, nic if server_hosts else None).value
     g.graph["machines"] = tuple(m.prefix for m in machines)
     g.graph["workers"] = n
     return Topology(g, tuple(endpoints), tuple(endpoint_node), cluster.num_gpus, description)

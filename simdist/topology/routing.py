@@ -12,6 +12,14 @@ a flow's first or last hops. Distances are computed by Dijkstra on the core grap
 hop by hop, hashing (src, dst, flow_key, vertex) to pick among the equal-cost next hops.
 Paths are deterministic across processes (no Python `hash()`).
 
+Routing modes (topology.graph.graph["routing"], from cluster.fabric.routing): `ecmp` picks by hash
+as above; `dmodk` (InfiniBand subnet manager, D-mod-K / ftree) picks at every branching *switch* by
+successive digits of the destination: the destination port index p (fabric ports numbered in graph
+order: node-major, NIC by NIC) takes hops[p mod k1], then hops[(p // k1) mod k2] higher up, so the
+flows of a shift or halving-doubling step climb to distinct spines and come down distinct ports;
+branches inside machines still hash. `spray` routes like ecmp; the network splits each connection
+over SPRAY_PATHS flow keys (simdist.network.paths).
+
 Rails (NIC affinity, as NCCL binds GPUs to NICs): a vertex with a `rail` attribute (a GPU, set by
 topology.intranode: GPU j of g uses NIC floor(j*m/g)) leaves its machine through that NIC, and a flow
 to it enters through that NIC, whenever the NIC lies on a least-cost path; otherwise plain ECMP.
@@ -22,22 +30,15 @@ a ring collide on an uplink by chance, while machine pairs still spread by hash.
 """
 from __future__ import annotations
 
-import hashlib
-import heapq
-import math
+import weakref
 from typing import Sequence
 
 from simdist.errors import InfeasibleError
 from simdist.topology.graph import Topology
+from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
+from simdist.topology.torus_metric import TorusMetric
 
-REFERENCE_Bps = 1e12
-INF = math.inf
-_MASK = (1 << 64) - 1
-
-
-def edge_cost(capacity_Bps: float) -> int:
-    """Routing cost of one hop (see the module docstring)."""
-    return 1 + int(round(REFERENCE_Bps / capacity_Bps)) if capacity_Bps > 0 else 1 << 40
+SPRAY_PATHS = 4  # paths one connection is split over with routing 'spray' (NCCL queue pairs per connection)
 
 
 def ring_channels(topology: Topology, nodes: Sequence[Sequence[int]]) -> int:
@@ -51,63 +52,29 @@ def ring_channels(topology: Topology, nodes: Sequence[Sequence[int]]) -> int:
     return max(1, min(counts, default=1))
 
 
-def _mix(x: int) -> int:
-    """splitmix64 finaliser: a well-spread 64-bit hash of a 64-bit integer."""
-    x = (x + 0x9E3779B97F4A7C15) & _MASK
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
-    return x ^ (x >> 31)
+_SHARED: "weakref.WeakKeyDictionary[Topology, Router]" = weakref.WeakKeyDictionary()
 
 
-def flow_hash(src: int, dst: int, flow_key: int) -> int:
-    """A stable 64-bit hash of one flow (blake2b; the same in every process)."""
-    return int.from_bytes(hashlib.blake2b(f"{src}:{dst}:{flow_key}".encode(), digest_size=8).digest(), "little")
-
-
-def _dijkstra(adj: dict, seeds: dict, fixed=frozenset()) -> dict:
-    """Integer Dijkstra over `adj` from several seeds; `fixed` vertices keep their seed distance."""
-    dist = dict(seeds)
-    heap = [(d, v) for v, d in seeds.items()]
-    heapq.heapify(heap)
-    pop, push, get = heapq.heappop, heapq.heappush, dist.get
-    while heap:
-        d, u = pop(heap)
-        if d > dist[u]:
-            continue
-        for w, c in adj[u].items():
-            nd = d + c
-            if nd < get(w, INF) and w not in fixed:
-                dist[w] = nd
-                push(heap, (nd, w))
-    return dist
-
-
-def _bfs(adj: dict, src: str, step: int) -> dict:
-    """Distances when every edge costs `step` (fat trees): a breadth-first search."""
-    dist = {src: 0}
-    frontier = [src]
-    d = 0
-    while frontier:
-        d += step
-        nxt = []
-        for u in frontier:
-            for w in adj[u]:
-                if w not in dist:
-                    dist[w] = d
-                    nxt.append(w)
-        frontier = nxt
-    return dist
+def shared_router(topology: Topology) -> "Router":
+    """The one default Router of `topology` (its caches serve every network model built on it)."""
+    hit = _SHARED.get(topology)
+    if hit is None:
+        hit = _SHARED[topology] = Router(topology)
+    return hit
 
 
 class Router:
     """Routes endpoint-to-endpoint flows onto directed link ids; per-pair results are cached."""
 
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Topology, down: "frozenset[tuple[str, str]]" = frozenset()) -> None:
         self.topology = topology
+        self.down = frozenset(down) | frozenset((v, u) for u, v in down)
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         graph = topology.graph
+        dead = self.down
         self._cost: dict[str, dict[str, int]] = {
-            u: {w: edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1)) for w, d in nbrs.items()}
+            u: {w: edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1)) for w, d in nbrs.items()
+                if not dead or (u, w) not in dead}
             for u, nbrs in graph.adj.items()}
         machine = self._machine = {v: (v.split("/", 1)[0] if isinstance(v, str) and "/" in v else None) for v in graph}
         self._lname = {v: (v.split("/", 1)[1] if m is not None else v) for v, m in machine.items()}
@@ -129,6 +96,8 @@ class Router:
         self._core_adj = {u: {w: c for w, c in self._cost[u].items() if w in core} for u in core}
         steps = {c for nbrs in self._core_adj.values() for c in nbrs.values()}
         self._core_step = steps.pop() if len(steps) == 1 else None
+        self._metric = TorusMetric.verify(graph.graph.get("fabric") or {}, tuple(graph.graph.get("machines", ())),
+                                          self._core_adj)
         self._tmpl_of: dict[str, int] = {}
         self._tmpl_ids: dict[tuple, int] = {}
         self._tmpl_adj: list[dict[str, dict[str, int]]] = []
@@ -136,7 +105,8 @@ class Router:
         self._tlocal: dict[tuple[int, str], dict[str, int]] = {}
         self._tsrc: dict[tuple, dict[str, int]] = {}
         self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
-        self._srckey: dict[tuple[str, str], tuple[tuple, int]] = {}
+        self._srckey: dict[tuple[str, int], tuple[tuple, int, dict]] = {}
+        self._ekey_ids: dict[tuple, int] = {}
         self._dcore: dict[str, dict[str, int]] = {}
         self._nh: dict[str, dict[str, tuple[str, ...]]] = {}
         self._nh_local: dict[tuple, tuple[str, ...]] = {}
@@ -144,11 +114,23 @@ class Router:
         self._dag: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
         self._rail: dict[str, str] = {v: d["rail"] for v, d in graph.nodes(data=True) if d.get("rail") in graph}
         self._via: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._fixed: dict[tuple[int, str, str], tuple[str, ...] | None] = {}
+        self.routing = str(graph.graph.get("routing", "ecmp"))
+        # dmodk: fabric ports (machine vertices cabled to a switch) numbered in graph order
+        self._port: dict[str, int] = {}
+        if self.routing == "dmodk":
+            for v, m in machine.items():
+                if m is not None and any(machine[w] is None for w in graph.adj[v]):
+                    self._port[v] = len(self._port)
         self._lane: dict[str, int] = {}  # a railed vertex's index among its machine's railed vertices
         per_machine: dict[str, int] = {}
         for v in self._rail:
             self._lane[v] = per_machine.get(machine[v], 0)
             per_machine[machine[v]] = self._lane[v] + 1
+
+    def without(self, down: "frozenset[tuple[str, str]]") -> "Router":
+        """A router like this one that never uses the cables in `down` (vertex pairs, either direction)."""
+        return Router(self.topology, down)
 
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
@@ -202,13 +184,16 @@ class Router:
                 if a in exits and exits[a][0] <= best:
                     continue
                 exits[a] = (best, tuple(sorted(h for d, h in opts if d == best and h)))
-        hit = self._exits[t] = (exits, tuple(sorted((a, c) for a, (c, _) in exits.items())))
+        ekey = tuple(sorted((a, c) for a, (c, _) in exits.items()))
+        hit = self._exits[t] = (exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids)))  # equal exits, one id
         return hit
 
     def _core_dist(self, a: str) -> dict[str, int]:
         hit = self._dcore.get(a)
         if hit is None:
-            if self._core_step is not None:
+            if self._metric is not None:  # ring/torus: closed form, nothing stored per vertex
+                hit = self._metric.from_vertex(a)
+            elif self._core_step is not None:
                 hit = _bfs(self._core_adj, a, self._core_step)
             else:
                 hit = _dijkstra(self._core_adj, {a: 0})
@@ -223,8 +208,8 @@ class Router:
                 best = d + cost
         return best
 
-    def _source_side(self, m: str, t: str) -> tuple[tuple, int]:
-        """(template key, base): source machine m's distance to t is template_dist[local name] + base."""
+    def _source_dist(self, m: str, t: str) -> tuple[tuple, int, dict]:
+        """(template key, base, distances): source machine m's distance to t is distances[local name] + base."""
         ekey = self._exits_of(t)[1]
         hit = self._srckey.get((m, ekey))
         if hit is not None:
@@ -242,7 +227,7 @@ class Router:
         key = (tid, tuple(sorted((h, d - base) for h, d in seeds.items())))
         if key not in self._tsrc:
             self._tsrc[key] = _dijkstra(self._tmpl_adj[tid], dict(key[1]), fixed=self._tmpl_gw[tid])
-        hit = self._srckey[(m, ekey)] = (key, base)
+        hit = self._srckey[(m, ekey)] = (key, base, self._tsrc[key])
         return hit
 
     # -- next hops -------------------------------------------------------------------------------
@@ -298,9 +283,8 @@ class Router:
                 entries = tuple(w for w, c in self._cost[v].items() if self._machine[w] == mt and w not in self._core
                                 and local.get(ln[w], INF) + c == local[ln[v]])
             return tuple(sorted(set(hops) | set(entries)))
-        key, base = self._source_side(mv, t)
+        key, base, dist = self._source_dist(mv, t)
         tid = key[0]
-        dist = self._tsrc[key]
         lv = ln[v]
         if lv in self._tmpl_gw[tid]:  # a stub NIC: out to the fabric
             dv = dist.get(lv, INF) + base
@@ -325,8 +309,8 @@ class Router:
             return self._local(dst_vertex).get(self._lname[src_vertex], INF)
         if src_vertex in self._core:
             return self._d_core(src_vertex, dst_vertex)
-        key, base = self._source_side(ms, dst_vertex)
-        return self._tsrc[key].get(self._lname[src_vertex], INF) + base
+        _, base, dist = self._source_dist(ms, dst_vertex)
+        return dist.get(self._lname[src_vertex], INF) + base
 
     def waypoints(self, src_vertex: str, dst_vertex: str) -> tuple[str, ...]:
         """The rail NICs a flow between two machines is pinned to: the source's rail NIC, then the
@@ -367,11 +351,49 @@ class Router:
                 raise InfeasibleError(f"no route from {src_vertex} to {dst_vertex}")
             dag = self._dag[(src_vertex, dst_vertex)] = {}
         v = src_vertex
+        if self._port:  # dmodk: at switches, successive digits of the destination port pick the next hop
+            digits = self._port.get(dst_vertex, self._vid[dst_vertex])
+            machine = self._machine
+            while v != dst_vertex:
+                hops = dag.get(v) or self._hops(dag, src_vertex, dst_vertex, v)
+                if len(hops) == 1:
+                    v = hops[0]
+                elif machine[v] is None:
+                    v = hops[digits % len(hops)]
+                    digits //= len(hops)
+                else:
+                    v = hops[(_mix(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
+                path.append(v)
+            return path
         while v != dst_vertex:
             hops = dag.get(v) or self._hops(dag, src_vertex, dst_vertex, v)
             v = hops[0] if len(hops) == 1 else hops[(_mix(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
             path.append(v)
         return path
+
+    def _fixed_local(self, m: str, s: str, t: str) -> tuple[int, ...] | None:
+        """The path between two vertices of machine m when it has no equal-cost branch (so no hash can
+        change it): found once per machine template and local pair, then only its link ids are looked up."""
+        tid = self._tmpl(m)
+        ln = self._lname
+        key = (tid, ln[s], ln[t])
+        names = self._fixed.get(key, False)
+        if names is False:
+            local = self._local(t)
+            names = [ln[s]]
+            while names is not None and names[-1] != ln[t]:
+                lv = names[-1]
+                if lv not in local:
+                    names = None  # unreachable inside: the general walk reports it
+                    break
+                hops = self._local_next(tid, local, ("t", tid, ln[t], lv), lv)
+                names = names + [hops[0]] if len(hops) == 1 else None
+            names = self._fixed[key] = tuple(names) if names is not None else None
+        if names is None:
+            return None
+        index = self.topology.links.index
+        prefix = m + "/"
+        return tuple(index[(prefix + a, prefix + b)] for a, b in zip(names, names[1:]))
 
     def equal_cost_paths(self, src_vertex: str, dst_vertex: str) -> list[tuple[int, ...]]:
         """All least-cost paths between two vertices, as directed link id tuples, sorted by vertex names.
@@ -404,6 +426,11 @@ class Router:
             return ()
         eps = self.topology.endpoints
         s, t = eps[src], eps[dst]
+        m = self._machine[s]
+        if m is not None and m == self._machine[t]:
+            fixed = self._fixed_local(m, s, t)
+            if fixed is not None:
+                return fixed
         if s in self._lane and self._machine[s] != self._machine[t]:
             nodes = self.topology.endpoint_node
             p = self.vertex_path(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s])
