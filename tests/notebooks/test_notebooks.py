@@ -13,8 +13,8 @@ import pytest
 from tests.notebooks.run import NOTEBOOKS, execute, notebooks
 
 EXPECTED = ["01-quickstart.ipynb", "02-strategies.ipynb", "03-compression.ipynb", "04-oversubscription.ipynb",
-            "05-validation.ipynb"]
-ALLOWED_IMPORTS = {"simdist", "simdist.plots", "numpy", "pandas", "json", "pathlib"}
+            "05-validation.ipynb", "06-heterogeneous.ipynb"]
+ALLOWED_IMPORTS = {"simdist", "simdist.plots", "simdist.figures", "numpy", "pandas", "json", "pathlib"}
 
 
 def _cells(path):
