@@ -276,15 +276,21 @@ def lines(series, xlabel: str, ylabel: str, path: str | None = None, title: str 
     for i, (label, x) in enumerate((marks or {}).items()):
         ax.axvline(x, color=("black", "tab:red", "tab:green", "tab:purple")[i % 4], linestyle=(":", "--")[i % 2],
                    linewidth=1.2, label=label)
-    if all(float(x).is_integer() for xs, _ in series.values() for x in xs) and xscale == "linear":
-        from matplotlib.ticker import MaxNLocator
-
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if percent:
         from matplotlib.ticker import PercentFormatter
 
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set(xscale=xscale, xlabel=xlabel, ylabel=ylabel)
+    ticks = sorted({float(x) for xs, _ in series.values() for x in xs})
+    if xscale == "log" and len(ticks) <= 16:  # label the points themselves, not only the decades
+        from matplotlib.ticker import NullFormatter
+
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    if all(t.is_integer() for t in ticks) and xscale == "linear":
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title or ylabel, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
