@@ -299,21 +299,31 @@ def lines(series, xlabel: str, ylabel: str, path: str | None = None, title: str 
 
 def pareto_chart(frame, x: str, y: str, front, chosen=None, hue: str | None = None, path: str | None = None,
                  title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
-                 budget: float | None = None):
+                 limits=None, xscale: str = "linear", yscale: str = "log", label: str | None = None, chosen_label: str = "chosen plan"):
     """Every plan of a sweep table (pandas DataFrame) as a point (x, y), the Pareto front (a DataFrame of the
-    non-dominated rows) as a step line, the chosen plan circled and an x budget as a vertical line;
-    points are coloured by the `hue` column."""
+    non-dominated rows, both axes to minimise) as a step line and the chosen plan circled; points are
+    coloured by the `hue` column and the front's points named by the `label` column. `limits` = {label: ("x" or
+    "y", value)} draws a budget or a deadline."""
+    from matplotlib.ticker import FuncFormatter
+
     fig, (ax,) = _new_figure(width=7.5, height=4.8)
     for key, part in (frame.groupby(hue, sort=True) if hue else [("plans", frame)]):
         ax.scatter(part[x], part[y], s=22, alpha=0.8, label=str(key), color=_STRATEGY_COLORS.get(str(key)))
     f = front.sort_values(x)
     ax.step(f[x], f[y], where="post", color="black", linewidth=1.2, label="Pareto front")
-    if budget is not None:
-        ax.axvline(budget, color="tab:red", linestyle="--", linewidth=1, label=f"budget {budget:,.4g}")
+    for name, (axis, value) in (limits or {}).items():
+        (ax.axhline if axis == "y" else ax.axvline)(value, color="tab:red", linestyle="--", linewidth=1, label=name)
     if chosen is not None:
         ax.scatter([chosen[x]], [chosen[y]], s=160, facecolors="none", edgecolors="tab:red", linewidths=2,
-                   label="cheapest plan within the budget", zorder=4)
-    ax.set(xscale="log", xlabel=xlabel or x, ylabel=ylabel or y)
+                   label=chosen_label, zorder=4)
+    if label:
+        for _, row in f.iterrows():
+            ax.annotate(str(row[label]), (row[x], row[y]), textcoords="offset points", xytext=(6, 4), fontsize=7)
+    ax.set(xscale=xscale, yscale=yscale, xlabel=xlabel or x, ylabel=ylabel or y)
+    for axis, scale in ((ax.xaxis, xscale), (ax.yaxis, yscale)):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"))
+        if scale == "log":
+            axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.3g}"))
     ax.set_title(title or f"{y} against {x}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
