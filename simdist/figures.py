@@ -259,6 +259,7 @@ def node_group_chart(results, path: str | None = None, title: str | None = None)
                    label=f"iteration {res.iteration_time_s * 1e3:.3g} ms")
         ax.set_ylim(0, 1.25 * max(top, res.iteration_time_s * 1e3))
         ax.set_ylabel("time per iteration (ms)")
+        ax.set_xlabel("node group (GPU model)")
         ax.set_title(f"{label}: {res.throughput.samples_per_s:,.0f} samples/s", fontsize=10)
         ax.legend(fontsize=7, loc="upper right")
     if title:

@@ -1,6 +1,6 @@
 """The notebooks: stored without outputs, using only the API and simdist.plots, and executing cleanly.
 
-Executing them is `slow` (about 3 minutes on 2 cores); `make test` and CI run it. Each notebook's last
+Executing them is `slow` (about 4 minutes on 2 cores); `make test` and CI run it. Each notebook's last
 cell asserts that its prose conclusion matches its numbers, so a run that passes checks the prose too.
 """
 from __future__ import annotations
