@@ -240,3 +240,92 @@ def predicted_vs_measured(report: dict, path: str | None = None, band: float = 0
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return _done(fig, path)
+
+
+def node_group_chart(results, path: str | None = None, title: str | None = None):
+    """Per node group of each result (result.node_groups): compute step time and idle time per iteration (ms),
+    stacked, one panel per {label: result}; each bar is labelled with the group's micro-batch per GPU."""
+    fig, axes = _new_figure(ncols=len(results), width=4.2 * len(results), height=4.2)
+    top = max((g["step_s"] + g["idle_s"]) * 1e3 for res in results.values() for g in res.node_groups)
+    for ax, (label, res) in zip(axes, results.items()):
+        groups = list(res.node_groups)
+        names = [f"{g['gpu']}\n({g['gpus']} GPUs)" for g in groups]
+        step = [g["step_s"] * 1e3 for g in groups]
+        idle = [g["idle_s"] * 1e3 for g in groups]
+        ax.bar(names, step, color="tab:blue", label="compute step")
+        bars = ax.bar(names, idle, bottom=step, color="tab:gray", alpha=0.6, label="idle (waiting for the slowest)")
+        ax.bar_label(bars, labels=[f"batch {g['batch_per_gpu']}/GPU" for g in groups], fontsize=8)
+        ax.axhline(res.iteration_time_s * 1e3, color="black", linestyle="--", linewidth=0.8,
+                   label=f"iteration {res.iteration_time_s * 1e3:.3g} ms")
+        ax.set_ylim(0, 1.25 * max(top, res.iteration_time_s * 1e3))
+        ax.set_ylabel("time per iteration (ms)")
+        ax.set_xlabel("node group (GPU model)")
+        ax.set_title(f"{label}: {res.throughput.samples_per_s:,.0f} samples/s", fontsize=10)
+        ax.legend(fontsize=7, loc="upper right")
+    if title:
+        fig.suptitle(title)
+    return _done(fig, path)
+
+
+def lines(series, xlabel: str, ylabel: str, path: str | None = None, title: str | None = None,
+          xscale: str = "linear", marks=None, percent: bool = False):
+    """Line chart: `series` = {label: (xs, ys)}; `marks` = {label: x} draws labelled vertical lines (an optimum,
+    a closed form). `percent` formats the y axis as percentages of 1."""
+    fig, (ax,) = _new_figure(width=7.0, height=4.2)
+    for label, (xs, ys) in series.items():
+        ax.plot(list(xs), list(ys), marker="o", markersize=4, label=label, color=_STRATEGY_COLORS.get(str(label)))
+    for i, (label, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color=("black", "tab:red", "tab:green", "tab:purple")[i % 4], linestyle=(":", "--")[i % 2],
+                   linewidth=1.2, label=label)
+    if percent:
+        from matplotlib.ticker import PercentFormatter
+
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set(xscale=xscale, xlabel=xlabel, ylabel=ylabel)
+    ticks = sorted({float(x) for xs, _ in series.values() for x in xs})
+    if xscale == "log" and len(ticks) <= 16:  # label the points themselves, not only the decades
+        from matplotlib.ticker import NullFormatter
+
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    if all(t.is_integer() for t in ticks) and xscale == "linear":
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title or ylabel, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _done(fig, path)
+
+
+def pareto_chart(frame, x: str, y: str, front, chosen=None, hue: str | None = None, path: str | None = None,
+                 title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
+                 limits=None, xscale: str = "linear", yscale: str = "log", label: str | None = None, chosen_label: str = "chosen plan"):
+    """Every plan of a sweep table (pandas DataFrame) as a point (x, y), the Pareto front (a DataFrame of the
+    non-dominated rows, both axes to minimise) as a step line and the chosen plan circled; points are
+    coloured by the `hue` column and the front's points named by the `label` column. `limits` = {label: ("x" or
+    "y", value)} draws a budget or a deadline."""
+    from matplotlib.ticker import FuncFormatter
+
+    fig, (ax,) = _new_figure(width=7.5, height=4.8)
+    for key, part in (frame.groupby(hue, sort=True) if hue else [("plans", frame)]):
+        ax.scatter(part[x], part[y], s=22, alpha=0.8, label=str(key), color=_STRATEGY_COLORS.get(str(key)))
+    f = front.sort_values(x)
+    ax.step(f[x], f[y], where="post", color="black", linewidth=1.2, label="Pareto front")
+    for name, (axis, value) in (limits or {}).items():
+        (ax.axhline if axis == "y" else ax.axvline)(value, color="tab:red", linestyle="--", linewidth=1, label=name)
+    if chosen is not None:
+        ax.scatter([chosen[x]], [chosen[y]], s=160, facecolors="none", edgecolors="tab:red", linewidths=2,
+                   label=chosen_label, zorder=4)
+    if label:
+        for _, row in f.iterrows():
+            ax.annotate(str(row[label]), (row[x], row[y]), textcoords="offset points", xytext=(6, 4), fontsize=7)
+    ax.set(xscale=xscale, yscale=yscale, xlabel=xlabel or x, ylabel=ylabel or y)
+    for axis, scale in ((ax.xaxis, xscale), (ax.yaxis, yscale)):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"))
+        if scale == "log":
+            axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.3g}"))
+    ax.set_title(title or f"{y} against {x}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    return _done(fig, path)
