@@ -234,10 +234,16 @@ def compare(files, overrides, debug, bandwidths, methods, fidelity, plot, as_jso
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
 @click.option("--address", default=None, help="Ray cluster to join (with --executor ray).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table and counts as JSON.")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+              help="PNG or SVG: scaling curves when an axis changes the GPU count, else breakdown bars.")
 @_handle_errors
 def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity, jobs, executor, address,
-          as_json) -> None:
+          as_json, plot) -> None:
     """Run a scenario over swept keys: one row per point, resumable, in parallel."""
+    if plot:
+        from simdist.plots import check_plot_path
+
+        check_plot_path(plot)
     from simdist.io.sweep_load import load_point, read_sweep_file, sweep_spec
     from simdist.planner.progress import Progress
     from simdist.planner.sweep import run_sweep
@@ -262,6 +268,8 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
                         progress=progress)
     if bar:
         bar[0].close()
+    if plot:
+        _sweep_plot(outcome.rows, [a.key for a in spec.axes], plot, name)
     if as_json:
         click.echo(json.dumps({"file": out, "points": outcome.points, "ran": outcome.ran,
                                "resumed": outcome.resumed, "pruned": outcome.pruned,
@@ -272,6 +280,17 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
     counts = ", ".join(f"{v} {k}" for k, v in sorted(outcome.by_status.items()))
     click.echo(f"\n{outcome.points} points: ran {outcome.ran}, already done {outcome.resumed}, "
                f"excluded by constraints {outcome.pruned} ({counts}); wrote {out}")
+
+
+def _sweep_plot(rows, keys, path: str, name: str) -> None:
+    """Scaling curves when an axis changes the GPU count, else one stacked breakdown bar per point."""
+    from simdist.plots import is_gpu_count_axis, plot_breakdown_bars, plot_scaling
+
+    if any(is_gpu_count_axis(k) for k in keys):
+        plot_scaling(rows, keys, path, title=f"{name}: scaling against GPU count")
+    else:
+        items = {", ".join(str(r.get(k)) for k in keys) or str(r.get("point")): r for r in rows}
+        plot_breakdown_bars(items, path, title=f"{name}: where each iteration's time goes")
 
 
 @main.command()
@@ -291,10 +310,16 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
 @click.option("--max-points", type=int, default=None, help="Exhaustive up to this many points (default 20000).")
 @click.option("--jobs", type=int, default=0, help="Worker processes (default: the number of cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+              help="PNG or SVG: the Pareto front of throughput against price, the chosen plan marked.")
 @_handle_errors
 def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, max_gpus, deadline, samples, tokens,
-         top, confirm, max_points, jobs, as_json) -> None:
+         top, confirm, max_points, jobs, as_json, plot) -> None:
     """Search the allowed configurations for the best plan: estimate all, simulate the best, Pareto front."""
+    if plot:
+        from simdist.plots import check_plot_path
+
+        check_plot_path(plot)
     from simdist.io.sweep_load import load_point, plan_spec, read_sweep_file
     from simdist.planner.plan import search
     from simdist.planner.plan_report import format_plan, plan_json
@@ -305,6 +330,15 @@ def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, 
                                    "samples": samples, "tokens": tokens, "top": top, "confirm": confirm,
                                    "max_points": max_points})
     result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
+    if plot:
+        from simdist.planner.plan import Objective, useful_rate
+        from simdist.plots import plot_pareto
+
+        tokens_ = spec.tokens or any(r.get("tokens_per_s") for r in result.ranked + result.front)
+        unit = ("useful " if spec.objective == Objective.GOODPUT else "") + ("tokens/s" if tokens_ else "samples/s")
+        plot_pareto(result.ranked + result.front, result.front, result.ranked[0] if result.ranked else None, plot,
+                    unit=unit, rate=lambda r: useful_rate(r, spec),
+                    title=f"{name}: throughput against price (objective {spec.objective.value})")
     click.echo(json.dumps(plan_json(result), indent=2, default=str) if as_json else format_plan(result, spec))
 
 

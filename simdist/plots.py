@@ -58,11 +58,13 @@ def _layout(graph, collapse: bool) -> tuple[dict, list[tuple[str, str, str]]]:
     return pos, [(u, v, k) for (u, v), k in edges.items()]
 
 
-def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> None:
+def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utilization=None) -> None:
     """A layered drawing (fabric on top, machines below) written to `path` (PNG, SVG or PDF).
 
     With more than `max_vertices` vertices each machine is collapsed into one box; with more machines
     than that only the fabric switches are drawn, each labelled with the number of machines below it.
+    `utilization` ({"u->v": fraction} or a result's links) turns it into a heatmap: each drawn edge is
+    coloured by its busier direction (a collapsed edge by its busiest member), the rest grey.
     """
     import matplotlib
 
@@ -80,11 +82,25 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> Non
     from matplotlib.collections import LineCollection
 
     by_kind: dict[str, list] = {}
+    heat = _edge_heat(graph, utilization, collapse and not fabric_only) if utilization is not None else None
+    hot: list = []
     for u, v, kind in edges:
-        by_kind.setdefault(kind, []).append((pos[u], pos[v]))
-    for kind, segments in by_kind.items():
-        color, lw = _KIND_STYLE.get(kind, ("black", 0.8))
-        ax.add_collection(LineCollection(segments, colors=color, linewidths=lw, alpha=0.6, zorder=1))
+        if heat is not None and (u, v) in heat:
+            hot.append(((pos[u], pos[v]), heat[(u, v)]))
+        else:
+            by_kind.setdefault(kind, []).append((pos[u], pos[v]))
+    for i, (kind, segments) in enumerate(by_kind.items()):
+        color, lw = _KIND_STYLE.get(kind, ("black", 0.8)) if heat is None else ("lightgray", 0.6)
+        ax.add_collection(LineCollection(segments, colors=color, linewidths=lw, alpha=0.6, zorder=1,
+                                         label="not among the reported links" if heat is not None and i == 0
+                                         else None))
+    if heat is not None:
+        lines = LineCollection([seg for seg, _ in hot], array=[100 * u for _, u in hot], cmap="inferno_r",
+                               linewidths=2.2, zorder=1.5)
+        lines.set_clim(0, 100)
+        ax.add_collection(lines)
+        fig.colorbar(lines, ax=ax, label="link utilisation (% of capacity, busier direction)", shrink=0.8)
+        ax.legend(loc="lower right", fontsize=7)
     groups: dict[str, list[tuple[float, float]]] = {"fabric": [], "box": [], "inner": []}
     for v, xy in pos.items():
         inner = _machine(str(v)) is not None
@@ -108,10 +124,39 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300) -> Non
             if sw in pos:
                 ax.annotate(f"{c} NICs", pos[sw], fontsize=5, ha="center", xytext=(0, -9), textcoords="offset points")
     ax.autoscale()
-    ax.set_title(topology.description or "topology", fontsize=9)
+    title = topology.description or "topology"
+    ax.set_title(f"link utilisation on {title}" if heat is not None else title, fontsize=9)
     ax.set_axis_off()
     fig.tight_layout()
     _write(plt, fig, path, dpi=150)
+
+
+def _edge_heat(graph, utilization, collapse: bool) -> dict[tuple[str, str], float]:
+    """{(u, v) as drawn: utilisation} from {"u->v": fraction} or LinkUtilization rows, both directions merged."""
+    if not isinstance(utilization, dict):
+        utilization = {lk.link: lk.utilization for lk in utilization}
+    out: dict[tuple[str, str], float] = {}
+    for u, v in graph.edges():
+        value = max(utilization.get(f"{u}->{v}", -1.0), utilization.get(f"{v}->{u}", -1.0))
+        if value < 0:
+            continue
+        a, b = ((_machine(str(u)) or u), (_machine(str(v)) or v)) if collapse else (u, v)
+        if a != b:
+            out[(a, b)] = max(out.get((a, b), 0.0), value)
+            out[(b, a)] = out[(a, b)]
+    return out
+
+
+def check_plot_path(path: str) -> str:
+    """The format of a --plot path: 'png' or 'svg' by its extension; anything else is a one-line error."""
+    from pathlib import Path
+
+    from simdist.errors import SimdistError
+
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext not in ("png", "svg"):
+        raise SimdistError(f"cannot write plot {path}: expected a .png or .svg file name (got {ext or 'no extension'!r})")
+    return ext
 
 
 def _figure(ncols: int, width: float = 12.0, height: float = 4.2):
@@ -218,6 +263,151 @@ def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     _save(plt, fig, path)
+
+
+# ---- the planner's figures: scaling curves, breakdown bars, the Pareto front, a link heatmap ----------------
+
+_TERMS = (("compute_s", "compute", "tab:blue"), ("exposed_communication_s", "exposed communication", "tab:red"),
+          ("compression_s", "compression", "tab:purple"), ("optimizer_s", "optimizer", "tab:green"))
+
+
+def _num(value) -> float | None:
+    """A row cell as a float (rows from a CSV hold text; '' is no figure)."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _rate(row) -> tuple[float | None, str]:
+    tokens = _num(row.get("tokens_per_s"))
+    return (tokens, "tokens/s") if tokens else (_num(row.get("samples_per_s")), "samples/s")
+
+
+def is_gpu_count_axis(key: str) -> bool:
+    """Axes that change the GPU count: a node group's count or GPUs per node."""
+    parts = key.split(".")
+    return len(parts) == 4 and parts[:2] == ["cluster", "nodes"] and parts[3] in ("count", "gpus_per_node")
+
+
+def plot_scaling(rows, axis_keys, path: str, title: str | None = None) -> None:
+    """Throughput and scaling efficiency against GPU count from sweep rows, one line per strategy.
+
+    Rows that share every other axis value form one line (labelled by them, the strategy first);
+    rows that did not run are left out.
+    """
+    check_plot_path(path)
+    others = [k for k in axis_keys if not is_gpu_count_axis(k)]
+    others.sort(key=lambda k: k != "communication.strategy")
+    lines: dict[str, list[tuple[float, float, float | None]]] = {}
+    unit = "samples/s"
+    for r in rows:
+        gpus, (rate, unit_r) = _num(r.get("gpus")), _rate(r)
+        if r.get("status") != "ok" or not gpus or rate is None:
+            continue
+        unit = unit_r
+        label = ", ".join(str(r.get(k)) for k in others) or "all points"
+        eff = _num(r.get("scaling_efficiency"))
+        lines.setdefault(label, []).append((gpus, rate, None if eff is None else 100 * eff))
+    if not lines:
+        from simdist.errors import SimdistError
+
+        raise SimdistError(f"cannot write plot {path}: no point of the sweep ran, so there is nothing to plot")
+    plt, fig, (ax_t, ax_e) = _figure(2, width=12.0, height=4.6)
+    for label, pts in lines.items():
+        pts.sort()
+        ax_t.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        eff = [(p[0], p[2]) for p in pts if p[2] is not None]
+        ax_e.plot([p[0] for p in eff], [p[1] for p in eff], marker="o", label=label)
+    ax_t.set(yscale="log", xlabel="GPUs", ylabel=f"throughput ({unit})", title="throughput")
+    ax_e.set(xlabel="GPUs", ylabel="scaling efficiency (%)", title="scaling efficiency", ylim=(0, 105))
+    ticks = sorted({p[0] for pts in lines.values() for p in pts})
+    for ax in (ax_t, ax_e):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_locator(__import__("matplotlib").ticker.NullLocator())
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, title=", ".join(others) or None, title_fontsize=7)
+    fig.suptitle(title or "scaling against GPU count")
+    _save(plt, fig, path)
+
+
+def plot_breakdown_bars(items, path: str, title: str | None = None, max_bars: int = 40) -> None:
+    """Stacked bars of each point's iteration: compute, exposed communication, compression, optimizer.
+
+    `items` is {label: row or RunResult}; the iteration time is marked on each bar (the terms overlap,
+    so their stack need not reach it exactly).
+    """
+    check_plot_path(path)
+    bars = []
+    for label, item in list(items.items())[:max_bars]:
+        if hasattr(item, "breakdown_s"):
+            b = item.breakdown_s
+            if b is None:
+                continue
+            values = [b.compute, b.exposed_communication, b.compression, b.optimizer]
+            total = item.iteration_time_s
+        else:
+            if item.get("status", "ok") != "ok":
+                continue
+            values = [_num(item.get(k)) or 0.0 for k, _, _ in _TERMS]
+            total = _num(item.get("iteration_time_s"))
+        bars.append((str(label), [v * 1e3 for v in values], None if total is None else total * 1e3))
+    if not bars:
+        from simdist.errors import SimdistError
+
+        raise SimdistError(f"cannot write plot {path}: no result with a breakdown to plot")
+    plt, fig, (ax,) = _figure(1, width=max(6.0, 1.0 + 0.45 * len(bars)), height=5.0)
+    xs = range(len(bars))
+    bottom = [0.0] * len(bars)
+    for i, (_, name, color) in enumerate(_TERMS):
+        heights = [b[1][i] for b in bars]
+        ax.bar(xs, heights, bottom=bottom, color=color, label=name)
+        bottom = [a + h for a, h in zip(bottom, heights)]
+    ax.scatter([x for x, b in zip(xs, bars) if b[2] is not None], [b[2] for b in bars if b[2] is not None],
+               marker="_", s=300, color="black", zorder=3, label="iteration time")
+    ax.set_xticks(list(xs), [b[0] for b in bars], rotation=60, ha="right", fontsize=7)
+    ax.set(xlabel="point", ylabel="time per iteration (ms)", title=title or "where each iteration's time goes")
+    ax.margins(y=0.08)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    _save(plt, fig, path)
+
+
+def plot_pareto(candidates, front, winner, path: str, unit: str = "samples/s", title: str | None = None,
+                rate=None) -> None:
+    """Throughput against price per hour: the candidates, the Pareto front as a step line, the winner starred.
+
+    `rate(row)` gives a row's throughput (default tokens/s when it has them, else samples/s).
+    """
+    check_plot_path(path)
+    rate = rate or (lambda r: _rate(r)[0])
+    plt, fig, (ax,) = _figure(1, width=7.5, height=5.0)
+    pts = [(_num(r.get("cost_per_hour_usd")), rate(r)) for r in candidates]
+    pts = [p for p in pts if p[0] is not None and p[1]]
+    if pts:
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, color="tab:gray", alpha=0.6, label="candidates")
+    fr = sorted((_num(r.get("cost_per_hour_usd")), rate(r)) for r in front)
+    fr = [p for p in fr if p[0] is not None and p[1]]
+    if fr:
+        ax.plot([p[0] for p in fr], [p[1] for p in fr], "o-", drawstyle="steps-post", color="tab:blue",
+                label=f"Pareto front ({len(fr)} points)")
+    if winner is not None and _num(winner.get("cost_per_hour_usd")) is not None and rate(winner):
+        ax.scatter([_num(winner["cost_per_hour_usd"])], [rate(winner)], marker="*", s=260, color="tab:red",
+                   zorder=3, label="chosen plan")
+    ax.set(xlabel="cluster price (USD per hour)", ylabel=f"throughput ({unit})",
+           title=title or "throughput against price: the Pareto front")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(plt, fig, path)
+
+
+def link_heatmap(topology: Topology, utilization, path: str, max_vertices: int = 300) -> None:
+    """The topology drawing with each link coloured by its utilisation (a result's links or {"u->v": fraction})."""
+    check_plot_path(path)
+    draw_topology(topology, path, max_vertices=max_vertices, utilization=utilization)
 
 
 # The figure functions for notebooks and scripts (return Figures; docs/api.md) live in simdist/figures.py.

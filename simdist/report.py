@@ -84,10 +84,25 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
         parts.append(_training_report(result, scenario))
     if result.goodput:  # failure runs (simdist/failures/report.py)
         parts.append(format_goodput(result.goodput))
+    cost = cost_text(result.extra.get("cost"))
+    if cost:
+        parts.append(format_pairs([("cost", cost)], title="== cost (catalog prices, `simdist catalog gpus`) =="))
     if result.links:
         parts.append(format_table(["link", "utilization"], [[l.link, f"{l.utilization:.1%}"] for l in result.links],
                                   title="== most utilised links =="))
     return "\n\n".join(parts)
+
+
+def cost_text(cost: dict | None) -> str:
+    """'$655.36/hour, $4.348e-07/sample, ...' from a result's `cost` key ('' without one)."""
+    if not isinstance(cost, dict) or cost.get("price_per_hour_usd") is None:
+        return ""
+    out = f"${cost['price_per_hour_usd']:,.2f}/hour"
+    for key, unit in (("per_sample_usd", "sample"), ("per_token_usd", "token"),
+                      ("per_useful_sample_usd", "useful sample"), ("per_useful_token_usd", "useful token")):
+        if cost.get(key) is not None:
+            out += f", ${cost[key]:.4g}/{unit}"
+    return out
 
 
 def _compression_text(strategy: dict) -> str:

@@ -83,7 +83,7 @@ def simulate(scenario: Scenario, fidelity: str = "") -> RunResult:
     if needs_timeline(scenario):  # failures over run.duration: the goodput timeline (engine/goodput.py), which
         from simdist.engine.goodput import run_goodput  # simulates each cluster state through this function
 
-        return run_goodput(scenario, chosen)
+        return with_cost(scenario, run_goodput(scenario, chosen))
     unused = unused_key_issues(scenario)  # keys nothing reads: refused
     if unused:
         raise ScenarioError(unused)
@@ -97,10 +97,29 @@ def simulate(scenario: Scenario, fidelity: str = "") -> RunResult:
     if scenario.workload.benchmark is not None:
         from simdist.engine.benchmark import run_benchmark
 
-        return run_benchmark(scenario, chosen)
+        return with_cost(scenario, run_benchmark(scenario, chosen))
     from simdist.engine.training import run_training
 
-    return run_training(scenario, chosen)
+    return with_cost(scenario, run_training(scenario, chosen))
+
+
+def with_cost(scenario: Scenario, result: RunResult) -> RunResult:
+    """The result with its `cost` key (simdist.results.cost): the one place every result is priced.
+
+    A training result gets its price per hour and per sample/token (per useful sample/token under
+    failures, from the goodput ratio); a benchmark result, which trains nothing, its price per hour only.
+    """
+    from dataclasses import replace
+
+    from simdist.results.cost import cluster_price_per_hour, cost_summary
+
+    if scenario.workload.benchmark is not None:
+        cost = {"price_per_hour_usd": cluster_price_per_hour(scenario)}
+    else:
+        tp = result.throughput
+        ratio = result.goodput.get("ratio") if isinstance(result.goodput, dict) else None
+        cost = cost_summary(scenario, tp.samples_per_s if tp else None, tp.tokens_per_s if tp else None, ratio)
+    return replace(result, extra={**result.extra, "cost": cost})
 
 
 def result_header(scenario: Scenario, fidelity: Fidelity) -> dict:

@@ -27,6 +27,8 @@ class GpuSpec:
     price_per_hour_usd: float
     compute_efficiency: Mapping[str, float] = field(default_factory=dict)  # dtype -> achieved fraction of peak
     source: str = ""
+    price_basis: str = ""  # where price_per_hour_usd comes from ("given" when a scenario sets the price)
+    price_date: str = ""  # the month that price was read, YYYY-MM, or "unknown"
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for `dtype`, falling back to the unit the GPU would use instead."""

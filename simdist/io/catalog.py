@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import functools
 import math
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Collection, Mapping
@@ -35,7 +36,7 @@ TOPOLOGY_DESCRIPTIONS: dict[TopologyKind, str] = {
 }
 
 _GPU_KEYS = ("name", "vendor", "peak_flops", "memory", "memory_bandwidth", "tdp_w", "price_per_hour_usd",
-             "price_basis", "compute_efficiency", "efficiency_source", "source")
+             "price_basis", "price_date", "compute_efficiency", "efficiency_source", "source")
 _LINK_KEYS = ("link", "bandwidth", "latency", "efficiency", "transport", "source")
 _LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficiency_reason", "source")
 _TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
@@ -130,6 +131,14 @@ def _count(value: object, path: str) -> int:
     return value
 
 
+def _price_date(value: object, path: str) -> str:
+    """The month a price was read: 'YYYY-MM' or 'unknown' (never guessed)."""
+    text = str(value) if isinstance(value, str) else ""
+    if text == "unknown" or re.fullmatch(r"(19|20)\d\d-(0[1-9]|1[0-2])", text):
+        return text
+    raise ScenarioError.bad_value(path, value, "the month the price was read, 'YYYY-MM', or 'unknown'")
+
+
 def _text(value: object, path: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ScenarioError.bad_value(path, value, "a non-empty string")
@@ -193,6 +202,14 @@ def _parse_gpu(d: object, path: str, key: str, base: GpuSpec | None, catalog: bo
     notes = [issues.take(_text, d[k], f"{path}.{k}") for k in ("source",) if k in d]
     notes += [f"{label}: {issues.take(_text, d[k], f'{path}.{k}')}"
               for k, label in (("price_basis", "price"), ("efficiency_source", "efficiency")) if k in d]
+    if "price_basis" in d:
+        fields["price_basis"] = issues.take(_text, d["price_basis"], f"{path}.price_basis")
+    elif "price_per_hour_usd" in d:  # a price given without a basis: the scenario's own
+        fields["price_basis"] = "given"
+    if "price_date" in d:
+        fields["price_date"] = issues.take(_price_date, d["price_date"], f"{path}.price_date")
+    elif "price_per_hour_usd" in d:
+        fields["price_date"] = ""
     issues.raise_if_any()
     if notes:
         fields["source"] = ". ".join(notes)
@@ -458,10 +475,12 @@ def _link_cell(link: LinkSpec | None) -> str:
 def catalog_table(kind: str) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of one catalog (gpus | links | topologies | intra_node), as display strings."""
     if kind == "gpus":
-        head = ["key", "vendor"] + [f"{d} TFLOP/s" for d in DTYPES] + ["memory", "mem bw", "TDP", "$/h", "name"]
+        head = ["key", "vendor"] + [f"{d} TFLOP/s" for d in DTYPES] + ["memory", "mem bw", "TDP", "$/h", "price basis",
+                                                                     "price date", "name"]
         rows = [[g.key, g.vendor] + [f"{g.peak_flops[d] / 1e12:g}" if d in g.peak_flops else "-" for d in DTYPES]
                 + [f"{g.memory_bytes / 2**30:g} GiB", format_bandwidth(g.memory_bandwidth_Bps, bits=False),
-                   f"{g.tdp_w:g} W", f"{g.price_per_hour_usd:.2f}", g.name] for g in _gpu_catalog().values()]
+                   f"{g.tdp_w:g} W", f"{g.price_per_hour_usd:.2f}", g.price_basis or "-",
+                   g.price_date or "-", g.name] for g in _gpu_catalog().values()]
         return head, rows
     if kind == "links":
         head = ["key", "transport", "bandwidth/dir", "latency", "efficiency", "effective"]

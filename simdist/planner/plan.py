@@ -6,7 +6,7 @@ that a seeded random sample of `max_points` points, then a local search that cha
 time around the best point until nothing improves); points that do not fit, break a constraint or
 cannot run are dropped with their reasons counted; the best `confirm` points by the objective are
 simulated and re-ranked on the simulated figures. The Pareto front is throughput against price per
-hour over every feasible estimated point.
+hour over every feasible estimated point (useful throughput under the goodput objective).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class Objective(StrEnum):
     THROUGHPUT = "throughput"  # samples (tokens for transformers) per second, higher is better
     COST = "cost"  # dollars per sample (token), lower is better
     TIME_TO_TRAIN = "time_to_train"  # seconds to a sample or token budget, lower is better
-    GOODPUT = "goodput"  # useful throughput under the scenario's failures
+    GOODPUT = "goodput"  # useful throughput under the scenario's failures (rate x goodput ratio), higher is better
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,6 @@ class Plan:
 
 def check_plan(spec: PlanSpec) -> None:
     """Refuse what cannot be ranked, naming the option."""
-    if spec.objective == Objective.GOODPUT:
-        raise ScenarioError.bad_value("--objective", "goodput", "throughput, cost or time_to_train (goodput "
-                                                                "needs the failure model, which is not built yet)")
     if spec.objective == Objective.TIME_TO_TRAIN and not (spec.samples or spec.tokens):
         raise ScenarioError(Issue("--objective", "time_to_train needs a budget: --samples N or --tokens N"))
     if spec.samples and spec.tokens:
@@ -75,6 +72,30 @@ def check_plan(spec: PlanSpec) -> None:
     for name in ("top", "confirm", "max_points"):
         if getattr(spec, name) < (1 if name != "confirm" else 0):
             raise ScenarioError.bad_value(f"--{name.replace('_', '-')}", getattr(spec, name), "a positive count")
+
+
+def check_goodput(spec: PlanSpec, base: dict, loader, overrides: Sequence[str], base_dir: str, name: str) -> None:
+    """`--objective goodput` needs failures to count useful time under: refused when the scenario has none."""
+    if spec.objective != Objective.GOODPUT:
+        return
+    if any(a.key == "failures" or a.key.startswith("failures.") for a in spec.axes):
+        return
+    try:
+        has = loader(base, tuple(overrides), {}, base_dir, name).failures is not None
+    except ScenarioError:  # the base alone may not load (an axis fills it in): judge by its data
+        has = isinstance(base, dict) and base.get("failures") is not None
+    if not has:
+        raise ScenarioError(Issue("--objective", "goodput needs a failures section in the scenario (with "
+                                                 "run.duration); this one has none"))
+
+
+def useful_rate(row: dict[str, Any], spec: PlanSpec) -> float | None:
+    """The rate the objective ranks by: the rate, times the goodput ratio under the goodput objective."""
+    r = rate(row, spec)
+    if spec.objective != Objective.GOODPUT or r is None:
+        return r
+    ratio = row.get("goodput_ratio")
+    return r * ratio if ratio is not None else None
 
 
 def rate(row: dict[str, Any], spec: PlanSpec) -> float | None:
@@ -97,6 +118,8 @@ def score(row: dict[str, Any], spec: PlanSpec) -> float:
         return math.inf
     if spec.objective == Objective.THROUGHPUT:
         return -r
+    if spec.objective == Objective.GOODPUT:  # useful throughput: rate x goodput ratio (useful / wall time)
+        return -(useful_rate(row, spec) or 0.0) or math.inf
     if spec.objective == Objective.COST:
         return row["cost_per_hour_usd"] / 3600.0 / r if row.get("cost_per_hour_usd") else math.inf
     return time_to_train_s(row, spec) or math.inf
@@ -130,6 +153,7 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
            overrides: Sequence[str] = (), jobs: int = 0) -> Plan:
     """Estimate the space, keep what fits and meets the constraints, confirm the best by simulation."""
     check_plan(spec)
+    check_goodput(spec, base, loader, overrides, base_dir, name)
     known = [a.key for a in spec.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS) + ["time_to_train_s"]
     parse_constraints(spec.constraints, known)
     jobs = jobs or default_jobs()
@@ -162,7 +186,7 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
     feasible.sort(key=lambda r: (score(r, spec), r["point"]))
     confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs)
     ranked = confirmed + feasible[len(confirmed):spec.top] if spec.top > len(confirmed) else confirmed[:spec.top]
-    front = pareto_front(feasible, [lambda r: -(rate(r, spec) or 0.0), lambda r: r["cost_per_hour_usd"] or 0.0])
+    front = pareto_front(feasible, [lambda r: -(useful_rate(r, spec) or 0.0), lambda r: r["cost_per_hour_usd"] or 0.0])
     return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, method)
 
 

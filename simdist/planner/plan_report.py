@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from simdist.planner.plan import Plan, PlanSpec, rate
+from simdist.planner.plan import Objective, Plan, PlanSpec, rate, useful_rate
 from simdist.tables import format_table
 
 TERMS = ("compute_s", "communication_s", "exposed_communication_s", "compression_s", "optimizer_s")
@@ -18,19 +18,25 @@ def format_plan(plan: Plan, spec: PlanSpec) -> str:
     unit = "tokens/s" if spec.tokens or any(r.get("tokens_per_s") for r in plan.ranked) else "samples/s"
     headers = ["rank", *keys, "gpus", unit, "iteration_s", "$/hour", "$/Msample" if unit == "samples/s" else "$/Mtoken",
                "time_to_train_h", "fidelity"]
+    goodput = plan.objective == Objective.GOODPUT
+    if goodput:
+        headers[-1:-1] = ["goodput_ratio", f"useful {unit}"]
     rows = []
     for i, r in enumerate(plan.ranked, 1):
         per = r["cost_per_hour_usd"] / 3600.0 / rate(r, spec) * 1e6 if rate(r, spec) else None
         ttt = r.get("time_to_train_s")
         rows.append([i, *_inputs(r, keys), r["gpus"], rate(r, spec), r["iteration_time_s"], r["cost_per_hour_usd"],
-                     per, ttt / 3600 if ttt else None, "simulate" if r.get("confirmed") else "estimate"])
+                     per, ttt / 3600 if ttt else None]
+                    + ([r.get("goodput_ratio"), useful_rate(r, spec)] if goodput else [])
+                    + ["simulate" if r.get("confirmed") else "estimate"])
     out = [f"plan: objective {plan.objective.value}; {plan.search}; space {plan.space} points, evaluated "
            f"{plan.evaluated}, feasible {plan.feasible}"
            + (f" (dropped: {', '.join(f'{v} {k}' for k, v in sorted(plan.rejected.items()))})" if plan.rejected else ""),
            "", format_table(headers, rows, title="best candidates (confirmed by simulation first)")]
-    front = [[*_inputs(r, keys), r["gpus"], rate(r, spec), r["cost_per_hour_usd"]] for r in plan.front]
-    out += ["", format_table([*keys, "gpus", unit, "$/hour"], front,
-                             title=f"Pareto front: {unit} against price per hour ({len(front)} points)")]
+    front_unit = f"useful {unit}" if goodput else unit
+    front = [[*_inputs(r, keys), r["gpus"], useful_rate(r, spec), r["cost_per_hour_usd"]] for r in plan.front]
+    out += ["", format_table([*keys, "gpus", front_unit, "$/hour"], front,
+                             title=f"Pareto front: {front_unit} against price per hour ({len(front)} points)")]
     if len(plan.ranked) >= 2:
         out += ["", why_text(plan.ranked[0], plan.ranked[1], keys)]
     return "\n".join(out)

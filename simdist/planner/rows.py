@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-from simdist.results.cost import cluster_price_per_hour, cost_summary
+from simdist.results.cost import cluster_price_per_hour
 from simdist.results.records import RunResult
 
 STATUS_OK, STATUS_INFEASIBLE, STATUS_INVALID, STATUS_ERROR = "ok", "infeasible", "invalid", "error"
@@ -64,7 +64,7 @@ def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
     samples = tp.samples_per_s if tp else None
     tokens = tp.tokens_per_s if tp else None
     goodput = (result.goodput or {}).get("ratio") if isinstance(result.goodput, dict) else None
-    cost = cost_summary(scenario, samples, tokens, goodput)
+    cost = result.extra["cost"]  # priced once, where the result is made (engine/simulation.py with_cost)
     return {
         "status": STATUS_OK, "reason": "", "fidelity": result.fidelity, "gpus": result.gpus,
         "iteration_time_s": result.iteration_time_s, "samples_per_s": samples, "tokens_per_s": tokens,
@@ -73,8 +73,8 @@ def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
         "exposed_communication_s": bd.exposed_communication if bd else None,
         "compression_s": bd.compression if bd else None, "optimizer_s": bd.optimizer if bd else None,
         "memory_per_gpu_bytes": mem.per_gpu_bytes if mem else None, "memory_fits": mem.fits if mem else None,
-        "cost_per_hour_usd": cost["price_per_hour_usd"], "cost_per_sample_usd": cost["per_sample_usd"],
-        "cost_per_token_usd": cost["per_token_usd"],
+        "cost_per_hour_usd": cost["price_per_hour_usd"], "cost_per_sample_usd": cost.get("per_sample_usd"),
+        "cost_per_token_usd": cost.get("per_token_usd"),
         "goodput_ratio": goodput, "meets_constraints": True,
     }
 

@@ -18,7 +18,7 @@ def cluster_price_per_hour(scenario: Any) -> float:
 
 def cost_summary(scenario: Any, samples_per_s: float | None, tokens_per_s: float | None,
                  goodput_ratio: float | None = None) -> dict[str, Any]:
-    """{price_per_hour_usd, per_sample_usd, per_token_usd, per_useful_sample_usd, per_useful_token_usd, basis}."""
+    """{price_per_hour_usd, per_sample_usd, per_token_usd, per_useful_sample_usd, per_useful_token_usd, gpu_price_per_hour_usd}."""
     price = cluster_price_per_hour(scenario)
     per_s = price / HOUR_S
 

@@ -14,7 +14,8 @@ from simdist.io import catalog
 GOOD_GPU = {
     "name": "Test GPU", "vendor": "nvidia", "peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"},
     "memory": "16 GiB", "memory_bandwidth": "900 GB/s", "tdp_w": 300, "price_per_hour_usd": 1.0,
-    "price_basis": "made up", "compute_efficiency": {"fp32": 0.9, "fp16": 0.8}, "efficiency_source": "made up",
+    "price_basis": "made up", "price_date": "unknown", "compute_efficiency": {"fp32": 0.9, "fp16": 0.8},
+    "efficiency_source": "made up",
     "source": "test",
 }
 GOOD_LINKS = {
@@ -44,6 +45,9 @@ def test_good_gpu_file_parses():
     ("compute_efficiency", {"fp32": 0.5, "fp8": 0.5}, "compute_efficiency.fp8"),
     ("tdp_w", "300 W", "tdp_w"),
     ("price_per_hour_usd", -1, "price_per_hour_usd"),
+    ("price_date", "2024", "price_date"),  # a month, not a year
+    ("price_date", "2024-13", "price_date"),
+    ("price_date", "last year", "price_date"),
     ("colour", "green", "colour"),
 ])
 def test_malformed_gpu_entry_names_file_entry_and_field(field, value, where):
@@ -228,3 +232,19 @@ def test_inline_intra_node():
     with pytest.raises(ScenarioError) as e:
         catalog.parse_intra_node_inline({"layout": "pcie", "gpu_link": {"link": "pcie-gen4", "bricks": 0}}, "n")
     assert issue_paths(e) == ["n.gpu_link.bricks"]
+
+
+def test_price_basis_and_date_are_kept_and_a_given_price_drops_the_catalog_basis():
+    g = catalog.parse_gpu_catalog({"x": {**GOOD_GPU, "price_date": "2024-06"}}, "gpus.yaml")["x"]
+    assert (g.price_basis, g.price_date) == ("made up", "2024-06")
+    assert catalog.parse_gpu_catalog({"x": {**GOOD_GPU, "price_date": "unknown"}}, "g")["x"].price_date == "unknown"
+    mine = catalog.parse_gpu_inline({"base": "a100-sxm4-80gb", "price_per_hour_usd": 1.5}, "cluster.nodes.0.gpu")
+    assert (mine.price_per_hour_usd, mine.price_basis, mine.price_date) == (1.5, "given", "")
+
+
+def test_every_catalog_price_has_a_basis_and_an_honest_date():
+    head, rows = catalog.catalog_table("gpus")
+    basis, date = head.index("price basis"), head.index("price date")
+    for row in rows:
+        assert row[basis] not in ("", "-")
+        assert row[date] == "unknown" or len(row[date]) == 7

@@ -63,7 +63,7 @@ def test_time_to_train_and_deadline(base):
 
 
 @pytest.mark.parametrize("options, words", [
-    ({"objective": "goodput"}, "failure model"),
+    ({"objective": "goodput"}, "goodput needs a failures section"),
     ({"objective": "time_to_train"}, "needs a budget"),
     ({"objective": "fastest"}, "plan.objective"),
     ({"max_gpus": -1}, "plan.max_gpus"),
