@@ -412,5 +412,6 @@ def link_heatmap(topology: Topology, utilization, path: str, max_vertices: int =
 
 # The figure functions for notebooks and scripts (return Figures; docs/api.md) live in simdist/figures.py.
 from simdist.figures import (  # noqa: E402,F401  (re-exported: plots.breakdown, plots.timeline, ...)
-    bandwidth_curves, breakdown, breakeven_chart, grouped_bars, link_utilization, predicted_vs_measured, timeline,
+    bandwidth_curves, breakdown, breakeven_chart, grouped_bars, lines, link_utilization, node_group_chart,
+    pareto_chart, predicted_vs_measured, timeline,
 )

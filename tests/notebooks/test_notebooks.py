@@ -15,7 +15,7 @@ from tests.notebooks.run import NOTEBOOKS, execute, notebooks
 EXPECTED = ["01-quickstart.ipynb", "02-strategies.ipynb", "03-compression.ipynb", "04-oversubscription.ipynb",
             "05-validation.ipynb", "06-heterogeneous.ipynb", "07-failures-goodput.ipynb",
             "08-planner.ipynb"]
-ALLOWED_IMPORTS = {"simdist", "simdist.plots", "simdist.figures", "numpy", "pandas", "json", "pathlib", "tempfile"}
+ALLOWED_IMPORTS = {"simdist", "simdist.plots", "numpy", "pandas", "json", "pathlib", "tempfile"}
 
 
 def _cells(path):
