@@ -22,9 +22,8 @@ from simdist.planner.axes import Axis, Point, expand
 from simdist.planner.evaluate import PRUNED, Job, evaluate_point, parse_constraints
 from simdist.planner.executors import default_jobs, run_local
 from simdist.planner.pareto import pareto_front
-from simdist.planner.rows import RESULT_COLUMNS, STATUS_OK, canonical
+from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS, STATUS_OK, canonical
 
-INPUT_NAMES = ("gpus", "nodes", "cost_per_hour")
 
 
 class Objective(StrEnum):

@@ -52,6 +52,9 @@ def point_key(scenario: Any, fidelity: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+INPUT_NAMES = ("gpus", "nodes", "cost_per_hour")  # the keys of input_values, for constraint checks
+
+
 def input_values(scenario: Any) -> dict[str, Any]:
     """Figures known before a point runs, for constraints: gpus, nodes, cost_per_hour."""
     return {"gpus": scenario.cluster.num_gpus, "nodes": scenario.cluster.num_nodes,

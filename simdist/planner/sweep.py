@@ -14,10 +14,9 @@ from typing import Any, Callable, Sequence
 from simdist.planner.axes import Axis, Point, expand
 from simdist.planner.evaluate import PRUNED, SKIPPED, Job, parse_constraints
 from simdist.planner.executors import default_jobs, run_local
-from simdist.planner.rows import HEAD_COLUMNS, RESULT_COLUMNS, canonical
+from simdist.planner.rows import HEAD_COLUMNS, INPUT_NAMES, RESULT_COLUMNS, canonical
 from simdist.planner.store import SweepStore, write_parquet
 
-INPUT_NAMES = ("gpus", "nodes", "cost_per_hour")
 
 
 @dataclass(frozen=True)
