@@ -25,7 +25,6 @@ from simdist.planner.pareto import pareto_front
 from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS, STATUS_OK, canonical
 
 
-
 class Objective(StrEnum):
     THROUGHPUT = "throughput"  # samples (tokens for transformers) per second, higher is better
     COST = "cost"  # dollars per sample (token), lower is better

@@ -18,7 +18,6 @@ from simdist.planner.rows import HEAD_COLUMNS, INPUT_NAMES, RESULT_COLUMNS, cano
 from simdist.planner.store import SweepStore, write_parquet
 
 
-
 @dataclass(frozen=True)
 class SweepSpec:
     """What to sweep: axes (in order), groups of axes that advance together, and constraints."""
