@@ -72,7 +72,7 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
         rng = np.random.default_rng([seed, r])
         random = sample_random(spec.random, facts, job.duration_s, rng) if spec.random is not None else []
         tally = run_timeline(job, spec.recovery.policy, costs, step_time, sorted(fixed + random), slowdowns, maint,
-                             record=r == 0)
+                             record=r == 0, cut_off=facts.cut_off)
         tallies.append(tally)
         rows.append(_figures(tally, job))
     out: dict = {}
