@@ -151,7 +151,7 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         step_time.cache[step_time.key(ClusterState(keep_global_batch=keep))] = float(base.iteration_time_s)
     costs = recovery_costs(scenario)
     goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
-                                    scenario.run.replicas)
+                                    scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP)
     goodput.update(model_summary(scenario.failures, facts, costs))
     goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
     goodput["states_simulated"] = step_time.simulated

@@ -99,3 +99,11 @@ def test_random_fabric_faults_reroute_instead_of_aborting():
     g = _run({**COMM, "failures.random": {"link_mtbf": "20 h"}, "failures.events": []}).to_dict()["goodput"]
     # most faults reroute; only two overlapping ones that leave a leaf no uplink cut a rack off (a restart)
     assert g["failures"] == 6 and g["restarts"] == 1 and g["degraded_s"] > 0
+
+
+def test_async_modes_abort_on_random_fabric_faults_and_say_so():
+    g = _run({**COMM, "training.sync": "local_sgd", "failures.random": {"link_mtbf": "20 h"}}).to_dict()["goodput"]
+    assert g["fabric_faults"].startswith("abort") and g["restarts"] == g["failures"] == 6
+    with pytest.raises(Exception, match="training.sync"):
+        _run({**COMM, "training.sync": "local_sgd", "failures.events": [
+            {"at": "2 h", "kind": "link_down", "target": "link:leaf0-spine0"}]})
