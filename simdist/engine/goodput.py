@@ -94,21 +94,27 @@ class StateStepTime:
 def _describe(state: ClusterState) -> str:
     out = f"{len(state.nodes_out)} nodes out" if state.nodes_out else "all nodes"
     return out + (f", {len(state.stragglers)} stragglers" if state.stragglers else "") + (
-        f", {len(state.degraded_links)} degraded links" if state.degraded_links else "")
+        f", {len(state.degraded_links)} degraded or dead links" if state.degraded_links else "")
 
 
 def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:
-    """BSP iteration time with some links at a fraction of their capacity (network capacity API): the
-    training run on a cluster built here, with those capacities set before it starts."""
+    """BSP iteration time with some links at a fraction of their capacity or dead (factor 0: `fail_link`, the
+    flow network routes around it): the training run on a cluster built here, with those capacities set
+    before it starts. A fabric that no longer connects every rank raises InfeasibleError naming the link."""
     from simdist.engine.context import build_context
     from simdist.engine.training import run_training
 
     if scenario.training.sync != SyncMode.BSP:
         raise ScenarioError.bad_value("training.sync", scenario.training.sync.value,
-                                      "bsp for link_degrade events (other sync modes do not take link changes yet)")
+                                      "bsp for link_degrade, link_down and fabric switch failures (other sync modes do "
+                                      "not take link changes yet)")
     ctx = build_context(scenario, fidelity)
     index = ctx.topology.links.index
     for u, v, factor in links:
+        if factor == 0.0:
+            if (u, v) in index:
+                ctx.network.fail_link(index[(u, v)])
+            continue
         for a, b in ((u, v), (v, u)):
             if (a, b) in index:  # a link of a removed node carries nothing any more
                 i = index[(a, b)]
@@ -145,7 +151,7 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         step_time.cache[step_time.key(ClusterState(keep_global_batch=keep))] = float(base.iteration_time_s)
     costs = recovery_costs(scenario)
     goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
-                                    scenario.run.replicas)
+                                    scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP)
     goodput.update(model_summary(scenario.failures, facts, costs))
     goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
     goodput["states_simulated"] = step_time.simulated

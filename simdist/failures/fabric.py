@@ -33,6 +33,39 @@ class FabricFacts:
     fabric_links: tuple[str, ...]  # switch-to-switch links, 'U-V'
     edges: frozenset[tuple[str, str]]
 
+    def switch_edges(self, switch: str) -> tuple[tuple[str, str], ...]:
+        """Every edge at `switch` (a switch failure takes all its links down)."""
+        return tuple(sorted(e for e in self.edges if switch in e))
+
+    def cut_off(self, dead: "tuple[tuple[str, str], ...]") -> tuple[int, ...]:
+        """The worker nodes the fabric no longer connects to the rest when the `dead` edges are down: the
+        nodes with a vertex outside the component that holds the most whole nodes (ties: the lowest node).
+        Empty when every rank still reaches every other (the flow network reroutes around the dead edges)."""
+        import networkx as nx
+
+        gone = {frozenset(e) for e in dead}
+        g = nx.Graph()
+        g.add_edges_from(e for e in self.edges if frozenset(e) not in gone)
+        g.add_nodes_from(v for e in self.edges for v in e)
+        comp: dict[str, int] = {}
+        for i, c in enumerate(nx.connected_components(g)):
+            comp.update((v, i) for v in c)
+        node_comps: dict[int, set[int]] = {}
+        for v, i in comp.items():
+            n = _node_index(v)
+            if n is not None:
+                node_comps.setdefault(n, set()).add(i)
+        if not node_comps:
+            return ()
+        whole: dict[int, list[int]] = {}
+        for n, cs in sorted(node_comps.items()):
+            if len(cs) == 1:
+                whole.setdefault(next(iter(cs)), []).append(n)
+        if not whole:
+            return tuple(sorted(node_comps))
+        main = max(whole, key=lambda i: (len(whole[i]), -whole[i][0]))
+        return tuple(n for n, cs in sorted(node_comps.items()) if cs != {main})
+
     def link_ends(self, name: str) -> tuple[str, str] | None:
         """The edge 'U-V' names (either order), or None."""
         for i in range(len(name)):

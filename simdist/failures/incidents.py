@@ -25,13 +25,16 @@ DEFAULT_REPAIR_S = 1800.0
 
 @dataclass(frozen=True, order=True)
 class Incident:
-    """The job loses `nodes` at `time_s` (none: a fabric fault that aborts its collectives) until `repair_s` later."""
+    """The job loses `nodes` at `time_s` until `repair_s` later. A fabric fault names its dead `links`: with no
+    node cut off the job keeps running on the rerouted fabric for `repair_s`; with some cut off (a partition)
+    those nodes are lost as after a node failure."""
 
     time_s: float
     kind: str  # gpu | node | nic | link | switch (random) or an event kind
     nodes: tuple[int, ...] = ()
     repair_s: float = DEFAULT_REPAIR_S
     source: str = "random"
+    links: tuple[tuple[str, str], ...] = ()  # dead edges (link_down, spine/core switch_down, random fabric faults)
 
 
 @dataclass(frozen=True, order=True)
@@ -54,7 +57,8 @@ def lognormal(rng: np.random.Generator, mean: float, sigma: float, size: int) ->
 
 
 def _component_nodes(kind: str, facts: FabricFacts) -> list[tuple[int, ...]]:
-    """The nodes each component of `kind` takes down when it fails."""
+    """The nodes each component of `kind` takes down when it fails (fabric links and spine/core switches:
+    none here; fabric_fault works out what their dead links cut off)."""
     if kind == "gpu":
         return [(n,) for n in facts.node_of_gpu]
     if kind == "node":
@@ -63,7 +67,18 @@ def _component_nodes(kind: str, facts: FabricFacts) -> list[tuple[int, ...]]:
         return [(n,) for n in facts.nic_node]
     if kind == "link":
         return [() for _ in facts.fabric_links]
-    return [facts.leaves.get(s, ()) for s in facts.switches]  # a leaf takes its rack; others abort the job
+    return [facts.leaves.get(s, ()) for s in facts.switches]  # a leaf takes its rack
+
+
+def dead_links(kind: str, index: int, facts: FabricFacts) -> tuple[tuple[str, str], ...]:
+    """The edges a fabric component's failure takes down: the link itself, or every link of a spine/core
+    switch (a leaf switch takes its rack instead: none)."""
+    if kind == "link":
+        ends = facts.link_ends(facts.fabric_links[index])
+        return (ends,) if ends is not None else ()
+    if kind == "switch" and facts.switches[index] not in facts.leaves:
+        return facts.switch_edges(facts.switches[index])
+    return ()
 
 
 def lemon_nodes(spec: RandomFailuresSpec, facts: FabricFacts, rng: np.random.Generator) -> frozenset[int]:
@@ -89,13 +104,24 @@ def sample_random(spec: RandomFailuresSpec, facts: FabricFacts, duration_s: floa
         scale = mean / math.gamma(1.0 + 1.0 / k)
         t = scale * rng.gamma(1.0 / k, 1.0, len(nodes)) ** (1.0 / k)
         idx = np.arange(len(nodes))
+        fabric: dict[int, tuple] = {}  # component -> (dead links, nodes they cut off), worked out once
+
+        def make(i: int, tt: float, r: float) -> Incident:
+            if kind not in ("link", "switch"):
+                return Incident(tt, kind, nodes[i], r)
+            if i not in fabric:
+                dead = dead_links(kind, i, facts)
+                fabric[i] = (dead, facts.cut_off(dead) if dead else nodes[i])
+            dead, cut = fabric[i]
+            return Incident(tt, kind, cut, r, links=dead)
+
         while idx.size:
             alive = t < duration_s
             idx, t = idx[alive], t[alive]
             if not idx.size:
                 break
             repair = lognormal(rng, spec.repair_s, spec.repair_sigma, idx.size)
-            out.extend(Incident(float(tt), kind, nodes[i], float(r)) for i, tt, r in zip(idx, t, repair))
+            out.extend(make(int(i), float(tt), float(r)) for i, tt, r in zip(idx, t, repair))
             life = rng.weibull(k, idx.size) if weibull else rng.exponential(1.0, idx.size)
             t = t + repair + scale[idx] * life
     out.sort()
@@ -109,7 +135,7 @@ def node_of_target(target: str, facts: FabricFacts) -> tuple[int, ...]:
         return (facts.node_of_gpu[int(rest)],)
     if prefix == "node":
         return (int(rest),)
-    return facts.leaves[rest]
+    return facts.leaves.get(rest, ())
 
 
 def gpus_of_target(target: str, facts: FabricFacts) -> tuple[int, ...]:
@@ -128,7 +154,13 @@ def scheduled(events: tuple[FailureEventSpec, ...], facts: FabricFacts,
     for e in events:
         kind = FailureKind(e.kind)
         end = math.inf if e.duration_s is None else e.at_s + e.duration_s
-        if kind in (FailureKind.GPU_DOWN, FailureKind.NODE_DOWN, FailureKind.RACK_DOWN, FailureKind.SWITCH_DOWN):
+        if kind is FailureKind.LINK_DOWN or (kind is FailureKind.SWITCH_DOWN and
+                                             e.target.partition(":")[2] not in facts.leaves):
+            name = e.target.partition(":")[2]
+            dead = (facts.link_ends(name),) if kind is FailureKind.LINK_DOWN else facts.switch_edges(name)
+            incidents.append(Incident(e.at_s, kind.value, facts.cut_off(dead),
+                                      repair_s if e.duration_s is None else e.duration_s, "scheduled", links=dead))
+        elif kind in (FailureKind.GPU_DOWN, FailureKind.NODE_DOWN, FailureKind.RACK_DOWN, FailureKind.SWITCH_DOWN):
             incidents.append(Incident(e.at_s, kind.value, node_of_target(e.target, facts),
                                       repair_s if e.duration_s is None else e.duration_s, "scheduled"))
         elif kind is FailureKind.STRAGGLER:
@@ -140,5 +172,5 @@ def scheduled(events: tuple[FailureEventSpec, ...], facts: FabricFacts,
         elif kind is FailureKind.NETWORK_JITTER:  # `delay` is the median; the mean is what a long segment sees
             slowdowns.append(Slowdown(e.at_s, end, kind.value, delay_s=float(e.delay_s) * math.exp(e.sigma ** 2 / 2)))
         else:
-            raise ValueError(f"{kind} events are refused at resolution")  # link_down, spine switch_down
+            raise ValueError(f"unknown event kind {kind}")
     return sorted(incidents), sorted(slowdowns)

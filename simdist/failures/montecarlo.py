@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 import numpy as np
 
@@ -62,8 +63,10 @@ def _mean_ci(values: list) -> tuple[float | None, list[float] | None]:
 
 
 def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Costs, step_time: StepTime,
-                 seed: int, replicas: int) -> tuple[dict, list[Tally]]:
-    """The goodput dict (means, `_ci95` pairs, failures by kind) and every replica's Tally."""
+                 seed: int, replicas: int, reroute: bool = True) -> tuple[dict, list[Tally]]:
+    """The goodput dict (means, `_ci95` pairs, failures by kind) and every replica's Tally. Without
+    `reroute` (a sync mode that does not take link changes) a random fabric fault that cuts no node off
+    aborts the job's collectives instead (a restart), and `fabric_faults` says so."""
     repair = spec.random.repair_s if spec.random is not None else DEFAULT_REPAIR_S
     fixed, slowdowns = scheduled(spec.events, facts, repair)
     maint = maintenance_times(spec, job.duration_s)
@@ -71,8 +74,10 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
     for r in range(replicas):
         rng = np.random.default_rng([seed, r])
         random = sample_random(spec.random, facts, job.duration_s, rng) if spec.random is not None else []
+        if not reroute:
+            random = [replace(i, links=()) if i.links and not i.nodes else i for i in random]
         tally = run_timeline(job, spec.recovery.policy, costs, step_time, sorted(fixed + random), slowdowns, maint,
-                             record=r == 0)
+                             record=r == 0, cut_off=facts.cut_off)
         tallies.append(tally)
         rows.append(_figures(tally, job))
     out: dict = {}
@@ -84,6 +89,7 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
     kinds = sorted({k for t in tallies for k in t.failures_by_kind})
     out["failures_by_kind"] = {k: math.fsum(t.failures_by_kind.get(k, 0) for t in tallies) / replicas for k in kinds}
     out["replicas"] = replicas
+    out["fabric_faults"] = "reroute" if reroute else "abort (the sync mode does not take link changes: restart)"
     return out, tallies
 
 

@@ -64,8 +64,9 @@ class Tally:
 
 class _Job:
     def __init__(self, job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
-                 record: bool = False) -> None:
+                 record: bool = False, cut_off=None) -> None:
         self.job, self.policy, self.costs, self.step_time = job, policy, costs, step_time
+        self.cut_off = cut_off  # dead edges -> the nodes they cut off (FabricFacts.cut_off); None: not checked
         self.record = record
         self.tally = Tally(wall_s=job.duration_s)
         self.t = 0.0
@@ -293,6 +294,17 @@ class _Job:
             t.segments.append((f"failure: {inc.kind} {','.join(map(str, inc.nodes[:4]))}", self.t, self.t))
         t.failures += 1
         t.failures_by_kind[inc.kind] = t.failures_by_kind.get(inc.kind, 0) + 1
+        if inc.links and not inc.nodes and self.cut_off is not None:  # with the links already dead, a partition?
+            dead = tuple(sorted({(u, v) for s in self.active for u, v, x in s.links if x == 0.0} | set(inc.links)))
+            cut = self.cut_off(dead)
+            if cut:  # the nodes come back when this fault is repaired (the earlier ones alone did not cut them)
+                inc = replace(inc, nodes=cut)
+        if inc.links and not inc.nodes:  # every rank still reachable: the fabric reroutes, the job runs on
+            s = Slowdown(self.t, self.t + inc.repair_s, inc.kind, links=tuple((u, v, 0.0) for u, v in inc.links))
+            self._on_slow_start(s, 0)
+            if math.isfinite(s.end_s):
+                self.push(s.end_s, "slow_end", s)
+            return
         fresh = [n for n in inc.nodes if n not in self.down]
         for n in fresh:
             self.down.add(n)
@@ -411,9 +423,11 @@ class _Job:
 
 def run_timeline(job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
                  incidents: list[Incident], slowdowns: list[Slowdown] = (),
-                 maintenance: list[tuple[float, float]] = (), record: bool = False) -> Tally:
-    """One realisation of the run: where its wall time went (and, with `record`, its segments)."""
-    j = _Job(job, RecoveryPolicy(policy), costs, step_time, record)
+                 maintenance: list[tuple[float, float]] = (), record: bool = False, cut_off=None) -> Tally:
+    """One realisation of the run: where its wall time went (and, with `record`, its segments). `cut_off`
+    (dead edges -> nodes cut off) lets a fabric fault that partitions the fabric only together with faults
+    already active stop the job as a partition does."""
+    j = _Job(job, RecoveryPolicy(policy), costs, step_time, record, cut_off)
     for inc in incidents:
         j.push(inc.time_s, "incident", inc)
     for s in slowdowns:

@@ -26,10 +26,6 @@ _POLICY_KEYS = {  # recovery keys only some policies use
     "spares": (RecoveryPolicy.SPARES,), "spare_delay": (RecoveryPolicy.SPARES,),
     "replica_groups": (RecoveryPolicy.REPLICA_GROUPS,),
 }
-NEEDS_REROUTE = ("needs the flow network's failure API (rerouting flows around a dead link or switch), "
-                 "which the network model does not offer yet; use link_degrade, or rack_down for a leaf")
-
-
 def _facts(cluster: ClusterSpec | None):
     if cluster is None:
         return None
@@ -54,9 +50,6 @@ def _check_target(kind: FailureKind, target: str, facts, path: str, issues: list
                            for p in prefixes)
         issues.append(Issue(f"{path}.target", f"got {target!r}; {kind} expects a {want} target"))
         return
-    if kind is FailureKind.LINK_DOWN:
-        issues.append(Issue(f"{path}.kind", f"got 'link_down'; it {NEEDS_REROUTE}"))
-        return
     if prefix in ("gpu", "node"):
         if not rest.isdigit():
             issues.append(Issue(f"{path}.target", f"got {target!r}; expected {prefix}:N with N an index"))
@@ -78,9 +71,9 @@ def _check_target(kind: FailureKind, target: str, facts, path: str, issues: list
     if rest not in facts.switches:
         issues.append(Issue(f"{path}.target", f"got {target!r}; no such switch (the topology has "
                                               f"{', '.join(facts.switches[:6])}{', ...' if len(facts.switches) > 6 else ''})"))
-    elif rest not in facts.leaves:
-        issues.append(Issue(f"{path}.target", f"got {target!r}; {rest} has no nodes under it: a {kind} of a "
-                                              f"spine/core switch {NEEDS_REROUTE}"))
+    elif kind is FailureKind.RACK_DOWN and rest not in facts.leaves:
+        issues.append(Issue(f"{path}.target", f"got {target!r}; {rest} has no nodes under it (rack_down takes a "
+                                              f"leaf and its rack; use switch_down for a spine/core switch)"))
 
 
 _DOWN = (FailureKind.GPU_DOWN, FailureKind.NODE_DOWN, FailureKind.RACK_DOWN, FailureKind.SWITCH_DOWN)
@@ -100,7 +93,9 @@ def _events(f: FailuresModel, facts, issues: list[Issue]) -> tuple[FailureEventS
         for key, owner in _KIND_KEYS.items():
             if key in e.model_fields_set and kind is not owner:
                 issues.append(Issue(f"{path}.{key}", f"{kind} does not use '{key}' (only {owner} does); remove it"))
-        if kind in _DOWN and e.duration is not None and policy not in _REPAIR_POLICIES:
+        spine = (kind is FailureKind.SWITCH_DOWN and facts is not None and facts.switches
+                 and e.target.partition(":")[2] not in facts.leaves)  # rerouted: its duration matters
+        if kind in _DOWN and not spine and e.duration is not None and policy not in _REPAIR_POLICIES:
             issues.append(Issue(f"{path}.duration", f"policy {policy} replaces a failed node at once, so how long "
                                                     f"it stays down changes nothing (only elastic and spares wait "
                                                     f"for the repair); remove it"))
