@@ -262,7 +262,8 @@ def _intra(spec: IntraNodeSpec, profile: CalibrationProfile) -> IntraNodeSpec:
 
 def _group(g: NodeGroupSpec, profile: CalibrationProfile) -> NodeGroupSpec:
     return replace(g, gpu=_gpu(g.gpu, profile), intra_node=_intra(g.intra_node, profile),
-                   nic=replace(g.nic, link=_link(g.nic.link, "nic", profile)))
+                   nic=replace(g.nic, link=_link(g.nic.link, "nic", profile),
+                               wire_link=_link(g.nic.wire_link, "nic", profile)))  # a dedicated server's NIC too
 
 
 def compute_calibration(scenario: Scenario, profile: CalibrationProfile) -> ComputeCalibration | None:
