@@ -129,8 +129,7 @@ def _list(value: Any, key: str) -> list:
 
 def load_point(base: dict, overrides: Sequence[str], values: dict, base_dir: str, name: str):
     """One point's Scenario: the base data, the --set overrides, then each axis value at its key."""
-    data = apply_overrides(base, list(overrides))
-    data = copy.deepcopy(data)
+    data = apply_overrides(base, list(overrides))  # a deep copy: the base is never changed
     for key, value in values.items():
         set_path(data, key.split("."), copy.deepcopy(value))
     return load_data(data, (), base_dir, name)
