@@ -2,7 +2,8 @@
 
 The Python API (docs/api.md): `simdist.load(path_or_dict, overrides=...)`, `simdist.simulate(scenario)`,
 `simdist.estimate(scenario)` -> `simdist.Result`; `simdist.breakeven` (codecs vs NIC bandwidth);
-`simdist.sweep` (a resumable sweep over scenario keys, docs/planner.md). They are imported on first use (module `__getattr__`),
+`simdist.sweep` (a resumable sweep over scenario keys, docs/planner.md); `simdist.validate_published`
+(the published-benchmark suite, as `simdist validate --published`). They are imported on first use (module `__getattr__`),
 so `import simdist` loads neither the schema (pydantic, yaml) nor the engine.
 """
 __version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it (tool.setuptools.dynamic)
@@ -13,6 +14,7 @@ _LAZY = {  # public name -> module that defines it
     "estimate": "simdist.api",
     "breakeven": "simdist.api",
     "sweep": "simdist.api",
+    "validate_published": "simdist.api",
     "Result": "simdist.api",
     "SimdistError": "simdist.errors",
     "ScenarioError": "simdist.errors",

@@ -285,3 +285,64 @@ def sweep(scenario: str | Path | Mapping[str, Any], axes: Mapping[str, Any] | No
                         overrides=override_strings(overrides), fidelity=fidelity or "", jobs=jobs,
                         executor=executor, address=address, fmt=fmt)
     return SweepTable(outcome, str(out))
+
+
+class PublishedReport:
+    """The published-benchmark suite's report, as `simdist validate --published --json` prints it.
+
+    Its keys are attributes (`mape`, `out_of_sample_mape`, `max_error`, `ranking_ok`, `within_25pct`,
+    `cases`, `by_category`, `by_metric`, `ranking`, `fitting_subset`, `failed`, `unexplained`); `to_dict()`
+    is the JSON object and `to_frame(table)` a pandas DataFrame of the cases or of the aggregates.
+    """
+
+    __slots__ = ("report",)
+    TABLES = ("cases", "category", "metric")
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self.report = dict(report)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in PublishedReport.__slots__:
+            raise AttributeError(name)
+        report = object.__getattribute__(self, "report")
+        if name in report:
+            return report[name]
+        raise AttributeError(f"the published report has no key {name!r}; keys: {', '.join(report)}")
+
+    def __dir__(self) -> Iterable[str]:
+        return sorted(set(super().__dir__()) | set(self.report))
+
+    def __repr__(self) -> str:
+        mape = self.report.get("mape")
+        return (f"<simdist PublishedReport: {len(self.report['cases'])} cases, "
+                + (f"MAPE {mape:.1%}>" if isinstance(mape, (int, float)) else "no MAPE>"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The validate object (plain Python types), identical in content to `validate --published --json`."""
+        return json.loads(json.dumps(self.report))
+
+    def to_frame(self, table: str = "cases"):
+        """cases: one row per case (name, metric, category, measured, predicted, ratio = measured/predicted,
+        error, group, source, failure); category / metric: the aggregates per category or metric
+        (cases, mape, max_error, within_25pct, failed)."""
+        if table not in self.TABLES:
+            raise ValueError(f"table {table!r}: expected one of {', '.join(self.TABLES)}")
+        pd = _pandas()
+        if table == "cases":
+            cols = ["name", "metric", "category", "measured", "predicted", "ratio", "error", "group", "source",
+                    "failure"]
+            return pd.DataFrame([{k: c.get(k) for k in cols} for c in self.report["cases"]], columns=cols)
+        agg = self.report[f"by_{table}"]
+        cols = ["cases", "mape", "max_error", "within_25pct", "failed"]
+        frame = pd.DataFrame([{table: k, **{c: v.get(c) for c in cols}} for k, v in agg.items()],
+                             columns=[table, *cols])
+        return frame.set_index(table)
+
+
+def validate_published(cases_file: str | Path | None = None) -> PublishedReport:
+    """Predict every case of the published-benchmark suite uncalibrated and compare with the measured figures,
+    as `simdist validate --published` does (about 10 s; nothing is run for real). `cases_file` defaults to the
+    shipped validation/published/cases.yaml."""
+    from validation.published.runner import CASES_FILE, run_suite
+
+    return PublishedReport(run_suite(cases_file or CASES_FILE))

@@ -329,3 +329,46 @@ def pareto_chart(frame, x: str, y: str, front, chosen=None, hue: str | None = No
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return _done(fig, path)
+
+
+_METRIC_AXES = {  # published-suite metric -> (axis label with its unit, scale)
+    "busbw_GBps": ("bus bandwidth (GB/s)", "log"),
+    "scaling_efficiency": ("scaling efficiency (fraction of linear)", "linear"),
+    "throughput_ratio": ("throughput ratio (x the baseline)", "log"),
+}
+
+
+def published_chart(report, path: str | None = None, band: float = 0.25, title: str | None = None):
+    """The published-benchmark suite (`simdist.validate_published()` or its `to_dict()`): predicted against
+    measured, one panel per metric in its own unit, points coloured by category, y = x and a ±band."""
+    data = report.to_dict() if hasattr(report, "to_dict") else report
+    cases = [c for c in data.get("cases", []) if c.get("predicted") and c.get("measured")]
+    metrics = sorted({c["metric"] for c in cases}) or ["busbw_GBps"]
+    fig, axes = _new_figure(ncols=len(metrics), width=4.6 * len(metrics), height=4.6)
+    categories = sorted({c["category"] for c in cases})
+    colors = {cat: f"C{i % 10}" for i, cat in enumerate(categories)}
+    for ax, metric in zip(axes, metrics):
+        mine = [c for c in cases if c["metric"] == metric]
+        label, scale = _METRIC_AXES.get(metric, (metric, "linear"))
+        for cat in categories:
+            cs = [c for c in mine if c["category"] == cat]
+            if cs:
+                ax.scatter([c["measured"] for c in cs], [c["predicted"] for c in cs], color=colors[cat],
+                           label=cat, zorder=3, s=24)
+        if mine:
+            lo = min(min(c["measured"], c["predicted"]) for c in mine) / (1.3 if scale == "log" else 1.05)
+            hi = max(max(c["measured"], c["predicted"]) for c in mine) * (1.3 if scale == "log" else 1.05)
+            ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8, label="predicted = measured")
+            ax.fill_between([lo, hi], [lo * (1 - band), hi * (1 - band)], [lo * (1 + band), hi * (1 + band)],
+                            color="gray", alpha=0.2, label=f"±{band:.0%}")
+        errs = [c["error"] for c in mine if c.get("error") is not None]
+        ax.set(xscale=scale, yscale=scale, xlabel=f"measured {label}", ylabel=f"predicted {label}")
+        ax.set_title(f"{metric}: {len(mine)} cases" + (f", MAPE {sum(errs) / len(errs):.1%}" if errs else ""),
+                     fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    mape, oos = data.get("mape"), data.get("out_of_sample_mape")
+    fig.suptitle((title or "published benchmarks, predicted vs measured (uncalibrated)")
+                 + (f": MAPE {mape:.1%}" if isinstance(mape, (int, float)) else "")
+                 + (f", out of sample {oos:.1%}" if isinstance(oos, (int, float)) else ""))
+    return _done(fig, path)
