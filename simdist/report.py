@@ -102,6 +102,10 @@ def cost_text(cost: dict | None) -> str:
                       ("per_useful_sample_usd", "useful sample"), ("per_useful_token_usd", "useful token")):
         if cost.get(key) is not None:
             out += f", ${cost[key]:.4g}/{unit}"
+    prices, sources = cost.get("gpu_price_per_hour_usd") or {}, cost.get("gpu_price_source") or {}
+    for gpu, price in prices.items():  # what the figure rests on: each GPU's price, its basis and its date
+        src = sources.get(gpu) or {}
+        out += f"\n  {gpu} at ${price:.4g}/GPU-hour: {src.get('basis') or 'given'} (price date {src.get('date') or '-'})"
     return out
 
 

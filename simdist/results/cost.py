@@ -1,7 +1,7 @@
 """What a result costs: the cluster's price per hour from each GPU's price_per_hour_usd, per sample and per token.
 
-Prices are the catalog's indicative figures (each with its basis, `simdist catalog gpus`) unless the
-scenario gives its own with an inline GPU spec. Under failures the cost per *useful* sample uses the
+Prices are the catalog's indicative figures (each with its basis and date, `simdist catalog gpus`, carried
+into the result as `gpu_price_source`) unless the scenario gives its own with an inline GPU spec. Under failures the cost per *useful* sample uses the
 goodput ratio (useful time / wall time). Dedicated PS server hosts are not priced (no GPU price).
 """
 from __future__ import annotations
@@ -18,7 +18,9 @@ def cluster_price_per_hour(scenario: Any) -> float:
 
 def cost_summary(scenario: Any, samples_per_s: float | None, tokens_per_s: float | None,
                  goodput_ratio: float | None = None) -> dict[str, Any]:
-    """{price_per_hour_usd, per_sample_usd, per_token_usd, per_useful_sample_usd, per_useful_token_usd, gpu_price_per_hour_usd}."""
+    """{price_per_hour_usd, per_sample_usd, per_token_usd, per_useful_sample_usd, per_useful_token_usd,
+    gpu_price_per_hour_usd, gpu_price_source}: each GPU's price with its basis and date, so a reader can see
+    what the cost rests on (a catalog list price of some month, or the scenario's own)."""
     price = cluster_price_per_hour(scenario)
     per_s = price / HOUR_S
 
@@ -27,10 +29,16 @@ def cost_summary(scenario: Any, samples_per_s: float | None, tokens_per_s: float
             return None
         return per_s / (rate * ratio)
 
-    kinds = {}
+    kinds, sources = {}, {}
     for g in scenario.cluster.node_groups:
         kinds[g.gpu.key] = g.gpu.price_per_hour_usd
+        sources[g.gpu.key] = price_source(g.gpu)
     return {"price_per_hour_usd": price, "per_sample_usd": per(samples_per_s), "per_token_usd": per(tokens_per_s),
             "per_useful_sample_usd": per(samples_per_s, goodput_ratio) if goodput_ratio is not None else None,
             "per_useful_token_usd": per(tokens_per_s, goodput_ratio) if goodput_ratio is not None else None,
-            "gpu_price_per_hour_usd": kinds}
+            "gpu_price_per_hour_usd": kinds, "gpu_price_source": sources}
+
+
+def price_source(gpu: Any) -> dict[str, str]:
+    """Where a GPU's price comes from: {basis, date}; a price set in the scenario is basis 'given', date ''."""
+    return {"basis": gpu.price_basis or "given", "date": gpu.price_date or ""}
