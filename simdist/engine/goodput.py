@@ -35,6 +35,9 @@ class StateStepTime:
         self.cache: dict[tuple, float] = {}
         self.simulated = 0  # distinct states simulated (beyond what was seeded into the cache)
         self.unrunnable: dict[str, str] = {}  # state -> why it cannot train (reported in the result)
+        self.equivalence = None  # failures.equivalence.FabricEquivalence of the healthy cluster, or None
+        self.grouped = 0  # distinct link states answered by an equivalent state's simulation
+        self._seen_links: set[tuple] = set()
 
     def key(self, state: ClusterState) -> tuple:
         """States that simulate alike: how many nodes each group lost, the stragglers renumbered, the links."""
@@ -42,7 +45,13 @@ class StateStepTime:
         for g in self.scenario.cluster.node_groups:
             out.append(sum(1 for n in state.nodes_out if start <= n < start + g.count))
             start += g.count
-        return (tuple(out), self._renumber(state), state.degraded_links, state.keep_global_batch)
+        links = state.degraded_links
+        if links and self.equivalence is not None and not state.nodes_out:
+            links = self.equivalence.canonical(links)
+            if links != state.degraded_links and state.degraded_links not in self._seen_links:
+                self._seen_links.add(state.degraded_links)
+                self.grouped += 1
+        return (tuple(out), self._renumber(state), links, state.keep_global_batch)
 
     def _renumber(self, state: ClusterState) -> tuple[tuple[int, float], ...]:
         """Straggler GPU ids in the shrunk cluster (the GPUs of removed nodes before them drop out)."""
@@ -57,7 +66,7 @@ class StateStepTime:
     def __call__(self, state: ClusterState) -> float:
         key = self.key(state)
         if key not in self.cache:
-            self.cache[key] = self._simulate(state, key[1])
+            self.cache[key] = self._simulate(replace(state, degraded_links=key[2]), key[1])
         return self.cache[key]
 
     def scenario_for(self, state: ClusterState, stragglers) -> Scenario:
@@ -127,9 +136,13 @@ def healthy_scenario(scenario: Scenario) -> Scenario:
     return replace(scenario, failures=None, run=replace(scenario.run, duration_s=None, replicas=1))
 
 
-def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
-    """The healthy run's RunResult with `goodput` filled from `run.replicas` timelines over `run.duration`."""
+def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = True) -> RunResult:
+    """The healthy run's RunResult with `goodput` filled from `run.replicas` timelines over `run.duration`.
+    `group_states` answers link states that provably cannot change the step time with one simulation
+    (failures.equivalence); False simulates every distinct state (the reference the tests compare with)."""
+    from simdist.engine.context import build_context
     from simdist.engine.training import run_training
+    from simdist.failures.equivalence import FabricEquivalence
     from simdist.failures.costs import job_spec, recovery_costs
     from simdist.failures.fabric import fabric_facts
     from simdist.failures.montecarlo import model_summary, run_replicas
@@ -138,23 +151,31 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
 
     if scenario.workload.model is None:
         raise ScenarioError.bad_value("failures", "a benchmark workload", "a training workload (goodput needs one)")
+    if scenario.training.sync == SyncMode.HYBRID:
+        raise ScenarioError.bad_value("training.sync", "hybrid", "bsp, asp, ssp or local_sgd in a failure run over "
+                                      "run.duration (hybrid's switch point is an iteration of run.iterations)")
     if scenario.run.duration_s is None:
         raise ScenarioError("failure runs need run.duration (the simulated wall time, e.g. '14 d')", "run.duration")
-    base = run_training(healthy_scenario(scenario), fidelity)
+    healthy = healthy_scenario(scenario)
+    ctx = build_context(healthy, fidelity)
+    base = run_training(healthy, fidelity, context=ctx)
     facts = fabric_facts(build_topology(scenario.cluster))
     dp = scenario.cluster.num_gpus
     bpg = resolve_batch(scenario, dp)
     k = scenario.training.grad_accumulation
     job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts)
     step_time = StateStepTime(scenario, fidelity, job)
+    if group_states and scenario.training.sync == SyncMode.BSP:
+        step_time.equivalence = FabricEquivalence(ctx.topology, list(ctx._schedules.values()))
     for keep in (True, False):  # the healthy state is the run just made
         step_time.cache[step_time.key(ClusterState(keep_global_batch=keep))] = float(base.iteration_time_s)
     costs = recovery_costs(scenario)
     goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
                                     scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP)
-    goodput.update(model_summary(scenario.failures, facts, costs))
+    goodput.update(model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP))
     goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
     goodput["states_simulated"] = step_time.simulated
+    goodput["states_grouped"] = step_time.grouped
     goodput["unrunnable_states"] = step_time.unrunnable
     job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
     return replace(base, goodput=goodput, records=base.records + job_track)

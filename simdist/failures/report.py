@@ -34,9 +34,10 @@ def format_goodput(g: dict) -> str:
                                                            if g.get("cost_per_sample_usd") else "-")),
         ("failures", f"{_ci(g, 'failures', lambda x: f'{x:.3g}')} ({kinds})"),
         ("restarts / rejoins", f"{g['restarts']:.3g} / {g['rejoins']:.3g}"),
-        ("job failure rate", f"{g['job_failures_per_day']:.3g} per day"
+        ("job interruption rate", f"{g['job_failures_per_day']:.3g} per day"
          + (f" (MTBF {format_duration(g['job_mtbf_s'])})" if g.get("job_mtbf_s") else "")
          + (" from the documented default rates" if g.get("default_rates") else "")),
+        ("fabric faults that only reroute", f"{g.get('job_reroutes_per_day', 0.0):.3g} per day (not in the MTBF)"),
         ("checkpoint interval", f"{format_duration(g['checkpoint_interval_s'])}, blocking "
                                 f"{format_duration(g['checkpoint_blocking_s'])}"),
         ("Young/Daly interval", format_duration(g["young_daly_interval_s"]) if g.get("young_daly_interval_s") else "-"),
