@@ -86,6 +86,9 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
         out[name] = mean
         if replicas > 1:
             out[f"{name}_ci95"] = ci
+    if job.rebalance_every:  # batch_split dynamic
+        out["rebalances"] = math.fsum(t.rebalances for t in tallies) / replicas
+        out["rebalance_every"] = job.rebalance_every
     kinds = sorted({k for t in tallies for k in t.failures_by_kind})
     out["failures_by_kind"] = {k: math.fsum(t.failures_by_kind.get(k, 0) for t in tallies) / replicas for k in kinds}
     out["replicas"] = replicas
