@@ -415,3 +415,4 @@ from simdist.figures import (  # noqa: E402,F401  (re-exported: plots.breakdown,
     bandwidth_curves, breakdown, breakeven_chart, grouped_bars, lines, link_utilization, node_group_chart,
     pareto_chart, predicted_vs_measured, timeline,
 )
+from simdist.plots_goodput import plot_goodput_sweep, plot_goodput_timeline  # noqa: E402,F401  (re-exported)

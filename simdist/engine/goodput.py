@@ -195,3 +195,17 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     goodput["unrunnable_states"] = step_time.unrunnable
     job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
     return replace(base, goodput=goodput, records=base.records + job_track)
+
+
+def failure_model(scenario: Scenario) -> dict:
+    """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
+    Young/Daly interval, closed form): what a sweep plot marks."""
+    from simdist.failures.costs import recovery_costs
+    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.montecarlo import model_summary
+    from simdist.topology.build import build_topology
+
+    if scenario.failures is None:
+        raise ScenarioError("the failure model needs a failures section", "failures")
+    return model_summary(scenario.failures, fabric_facts(build_topology(scenario.cluster)), recovery_costs(scenario),
+                         scenario.training.sync == SyncMode.BSP)
