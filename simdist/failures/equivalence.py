@@ -18,8 +18,9 @@ most such faults cannot be felt, and that can be proved without routing a single
    capacity and one latency, every least-cost path is still up-then-down through the same tiers: same
    routing cost, same latency, and the NIC a flow leaves by is chosen from the same equal-cost set.
 
-States meeting both (checked per state: one BFS per leaf on the switch graph) are equivalent to the same
-state without those dead links, so their step time is computed once for the whole class. Anything else
+States meeting both (checked per state: every pair of leaves keeps a common ancestor at its healthy
+level, by bitmasks of upward reachability) are equivalent to the same state without those dead links,
+so their step time is computed once for the whole class. Anything else
 (a degraded link at a fraction, a fabric that is not layered, a bottleneck fabric, nodes out) is
 simulated on its own, as before. `tests/failures/test_equivalence.py` checks grouped against ungrouped.
 """
@@ -138,30 +139,59 @@ class FabricEquivalence:
                     need[d] = max(need[d], int(total[lv][i]))
         if any(cap < need[under[lo]] * c_nic * (1 - 1e-12) for lo, cap in fabric):
             return
-        self.switches, self.leaves = switches, leaves
-        self.base = self._leaf_distances(frozenset())
+        self.switches, self.leaves, self.level = switches, leaves, level
+        self.bit = {x: 1 << i for i, x in enumerate(sorted(switches))}
+        self.up = {x: tuple(sorted(y for y in g[x] if y in switches and level[y] == level[x] + 1)) for x in switches}
+        self.level_mask: dict[int, int] = {}
+        for x in switches:
+            self.level_mask[level[x]] = self.level_mask.get(level[x], 0) | self.bit[x]
+        reach = self._reach(frozenset())
+        # the lowest level at which each pair of leaves has a common ancestor, and a check that the healthy
+        # least-cost hop count is the up-then-down one, 2 (h - 1): else the proof below does not apply
+        self.pairs = []
+        top = max(self.level_mask)
+        adjacent = {x: tuple(y for y in g[x] if y in switches) for x in switches}
+        for i, a in enumerate(leaves):
+            dist = self._bfs(adjacent, a)
+            for b in leaves[i + 1:]:
+                h = next((lv for lv in range(1, top + 1) if reach[a] & reach[b] & self.level_mask[lv]), None)
+                if h is None or dist.get(b) != 2 * (h - 1):
+                    return
+                self.pairs.append((a, b, self.level_mask[h]))
         self.ok = True
 
-    def _leaf_distances(self, dead: frozenset) -> tuple:
-        g, switches = self.topology.graph, self.switches
-        rows = []
-        for s in self.leaves:
-            dist = {s: 0}
-            queue = deque([s])
-            while queue:
-                x = queue.popleft()
-                for y in g[x]:
-                    if y in switches and y not in dist and frozenset((x, y)) not in dead:
-                        dist[y] = dist[x] + 1
-                        queue.append(y)
-            rows.append(tuple(dist.get(t, -1) for t in self.leaves))
-        return tuple(rows)
+    @staticmethod
+    def _bfs(adjacent, source: str) -> dict[str, int]:
+        dist = {source: 0}
+        queue = deque([source])
+        while queue:
+            x = queue.popleft()
+            for y in adjacent[x]:
+                if y not in dist:
+                    dist[y] = dist[x] + 1
+                    queue.append(y)
+        return dist
+
+    def _reach(self, dead: frozenset) -> dict[str, int]:
+        """Switch -> bitmask of the switches reachable from it by upward hops over live edges (itself too)."""
+        reach: dict[str, int] = {}
+        for x in sorted(self.switches, key=lambda x: -self.level[x]):
+            r = self.bit[x]
+            for y in self.up[x]:
+                if not dead or (x, y) not in dead:
+                    r |= reach[y]
+            reach[x] = r
+        return reach
 
     def canonical(self, links: tuple[tuple[str, str, float], ...]) -> tuple[tuple[str, str, float], ...]:
-        """() when every link of `links` is dead (factor 0) and the state is provably unfelt, else `links`."""
+        """() when every link of `links` is dead (factor 0) and the state is provably unfelt, else `links`.
+        With the dead edges out, a pair of leaves keeps its hop count iff it keeps a common ancestor at its
+        healthy level (a shorter path cannot appear by removing edges, and any path of the healthy length is
+        up-then-down)."""
         if not self.ok or not links or any(f != 0.0 for _, _, f in links):
             return links
-        dead = frozenset(frozenset((u, v)) for u, v, _ in links)
         if any(not (u in self.switches and v in self.switches) for u, v, _ in links):
             return links
-        return () if self._leaf_distances(dead) == self.base else links
+        dead = frozenset(p for u, v, _ in links for p in ((u, v), (v, u)))
+        reach = self._reach(dead)
+        return () if all(reach[a] & reach[b] & mask for a, b, mask in self.pairs) else links

@@ -49,17 +49,23 @@ def interrupting_counts(facts: FabricFacts) -> dict[str, int]:
     import networkx as nx
 
     counts = component_counts(facts)
-    g = nx.Graph()
-    g.add_edges_from(facts.edges)
-    bridges = {frozenset(e) for e in nx.bridges(g)} if g.number_of_edges() else set()
+    index = facts._index()
+    blocks = nx.Graph()  # blocks joined by switch-to-switch edges (parallel ones counted)
+    for _, a, b in index.fabric:
+        if blocks.has_edge(a, b):
+            blocks.edges[a, b]["n"] += 1
+        else:
+            blocks.add_edge(a, b, n=1)
+    bridges = {frozenset(e) for e in nx.bridges(blocks) if blocks.edges[e]["n"] == 1} if blocks.number_of_edges() else set()
+    cuts = set(nx.articulation_points(blocks)) if blocks.number_of_edges() else set()
     links = 0
     for name in facts.fabric_links:
         ends = facts.link_ends(name)
-        if ends is not None and frozenset(ends) in bridges and facts.cut_off((ends,)):
-            links += 1
-    cuts = set(nx.articulation_points(g)) if g.number_of_edges() else set()
+        if ends is None or frozenset((index.block[ends[0]], index.block[ends[1]])) not in bridges:
+            continue
+        links += bool(facts.cut_off((ends,)))
     switches = sum(1 for s in facts.switches
-                   if s in facts.leaves or (s in cuts and facts.cut_off(facts.switch_edges(s))))
+                   if s in facts.leaves or (index.block.get(s) in cuts and facts.cut_off(facts.switch_edges(s))))
     return {**counts, "link": links, "switch": switches}
 
 
