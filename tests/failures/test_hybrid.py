@@ -84,3 +84,19 @@ def test_dynamic_split_rebalances_after_k_iterations():
     t_eq, t_bal = phases[0]["iteration_time_s"], phases[1]["iteration_time_s"]
     assert t_eq == pytest.approx(eq.iteration_time_s, rel=1e-12) and t_bal < t_eq
     assert dyn.iteration_time_s == pytest.approx((10 * t_eq + 30 * t_bal) / 40, rel=1e-12)
+
+
+def test_the_text_report_prints_the_phases(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from simdist.cli import main
+
+    data = copy.deepcopy(BASE)
+    data["training"] = {"sync": "hybrid", "hybrid_switch": "30%", "batch_split": "dynamic", "rebalance_every": 5}
+    path = tmp_path / "h.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(main, ["run", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "== phases (bsp from iteration 12 (30% of the run asynchronous); re-split every 5 iterations) ==" in res.output
+    assert "12-39       bsp   dynamic" in res.output
