@@ -27,8 +27,7 @@ from simdist.strategies.stragglers import gpu_slowdowns
 
 def is_phased(scenario: Scenario) -> bool:
     t = scenario.training
-    return t.sync is SyncMode.HYBRID or (t.batch_split is BatchSplit.DYNAMIC and t.split_slowdowns is None
-                                         and scenario.run.duration_s is None)
+    return t.sync is SyncMode.HYBRID or (t.batch_split is BatchSplit.DYNAMIC and t.split_slowdowns is None)
 
 
 def switch_iteration(scenario: Scenario) -> int:
@@ -88,9 +87,11 @@ def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     """The iteration-weighted combination of the steady runs of every phase (module docstring)."""
     from simdist.engine.training import run_training
 
-    if scenario.run.duration_s is not None and scenario.training.sync is SyncMode.HYBRID:
-        raise ScenarioError.bad_value("training.sync", "hybrid", "a run of run.iterations (hybrid's switch "
-                                      "point is an iteration; failure runs over run.duration take bsp)")
+    if scenario.run.duration_s is not None:
+        key, value = (("training.sync", "hybrid") if scenario.training.sync is SyncMode.HYBRID
+                      else ("training.batch_split", "dynamic"))
+        raise ScenarioError.bad_value(key, value, "a steady run of run.iterations (its phases are counted in "
+                                      "iterations), or a failure run (failures with run.duration; dynamic only)")
     parts = phases(scenario)
     results = {}
     for _, _, s in parts:

@@ -70,6 +70,8 @@ def test_hybrid_keys_are_checked():
               "failures.events": [{"at": "2 h", "kind": "node_down", "target": "node:1"}]})
     with pytest.raises(ScenarioError, match="training.rebalance_every"):
         _load({"training.rebalance_every": 5})
+    with pytest.raises(ScenarioError, match="training.batch_split"):  # a steady run over run.duration
+        _run({"training.batch_split": "dynamic", "failures": None, "run": {"duration": "10 s", "fidelity": "estimate"}})
 
 
 def test_dynamic_split_rebalances_after_k_iterations():
