@@ -67,6 +67,8 @@ class FabricEquivalence:
         leaf_of = _leaf_of_machine(self.topology)
         if not schedules or leaf_of is None or len(set(leaf_of.values())) < 2:
             return
+        if str(g.graph.get("routing", "ecmp")) not in ("ecmp", "dmodk"):
+            return  # spray splits a connection into several flows: the flow bound below counts connections
         leaves = sorted(set(leaf_of.values()))
         level = {s: 1 for s in leaves}
         queue = deque(leaves)
