@@ -59,6 +59,7 @@ class FabricEquivalence:
     def __init__(self, topology: Topology, schedules) -> None:
         self.topology = topology
         self.ok = False
+        self.max_flows = 0
         self._setup(list(schedules))
 
     def _setup(self, schedules) -> None:
@@ -139,6 +140,7 @@ class FabricEquivalence:
             for lv, doms in by_level.items():
                 for i, d in enumerate(doms):
                     need[d] = max(need[d], int(total[lv][i]))
+        self.max_flows = max(need.values(), default=0)  # the largest N(x) (reported in docs and tests)
         if any(cap < need[under[lo]] * c_nic * (1 - 1e-12) for lo, cap in fabric):
             return
         self.switches, self.leaves, self.level = switches, leaves, level
