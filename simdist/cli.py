@@ -106,7 +106,10 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
     if plot:
         from simdist import plots
 
-        plots.plot_result(scenario, result, plot)
+        if result.goodput:  # a failure run: throughput over time with the failures marked
+            plots.plot_goodput_timeline(scenario, result, plot)
+        else:
+            plots.plot_result(scenario, result, plot)
         if not as_json:
             click.echo(f"plot: {plot}")
 
@@ -114,7 +117,8 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
 def _result_command(fn: Callable) -> Callable:
     """The shared shape of `run` and `estimate`: FILE, --set/--debug, --json, --out, --plot."""
     fn = _handle_errors(fn)
-    fn = click.option("--plot", type=click.Path(dir_okay=False), help="Write a plot of the result (PNG).")(fn)
+    fn = click.option("--plot", type=click.Path(dir_okay=False),
+                      help="Write a plot of the result (PNG; a failure run: throughput over time, failures marked).")(fn)
     fn = click.option("--out", type=click.Path(file_okay=False),
                       help="Write result.json, iterations.csv and trace.json here.")(fn)
     fn = click.option("--json", "as_json", is_flag=True, help="Print the result object (DESIGN.md section 4).")(fn)
@@ -250,7 +254,8 @@ def compare(files, overrides, debug, bandwidths, methods, fidelity, plot, as_jso
 @click.option("--address", default=None, help="Ray cluster to join (with --executor ray).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table and counts as JSON.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
-              help="PNG or SVG: scaling curves when an axis changes the GPU count, else breakdown bars.")
+              help="PNG or SVG: scaling curves when an axis changes the GPU count, goodput against "
+                   "failures.recovery.checkpoint_interval (Young/Daly marked), else breakdown bars.")
 @_handle_errors
 def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity, jobs, executor, address,
           as_json, plot) -> None:
@@ -284,7 +289,8 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
     if bar:
         bar[0].close()
     if plot:
-        _sweep_plot(outcome.rows, [a.key for a in spec.axes], plot, name)
+        _sweep_plot(outcome.rows, [a.key for a in spec.axes], plot, name,
+                    lambda: load_point(base, overrides, {}, str(base_dir), name))
     if as_json:
         click.echo(json.dumps({"file": out, "points": outcome.points, "ran": outcome.ran,
                                "resumed": outcome.resumed, "pruned": outcome.pruned,
@@ -297,11 +303,18 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
                f"excluded by constraints {outcome.pruned} ({counts}); wrote {out}")
 
 
-def _sweep_plot(rows, keys, path: str, name: str) -> None:
-    """Scaling curves when an axis changes the GPU count, else one stacked breakdown bar per point."""
-    from simdist.plots import is_gpu_count_axis, plot_breakdown_bars, plot_scaling
+def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
+    """Scaling curves when an axis changes the GPU count; goodput against the checkpoint interval (Young/Daly
+    marked) when that is the axis; else one stacked breakdown bar per point."""
+    from simdist.plots import is_gpu_count_axis, plot_breakdown_bars, plot_goodput_sweep, plot_scaling
 
-    if any(is_gpu_count_axis(k) for k in keys):
+    interval = "failures.recovery.checkpoint_interval"
+    if interval in keys and any(r.get("goodput_ratio") not in (None, "") for r in rows):
+        from simdist.engine.goodput import failure_model
+
+        optimum = failure_model(base_scenario()).get("young_daly_interval_s") if base_scenario else None
+        plot_goodput_sweep(rows, interval, path, optimum, title=f"{name}: goodput against the checkpoint interval")
+    elif any(is_gpu_count_axis(k) for k in keys):
         plot_scaling(rows, keys, path, title=f"{name}: scaling against GPU count")
     else:
         items = {", ".join(str(r.get(k)) for k in keys) or str(r.get("point")): r for r in rows}

@@ -416,3 +416,4 @@ from simdist.figures import (  # noqa: E402,F401  (re-exported: plots.breakdown,
     pareto_chart, predicted_vs_measured, timeline,
 )
 from simdist.figures import published_chart  # noqa: E402,F401  (the published-benchmark suite)
+from simdist.plots_goodput import plot_goodput_sweep, plot_goodput_timeline  # noqa: E402,F401  (re-exported)

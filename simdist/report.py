@@ -1,7 +1,7 @@
 """Text reports for the CLI: cluster summary, result tables, catalog listings (presentation only)."""
 from __future__ import annotations
 
-from simdist.failures.report import format_goodput
+from simdist.failures.report import format_goodput, format_phases
 from simdist.results.records import RunResult
 from simdist.scenario import Scenario
 from simdist.tables import format_pairs, format_table
@@ -82,6 +82,8 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
         parts.append(format_table(["size", "algorithm", "time", "algbw GB/s", "busbw GB/s"], rows, title=title))
     elif result.iteration_time_s is not None:
         parts.append(_training_report(result, scenario))
+    if result.extra.get("phases"):  # sync hybrid, batch_split dynamic (engine/hybrid.py)
+        parts.append(format_phases(result.extra["phases"]))
     if result.goodput:  # failure runs (simdist/failures/report.py)
         parts.append(format_goodput(result.goodput))
     cost = cost_text(result.extra.get("cost"))

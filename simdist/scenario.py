@@ -39,6 +39,7 @@ class SyncMode(StrEnum):
     ASP = "asp"
     SSP = "ssp"
     LOCAL_SGD = "local_sgd"
+    HYBRID = "hybrid"  # asp until training.hybrid_switch, bsp after (engine/hybrid.py)
 
 
 class Backend(StrEnum):
@@ -92,6 +93,7 @@ class Recompute(StrEnum):
 class BatchSplit(StrEnum):
     EQUAL = "equal"
     PROPORTIONAL = "proportional"
+    DYNAMIC = "dynamic"  # re-split every training.rebalance_every iterations from observed step times
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,11 @@ class TrainingSpec:
     sequence_parallel: bool = False
     recompute: Recompute = Recompute.NONE
     virtual_stages: int = 1  # interleaved schedule: model chunks per pipeline rank
+    hybrid_switch_iteration: int | None = None  # sync hybrid: the first bsp iteration (0-based), or
+    hybrid_switch_fraction: float | None = None  # ... that fraction of the run's iterations
+    rebalance_every: int = 50  # batch_split dynamic: iterations between re-splits
+    split_slowdowns: tuple[float, ...] | None = None  # dynamic (internal): the per-GPU slowdowns the split
+    # was last balanced for (None: the current stragglers); the goodput timeline sets it while a re-split lags
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ LAYERS = {
     "simdist.results": 5,
     "simdist.engine": 6,
     "simdist.planner": 7, "simdist.compare": 7,
-    "simdist.io": 8, "simdist.plots": 8, "simdist.report": 8, "simdist.api": 8, "simdist.figures": 8,
+    "simdist.io": 8, "simdist.plots": 8, "simdist.plots_goodput": 8, "simdist.report": 8, "simdist.api": 8, "simdist.figures": 8,
     "simdist.cli": 9,
 }
 HEAVY = ("yaml", "pydantic", "matplotlib", "click", "typer", "ray", "torch")
 # modules allowed to import heavy libraries (lazily or not)
-HEAVY_OK = ("simdist.io", "simdist.api", "simdist.plots", "simdist.figures", "simdist.cli", "simdist.workload.torch_import", "simdist.planner.ray")
+HEAVY_OK = ("simdist.io", "simdist.api", "simdist.plots", "simdist.plots_goodput", "simdist.figures", "simdist.cli", "simdist.workload.torch_import", "simdist.planner.ray")
 
 
 def _layer(module: str) -> int | None:

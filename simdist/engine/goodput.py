@@ -13,7 +13,7 @@ from dataclasses import replace
 from simdist.errors import InfeasibleError, ScenarioError
 from simdist.failures.state import ClusterState, JobSpec, batch_per_gpu
 from simdist.results.records import RunResult, StepRecord
-from simdist.scenario import FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario, SyncMode
+from simdist.scenario import BatchSplit, FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario, SyncMode
 
 
 def _shrunk_cluster(scenario: Scenario, nodes_out: frozenset[int]):
@@ -35,6 +35,9 @@ class StateStepTime:
         self.cache: dict[tuple, float] = {}
         self.simulated = 0  # distinct states simulated (beyond what was seeded into the cache)
         self.unrunnable: dict[str, str] = {}  # state -> why it cannot train (reported in the result)
+        self.equivalence = None  # failures.equivalence.FabricEquivalence of the healthy cluster, or None
+        self.grouped = 0  # distinct link states answered by an equivalent state's simulation
+        self._seen_links: set[tuple] = set()
 
     def key(self, state: ClusterState) -> tuple:
         """States that simulate alike: how many nodes each group lost, the stragglers renumbered, the links."""
@@ -42,9 +45,16 @@ class StateStepTime:
         for g in self.scenario.cluster.node_groups:
             out.append(sum(1 for n in state.nodes_out if start <= n < start + g.count))
             start += g.count
-        return (tuple(out), self._renumber(state), state.degraded_links, state.keep_global_batch)
+        links = state.degraded_links
+        if links and self.equivalence is not None and not state.nodes_out:
+            links = self.equivalence.canonical(links)
+            if links != state.degraded_links and state.degraded_links not in self._seen_links:
+                self._seen_links.add(state.degraded_links)
+                self.grouped += 1
+        balanced = None if state.balanced_for is None else self._renumber(state, state.balanced_for)
+        return (tuple(out), self._renumber(state), links, state.keep_global_batch, balanced)
 
-    def _renumber(self, state: ClusterState) -> tuple[tuple[int, float], ...]:
+    def _renumber(self, state: ClusterState, stragglers=None) -> tuple[tuple[int, float], ...]:
         """Straggler GPU ids in the shrunk cluster (the GPUs of removed nodes before them drop out)."""
         offsets, acc = [], 0
         for i, k in enumerate(self.job.gpus_per_node):
@@ -52,29 +62,38 @@ class StateStepTime:
             acc += 0 if i in state.nodes_out else k
         node_of = [i for i, k in enumerate(self.job.gpus_per_node) for _ in range(k)]
         first = [sum(self.job.gpus_per_node[:i]) for i in range(len(self.job.gpus_per_node))]
-        return tuple((offsets[node_of[g]] + g - first[node_of[g]], x) for g, x in state.stragglers)
+        listed = state.stragglers if stragglers is None else stragglers
+        return tuple((offsets[node_of[g]] + g - first[node_of[g]], x) for g, x in listed)
 
     def __call__(self, state: ClusterState) -> float:
         key = self.key(state)
         if key not in self.cache:
-            self.cache[key] = self._simulate(state, key[1])
+            self.cache[key] = self._simulate(replace(state, degraded_links=key[2]), key[1], key[4])
         return self.cache[key]
 
-    def scenario_for(self, state: ClusterState, stragglers) -> Scenario:
+    def scenario_for(self, state: ClusterState, stragglers, balanced=None) -> Scenario:
+        """The steady scenario of `state`; `balanced` (dynamic split): the renumbered stragglers the split
+        is balanced for, given to the engine as `training.split_slowdowns`."""
         s = self.scenario
         bpg = batch_per_gpu(self.job, state)
+        training = replace(s.training, parallelism=replace(s.training.parallelism, dp=None))
+        if balanced is not None:
+            gpus = sum(k for i, k in enumerate(self.job.gpus_per_node) if i not in state.nodes_out)
+            slow = [1.0] * gpus
+            for g, x in balanced:
+                slow[g] = x
+            training = replace(training, split_slowdowns=tuple(slow))
         events = tuple(FailureEventSpec(0.0, FailureKind.STRAGGLER, f"gpu:{g}", slowdown=x) for g, x in stragglers)
         return replace(s, cluster=_shrunk_cluster(s, state.nodes_out) if state.nodes_out else s.cluster,
                        workload=replace(s.workload, batch_per_gpu=bpg, global_batch=None),
-                       training=replace(s.training, parallelism=replace(s.training.parallelism, dp=None)),
-                       failures=FailuresSpec(events=events) if events else None,
+                       training=training, failures=FailuresSpec(events=events) if events else None,
                        run=replace(s.run, duration_s=None, replicas=1))
 
-    def _simulate(self, state: ClusterState, stragglers) -> float:
+    def _simulate(self, state: ClusterState, stragglers, balanced=None) -> float:
         if batch_per_gpu(self.job, state) == 0:
             return math.inf
         self.simulated += 1
-        scenario = self.scenario_for(state, stragglers)
+        scenario = self.scenario_for(state, stragglers, balanced)
         try:
             if state.degraded_links:
                 return _with_links(scenario, self.fidelity, state.degraded_links)
@@ -123,13 +142,21 @@ def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:
 
 
 def healthy_scenario(scenario: Scenario) -> Scenario:
-    """The scenario without its failures: the reference the goodput ratio is measured against."""
-    return replace(scenario, failures=None, run=replace(scenario.run, duration_s=None, replicas=1))
+    """The scenario without its failures: the reference the goodput ratio is measured against (a dynamic
+    split balanced for no straggler)."""
+    t = scenario.training
+    if t.batch_split is BatchSplit.DYNAMIC:
+        t = replace(t, split_slowdowns=(1.0,) * scenario.cluster.num_gpus)
+    return replace(scenario, failures=None, training=t, run=replace(scenario.run, duration_s=None, replicas=1))
 
 
-def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
-    """The healthy run's RunResult with `goodput` filled from `run.replicas` timelines over `run.duration`."""
+def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = True) -> RunResult:
+    """The healthy run's RunResult with `goodput` filled from `run.replicas` timelines over `run.duration`.
+    `group_states` answers link states that provably cannot change the step time with one simulation
+    (failures.equivalence); False simulates every distinct state (the reference the tests compare with)."""
+    from simdist.engine.context import build_context
     from simdist.engine.training import run_training
+    from simdist.failures.equivalence import FabricEquivalence
     from simdist.failures.costs import job_spec, recovery_costs
     from simdist.failures.fabric import fabric_facts
     from simdist.failures.montecarlo import model_summary, run_replicas
@@ -138,23 +165,47 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity) -> RunResult:
 
     if scenario.workload.model is None:
         raise ScenarioError.bad_value("failures", "a benchmark workload", "a training workload (goodput needs one)")
+    if scenario.training.sync == SyncMode.HYBRID:
+        raise ScenarioError.bad_value("training.sync", "hybrid", "bsp, asp, ssp or local_sgd in a failure run over "
+                                      "run.duration (hybrid's switch point is an iteration of run.iterations)")
     if scenario.run.duration_s is None:
         raise ScenarioError("failure runs need run.duration (the simulated wall time, e.g. '14 d')", "run.duration")
-    base = run_training(healthy_scenario(scenario), fidelity)
+    healthy = healthy_scenario(scenario)
+    ctx = build_context(healthy, fidelity)
+    base = run_training(healthy, fidelity, context=ctx)
     facts = fabric_facts(build_topology(scenario.cluster))
     dp = scenario.cluster.num_gpus
     bpg = resolve_batch(scenario, dp)
     k = scenario.training.grad_accumulation
     job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts)
     step_time = StateStepTime(scenario, fidelity, job)
+    if group_states and scenario.training.sync == SyncMode.BSP:
+        step_time.equivalence = FabricEquivalence(ctx.topology, list(ctx._schedules.values()))
+    balanced = () if job.rebalance_every else None
     for keep in (True, False):  # the healthy state is the run just made
-        step_time.cache[step_time.key(ClusterState(keep_global_batch=keep))] = float(base.iteration_time_s)
+        step_time.cache[step_time.key(ClusterState(keep_global_batch=keep, balanced_for=balanced))] = float(
+            base.iteration_time_s)
     costs = recovery_costs(scenario)
     goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
                                     scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP)
-    goodput.update(model_summary(scenario.failures, facts, costs))
-    goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True))
+    goodput.update(model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP))
+    goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True, balanced_for=balanced))
     goodput["states_simulated"] = step_time.simulated
+    goodput["states_grouped"] = step_time.grouped
     goodput["unrunnable_states"] = step_time.unrunnable
     job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
     return replace(base, goodput=goodput, records=base.records + job_track)
+
+
+def failure_model(scenario: Scenario) -> dict:
+    """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
+    Young/Daly interval, closed form): what a sweep plot marks."""
+    from simdist.failures.costs import recovery_costs
+    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.montecarlo import model_summary
+    from simdist.topology.build import build_topology
+
+    if scenario.failures is None:
+        raise ScenarioError("the failure model needs a failures section", "failures")
+    return model_summary(scenario.failures, fabric_facts(build_topology(scenario.cluster)), recovery_costs(scenario),
+                         scenario.training.sync == SyncMode.BSP)

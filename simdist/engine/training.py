@@ -56,8 +56,11 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
     `context`: an already built FabricContext of the same cluster and strategy, reused by `estimate`
     (a sweep builds the topology and routes once).
     """
+    from simdist.engine.hybrid import is_phased, run_phased
     from simdist.engine.simulation import Simulation, result_header
 
+    if is_phased(scenario):  # sync hybrid, batch_split dynamic: steady phases combined (engine/hybrid.py)
+        return run_phased(scenario, fidelity, with_baseline)
     memory = check_memory(scenario)
     plan = build_plan(scenario)
     sim = Simulation(scenario, fidelity, context)

@@ -15,7 +15,7 @@ from simdist.compute import OPTIMIZER_STATES
 from simdist.failures.fabric import FabricFacts
 from simdist.failures.state import JobSpec
 from simdist.failures.timeline import Costs
-from simdist.scenario import RecoveryPolicy, Scenario
+from simdist.scenario import BatchSplit, RecoveryPolicy, Scenario
 
 DEFAULT_WRITE_S = 60.0
 
@@ -76,4 +76,5 @@ def job_spec(scenario: Scenario, duration_s: float, global_batch: int, batch_per
                    micro_steps=micro_steps, state_bytes=state_bytes(scenario),
                    node_bandwidth_Bps=node_bandwidth_Bps(scenario),
                    tokens_per_sample=scenario.workload.model.tokens_per_sample, gpu_price_per_hour_usd=price,
-                   groups=groups)
+                   groups=groups, rebalance_every=scenario.training.rebalance_every
+                   if scenario.training.batch_split is BatchSplit.DYNAMIC else 0)

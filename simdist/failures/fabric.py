@@ -19,6 +19,81 @@ def _node_index(vertex: str) -> int | None:
     return int(prefix[4:]) if prefix.startswith("node") and prefix[4:].isdigit() else None
 
 
+_INDEXES: dict[int, tuple] = {}  # id(FabricFacts) -> (the facts, their _FabricIndex)
+
+
+class _FabricIndex:
+    """The topology graph cut into *blocks*: the connected pieces left when every switch-to-switch edge is
+    removed (a leaf with its machines, a spine alone). A fault that kills only switch-to-switch edges
+    changes connectivity between blocks only, so it is a union-find over the live switch-to-switch edges
+    (thousands of operations) instead of a search of the whole graph (tens of thousands of vertices)."""
+
+    def __init__(self, edges) -> None:
+        import networkx as nx
+
+        self.graph = nx.Graph()
+        self.graph.add_edges_from(edges)
+        at: dict[str, list] = {}
+        for e in sorted(edges):
+            for v in e:
+                if "/" not in v:
+                    at.setdefault(v, []).append(e)
+        self.at_switch = {k: tuple(v) for k, v in at.items()}
+        fabric = [e for e in edges if "/" not in e[0] and "/" not in e[1]]
+        rest = nx.Graph()
+        rest.add_nodes_from(self.graph)
+        rest.add_edges_from(e for e in edges if "/" in e[0] or "/" in e[1])
+        self.block: dict[str, int] = {}
+        for i, c in enumerate(nx.connected_components(rest)):
+            self.block.update((v, i) for v in c)
+        self.blocks = i + 1 if self.block else 0
+        node_blocks: dict[int, set[int]] = {}
+        for v, b in self.block.items():
+            n = _node_index(v)
+            if n is not None:
+                node_blocks.setdefault(n, set()).add(b)
+        self.node_blocks = node_blocks
+        self.fabric = sorted((tuple(sorted(e)), self.block[e[0]], self.block[e[1]]) for e in fabric)
+
+    def node_components(self, dead) -> dict[int, set[int]]:
+        """Worker node -> the components its vertices lie in, with `dead` switch-to-switch edges down."""
+        gone = {tuple(sorted(e)) for e in dead}
+        parent = list(range(self.blocks))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for e, a, b in self.fabric:
+            if e not in gone:
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[ra] = rb
+        return {n: {find(b) for b in bs} for n, bs in self.node_blocks.items()}
+
+    def node_components_slow(self, dead) -> dict[int, set[int]]:
+        """The same for any dead edges (e.g. a NIC cable): a search of the whole graph."""
+        import networkx as nx
+
+        g = self.graph
+        gone = [e for e in {tuple(sorted(e)) for e in dead} if g.has_edge(*e)]
+        g.remove_edges_from(gone)  # put back below
+        try:
+            comp: dict[str, int] = {}
+            for i, c in enumerate(nx.connected_components(g)):
+                comp.update((v, i) for v in c)
+        finally:
+            g.add_edges_from(gone)
+        out: dict[int, set[int]] = {}
+        for v, i in comp.items():
+            n = _node_index(v)
+            if n is not None:
+                out.setdefault(n, set()).add(i)
+        return out
+
+
 @dataclass(frozen=True)
 class FabricFacts:
     """Counts and names of the parts that can fail."""
@@ -35,26 +110,17 @@ class FabricFacts:
 
     def switch_edges(self, switch: str) -> tuple[tuple[str, str], ...]:
         """Every edge at `switch` (a switch failure takes all its links down)."""
-        return tuple(sorted(e for e in self.edges if switch in e))
+        return self._index().at_switch.get(switch, ())
 
     def cut_off(self, dead: "tuple[tuple[str, str], ...]") -> tuple[int, ...]:
         """The worker nodes the fabric no longer connects to the rest when the `dead` edges are down: the
         nodes with a vertex outside the component that holds the most whole nodes (ties: the lowest node).
         Empty when every rank still reaches every other (the flow network reroutes around the dead edges)."""
-        import networkx as nx
-
-        gone = {frozenset(e) for e in dead}
-        g = nx.Graph()
-        g.add_edges_from(e for e in self.edges if frozenset(e) not in gone)
-        g.add_nodes_from(v for e in self.edges for v in e)
-        comp: dict[str, int] = {}
-        for i, c in enumerate(nx.connected_components(g)):
-            comp.update((v, i) for v in c)
-        node_comps: dict[int, set[int]] = {}
-        for v, i in comp.items():
-            n = _node_index(v)
-            if n is not None:
-                node_comps.setdefault(n, set()).add(i)
+        index = self._index()
+        if all("/" not in u and "/" not in v for u, v in dead):
+            node_comps = index.node_components(dead)
+        else:
+            node_comps = index.node_components_slow(dead)
         if not node_comps:
             return ()
         whole: dict[int, list[int]] = {}
@@ -65,6 +131,15 @@ class FabricFacts:
             return tuple(sorted(node_comps))
         main = max(whole, key=lambda i: (len(whole[i]), -whole[i][0]))
         return tuple(n for n, cs in sorted(node_comps.items()) if cs != {main})
+
+    def _index(self) -> "_FabricIndex":
+        """The graph of `edges` and its blocks, built once per FabricFacts."""
+        hit = _INDEXES.get(id(self))
+        if hit is None or hit[0] is not self:
+            if len(_INDEXES) > 8:
+                _INDEXES.clear()
+            hit = _INDEXES[id(self)] = (self, _FabricIndex(self.edges))
+        return hit[1]
 
     def link_ends(self, name: str) -> tuple[str, str] | None:
         """The edge 'U-V' names (either order), or None."""

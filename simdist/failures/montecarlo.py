@@ -86,6 +86,9 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
         out[name] = mean
         if replicas > 1:
             out[f"{name}_ci95"] = ci
+    if job.rebalance_every:  # batch_split dynamic
+        out["rebalances"] = math.fsum(t.rebalances for t in tallies) / replicas
+        out["rebalance_every"] = job.rebalance_every
     kinds = sorted({k for t in tallies for k in t.failures_by_kind})
     out["failures_by_kind"] = {k: math.fsum(t.failures_by_kind.get(k, 0) for t in tallies) / replicas for k in kinds}
     out["replicas"] = replicas
@@ -93,9 +96,10 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
     return out, tallies
 
 
-def model_summary(spec: FailuresSpec, facts: FabricFacts, costs: Costs) -> dict:
-    """The rates, job MTBF, Young/Daly interval and first-order closed form shown beside the simulation."""
-    rate = job_rate(spec.random, facts)
+def model_summary(spec: FailuresSpec, facts: FabricFacts, costs: Costs, reroute: bool = True) -> dict:
+    """The rates, job MTBF (between interruptions), Young/Daly interval and first-order closed form shown
+    beside the simulation; fabric faults that only reroute are counted apart (`job_reroutes_per_day`)."""
+    rate = job_rate(spec.random, facts, reroute)
     m = rate.mtbf_s
     rec = spec.recovery
     blocking = costs.write_s
@@ -105,6 +109,9 @@ def model_summary(spec: FailuresSpec, facts: FabricFacts, costs: Costs) -> dict:
            "distribution": spec.random.distribution.value if spec.random else None,
            "job_failures_per_day": rate.per_s * 86400.0, "job_mtbf_s": m if math.isfinite(m) else None,
            "job_failures_per_day_by_component": {k: v * 86400.0 for k, v in rate.per_component_per_s.items()},
+           "job_reroutes_per_day": math.fsum(rate.reroute_per_component_per_s.values()) * 86400.0,
+           "job_mtbf_counts": "interruptions (failures that stop the job; fabric faults that only reroute "
+                              "are in job_reroutes_per_day)",
            "checkpoint_interval_s": costs.interval_s, "checkpoint_blocking_s": blocking,
            "recovery_s": recovery_s, "young_daly_interval_s": None, "closed_form_ratio": None}
     if math.isfinite(m):

@@ -9,7 +9,7 @@ failure taxonomy does. Fabric links and switches are rarer and an assumption too
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simdist.failures.fabric import FabricFacts
 from simdist.scenario import RandomFailuresSpec
@@ -41,11 +41,41 @@ def component_counts(facts: FabricFacts) -> dict[str, int]:
             "switch": len(facts.switches)}
 
 
+def interrupting_counts(facts: FabricFacts) -> dict[str, int]:
+    """How many of each component stop the job when they fail alone: every GPU, node and NIC, every leaf
+    switch (its rack), and the fabric links and spine/core switches whose failure cuts a node off (a
+    bridge, an articulation point of the graph). The other fabric faults only reroute (a fat tree with
+    more than one path)."""
+    import networkx as nx
+
+    counts = component_counts(facts)
+    index = facts._index()
+    blocks = nx.Graph()  # blocks joined by switch-to-switch edges (parallel ones counted)
+    for _, a, b in index.fabric:
+        if blocks.has_edge(a, b):
+            blocks.edges[a, b]["n"] += 1
+        else:
+            blocks.add_edge(a, b, n=1)
+    bridges = {frozenset(e) for e in nx.bridges(blocks) if blocks.edges[e]["n"] == 1} if blocks.number_of_edges() else set()
+    cuts = set(nx.articulation_points(blocks)) if blocks.number_of_edges() else set()
+    links = 0
+    for name in facts.fabric_links:
+        ends = facts.link_ends(name)
+        if ends is None or frozenset((index.block[ends[0]], index.block[ends[1]])) not in bridges:
+            continue
+        links += bool(facts.cut_off((ends,)))
+    switches = sum(1 for s in facts.switches
+                   if s in facts.leaves or (index.block.get(s) in cuts and facts.cut_off(facts.switch_edges(s))))
+    return {**counts, "link": links, "switch": switches}
+
+
 @dataclass(frozen=True)
 class JobRate:
-    """Failures per second of the whole job, by component, and the job MTBF."""
+    """Interruptions per second of the whole job, by component, and the job MTBF (between interruptions);
+    `reroute_per_component_per_s`: the fabric faults that only reroute (the job runs on, slower or not)."""
 
     per_component_per_s: dict[str, float]
+    reroute_per_component_per_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def per_s(self) -> float:
@@ -56,16 +86,22 @@ class JobRate:
         return 1.0 / self.per_s if self.per_s > 0 else math.inf
 
 
-def job_rate(spec: RandomFailuresSpec | None, facts: FabricFacts) -> JobRate:
-    """Sum over components of count / MTBF; lemon nodes' parts count lemon_factor times."""
+def job_rate(spec: RandomFailuresSpec | None, facts: FabricFacts, reroute: bool = True) -> JobRate:
+    """Sum over components of count / MTBF, counting only the failures that interrupt the job (with
+    `reroute` False, a sync mode that cannot reroute, every fabric fault does); lemon nodes' parts count
+    lemon_factor times."""
     if spec is None:
-        return JobRate({})
+        return JobRate({}, {})
     counts = component_counts(facts)
+    given = mtbfs(spec)
+    stops = interrupting_counts(facts) if reroute and ("link" in given or "switch" in given) else counts
     lemon = 1.0 + spec.lemon_fraction * (spec.lemon_factor - 1.0)
-    out = {}
-    for kind, mtbf in mtbfs(spec).items():
-        out[kind] = counts[kind] / mtbf * (lemon if kind in NODE_LEVEL else 1.0)
-    return JobRate(out)
+    out, rerouted = {}, {}
+    for kind, mtbf in given.items():
+        out[kind] = stops[kind] / mtbf * (lemon if kind in NODE_LEVEL else 1.0)
+        if counts[kind] != stops[kind]:
+            rerouted[kind] = (counts[kind] - stops[kind]) / mtbf
+    return JobRate(out, rerouted)
 
 
 def young_daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:

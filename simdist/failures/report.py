@@ -1,4 +1,5 @@
-"""The goodput block of the text report (presentation only): where the wall time went, and the model."""
+"""The goodput block of the text report (presentation only): where the wall time went, and the model; and
+the phases of a hybrid-sync or dynamic-split run."""
 from __future__ import annotations
 
 from simdist.tables import format_pairs, format_table
@@ -34,12 +35,29 @@ def format_goodput(g: dict) -> str:
                                                            if g.get("cost_per_sample_usd") else "-")),
         ("failures", f"{_ci(g, 'failures', lambda x: f'{x:.3g}')} ({kinds})"),
         ("restarts / rejoins", f"{g['restarts']:.3g} / {g['rejoins']:.3g}"),
-        ("job failure rate", f"{g['job_failures_per_day']:.3g} per day"
+        ("job interruption rate", f"{g['job_failures_per_day']:.3g} per day"
          + (f" (MTBF {format_duration(g['job_mtbf_s'])})" if g.get("job_mtbf_s") else "")
          + (" from the documented default rates" if g.get("default_rates") else "")),
+        ("fabric faults that only reroute", f"{g.get('job_reroutes_per_day', 0.0):.3g} per day (not in the MTBF)"),
         ("checkpoint interval", f"{format_duration(g['checkpoint_interval_s'])}, blocking "
                                 f"{format_duration(g['checkpoint_blocking_s'])}"),
         ("Young/Daly interval", format_duration(g["young_daly_interval_s"]) if g.get("young_daly_interval_s") else "-"),
         ("closed form 1-C/T-(T/2+R)/M", f"{g['closed_form_ratio']:.2%}" if g.get("closed_form_ratio") is not None else "-"),
     ]
     return out + "\n\n" + format_pairs(pairs, title="== failure model ==")
+
+
+def format_phases(p: dict) -> str:
+    """One row per steady phase (engine/hybrid.py) and the iteration-weighted total."""
+    rows = [[f"{r['first_iteration']}-{r['first_iteration'] + r['iterations'] - 1}", r["sync"], r["batch_split"],
+             format_duration(r["iteration_time_s"]), f"{r['samples_per_s']:,.1f}", format_duration(r["time_s"])]
+            for r in p["phases"]]
+    rows.append([f"all {p['iterations']}", "", "", format_duration(p["iteration_time_s"]), f"{p['samples_per_s']:,.1f}",
+                 format_duration(p["time_s"])])
+    notes = []
+    if "switch_iteration" in p:
+        notes.append(f"bsp from iteration {p['switch_iteration']} ({p['switch_fraction']:.0%} of the run asynchronous)")
+    if "rebalance_every" in p:
+        notes.append(f"re-split every {p['rebalance_every']} iterations")
+    return format_table(["iterations", "sync", "batch split", "iteration time", "samples/s", "time"], rows,
+                        title=f"== phases ({'; '.join(notes)}) ==")

@@ -19,6 +19,8 @@ class ClusterState:
     stragglers: tuple[tuple[int, float], ...] = ()  # (gpu, compute-time multiplier), sorted
     degraded_links: tuple[tuple[str, str, float], ...] = ()  # (u, v, remaining fraction), sorted
     keep_global_batch: bool = True  # elastic rebalances the batch; replica groups keep the per-GPU batch
+    balanced_for: tuple[tuple[int, float], ...] | None = None  # batch_split dynamic: the stragglers the split was
+    # last balanced for (it lags `stragglers` by rebalance_every iterations after a change); None: not dynamic
 
 
 StepTime = Callable[[ClusterState], float]
@@ -38,6 +40,7 @@ class JobSpec:
     tokens_per_sample: int | None = None
     gpu_price_per_hour_usd: float = 0.0  # summed over the job's GPUs
     groups: tuple[tuple[int, ...], ...] = field(default=())  # replica_groups: the nodes of each group
+    rebalance_every: int = 0  # batch_split dynamic: iterations between re-splits (0: a fixed split)
 
     @property
     def nodes(self) -> int:

@@ -57,6 +57,7 @@ class Tally:
     correlated: int = 0
     maintenance: int = 0
     group_out_s: float = 0.0
+    rebalances: int = 0  # batch_split dynamic: re-splits after a straggler appeared or went
     samples: float = 0.0
     failures_by_kind: dict[str, int] = field(default_factory=dict)
     segments: list[tuple[str, float, float]] = field(default_factory=list)  # (what, start, end) when recorded
@@ -91,7 +92,11 @@ class _Job:
         self.writing_kind = ""
         self.down_ckpt_until = 0.0
         self._rates: dict[ClusterState, tuple[float, float]] = {}
-        healthy = ClusterState(keep_global_batch=policy is not RecoveryPolicy.REPLICA_GROUPS)
+        self.balanced: tuple[tuple[int, float], ...] = ()  # dynamic split: the stragglers it is balanced for
+        self.rebalance_target: tuple | None = None
+        self.rebalance_token = 0
+        healthy = ClusterState(keep_global_batch=policy is not RecoveryPolicy.REPLICA_GROUPS,
+                               balanced_for=() if job.rebalance_every else None)
         self.healthy_rate = samples_per_step(job, healthy) / step_time(healthy)  # samples/s
         if not self.healthy_rate > 0 or not math.isfinite(self.healthy_rate):
             raise ValueError("the healthy cluster cannot train (step time is not finite)")
@@ -111,8 +116,9 @@ class _Job:
         if self.policy is RecoveryPolicy.REPLICA_GROUPS:
             out = {n for g in self.groups_out for n in self.job.groups[g]}
         node_of = self.node_of_gpu
+        balanced = tuple((g, x) for g, x in self.balanced if node_of[g] not in out) if self.job.rebalance_every else None
         return ClusterState(frozenset(out), tuple(sorted((g, x) for g, x in strag.items() if node_of[g] not in out)),
-                            tuple(sorted(links)), self.policy is not RecoveryPolicy.REPLICA_GROUPS)
+                            tuple(sorted(links)), self.policy is not RecoveryPolicy.REPLICA_GROUPS, balanced)
 
     def _update_state(self) -> None:
         state = self._state()
@@ -125,6 +131,31 @@ class _Job:
         self.samples_per_step = samples
         self.rate = (samples / self.step_s) / self.healthy_rate if math.isfinite(self.step_s) else 0.0
         self.seg = 0.0
+        if self.job.rebalance_every:
+            self._schedule_rebalance(state)
+
+    def _schedule_rebalance(self, state: ClusterState) -> None:
+        """Dynamic split: a split that no longer matches the stragglers is re-computed from the step times
+        of the next `rebalance_every` iterations, i.e. that many iterations at the lagging step time later."""
+        if state.stragglers == state.balanced_for:
+            if self.rebalance_target is not None:
+                self.rebalance_token += 1  # the change was undone before the re-split: nothing to do
+                self.rebalance_target = None
+            return
+        if self.rebalance_target == state.stragglers or not math.isfinite(self.step_s):
+            return
+        self.rebalance_token += 1
+        self.rebalance_target = state.stragglers
+        self.push(self.t + self.job.rebalance_every * self.step_s, "rebalance", state.stragglers,
+                  token=self.rebalance_token)
+
+    def _on_rebalance(self, stragglers, token: int) -> None:
+        if token != self.rebalance_token:
+            return
+        self.rebalance_target = None
+        self.balanced = stragglers
+        self.tally.rebalances += 1
+        self._update_state()
 
     # ---------------------------------------------------------------- event queue
     def push(self, time_s: float, kind: str, payload=None, token: int = 0) -> None:

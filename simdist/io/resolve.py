@@ -47,6 +47,7 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
             issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; expected a divisor of the "
                                                         f"per-replica batch {replica}"))
     _model_parallel_keys(t, dp, issues)
+    switch_it, switch_frac = _phase_keys(t, m.run, issues)
     return TrainingSpec(
         parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, zero=par.zero), micro_batch=t.micro_batch,
         schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
@@ -54,7 +55,39 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         optimizer=Optimizer(t.optimizer), convergence_factor=t.convergence_factor,
         placement_order=t.placement_order, sequence_parallel=t.sequence_parallel,
         recompute=Recompute(t.recompute), virtual_stages=t.virtual_stages,
+        hybrid_switch_iteration=switch_it, hybrid_switch_fraction=switch_frac,
+        rebalance_every=t.rebalance_every if t.rebalance_every is not None else TrainingSpec().rebalance_every,
     )
+
+
+def _phase_keys(t, r, issues: list[Issue]) -> tuple[int | None, float | None]:
+    """training.hybrid_switch (with sync hybrid only: an iteration below run.iterations, or a share strictly
+    between 0 and 100 %) and training.rebalance_every (with batch_split dynamic only)."""
+    hybrid = SyncMode(t.sync) is SyncMode.HYBRID
+    if t.rebalance_every is not None and BatchSplit(t.batch_split) is not BatchSplit.DYNAMIC:
+        issues.append(Issue("training.rebalance_every", f"got {t.rebalance_every}; read only with "
+                                                        "training.batch_split: dynamic"))
+    v = t.hybrid_switch
+    if v is None:
+        if hybrid:
+            issues.append(Issue("training.hybrid_switch", "sync hybrid needs the switch point: an iteration "
+                                                          "(e.g. 1000) or a share of run.iterations (e.g. '30%')"))
+        return None, None
+    if not hybrid:
+        issues.append(Issue("training.hybrid_switch", f"got {v!r}; read only with training.sync: hybrid"))
+        return None, None
+    if isinstance(v, str):
+        frac = float(v.strip().rstrip("%")) / 100.0
+        if not 0.0 < frac < 1.0:
+            issues.append(Issue("training.hybrid_switch", f"got {v!r}; expected a share strictly between 0 % "
+                                                          "and 100 %"))
+            return None, None
+        return None, frac
+    if r.duration is None and v >= r.iterations:
+        issues.append(Issue("training.hybrid_switch", f"got {v}; expected an iteration below run.iterations "
+                                                      f"({r.iterations}), else the run never synchronises"))
+        return None, None
+    return v, None
 
 
 def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:

@@ -171,7 +171,10 @@ class TrainingModel(Strict):
     schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
     """Pipeline schedule: gpipe | 1f1b | interleaved."""
     sync: SyncMode = SyncMode.BSP
-    """bsp | asp | ssp | local_sgd."""
+    """bsp | asp | ssp | local_sgd | hybrid (asp, then bsp from training.hybrid_switch)."""
+    hybrid_switch: PosInt | Annotated[str, Field(pattern=r"^\s*[0-9]+(\.[0-9]+)?\s*%\s*$")] | None = None
+    """sync hybrid: the iteration where bsp takes over from asp (e.g. 1000), or a share of run.iterations
+    ("30%": the first 30 % asynchronous); required with hybrid, refused otherwise (added key)."""
     staleness: NonNegInt = 0
     """ssp: how many steps a worker may run ahead."""
     local_steps: PosInt = 1
@@ -179,7 +182,10 @@ class TrainingModel(Strict):
     grad_accumulation: PosInt = 1
     """Micro-steps accumulated before each gradient exchange."""
     batch_split: BatchSplit = BatchSplit.EQUAL
-    """equal | proportional (to GPU speed, for mixed clusters)."""
+    """equal | proportional (to GPU speed, for mixed clusters) | dynamic (proportional, then re-split from
+    the step times observed, stragglers included, every training.rebalance_every iterations)."""
+    rebalance_every: PosInt | None = None
+    """batch_split dynamic: iterations between re-splits (default 50); refused otherwise (added key)."""
     optimizer: Optimizer = Optimizer.SGD
     """sgd | momentum | adam: optimizer state memory and update cost (added key)."""
     convergence_factor: PosFloat = 1.0

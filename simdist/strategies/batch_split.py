@@ -1,10 +1,13 @@
-"""Per-rank micro-batches: `training.batch_split: equal` (the same on every GPU) or `proportional`.
+"""Per-rank micro-batches: `training.batch_split: equal` (the same on every GPU), `proportional` or `dynamic`.
 
 Proportional gives each GPU a share of the global micro-batch proportional to its predicted speed
 (samples/s from compute.py at its candidate batch), so that mixed GPUs finish their step together;
 batches are integers that add up to the global batch (largest remainder, ties to the lower rank),
 refined a few times because step time is not linear in the batch (launch overheads, rooflines).
-A static straggler is a fault, not a property of the GPU: it does not change the split.
+A static straggler is a fault, not a property of the GPU: it does not change the proportional split.
+`dynamic` is the split a job re-computes from the step times it observes (every `rebalance_every`
+iterations, engine/hybrid.py and the goodput timeline): proportional to speed with each GPU's straggler
+slowdown included, so a slow GPU gets less work.
 """
 from __future__ import annotations
 
@@ -28,19 +31,34 @@ def largest_remainder(total: int, weights: Sequence[float]) -> list[int]:
     return out
 
 
+def observed_slowdowns(scenario) -> tuple[float, ...] | None:
+    """The per-GPU slowdowns a dynamic split balances for: those the timeline says the split last saw
+    (`training.split_slowdowns`), else the scenario's stragglers; None for the other splits."""
+    t = scenario.training
+    if t.batch_split is not BatchSplit.DYNAMIC:
+        return None
+    if t.split_slowdowns is not None:
+        return t.split_slowdowns
+    from simdist.strategies.stragglers import gpu_slowdowns
+
+    return gpu_slowdowns(scenario)
+
+
 def split_batches(split: BatchSplit, equal_batch: int, gpu_keys: Sequence[str],
-                  step_s: Callable[[str, int], float]) -> list[int]:
-    """Micro-batch of every rank (rank order); `step_s(gpu_key, batch)` is one micro-step's compute time."""
+                  step_s: Callable[[str, int], float], slowdowns: Sequence[float] | None = None) -> list[int]:
+    """Micro-batch of every rank (rank order); `step_s(gpu_key, batch)` is one micro-step's compute time;
+    `slowdowns` (dynamic): each rank's observed compute-time multiplier."""
     n = len(gpu_keys)
-    if split == BatchSplit.EQUAL or len(set(gpu_keys)) == 1:
+    slow = list(slowdowns) if slowdowns is not None and split == BatchSplit.DYNAMIC else [1.0] * n
+    if split == BatchSplit.EQUAL or len(set(zip(gpu_keys, slow))) == 1:
         return [equal_batch] * n
     total = equal_batch * n
     batches = [equal_batch] * n
     for _ in range(REFINE_ROUNDS):
         speed = {}
-        for key, b in zip(gpu_keys, batches):
-            speed.setdefault((key, b), b / step_s(key, b))
-        new = largest_remainder(total, [speed[(k, b)] for k, b in zip(gpu_keys, batches)])
+        for key, b, x in zip(gpu_keys, batches, slow):
+            speed.setdefault((key, b, x), b / (step_s(key, b) * x))
+        new = largest_remainder(total, [speed[(k, b, x)] for k, b, x in zip(gpu_keys, batches, slow)])
         if new == batches:
             break
         batches = new

@@ -13,7 +13,7 @@ from simdist.collectives.schedule import CollectiveOp
 from simdist.errors import ScenarioError
 from simdist.graph.tasks import RankClass
 from simdist.scenario import Precision, Scenario, StrategyKind, SyncMode
-from simdist.strategies.batch_split import split_batches
+from simdist.strategies.batch_split import observed_slowdowns, split_batches
 from simdist.strategies.buckets import Bucket, make_buckets
 from simdist.strategies.stragglers import gpu_slowdowns
 
@@ -181,7 +181,7 @@ def rank_batches(scenario: Scenario, dp: int | None = None, kinds: "_Kinds | Non
     if kinds is None:
         kinds = _Kinds(scenario, [])
     return split_batches(scenario.training.batch_split, batch, [str(g) for g in groups],
-                         lambda key, b: kinds.step_s(int(key), b))
+                         lambda key, b: kinds.step_s(int(key), b), observed_slowdowns(scenario))
 
 
 def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:

@@ -138,6 +138,10 @@ CASES: dict[str, tuple] = {
     "training.local_steps": (TRAIN, {"training.sync": "local_sgd"}, {"training.local_steps": 4}, "changes"),
     "training.grad_accumulation": (TRAIN, {}, {"training.grad_accumulation": 2}, "changes"),
     "training.batch_split": (TRAIN, {"cluster.nodes": MIXED_NODES}, {"training.batch_split": "proportional"}, "changes"),
+    "training.hybrid_switch": (TRAIN, {**PS, **STRAGGLER, "training.sync": "hybrid", "training.hybrid_switch": 1},
+                               {"training.hybrid_switch": "75%"}, "changes"),
+    "training.rebalance_every": (TRAIN, {**STRAGGLER, "training.batch_split": "dynamic", "run.iterations": 8},
+                                 {"training.rebalance_every": 2}, "changes"),
     "training.optimizer": (TRAIN, {}, {"training.optimizer": "adam"}, "changes"),
     "training.convergence_factor": (TRAIN, {}, {"training.convergence_factor": 1.5}, "changes"),
     # model-parallel keys: refused until tp/pp/zero run (they only matter there)

@@ -7,6 +7,7 @@ import statistics
 import numpy as np
 import pytest
 
+from simdist.failures.fabric import fabric_facts
 from simdist.failures.incidents import lemon_nodes, sample_random
 from simdist.failures.rates import DEFAULT_MTBF_S, job_rate, young_daly_interval_s
 from simdist.scenario import FailureDistribution, RandomFailuresSpec
@@ -84,3 +85,18 @@ def test_default_rates_give_a_few_failures_per_thousand_node_days():
 def test_young_daly():
     assert young_daly_interval_s(60.0, 24 * HOUR) == pytest.approx(math.sqrt(2 * 60 * 86400))
     assert young_daly_interval_s(60.0, math.inf) == math.inf
+
+
+def test_the_job_mtbf_counts_interruptions_not_reroutes():
+    from simdist.topology.build import build_topology
+    from tests.failures.test_engine_goodput import _scenario
+
+    f = fabric_facts(build_topology(_scenario().cluster))  # 4 nodes, 2 per leaf, 2 spines: every link redundant
+    spec = RandomFailuresSpec(link_mtbf_s=100 * HOUR, switch_mtbf_s=1000 * HOUR)
+    rate = job_rate(spec, f)
+    # 4 leaf-spine links only reroute; of the 4 switches the 2 leaves take their racks, the spines reroute
+    assert rate.per_component_per_s == {"link": 0.0, "switch": pytest.approx(2 / (1000 * HOUR))}
+    assert rate.reroute_per_component_per_s == {"link": pytest.approx(4 / (100 * HOUR)),
+                                                "switch": pytest.approx(2 / (1000 * HOUR))}
+    # a sync mode that cannot reroute stops on every fabric fault
+    assert job_rate(spec, f, reroute=False).per_s == pytest.approx(4 / (100 * HOUR) + 4 / (1000 * HOUR))
