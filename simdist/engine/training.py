@@ -57,7 +57,12 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
     (a sweep builds the topology and routes once).
     """
     from simdist.engine.simulation import Simulation, result_header
+    from simdist.strategies.mp_plan import is_model_parallel
 
+    if is_model_parallel(scenario):  # tensor / pipeline parallel: its own plan, graphs and result assembly
+        from simdist.engine.mp_training import run_model_parallel
+
+        return run_model_parallel(scenario, fidelity, context)
     memory = check_memory(scenario)
     plan = build_plan(scenario)
     sim = Simulation(scenario, fidelity, context)
