@@ -75,7 +75,6 @@ def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> 
     """Simulate or estimate a tensor/pipeline(/data) parallel run (BSP)."""
     from simdist.engine.closed_form import fold
     from simdist.engine.executor import Executor
-    from simdist.engine.mp_groups import MpFabric
     from simdist.engine.outcomes import link_records, top_links
     from simdist.engine.simulation import Simulation, result_header
     from simdist.strategies.pipeline_graph import pipeline_graphs
@@ -85,7 +84,7 @@ def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> 
     memory = mp_memory(scenario, plan)
     sim = Simulation(scenario, fidelity, context)
     ctx, run = sim.context, scenario.run
-    fabric = MpFabric(ctx, plan.layout, plan)
+    fabric = ctx.model_parallel_fabric(plan.layout, plan)
     graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)
     links, records = (), ()
     if fidelity == Fidelity.SIMULATE:

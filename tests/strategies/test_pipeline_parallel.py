@@ -178,3 +178,17 @@ def test_memory_that_does_not_fit_is_infeasible_with_the_numbers():
 def test_zero_with_tp_is_refused_by_name():
     with pytest.raises(ScenarioError, match="training.parallelism.zero"):
         run_with(GPT, {"training.parallelism": {"tp": 8, "pp": 2, "zero": 1}})
+
+
+def test_a_reused_context_gives_the_same_estimate():
+    from simdist.engine.context import build_context
+    from simdist.engine.training import run_training
+    from simdist.scenario import Fidelity
+
+    a = _scenario({"training.parallelism": {"tp": 4, "pp": 2, "dp": 2}})
+    b = _scenario({"training.parallelism": {"tp": 4, "pp": 2, "dp": 2}, "training.schedule": "gpipe"})
+    ctx = build_context(a, Fidelity.ESTIMATE)
+    for s in (a, b, a):
+        fresh = run_training(s, Fidelity.ESTIMATE)
+        reused = run_training(s, Fidelity.ESTIMATE, context=ctx)
+        assert reused.iteration_time_s == fresh.iteration_time_s
