@@ -27,46 +27,80 @@ class Folded:
 
 def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: dict[str, ProcessGroup]) -> Folded:
     """Start and end of every task of one iteration of every class (`time_of` times collectives and
-    send/recvs)."""
+    send/recvs).
+
+    Tasks are resolved in data-flow order (a worklist over dependencies, stream predecessors and the
+    member arrivals of each collective), not in each graph's list order: a pipeline rank's receive, listed
+    early, waits for a send that its neighbour lists after a receive of its own, as on the real cluster.
+    """
     members = {name: sum(1 for g in graphs if set(pg.ranks) & set(g.rank_class.ranks)) for name, pg in groups.items()}
-    spans: dict[int, dict[int, tuple[float, float]]] = {g.rank_class.index: {} for g in graphs}
-    pos = {g.rank_class.index: 0 for g in graphs}
-    last_on: dict[int, dict[Stream, float]] = {g.rank_class.index: {} for g in graphs}
-    arrivals: dict[str, list[float]] = {}
-    ready: dict[str, tuple[float, float]] = {}
-    arrived: set[tuple[int, str]] = set()
-    progressed = True
-    while progressed:
-        progressed = False
-        for g in graphs:
-            c = g.rank_class.index
-            while pos[c] < len(g.tasks):
-                t = g.tasks[pos[c]]
-                start = max([spans[c][d][1] for d in t.deps] + [last_on[c].get(t.stream, 0.0)], default=0.0)
-                if isinstance(t, Collective):
-                    key = f"{t.group}/{t.key}"
-                    if key not in ready:
-                        got = arrivals.setdefault(key, [])
-                        if (c, key) not in arrived:
-                            got.append(start)
-                            arrived.add((c, key))
-                        if len(got) < members.get(t.group, 1):
-                            break
-                        begin = max(got)
-                        ready[key] = (begin, begin + time_of(t, g))
-                    span = ready[key]
-                elif isinstance(t, SendRecv):
-                    span = (start, start + (time_of(t, g) if t.src != t.dst else 0.0))
-                elif isinstance(t, (Compute, HostWork)):
-                    span = (start, start + t.duration_s)
-                else:
-                    raise TypeError(f"unknown task {t!r}")
-                spans[c][t.id] = span
-                if t.stream is not None:
-                    last_on[c][t.stream] = span[1]
-                pos[c] += 1
-                progressed = True
-    stuck = [g.tasks[pos[g.rank_class.index]].name for g in graphs if pos[g.rank_class.index] < len(g.tasks)]
+    classes = [g.rank_class.index for g in graphs]
+    done: list[list[tuple[float, float] | None]] = []
+    waiting: list[list[int]] = []  # per class and task: prerequisites not yet resolved
+    after: list[list[list[int]]] = []  # per class and task: the tasks of that class waiting on it
+    prev_on: list[list[int]] = []  # per class and task: the previous task on its stream (-1: none)
+    ready: list[tuple[int, int]] = []
+    for k, g in enumerate(graphs):
+        n = len(g.tasks)
+        done.append([None] * n)
+        w, a, prev = [0] * n, [[] for _ in range(n)], [-1] * n
+        last: dict[Stream, int] = {}
+        for t in g.tasks:
+            pre = set(t.deps)
+            if t.stream is not None:
+                if t.stream in last:
+                    prev[t.id] = last[t.stream]
+                    pre.add(last[t.stream])
+                last[t.stream] = t.id
+            w[t.id] = len(pre)
+            for d in pre:
+                a[d].append(t.id)
+            if not pre:
+                ready.append((k, t.id))
+        waiting.append(w)
+        after.append(a)
+        prev_on.append(prev)
+    arrivals: dict[str, list[tuple[int, int, float]]] = {}
+
+    def resolve(k: int, tid: int, span: tuple[float, float]) -> None:
+        done[k][tid] = span
+        w = waiting[k]
+        for nxt in after[k][tid]:
+            w[nxt] -= 1
+            if w[nxt] == 0:
+                ready.append((k, nxt))
+
+    while ready:
+        k, tid = ready.pop()
+        g = graphs[k]
+        t = g.tasks[tid]
+        mine = done[k]
+        start = max((mine[d][1] for d in t.deps), default=0.0)  # type: ignore[index]
+        p = prev_on[k][tid]
+        if p >= 0 and mine[p][1] > start:  # type: ignore[index]
+            start = mine[p][1]  # type: ignore[index]
+        if isinstance(t, Collective):
+            key = f"{t.group}/{t.key}"
+            got = arrivals.setdefault(key, [])
+            got.append((k, tid, start))
+            if len(got) < members.get(t.group, 1):
+                continue
+            begin = max(x[2] for x in got)
+            span = (begin, begin + time_of(t, g))
+            for kk, tt, _ in got:
+                resolve(kk, tt, span)
+            continue
+        if isinstance(t, SendRecv):
+            span = (start, start + (time_of(t, g) if t.src != t.dst else 0.0))
+        elif isinstance(t, (Compute, HostWork)):
+            span = (start, start + t.duration_s)
+        else:
+            raise TypeError(f"unknown task {t!r}")
+        resolve(k, tid, span)
+    spans: dict[int, dict[int, tuple[float, float]]] = {
+        c: {i: x for i, x in enumerate(e) if x is not None} for c, e in zip(classes, done)}
+    stuck = [next(t.name for t in g.tasks if t.id not in spans[g.rank_class.index]) for g in graphs
+             if len(spans[g.rank_class.index]) < len(g.tasks)]
     if stuck:
         raise RuntimeError(f"graphs deadlock at {stuck}")
     ends = {c: max((e for _, e in s.values()), default=0.0) for c, s in spans.items()}

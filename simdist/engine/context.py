@@ -100,6 +100,19 @@ class FabricContext:
             self.__dict__["_tuning_args"] = cached
         return cached
 
+    def model_parallel_fabric(self, layout, plan):
+        """The tp, dp and p2p groups of `layout` with their memoised union schedules (engine.mp_groups), built
+        once per layout on this context, so a sweep's points on one cluster share them."""
+        from simdist.engine.mp_groups import MpFabric
+
+        cache = self.__dict__.setdefault("_mp_fabrics", {})
+        key = (layout, plan.virtual_stages)
+        if key not in cache:
+            if len(cache) >= 64:
+                cache.clear()
+            cache[key] = MpFabric(self, layout, plan)
+        return cache[key]
+
 
 def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment | None = None) -> FabricContext:
     """Build topology (with dedicated PS hosts when asked), routing and the network model (on `env`,

@@ -64,19 +64,24 @@ def _union_s(spans: list[tuple[float, float]]) -> float:
     return total
 
 
+_TRACK = {Stream.COMPUTE: "gpu", Stream.TP: "tp", Stream.P2P_SEND: "pp", Stream.P2P_RECV: "pp"}  # trace tracks
+
+
 class Executor:
     """Runs graphs on `network`; `schedule_of(task, graph)` gives a collective's or send/recv's Schedule."""
 
     def __init__(self, env: simpy.Environment, network, schedule_of: Callable, groups: dict[str, ProcessGroup],
                  policy: SyncPolicy | None = None, record: bool = True, critical_class: int = 0,
-                 record_classes: set[int] | None = None) -> None:
+                 record_classes: set[int] | None = None, max_tracked: int = MAX_TRACKED_RANKS) -> None:
         self.env, self.network, self.schedule_of, self.groups = env, network, schedule_of, groups
         self.policy, self.record, self.critical = policy, record, critical_class
         self.record_classes = record_classes  # None: every class
+        self.max_tracked = max_tracked  # ranks below this are drawn besides each class's representative
         self._members: dict[str, int] = {}
         self._pending: dict[tuple, list] = {}
         self._running: dict[tuple[int, str], simpy.Process] = {}
         self.log = ExecLog()
+        self.last_spans: dict[int, dict[int, tuple[float, float]]] = {}  # per class: its latest iteration
 
     # ---- running
     def run(self, graphs: list[Graph], iterations: int | None, duration_s: float | None = None,
@@ -157,6 +162,7 @@ class Executor:
             events.append(env.process(self._task(env, graph, it, task, waits, spans)))
         yield env.all_of(events)
         idx = graph.rank_class.index
+        self.last_spans[idx] = spans
         self.log.class_end_s[idx].append(env.now)
         compute = [spans[t.id] for t in graph.tasks if t.stream == Stream.COMPUTE]
         comm = [spans[t.id] for t in graph.tasks if t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait"]
@@ -231,13 +237,13 @@ class Executor:
     # ---- records
     def _records(self, graph: Graph, it: int, spans) -> None:
         ranks = graph.rank_class.ranks
-        tracked = [r for r in ranks if r < MAX_TRACKED_RANKS]
+        tracked = [r for r in ranks if r < self.max_tracked]
         if ranks[0] not in tracked:
             tracked.insert(0, ranks[0])
         for t in graph.tasks:
             if getattr(t, "kind", "") == "wait":
                 continue
             s, e = spans[t.id]
-            prefix = "gpu" if t.stream == Stream.COMPUTE else "comm"
+            prefix = _TRACK.get(t.stream, "comm")
             for r in tracked:
                 self.log.records.append(StepRecord(f"{prefix}:{r}", t.name, s, e, it))

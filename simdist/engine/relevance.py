@@ -64,13 +64,13 @@ def check_relevant(scenario: Scenario) -> None:
         if t.local_steps != d_t.local_steps and t.sync != SyncMode.LOCAL_SGD:
             issues.append(Issue("training.local_steps", f"got {t.local_steps}; read only with "
                                                         "training.sync: local_sgd"))
-        if t.micro_batch != d_t.micro_batch:
+        if t.micro_batch != d_t.micro_batch and t.parallelism.pp == 1 and t.parallelism.tp == 1:
             issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; pipeline micro-batches need "
-                                                        "training.parallelism.pp > 1 (not implemented yet); use "
+                                                        "training.parallelism.pp or tp > 1; use "
                                                         "training.grad_accumulation for accumulation"))
-        if t.schedule != d_t.schedule:
+        if t.schedule != d_t.schedule and t.parallelism.pp == 1:
             issues.append(Issue("training.schedule", f"got {t.schedule.value!r}; a pipeline schedule needs "
-                                                     "training.parallelism.pp > 1 (not implemented yet)"))
+                                                     "training.parallelism.pp > 1"))
     if comm.strategy != StrategyKind.PS:
         for name in _changed(comm, d_c, {"ps_servers", "ps_placement"}):
             issues.append(Issue(_COMM_PATHS[name], "read only with communication.strategy: ps"))

@@ -58,7 +58,12 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
     """
     from simdist.engine.hybrid import is_phased, run_phased
     from simdist.engine.simulation import Simulation, result_header
+    from simdist.strategies.mp_plan import is_model_parallel
 
+    if is_model_parallel(scenario):  # tensor / pipeline parallel: its own plan, graphs and result assembly
+        from simdist.engine.mp_training import run_model_parallel
+
+        return run_model_parallel(scenario, fidelity, context)
     if is_phased(scenario):  # sync hybrid, batch_split dynamic: steady phases combined (engine/hybrid.py)
         return run_phased(scenario, fidelity, with_baseline)
     memory = check_memory(scenario)

@@ -18,6 +18,9 @@ class Stream(StrEnum):
 
     COMPUTE = "compute"  # the GPU's compute stream (forward, backward, optimizer)
     COMM = "comm"  # the communication stream (codec encode/decode, collectives, one at a time)
+    TP = "tp"  # tensor-parallel collectives (the compute waits for each: on the critical path)
+    P2P_SEND = "p2p_send"  # pipeline sends, in order, beside the data-parallel stream
+    P2P_RECV = "p2p_recv"  # pipeline receives (posted ahead; a transfer starts when both ends are there)
 
 
 STREAMS: dict[str, Stream] = {s.value: s for s in Stream}

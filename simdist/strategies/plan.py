@@ -111,18 +111,49 @@ def resolve_batch(scenario: Scenario, dp: int) -> int:
 
 
 def check_supported(scenario: Scenario) -> int:
-    """The data-parallel loop's scope; returns dp. Model parallelism is a later issue."""
+    """The scope of the training engine; returns dp. tp and pp run as BSP with an all-reduce strategy
+    (strategies.mp_plan); ZeRO does not combine with them yet."""
     t = scenario.training
     p = t.parallelism
     n = scenario.cluster.num_gpus
-    if p.tp != 1 or p.pp != 1:
-        raise ScenarioError.bad_value("training.parallelism", {"tp": p.tp, "pp": p.pp},
-                                      "tp = pp = 1 (tensor and pipeline parallelism are not implemented yet)")
+    mp = p.tp != 1 or p.pp != 1
+    if mp and p.zero != 0:
+        raise ScenarioError.bad_value("training.parallelism.zero", p.zero,
+                                      "0 with tp or pp > 1 (ZeRO combined with tensor or pipeline parallelism is "
+                                      "not implemented)")
     if p.zero != 0:
         raise ScenarioError.bad_value("training.parallelism.zero", p.zero, "0 (ZeRO is not implemented yet)")
-    dp = p.dp if p.dp is not None else n
-    if dp != n:
-        raise ScenarioError.bad_value("training.parallelism.dp", dp, f"the number of GPUs ({n}) for data parallelism")
+    dp = p.dp if p.dp is not None else n // (p.tp * p.pp)
+    if dp * p.tp * p.pp != n:
+        raise ScenarioError.bad_value("training.parallelism", {"dp": dp, "tp": p.tp, "pp": p.pp},
+                                      f"dp x tp x pp = the number of GPUs ({n})")
+    if mp:
+        if t.sync != SyncMode.BSP:
+            raise ScenarioError.bad_value("training.sync", t.sync.value, "bsp with tp or pp > 1")
+        if scenario.communication.strategy == StrategyKind.PS:
+            raise ScenarioError.bad_value("communication.strategy", "ps", "an all-reduce strategy with tp or pp > 1")
+        if scenario.communication.compression.method.value != "none":
+            raise ScenarioError.bad_value("communication.compression", scenario.communication.compression.method.value,
+                                          "none with tp or pp > 1 (gradient codecs run with data parallelism only)")
+        if t.batch_split.value != "equal":
+            raise ScenarioError.bad_value("training.batch_split", t.batch_split.value, "equal with tp or pp > 1")
+        if scenario.failures is not None:
+            raise ScenarioError.bad_value("failures", "...", "none with tp or pp > 1 (failures and stragglers run "
+                                          "with data parallelism only)")
+        from simdist.scenario import CommunicationSpec
+
+        d = CommunicationSpec()
+        for key, name in (("first_bucket_size", "first_bucket_bytes"), ("bucketing", "bucketing")):
+            if getattr(scenario.communication, name) != getattr(d, name):
+                raise ScenarioError.bad_value(f"communication.{key}", getattr(scenario.communication, name),
+                                              "the default with tp or pp > 1 (each stage's gradients are cut into "
+                                              "equal buckets of communication.bucket_size)")
+        if t.convergence_factor != 1.0:
+            raise ScenarioError.bad_value("training.convergence_factor", t.convergence_factor,
+                                          "1 with tp or pp > 1 (BSP without compression converges as the baseline)")
+        if scenario.communication.fusion_cycle_s:
+            raise ScenarioError.bad_value("communication.fusion_cycle", scenario.communication.fusion_cycle_s,
+                                          "0 with tp or pp > 1 (Horovod's fusion cycle is a data-parallel launcher)")
     if t.sync in (SyncMode.ASP, SyncMode.SSP) and scenario.communication.strategy != StrategyKind.PS:
         raise ScenarioError.bad_value("training.sync", t.sync.value,
                                       "bsp or local_sgd with an all-reduce strategy (asp and ssp need "

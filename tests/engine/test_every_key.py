@@ -43,6 +43,9 @@ BERT = {"workload.model": {"bert": {"layers": 2, "hidden": 256, "heads": 4, "voc
 LAYERS = {"workload.model": {"layers": [{"name": "fc", "kind": "linear", "params": 1000000, "fwd_flops": 2000000}],
                              "name": "a"}}
 TORCH = {"workload.model": {"torch": "tests.workload.tiny_models:tiny_cnn", "input_shape": [1, 3, 8, 8]}}
+MPW = {"workload": {"model": {"gpt": {"layers": 8, "hidden": 256, "heads": 4, "vocab": 1000}}, "seq_len": 128,
+                    "global_batch": 8, "precision": "fp16"}}
+MP = {**MPW, "training.parallelism": {"tp": 2, "pp": 2}}  # 8 GPUs: dp 2 x tp 2 x pp 2
 MIXED_NODES = [TRAIN["cluster"]["nodes"][0], {**TRAIN["cluster"]["nodes"][0], "gpu": "a100-sxm4-80gb", "count": 2}]
 FAIL_RUN = {"run": {"duration": "3 d", "fidelity": "estimate", "warmup": 1}, "cluster.nodes": MIXED_NODES}  # nodes 0-3 V100, 4-5 A100
 GRAPHML = """<?xml version="1.0" encoding="UTF-8"?>
@@ -127,11 +130,13 @@ CASES: dict[str, tuple] = {
                          {"workload.seq_len": 512}, "changes"),
     "workload.grad_dtype": (TRAIN, {}, {"workload.grad_dtype": "fp16"}, "changes"),
     "training.parallelism.dp": (TRAIN, {}, {"training.parallelism.dp": 4}, "training.parallelism"),
-    "training.parallelism.tp": (TRAIN, {}, {"training.parallelism.tp": 2}, "training.parallelism"),
-    "training.parallelism.pp": (TRAIN, {}, {"training.parallelism.pp": 2}, "training.parallelism"),
+    "training.parallelism.tp": (TRAIN, {**MPW, "training.parallelism": {"pp": 2}}, {"training.parallelism.tp": 2},
+                                "changes"),
+    "training.parallelism.pp": (TRAIN, {**MPW, "training.parallelism": {"tp": 2}}, {"training.parallelism.pp": 2},
+                                "changes"),
     "training.parallelism.zero": (TRAIN, {}, {"training.parallelism.zero": 1}, "training.parallelism.zero"),
-    "training.micro_batch": (TRAIN, {}, {"training.micro_batch": 4}, "training.micro_batch"),
-    "training.schedule": (TRAIN, {}, {"training.schedule": "gpipe"}, "training.schedule"),
+    "training.micro_batch": (TRAIN, MP, {"training.micro_batch": 2}, "changes"),
+    "training.schedule": (TRAIN, MP, {"training.schedule": "gpipe"}, "changes"),
     "training.sync": (TRAIN, {}, {"training.sync": "local_sgd"}, "changes"),
     "training.staleness": (TRAIN, {**PS, **STRAGGLER, **SIM, "training.sync": "ssp"},
                            {"training.staleness": 3}, "changes"),
@@ -144,11 +149,12 @@ CASES: dict[str, tuple] = {
                                  {"training.rebalance_every": 2}, "changes"),
     "training.optimizer": (TRAIN, {}, {"training.optimizer": "adam"}, "changes"),
     "training.convergence_factor": (TRAIN, {}, {"training.convergence_factor": 1.5}, "changes"),
-    # model-parallel keys: refused until tp/pp/zero run (they only matter there)
-    "training.placement_order": (TRAIN, {}, {"training.placement_order": "tp,pp,dp"}, "training.placement_order"),
-    "training.sequence_parallel": (TRAIN, {}, {"training.sequence_parallel": True}, "training.sequence_parallel"),
-    "training.recompute": (TRAIN, {}, {"training.recompute": "full"}, "training.recompute"),
-    "training.virtual_stages": (TRAIN, {}, {"training.virtual_stages": 2}, "training.virtual_stages"),
+    # model-parallel keys (they only matter with tp or pp > 1: refused otherwise, see resolve.py)
+    "training.placement_order": (TRAIN, MP, {"training.placement_order": "pp,dp,tp"}, "changes"),
+    "training.sequence_parallel": (TRAIN, MP, {"training.sequence_parallel": True}, "changes"),
+    "training.recompute": (TRAIN, MP, {"training.recompute": "full"}, "changes"),
+    "training.virtual_stages": (TRAIN, {**MP, "training.schedule": "interleaved", "training.virtual_stages": 2},
+                                {"training.virtual_stages": 4}, "changes"),
     "communication.strategy": (TRAIN, {}, {"communication.strategy": "tree"}, "changes"),
     "communication.backend": (TRAIN, {}, {"communication.backend": "nccl"}, "changes"),
     "communication.hierarchical.intra": (TRAIN, {"communication.strategy": "hierarchical"},

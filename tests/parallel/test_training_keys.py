@@ -1,5 +1,5 @@
 """The model-parallel training keys: resolved when they mean something, refused (naming the key) when not,
-and tp / pp / zero themselves still refused by the data-parallel engine."""
+and ZeRO still refused by the training engine (tp and pp run on the model-parallel path)."""
 from __future__ import annotations
 
 import copy
@@ -54,10 +54,11 @@ def test_meaningless_or_bad_values_refused(training, key, words) -> None:
     assert any(i.path == key and words in i.message for i in info.value.issues), str(info.value)
 
 
-@pytest.mark.parametrize("parallelism", [{"tp": 2}, {"pp": 2}, {"zero": "fsdp"}])
-def test_engine_still_refuses_model_parallel_runs(parallelism) -> None:
+def test_engine_refuses_zero_and_runs_tp_and_pp() -> None:
     from simdist.strategies.plan import check_supported
 
-    s = load_data(_with(parallelism=parallelism))
-    with pytest.raises(ScenarioError, match="training.parallelism"):
-        check_supported(s)
+    with pytest.raises(ScenarioError, match="training.parallelism.zero"):
+        check_supported(load_data(_with(parallelism={"zero": "fsdp"})))
+    for parallelism in ({"tp": 2}, {"pp": 2}):
+        s = load_data(_with(parallelism=parallelism))
+        assert check_supported(s) == s.cluster.num_gpus // 2

@@ -36,6 +36,11 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
         if eff is None:
             raise ValueError("the scenario reports no scaling_efficiency (is it a training workload?)")
         return float(eff)
+    if case.metric is Metric.TFLOPS_PER_GPU:
+        out = run(case.scenario, [])
+        if out.get("achieved_tflops_per_gpu") is None:
+            raise ValueError("the scenario reports no achieved_tflops_per_gpu (is it a model-parallel run?)")
+        return float(out["achieved_tflops_per_gpu"])
     assert case.baseline is not None
     num = run(case.scenario, [])["throughput"]["samples_per_s"]
     den = run(case.baseline, [])["throughput"]["samples_per_s"]

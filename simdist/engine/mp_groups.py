@@ -1,0 +1,118 @@
+"""Process groups and schedules of a dp x tp x pp layout on the real topology endpoints.
+
+Every tp (or dp) group of a stage runs the same collective at the same moment on the real cluster, so a
+collective of the stage class on `tp.s<k>` (`dp.s<k>`) is the union of every such group's schedule: their
+chains run concurrently and share whatever links they share. A pipeline transfer on `pp<a>><b>` is every
+(dp, tp) pair's copy from stage a to stage b at once. One group's schedule is built (by the scenario's
+backend: NCCL's tuner, textbook or gloo) and moved onto the others by the endpoint correspondence, which is
+exact on a symmetric cluster (congruent groups).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simdist.collectives.schedule import Group, Schedule, Step, Transfer
+from simdist.graph.tasks import ProcessGroup
+from simdist.layout import Axis, Layout
+from simdist.strategies.pipeline_graph import boundary_pairs, dp_group, pp_group, tp_group
+
+MAX_CACHED = 4096
+
+
+def endpoint_group(topology, ranks) -> Group:
+    """`ranks` (GPU = endpoint numbering) in order, split by node."""
+    by_node: dict[int, list[int]] = {}
+    for r in ranks:
+        by_node.setdefault(topology.endpoint_node[r], []).append(r)
+    return Group(tuple(ranks), tuple(tuple(v) for v in by_node.values()))
+
+
+def _moved(schedule: Schedule, mapping: dict[int, int]) -> tuple:
+    return tuple(tuple(replace(s, transfers=tuple(Transfer(mapping[t.src], mapping[t.dst], t.size_bytes)
+                                                  for t in s.transfers)) for s in chain)
+                 for chain in schedule.chains)
+
+
+class MpFabric:
+    """The layout's groups by stage on one FabricContext, and the memoised union schedules of their calls."""
+
+    def __init__(self, ctx, layout: Layout, plan) -> None:
+        self.ctx, self.layout, self.plan = ctx, layout, plan
+        self.axis_groups: dict[str, list[Group]] = {}
+        self.groups: dict[str, ProcessGroup] = {}
+        topo = ctx.topology
+        pp_groups = layout.pp_groups()
+        stage_ranks = [sorted(g[s] for g in pp_groups) for s in range(layout.pp)]
+        for s in range(layout.pp):
+            mine = set(stage_ranks[s])
+            for axis, name in ((Axis.TP, tp_group(s)), (Axis.DP, dp_group(s))):
+                subs = [endpoint_group(topo, g) for g in layout.groups(axis) if g[0] in mine]
+                self.axis_groups[name] = subs
+                self.groups[name] = ProcessGroup(name, axis.value, tuple(stage_ranks[s]),
+                                                 endpoint_group(topo, stage_ranks[s]))
+        for a, b in boundary_pairs(plan) if layout.pp > 1 else ():
+            name = pp_group(a, b)
+            ranks = tuple(sorted(stage_ranks[a] + stage_ranks[b]))
+            self.groups[name] = ProcessGroup(name, "pp", ranks, endpoint_group(topo, ranks))
+            self.axis_groups[name] = [Group((g[a], g[b]), ((g[a],), (g[b],))) for g in pp_groups]
+        self._cache: dict = {}
+
+    def schedule_of(self, task, graph) -> Schedule:
+        key = (task.group, task.op, task.size_bytes)
+        hit = self._cache.get(key)
+        if hit is None:
+            if len(self._cache) >= MAX_CACHED:
+                self._cache.clear()
+            hit = self._cache[key] = self._build(task.group, task.op, task.size_bytes)
+        return hit
+
+    def _build(self, name: str, op, size_bytes: float) -> Schedule:
+        subs = self.axis_groups[name]
+        if self.groups[name].kind == "pp":
+            chains = tuple((Step((Transfer(g.ranks[0], g.ranks[1], float(size_bytes)),), label="p2p"),)
+                           for g in subs if g.ranks[0] != g.ranks[1])
+            return Schedule(op, "p2p", float(size_bytes), chains)
+        first = self._one(subs[0], op, size_bytes, self.groups[name].kind)
+        chains = list(first.chains)
+        for g in subs[1:]:
+            chains += _moved(first, dict(zip(subs[0].ranks, g.ranks)))
+        return replace(first, chains=tuple(chains))
+
+    def _one(self, group: Group, op, size_bytes: float, kind: str) -> Schedule:
+        """One group's schedule by the scenario's backend (tp groups run rings: the strategy is dp's)."""
+        from simdist.collectives.algorithms import supports
+        from simdist.collectives.backends import build_backend_schedule
+        from simdist.collectives.node_rings import group_node_orders
+        from simdist.topology.routing import ring_channels
+
+        ctx, comm = self.ctx, self.ctx.scenario.communication
+        want = comm.strategy.value if kind == "dp" else "ring"
+        requested = want if supports(op, want, group.size) else "ring"
+        channels = ring_channels(ctx.topology, group.nodes)
+        extra = {}
+        if comm.backend.value == "nccl":
+            from simdist.collectives.fabric import from_topology
+            from simdist.network.analytical import AnalyticalNetwork
+
+            timer = ctx.network if isinstance(ctx.network, AnalyticalNetwork) else self._timer()
+            extra = {"fabric": from_topology(ctx.topology, group), "timer": timer.schedule_time}
+        return build_backend_schedule(comm.backend.value, op, size_bytes, group, requested=requested,
+                                      intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
+                                      channels=channels, node_orders=group_node_orders(ctx.topology, group, channels),
+                                      **extra)
+
+    def _timer(self):
+        if "_an" not in self.__dict__:
+            from simdist.network.analytical import AnalyticalNetwork
+
+            self.__dict__["_an"] = AnalyticalNetwork(self.ctx.topology)
+        return self.__dict__["_an"]
+
+    def time_of(self, task, graph) -> float:
+        """The call alone on the idle fabric (closed form on the context's analytical network)."""
+        key = ("t", task.group, task.op, task.size_bytes)
+        hit = self._cache.get(key)
+        if hit is None:
+            net = self.ctx.network if hasattr(self.ctx.network, "steps") else self._timer()
+            hit = self._cache[key] = net.schedule_time(self.schedule_of(task, graph))
+        return hit

@@ -1,0 +1,156 @@
+"""A dp x tp x pp training run end to end: memory per stage, the plan, the stage graphs on the executor
+(`simulate`, flow network) or their fold (`estimate`, closed forms), and the RunResult with MFU, tokens/s and
+the pipeline bubble, tp and dp communication in the breakdown."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from simdist.engine.executor import _union_s
+from simdist.graph.tasks import Collective, Compute, Graph, Stream
+from simdist.results.records import Breakdown, MemoryUsage, RunResult, Throughput
+from simdist.scenario import Fidelity, Scenario
+from simdist.strategies.mp_plan import MpPlan, build_mp_plan, transformer_shape
+
+
+@dataclass(frozen=True)
+class MpBreakdown(Breakdown):
+    """Breakdown of a model-parallel iteration, averaged over the pipeline stages: `pipeline_bubble` is the
+    time a stage's GPU idles inside the pipeline (waiting for inputs), `tp_communication` its tensor-parallel
+    collectives (on the critical path), `dp_communication` its gradient all_reduces (of which the part after
+    the last backward is exposed), `pp_communication` the time transfers to or from it are in flight."""
+
+    pipeline_bubble: float = 0.0
+    tp_communication: float = 0.0
+    dp_communication: float = 0.0
+    pp_communication: float = 0.0
+
+
+def mp_memory(scenario: Scenario, plan: MpPlan) -> MemoryUsage:
+    """The tightest stage's memory per GPU; InfeasibleError (exit 3) with the numbers when one does not fit."""
+    from simdist.strategies.sharding import check_stages_fit, model_parallel_memory
+
+    s, t, w = scenario, scenario.training, scenario.workload
+    chunks = [None] * (plan.pp * plan.virtual_stages)
+    for st in plan.stages:
+        for c in st.chunks:
+            chunks[c.virtual_stage] = c.layers
+    est = model_parallel_memory(
+        w.model, s.cluster.node_groups[0].gpu, micro_batch=plan.micro_batch, micro_batches=plan.micro_batches,
+        precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.dp,
+        tp=plan.tp, pp=plan.pp, zero=t.parallelism.zero, sequence_parallel=t.sequence_parallel,
+        recompute=t.recompute, schedule=t.schedule, virtual_stages=plan.virtual_stages,
+        shape=transformer_shape(w.model), chunks=chunks)
+    worst = check_stages_fit(est)
+    return MemoryUsage(per_gpu_bytes=worst.total_bytes, fits=worst.fits, capacity_bytes=worst.capacity_bytes,
+                       parts_bytes=dict(worst.parts_bytes))
+
+
+def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float) -> dict[str, float]:
+    """Per stage: compute, optimizer, tp, dp (and its exposed part), pp transfer time and the bubble."""
+    compute = opt = 0.0
+    last_bwd = 0.0
+    opt_start = None
+    tp, dp, pp = [], [], []
+    for t in graph.tasks:
+        s, e = spans[t.id]
+        if isinstance(t, Compute) and t.stream == Stream.COMPUTE:
+            if t.kind == "optimizer":
+                opt += e - s
+                opt_start = s
+            else:
+                compute += e - s
+                last_bwd = max(last_bwd, e)
+        elif isinstance(t, Collective):
+            {"tp": tp, "dp": dp}.get(t.group.split(".")[0], pp).append((s, e))
+    exposed_dp = max(0.0, (opt_start if opt_start is not None else last_bwd) - last_bwd) if dp else 0.0
+    tp_s = _union_s(tp)
+    bubble = max(0.0, period_s - compute - opt - tp_s - exposed_dp)
+    return {"compute": compute, "optimizer": opt, "tp": tp_s, "dp": _union_s(dp), "dp_exposed": exposed_dp,
+            "pp": _union_s(pp), "bubble": bubble, "comm": _union_s(tp + dp + pp)}
+
+
+def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> RunResult:
+    """Simulate or estimate a tensor/pipeline(/data) parallel run (BSP)."""
+    from simdist.engine.closed_form import fold
+    from simdist.engine.executor import Executor
+    from simdist.engine.outcomes import link_records, top_links
+    from simdist.engine.simulation import Simulation, result_header
+    from simdist.strategies.pipeline_graph import pipeline_graphs
+    from simdist.topology.summary import link_assumptions
+
+    plan = build_mp_plan(scenario)
+    memory = mp_memory(scenario, plan)
+    sim = Simulation(scenario, fidelity, context)
+    ctx, run = sim.context, scenario.run
+    fabric = ctx.model_parallel_fabric(plan.layout, plan)
+    graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)
+    links, records = (), ()
+    if fidelity == Fidelity.SIMULATE:
+        ex = Executor(sim.env, ctx.network, fabric.schedule_of, fabric.groups, critical_class=0, max_tracked=0)
+        log = ex.run(graphs, None if run.duration_s is not None else run.iterations, run.duration_s)
+        steady = log.times[run.warmup:] or log.times[-1:]
+        iteration_s, times = statistics.fmean(steady), tuple(log.times)
+        n_sim, n_inf = log.simulated, log.inferred
+        spans = ex.last_spans
+        links = top_links(ctx)
+        records = tuple(log.records) + link_records(ctx, links)
+    else:
+        folded = fold(graphs, fabric.time_of, fabric.groups)
+        iteration_s = folded.end_s
+        total = run.iterations
+        if run.duration_s is not None:
+            total = max(1, math.ceil(run.duration_s / iteration_s - 1e-9)) if iteration_s > 0 else 1
+        times, n_sim, n_inf = (iteration_s,) * total, 1, total - 1
+        spans = folded.spans
+    terms = [stage_terms(g, spans[g.rank_class.index], iteration_s) for g in graphs]
+    mean = {k: statistics.fmean(x[k] for x in terms) for k in terms[0]}
+    bd = MpBreakdown(compute=mean["compute"], communication=mean["comm"],
+                     exposed_communication=mean["tp"] + mean["dp_exposed"], compression=0.0,
+                     optimizer=mean["optimizer"], pipeline_bubble=mean["bubble"], tp_communication=mean["tp"],
+                     dp_communication=mean["dp"], pp_communication=mean["pp"])
+    samples = plan.global_batch / iteration_s
+    tokens = samples * plan.tokens_per_sample if plan.tokens_per_sample else None
+    n = plan.layout.size
+    extra = {
+        "mfu": plan.model_flops / (iteration_s * n * plan.peak_flops),
+        "achieved_tflops_per_gpu": plan.hardware_flops / (iteration_s * n) / 1e12,
+        "strategy": strategy_summary(scenario, plan),
+        "parallelism": parallelism_summary(scenario, plan, terms),
+        "links_used": link_assumptions(scenario.cluster),
+        "simulated_iterations": n_sim,
+        "inferred_iterations": n_inf,
+    }
+    return RunResult(**result_header(scenario, fidelity), iteration_time_s=iteration_s,
+                     throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
+                     scaling_efficiency=samples / plan.single_gpu_samples_per_s, breakdown_s=bd, memory=memory,
+                     links=links, extra=extra, iterations=times, records=records)
+
+
+def strategy_summary(scenario: Scenario, plan: MpPlan) -> dict:
+    """The keys the training report reads, for a model-parallel run."""
+    comm = scenario.communication
+    return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
+            "buckets": max(len(s.grad_buckets) for s in plan.stages) if plan.dp > 1 else 0,
+            "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap, "compression": "none",
+            "global_batch": plan.global_batch, "batch_per_gpu": plan.micro_batch,
+            "grad_accumulation": plan.micro_batches, "batch_split": "equal", "rank_classes": plan.pp}
+
+
+def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> dict:
+    """Layout, schedule, chunks and per-stage times (the trace has one track per stage and group)."""
+    t = scenario.training
+    return {
+        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp,
+        "placement_order": ",".join(a.value for a in plan.layout.order),
+        "schedule": plan.schedule.value, "virtual_stages": plan.virtual_stages,
+        "micro_batch": plan.micro_batch, "micro_batches": plan.micro_batches,
+        "sequence_parallel": t.sequence_parallel, "recompute": t.recompute.value,
+        "p2p_bytes": plan.p2p_bytes, "p2p_gather_bytes": plan.p2p_gather_bytes,
+        "warnings": list(plan.warnings),
+        "stages": [{"stage": st.rank_class.index,
+                    "layers": [list(c.layers) for c in st.chunks],
+                    "params_per_gpu": st.params,
+                    **{f"{k}_s": v for k, v in term.items()}} for st, term in zip(plan.stages, terms)],
+    }
