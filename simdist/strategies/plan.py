@@ -118,11 +118,13 @@ def check_supported(scenario: Scenario) -> int:
     if p.tp != 1 or p.pp != 1:
         raise ScenarioError.bad_value("training.parallelism", {"tp": p.tp, "pp": p.pp},
                                       "tp = pp = 1 (tensor and pipeline parallelism are not implemented yet)")
-    if p.zero != 0:
-        raise ScenarioError.bad_value("training.parallelism.zero", p.zero, "0 (ZeRO is not implemented yet)")
     dp = p.dp if p.dp is not None else n
     if dp != n:
         raise ScenarioError.bad_value("training.parallelism.dp", dp, f"the number of GPUs ({n}) for data parallelism")
+    if p.zero != 0:
+        from simdist.strategies.sharded_dp import check_sharded
+
+        check_sharded(scenario, dp)
     if t.sync in (SyncMode.ASP, SyncMode.SSP) and scenario.communication.strategy != StrategyKind.PS:
         raise ScenarioError.bad_value("training.sync", t.sync.value,
                                       "bsp or local_sgd with an all-reduce strategy (asp and ssp need "

@@ -129,7 +129,7 @@ CASES: dict[str, tuple] = {
     "training.parallelism.dp": (TRAIN, {}, {"training.parallelism.dp": 4}, "training.parallelism"),
     "training.parallelism.tp": (TRAIN, {}, {"training.parallelism.tp": 2}, "training.parallelism"),
     "training.parallelism.pp": (TRAIN, {}, {"training.parallelism.pp": 2}, "training.parallelism"),
-    "training.parallelism.zero": (TRAIN, {}, {"training.parallelism.zero": 1}, "training.parallelism.zero"),
+    "training.parallelism.zero": (TRAIN, {}, {"training.parallelism.zero": 1}, "changes"),
     "training.micro_batch": (TRAIN, {}, {"training.micro_batch": 4}, "training.micro_batch"),
     "training.schedule": (TRAIN, {}, {"training.schedule": "gpipe"}, "training.schedule"),
     "training.sync": (TRAIN, {}, {"training.sync": "local_sgd"}, "changes"),

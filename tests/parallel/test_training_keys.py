@@ -1,5 +1,5 @@
 """The model-parallel training keys: resolved when they mean something, refused (naming the key) when not,
-and tp / pp / zero themselves still refused by the data-parallel engine."""
+and tp / pp themselves still refused by the data-parallel engine (zero runs: tests/strategies/test_sharded_*)."""
 from __future__ import annotations
 
 import copy
@@ -54,7 +54,7 @@ def test_meaningless_or_bad_values_refused(training, key, words) -> None:
     assert any(i.path == key and words in i.message for i in info.value.issues), str(info.value)
 
 
-@pytest.mark.parametrize("parallelism", [{"tp": 2}, {"pp": 2}, {"zero": "fsdp"}])
+@pytest.mark.parametrize("parallelism", [{"tp": 2}, {"pp": 2}])
 def test_engine_still_refuses_model_parallel_runs(parallelism) -> None:
     from simdist.strategies.plan import check_supported
 
