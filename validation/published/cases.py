@@ -25,6 +25,7 @@ class Metric(StrEnum):
     BUSBW_GBPS = "busbw_GBps"                   # nccl-tests bus bandwidth of one collective at one size
     SCALING_EFFICIENCY = "scaling_efficiency"   # throughput(N GPUs) / (N x throughput(1 GPU))
     THROUGHPUT_RATIO = "throughput_ratio"       # samples/s of `scenario` / samples/s of `baseline`
+    TOKENS_PER_S_PER_GPU = "tokens_per_s_per_gpu"  # a transformer run's training tokens/s over its GPUs
 
 
 METRICS: dict[str, Metric] = {m.value: m for m in Metric}

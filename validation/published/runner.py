@@ -36,6 +36,12 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
         if eff is None:
             raise ValueError("the scenario reports no scaling_efficiency (is it a training workload?)")
         return float(eff)
+    if case.metric is Metric.TOKENS_PER_S_PER_GPU:
+        result = run(case.scenario, [])
+        tokens = (result["throughput"] or {}).get("tokens_per_s")
+        if tokens is None:
+            raise ValueError("the scenario reports no tokens_per_s (is it a transformer training workload?)")
+        return float(tokens) / float(result["gpus"])
     assert case.baseline is not None
     num = run(case.scenario, [])["throughput"]["samples_per_s"]
     den = run(case.baseline, [])["throughput"]["samples_per_s"]
