@@ -182,7 +182,10 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
         seg_f.append(tuple(math.fsum(fwd[i] for i in s.layers) for s in segs))
         seg_b.append(tuple(math.fsum(bwd[i] for i in s.layers) for s in segs))
     p = w.precision.value
-    return ShardedPlan(replace(plan, classes=tuple(classes)), t.parallelism.zero, units, segs, tuple(seg_f),
+    k = plan.micro_steps  # scaling efficiency's reference: the same per-GPU work (recompute, shard step), no comm
+    single = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * c.step_s + c.optimizer_s) for c in classes)
+    plan = replace(plan, classes=tuple(classes), single_gpu_samples_per_s=single)
+    return ShardedPlan(plan, t.parallelism.zero, units, segs, tuple(seg_f),
                        tuple(seg_b), COMPUTE_BYTES[p] if p in MIXED_PRECISIONS else 4, DTYPE_BYTES[w.grad_dtype])
 
 
