@@ -212,7 +212,7 @@ def _zero12_graph(sp: ShardedPlan, c: int) -> Graph:
             tail.append(b.add(Collective, f"bucket{bc.bucket.index} reduce_scatter{tag} (dp)",
                               (cuts[min(ready, cc.bwd_s)],), Stream.COMM, group="dp", op=RS,
                               size_bytes=bc.bucket.elems * sp.grad_bytes, key=f"rs/{m}/{j}"))
-        prev = (cuts[cc.bwd_s],)
+        prev = (cuts[cc.bwd_s],) if plan.overlap else (cuts[cc.bwd_s], *tail[-1:])  # no overlap: wait for them
     opt = b.add(Compute, "optimizer (shard)", [*prev, *tail[-1:]], Stream.COMPUTE, duration_s=cc.optimizer_s,
                 kind="optimizer")
     for j, bc in enumerate(plan.buckets):
