@@ -196,3 +196,21 @@ def test_refused_with_the_key(changes: dict, key: str) -> None:
 def test_single_gpu_is_refused() -> None:
     with pytest.raises(ScenarioError, match="training.parallelism.zero"):
         run_with(_base(), {"cluster.nodes.0.count": 1, "training.parallelism": {"zero": 2}}, "estimate")
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_the_graphs_run_the_building_blocks_collectives(zero: int) -> None:
+    from collections import Counter
+
+    from simdist.strategies.sharding import fsdp_units, zero_collectives
+
+    s = _scenario(zero, GPT)
+    plan, graphs = _graphs(s)
+    ran = Counter((t.op, t.size_bytes) for t in graphs[0].tasks if isinstance(t, Collective))
+    block = zero_collectives(zero, fsdp_units(s.workload.model), N, 2, 2)
+    if zero == 3:  # unit by unit, exactly the building block's list
+        assert ran == Counter((c.op, c.size_bytes) for c in block)
+    else:  # by bucket rather than by unit: the same ops and bytes in total
+        for op in (CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_GATHER):
+            assert sum(n * size for (o, size), n in ran.items() if o == op) == pytest.approx(
+                sum(c.size_bytes for c in block if c.op == op))
