@@ -302,7 +302,8 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     checkpointed block keeps its input), with selective the attention cores' inputs; the block being
     recomputed holds its full activations (workspace). Buffers: stage 1/2 one gradient bucket being reduced;
     stage 3 the unit's unsharded gradients before their reduce_scatter. Workspace adds, at stage 3, the
-    gathered parameters of the unit in use and of the one prefetched (sharding.zero3_live_param_bytes).
+    gathered parameters of the unit in use and of the one prefetched (sharding.zero3_live_param_bytes) and
+    of the root unit, which FSDP keeps gathered from the embedding to the head.
     """
     from simdist.compute import ACTIVATION_BYTES
     from simdist.memory import FRAMEWORK_RESERVE_BYTES, MemoryEstimate, model_state_bytes
@@ -330,8 +331,9 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     activations = math.fsum(saved) * batch * a
     live = max((x.input_elems + x.output_elems for x in model.layers), default=0.0)
     workspace = FRAMEWORK_RESERVE_BYTES + (live + transient) * batch * a
-    if zero == 3:
-        workspace += zero3_live_param_bytes(units, p)
+    if zero == 3:  # the root unit wraps the whole model, so it stays gathered while the blocks come and go
+        rooted = len(units) > 1 and units[0].name == "root"
+        workspace += zero3_live_param_bytes(units[1:] if rooted else units, p) + (units[0].params * p if rooted else 0)
         buffers = max(u.params for u in units) * g
     else:
         buffers = min(float(bucket_bytes), model.params * g)

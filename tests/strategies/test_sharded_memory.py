@@ -90,3 +90,14 @@ def test_infeasible_stage_exits_3_with_the_numbers() -> None:
     assert info.value.exit_code == 3 and "does not fit" in msg and "weights 138 GB, gradients 138 GB" in msg and "has 85.9 GB" in msg
     r = run_with(SCENARIO, {**change, "training.parallelism": {"zero": "fsdp"}}).to_dict()
     assert r["memory"]["fits"]
+
+
+def test_stage3_holds_two_gathered_blocks_and_the_root() -> None:
+    from simdist.strategies.sharding import fsdp_units
+
+    m = get_model("llama2-7b", seq_len=4096)
+    units = fsdp_units(m)
+    root, blocks = units[0], units[1:]
+    assert root.name == "root" and root.params == 2 * 32000 * 4096 + 4096  # embedding, head, final norm
+    z2, z3 = (sharded_memory(m, A100_80GB, 1, "bf16", "adam", "bf16", z, 64) for z in (2, 3))
+    assert z3.workspace_bytes - z2.workspace_bytes == pytest.approx(2 * (2 * blocks[0].params + root.params))
