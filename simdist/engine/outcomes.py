@@ -32,14 +32,34 @@ class Outcome:
     async_classes: bool = False  # classes are single workers (asp/ssp), not plan classes
 
 
-def breakdown(out: Outcome) -> Breakdown:
+def breakdown(out: Outcome, sharded: bool = False) -> Breakdown:
     """Per-iteration seconds as plain floats; exposed communication is what compute and the optimizer do not
-    explain, capped at the communication time (the rest is codec time that overlap did not hide)."""
+    explain, capped at the communication time (the rest is codec time that overlap did not hide). Sharded
+    data parallelism (ZeRO / FSDP) adds `dp_communication`: its dp-group collectives (all of its communication)."""
     communication = max(0.0, float(out.comm_busy_s) - float(out.compression_s))
     unexplained = max(0.0, float(out.iteration_s) - float(out.compute_s) - float(out.optimizer_s))
     return Breakdown(compute=float(out.compute_s), communication=communication,
                      exposed_communication=min(unexplained, communication),
-                     compression=float(out.compression_s), optimizer=float(out.optimizer_s))
+                     compression=float(out.compression_s), optimizer=float(out.optimizer_s),
+                     dp_communication=communication if sharded else None)
+
+
+def run_mfu(scenario: Scenario, samples_per_s: float) -> float:
+    """Model FLOPs utilisation of a training run (simdist.results.mfu: 3 x forward FLOPs per sample, no
+    recomputation, over the peak dense FLOP/s of every GPU at the run's precision)."""
+    from simdist.results.mfu import cluster_mfu
+
+    return cluster_mfu(scenario.workload.model, samples_per_s, [(g.gpu, g.count * g.gpus_per_node)
+                                                                for g in scenario.cluster.node_groups],
+                       scenario.workload.precision.value)
+
+
+def sharded_payload_bytes(sharded) -> float:
+    """`sync.wire_bytes_per_iteration` of a ZeRO / FSDP run: each worker's payload of every collective
+    (its full gradient into a reduce_scatter, its 1/dp shard into an all_gather), as for DDP's codecs."""
+    from simdist.strategies.async_ps import worker_payload_bytes
+
+    return sum(worker_payload_bytes(op, size, sharded.plan.dp) for op, size in sharded.collectives())
 
 
 def top_links(ctx) -> tuple[LinkUtilization, ...]:
@@ -80,8 +100,21 @@ def throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
     return Throughput(samples_per_s=samples, tokens_per_s=tokens)
 
 
-def strategy_summary(scenario: Scenario, plan: IterationPlan) -> dict:
+def strategy_summary(scenario: Scenario, plan: IterationPlan, sharded=None) -> dict:
+    """The run's strategy; a ZeRO / FSDP run (`sharded`, a strategies.sharded_dp.ShardedPlan) adds `sharding`."""
     comm = scenario.communication
+    out = _strategy(scenario, plan, comm)
+    if sharded is not None:
+        out["sharding"] = {"zero": sharded.zero, "units": len(sharded.units),
+                           "largest_unit_params": max(u.params for u in sharded.units),
+                           "recompute": scenario.training.recompute.value,
+                           "ring_send_bytes_per_rank": sharded.ring_send_bytes_per_rank(),
+                           "reduce_scatter_every_micro_batch": sharded.zero >= 2}
+        out["buckets"] = 0 if sharded.zero == 3 else out["buckets"]
+    return out
+
+
+def _strategy(scenario: Scenario, plan: IterationPlan, comm) -> dict:
     return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
             "buckets": len(plan.buckets), "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
             "compression": comm.compression.method.value, "global_batch": plan.global_batch,

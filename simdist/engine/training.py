@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from simdist.engine.outcomes import (Outcome, breakdown, node_groups, servers_row, statistical_efficiency,
-                                     strategy_summary, sync_common, throughput, top_links, link_records)
+from simdist.engine.outcomes import (Outcome, breakdown, node_groups, run_mfu, servers_row, sharded_payload_bytes,
+                                     statistical_efficiency, strategy_summary, sync_common, throughput, top_links,
+                                     link_records)
 from simdist.results.records import MemoryUsage, RunResult
 from simdist.topology.summary import link_assumptions
 from simdist.scenario import Fidelity, Scenario, SyncMode
@@ -28,6 +29,8 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
     model = scenario.workload.model
     assert model is not None
     dp = check_supported(scenario)
+    if scenario.training.parallelism.zero:
+        return _sharded_memory(scenario, dp)
     grad_bytes = DTYPE_BYTES[scenario.workload.grad_dtype]
     shapes = [s for _, s in model.gradients_backward_order()]
     codec = make_codec(scenario.communication.compression)
@@ -39,8 +42,27 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
         group = scenario.cluster.node_groups[g]
         est = estimate_memory(model, group.gpu, batch, scenario.workload.precision.value,
                               scenario.training.optimizer.value, grad_dtype=scenario.workload.grad_dtype.value,
-                              zero=scenario.training.parallelism.zero, dp=dp, extra_buffer_bytes=buffers)
+                              dp=dp, extra_buffer_bytes=buffers)
         check_fits(est)
+        if worst is None or est.total_bytes / est.capacity_bytes > worst.total_bytes / worst.capacity_bytes:
+            worst = est
+    assert worst is not None
+    return MemoryUsage(per_gpu_bytes=worst.total_bytes, fits=worst.fits, capacity_bytes=worst.capacity_bytes,
+                       parts_bytes=dict(worst.parts_bytes))
+
+
+def _sharded_memory(scenario: Scenario, dp: int) -> MemoryUsage:
+    """ZeRO / FSDP: the stage's sharded model states per GPU (strategies.sharded_dp.sharded_memory)."""
+    from simdist.memory import check_fits
+    from simdist.strategies.plan import rank_groups
+    from simdist.strategies.sharded_dp import sharded_memory
+
+    w, t = scenario.workload, scenario.training
+    worst = None
+    for g, batch in sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp)))):
+        est = check_fits(sharded_memory(w.model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
+                                        t.optimizer.value, w.grad_dtype.value, t.parallelism.zero, dp, t.recompute,
+                                        scenario.communication.bucket_size_bytes))
         if worst is None or est.total_bytes / est.capacity_bytes > worst.total_bytes / worst.capacity_bytes:
             worst = est
     assert worst is not None
@@ -70,21 +92,31 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
     plan = build_plan(scenario)
     sim = Simulation(scenario, fidelity, context)
     sync = scenario.training.sync
-    if sync in (SyncMode.ASP, SyncMode.SSP):
+    sharded = None
+    if scenario.training.parallelism.zero:  # ZeRO / FSDP: its own graphs (strategies.sharded_dp)
+        from simdist.strategies.sharded_dp import build_sharded_plan, sharded_graphs
+
+        sharded = build_sharded_plan(scenario, plan)
+        plan = sharded.plan
+        out = _run_lockstep(sim, plan, None, sharded_graphs(sharded))
+    elif sync in (SyncMode.ASP, SyncMode.SSP):
         out = _run_async(sim, plan)
     else:
         out = _run_lockstep(sim, plan, scenario.training.local_steps if sync == SyncMode.LOCAL_SGD else None)
     tp = throughput(plan, out.iteration_s)
-    extra = {"strategy": strategy_summary(scenario, plan),
+    extra = {"strategy": strategy_summary(scenario, plan, sharded),
              "links_used": link_assumptions(scenario.cluster),
              "simulated_iterations": out.simulated,
              "inferred_iterations": out.inferred,
              "sync": out.sync,
              "node_groups": node_groups(scenario, plan, out),
-             "statistical_efficiency": statistical_efficiency(sim.context, plan, tp.samples_per_s, with_baseline)}
+             "statistical_efficiency": statistical_efficiency(sim.context, plan, tp.samples_per_s, with_baseline),
+             "mfu": run_mfu(scenario, tp.samples_per_s)}
+    if sharded is not None:
+        out.sync["wire_bytes_per_iteration"] = sharded_payload_bytes(sharded)
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=out.iteration_s, throughput=tp,
                      scaling_efficiency=(plan.global_batch / out.iteration_s) / plan.single_gpu_samples_per_s,
-                     breakdown_s=breakdown(out), memory=memory, links=out.links, extra=extra,
+                     breakdown_s=breakdown(out, sharded is not None), memory=memory, links=out.links, extra=extra,
                      iterations=out.times, records=out.records)
 
 
@@ -101,14 +133,15 @@ def lockstep_graphs(plan: IterationPlan, local_steps: int | None):
     return bsp_graphs(plan) if local_steps is None else round_graphs(plan, local_steps)
 
 
-def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None) -> Outcome:
-    """BSP (`local_steps` None) or local SGD (a round of `local_steps` local steps per executor iteration)."""
+def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None, graphs=None) -> Outcome:
+    """BSP (`local_steps` None) or local SGD (a round of `local_steps` local steps per executor iteration);
+    `graphs`: BSP graphs built elsewhere (ZeRO / FSDP) instead of DDP's."""
     from simdist.engine.closed_form import fold
     from simdist.engine.executor import Executor
     from simdist.strategies.local_sgd import local_compute_s
 
     scenario, ctx, run = sim.scenario, sim.context, sim.scenario.run
-    graphs = lockstep_graphs(plan, local_steps)
+    graphs = lockstep_graphs(plan, local_steps) if graphs is None else graphs
     period = 1 if local_steps is None else local_steps
     bsp = local_steps is None
     schedule_of = collective_schedules(ctx)

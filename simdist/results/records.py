@@ -35,6 +35,11 @@ class Breakdown:
     exposed_communication: float = 0.0
     compression: float = 0.0
     optimizer: float = 0.0
+    dp_communication: float | None = None  # sharded data parallelism (ZeRO / FSDP): the dp group's collectives
+
+    def to_dict(self) -> dict[str, float]:
+        """The JSON object: the terms a run has (the optional ones, None, are left out)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ class RunResult:
             "iteration_time_s": self.iteration_time_s,
             "throughput": asdict(self.throughput) if self.throughput else None,
             "scaling_efficiency": self.scaling_efficiency,
-            "breakdown_s": asdict(self.breakdown_s) if self.breakdown_s else None,
+            "breakdown_s": self.breakdown_s.to_dict() if self.breakdown_s else None,
             "memory": asdict(self.memory) if self.memory else None,
             "links": [asdict(x) for x in self.links],
             "goodput": self.goodput,

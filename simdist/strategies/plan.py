@@ -121,8 +121,6 @@ def check_supported(scenario: Scenario) -> int:
         raise ScenarioError.bad_value("training.parallelism.zero", p.zero,
                                       "0 with tp or pp > 1 (ZeRO combined with tensor or pipeline parallelism is "
                                       "not implemented)")
-    if p.zero != 0:
-        raise ScenarioError.bad_value("training.parallelism.zero", p.zero, "0 (ZeRO is not implemented yet)")
     dp = p.dp if p.dp is not None else n // (p.tp * p.pp)
     if dp * p.tp * p.pp != n:
         raise ScenarioError.bad_value("training.parallelism", {"dp": dp, "tp": p.tp, "pp": p.pp},
@@ -154,6 +152,10 @@ def check_supported(scenario: Scenario) -> int:
         if scenario.communication.fusion_cycle_s:
             raise ScenarioError.bad_value("communication.fusion_cycle", scenario.communication.fusion_cycle_s,
                                           "0 with tp or pp > 1 (Horovod's fusion cycle is a data-parallel launcher)")
+    if p.zero != 0:
+        from simdist.strategies.sharded_dp import check_sharded
+
+        check_sharded(scenario, dp)
     if t.sync in (SyncMode.ASP, SyncMode.SSP) and scenario.communication.strategy != StrategyKind.PS:
         raise ScenarioError.bad_value("training.sync", t.sync.value,
                                       "bsp or local_sgd with an all-reduce strategy (asp and ssp need "

@@ -134,7 +134,7 @@ CASES: dict[str, tuple] = {
                                 "changes"),
     "training.parallelism.pp": (TRAIN, {**MPW, "training.parallelism": {"tp": 2}}, {"training.parallelism.pp": 2},
                                 "changes"),
-    "training.parallelism.zero": (TRAIN, {}, {"training.parallelism.zero": 1}, "training.parallelism.zero"),
+    "training.parallelism.zero": (TRAIN, {}, {"training.parallelism.zero": 1}, "changes"),
     "training.micro_batch": (TRAIN, MP, {"training.micro_batch": 2}, "changes"),
     "training.schedule": (TRAIN, MP, {"training.schedule": "gpipe"}, "changes"),
     "training.sync": (TRAIN, {}, {"training.sync": "local_sgd"}, "changes"),

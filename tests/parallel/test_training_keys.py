@@ -1,5 +1,6 @@
 """The model-parallel training keys: resolved when they mean something, refused (naming the key) when not,
-and ZeRO still refused by the training engine (tp and pp run on the model-parallel path)."""
+and ZeRO refused only combined with tp or pp (tp and pp run on the model-parallel path, zero alone in
+strategies/sharded_dp: tests/strategies/test_sharded_*)."""
 from __future__ import annotations
 
 import copy
@@ -54,11 +55,11 @@ def test_meaningless_or_bad_values_refused(training, key, words) -> None:
     assert any(i.path == key and words in i.message for i in info.value.issues), str(info.value)
 
 
-def test_engine_refuses_zero_and_runs_tp_and_pp() -> None:
+def test_engine_refuses_zero_with_tp_and_runs_each_alone() -> None:
     from simdist.strategies.plan import check_supported
 
     with pytest.raises(ScenarioError, match="training.parallelism.zero"):
-        check_supported(load_data(_with(parallelism={"zero": "fsdp"})))
+        check_supported(load_data(_with(parallelism={"zero": "fsdp", "tp": 2})))
     for parallelism in ({"tp": 2}, {"pp": 2}):
         s = load_data(_with(parallelism=parallelism))
         assert check_supported(s) == s.cluster.num_gpus // 2

@@ -26,6 +26,7 @@ class Metric(StrEnum):
     SCALING_EFFICIENCY = "scaling_efficiency"   # throughput(N GPUs) / (N x throughput(1 GPU))
     THROUGHPUT_RATIO = "throughput_ratio"       # samples/s of `scenario` / samples/s of `baseline`
     TFLOPS_PER_GPU = "tflops_per_gpu"           # achieved TFLOP/s per GPU of a training run (recomputation counted)
+    TOKENS_PER_S_PER_GPU = "tokens_per_s_per_gpu"  # a transformer run's training tokens/s over its GPUs
 
 
 METRICS: dict[str, Metric] = {m.value: m for m in Metric}

@@ -41,6 +41,12 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
         if out.get("achieved_tflops_per_gpu") is None:
             raise ValueError("the scenario reports no achieved_tflops_per_gpu (is it a model-parallel run?)")
         return float(out["achieved_tflops_per_gpu"])
+    if case.metric is Metric.TOKENS_PER_S_PER_GPU:
+        result = run(case.scenario, [])
+        tokens = (result["throughput"] or {}).get("tokens_per_s")
+        if tokens is None:
+            raise ValueError("the scenario reports no tokens_per_s (is it a transformer training workload?)")
+        return float(tokens) / float(result["gpus"])
     assert case.baseline is not None
     num = run(case.scenario, [])["throughput"]["samples_per_s"]
     den = run(case.baseline, [])["throughput"]["samples_per_s"]
