@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from simdist.engine.executor import _union_s, next_tick
+from simdist.engine.executor import _union_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
 
 
@@ -36,10 +36,9 @@ TOLERANCE = 1e-12  # relative change of every span between passes that ends the 
 
 
 def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: dict[str, ProcessGroup],
-         slowdown: Callable[[int, str], float] | None = None, fusion_cycle_s: float = 0.0) -> Folded:
+         slowdown: Callable[[int, str], float] | None = None) -> Folded:
     """Start and end of every task of one iteration of every class (`time_of` times collectives and
-    send/recvs; `slowdown(class, op)`: compute-communication interference, as in the executor;
-    `fusion_cycle_s`: 'wait' tasks end on the cycle's next tick from the last backward's start)."""
+    send/recvs; `slowdown(class, op)`: compute-communication interference, as in the executor)."""
     times: dict[tuple[int, int], float] = {}
 
     def cached(t: Task, g: Graph) -> float:
@@ -49,14 +48,14 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
         return times[k]
 
     prior: dict[int, list[tuple[float, float, float]]] = {}
-    out = _fold(graphs, cached, groups, prior, fusion_cycle_s)
+    out = _fold(graphs, cached, groups, prior)
     if slowdown is None:
         return out
     for _ in range(MAX_PASSES):
         busy = _comm_intervals(graphs, out, slowdown)
         if not any(busy.values()):
             return out
-        nxt = _fold(graphs, cached, groups, busy, fusion_cycle_s)
+        nxt = _fold(graphs, cached, groups, busy)
         if _same_spans(out, nxt):
             return nxt
         out = nxt
@@ -103,7 +102,7 @@ def stretched_end(start: float, work_s: float, busy: list[tuple[float, float, fl
 
 
 def _fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: dict[str, ProcessGroup],
-          busy: dict[int, list[tuple[float, float, float]]], fusion_cycle_s: float = 0.0) -> Folded:
+          busy: dict[int, list[tuple[float, float, float]]]) -> Folded:
     members = {name: sum(1 for g in graphs if set(pg.ranks) & set(g.rank_class.ranks)) for name, pg in groups.items()}
     spans: dict[int, dict[int, tuple[float, float]]] = {g.rank_class.index: {} for g in graphs}
     pos = {g.rank_class.index: 0 for g in graphs}
@@ -111,8 +110,6 @@ def _fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: 
     arrivals: dict[str, list[float]] = {}
     ready: dict[str, tuple[float, float]] = {}
     arrived: set[tuple[int, str]] = set()
-    first_bwd = {g.rank_class.index: next((t.id for t in g.tasks if isinstance(t, Compute) and t.kind == "backward"), -1)
-                 for g in graphs} if fusion_cycle_s > 0 else {}
     progressed = True
     while progressed:
         progressed = False
@@ -135,9 +132,6 @@ def _fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: 
                     span = ready[key]
                 elif isinstance(t, SendRecv):
                     span = (start, start + (time_of(t, g) if t.src != t.dst else 0.0))
-                elif (isinstance(t, Compute) and t.kind == "wait" and fusion_cycle_s > 0
-                      and first_bwd.get(c, -1) in spans[c]):
-                    span = (start, next_tick(spans[c][first_bwd[c]][0], start, fusion_cycle_s))
                 elif isinstance(t, Compute) and t.stream == Stream.COMPUTE and busy.get(c):
                     span = (start, stretched_end(start, t.duration_s, busy[c]))
                 elif isinstance(t, (Compute, HostWork)):

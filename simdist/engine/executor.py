@@ -55,11 +55,6 @@ def same_time(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
 
 
-def next_tick(origin_s: float, t_s: float, cycle_s: float) -> float:
-    """The first tick origin + k x cycle at or after t (as strategies.data_parallel.launch_offset rounds)."""
-    return origin_s + math.ceil((t_s - origin_s) / cycle_s - 1e-12) * cycle_s
-
-
 def _union_s(spans: list[tuple[float, float]]) -> float:
     total, end = 0.0, -math.inf
     for s, e in sorted(spans):
@@ -76,7 +71,7 @@ class Executor:
     def __init__(self, env: simpy.Environment, network, schedule_of: Callable, groups: dict[str, ProcessGroup],
                  policy: SyncPolicy | None = None, record: bool = True, critical_class: int = 0,
                  record_classes: set[int] | None = None,
-                 slowdown: Callable[[int, str], float] | None = None, fusion_cycle_s: float = 0.0) -> None:
+                 slowdown: Callable[[int, str], float] | None = None) -> None:
         self.env, self.network, self.schedule_of, self.groups = env, network, schedule_of, groups
         self.policy, self.record, self.critical = policy, record, critical_class
         self.record_classes = record_classes  # None: every class
@@ -89,11 +84,6 @@ class Executor:
         self._group_classes: dict[str, list[int]] = {}
         self._comm_on: dict[int, list[float]] = {}
         self._computing: dict[int, set] = {}
-        # Horovod's fusion cycle: a 'wait' task ends on the next tick, ticks every fusion_cycle_s from the
-        # start of the class's last backward (the plan's grid), wherever slowed compute put its start
-        self.fusion_cycle_s = fusion_cycle_s
-        self._anchor: dict[int, float] = {}
-        self._first_backward: dict[int, int] = {}
         self.log = ExecLog()
 
     # ---- running
@@ -236,8 +226,6 @@ class Executor:
         if computing is not None:
             computing.add(proc)
         remaining = task.duration_s  # seconds of work at the full rate
-        if self.fusion_cycle_s > 0 and isinstance(task, Compute):
-            remaining = self._cycle(graph, task, env.now, remaining)
         try:
             while remaining > 0:
                 t = env.now
@@ -259,19 +247,6 @@ class Executor:
             self._running.pop(key, None)
             if computing is not None:
                 computing.discard(proc)
-
-    def _cycle(self, graph: Graph, task: Compute, now: float, duration_s: float) -> float:
-        """Note the tick grid's origin at the last backward's start; a 'wait' lasts until the next tick."""
-        c = graph.rank_class.index
-        first = self._first_backward.get(id(graph))
-        if first is None:
-            first = self._first_backward[id(graph)] = next(
-                (t.id for t in graph.tasks if isinstance(t, Compute) and t.kind == "backward"), -1)
-        if task.id == first:
-            self._anchor[c] = now
-        if task.kind == "wait" and c in self._anchor:
-            return next_tick(self._anchor[c], now, self.fusion_cycle_s) - now
-        return duration_s
 
     def _rate(self, c: int) -> float:
         """Compute rate of class c: 1 / (1 + the largest slowdown of its running collectives)."""

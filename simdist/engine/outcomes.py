@@ -161,7 +161,7 @@ def baseline_samples_per_s(ctx, scenario: Scenario) -> float:
     from simdist.engine.training import interference_of
 
     graphs = bsp_graphs(plan)
-    folded = fold(graphs, time_of, ctx.process_groups(), interference_of(base, graphs), plan.fusion_cycle_s)
+    folded = fold(graphs, time_of, ctx.process_groups(), interference_of(base, graphs))
     return plan.global_batch / folded.end_s
 
 

@@ -120,7 +120,7 @@ def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None) -> Outcome:
     slowdown = interference_of(scenario, graphs)
     if not simulated:
         folded = fold(graphs, lambda t, g: ctx.collective_time(t.op, t.size_bytes, t.server_delay_s), groups,
-                      slowdown, plan.fusion_cycle_s)
+                      slowdown)
         round_s, comm_round = folded.end_s, folded.class_comm_busy_s[critical]
         periods = {c: folded.end_s for c in folded.class_end_s}
         busy = dict(folded.class_compute_busy_s)
@@ -133,8 +133,7 @@ def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None) -> Outcome:
         iteration_s = round_s / period
         comm = comm_round / period
     else:
-        ex = Executor(sim.env, ctx.network, schedule_of, groups, critical_class=critical, slowdown=slowdown,
-                      fusion_cycle_s=plan.fusion_cycle_s)
+        ex = Executor(sim.env, ctx.network, schedule_of, groups, critical_class=critical, slowdown=slowdown)
         rounds = run.iterations if bsp else max(2, -(-run.iterations // period))
         log = ex.run(graphs, None if run.duration_s is not None else rounds, run.duration_s)
         busy_log = log.class_comm_busy_s[critical]
@@ -212,7 +211,7 @@ def _run_async(sim, plan: IterationPlan) -> Outcome:
                 if g.rank_class.ranks[0] < MAX_TRACKED_RANKS or g.rank_class.slowdown != 1}
     network = ctx.network if simulated else TimedOnly(ctx.network)
     ex = Executor(sim.env, network, lambda task, g: exchange.of(task), ctx.process_groups(), policy,
-                  record_classes=recorded, fusion_cycle_s=plan.fusion_cycle_s)
+                  record_classes=recorded)
     log = ex.run(graphs, None if run.duration_s is not None else run.iterations, run.duration_s, barrier=False)
     n = plan.dp
     per_class = [worker_iteration_s(log.class_end_s[g.rank_class.index], run.warmup) for g in graphs]
