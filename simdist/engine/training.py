@@ -83,8 +83,14 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
 
 def interference_of(scenario: Scenario, graphs):
     """Compute-communication interference of these graphs' rank classes (None: none), from the GPU catalog
-    or a calibration profile (simdist.compute.comm_slowdown)."""
+    or a calibration profile (simdist.compute.comm_slowdown). A parameter-server exchange is none: its
+    pushes and pulls are point-to-point copies (NIC DMA, copy engines) with the reduction on the servers,
+    not reduction kernels on the worker GPU (and so BSP and SSP with bound 0 stay equal)."""
     from simdist.compute import comm_slowdown
+    from simdist.scenario import StrategyKind
+
+    if scenario.communication.strategy == StrategyKind.PS:
+        return None
 
     return comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [gr.rank_class for gr in graphs])
 
