@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from simdist.hardware.specs import GpuSpec
 from simdist.workload.specs import ModelSpec
@@ -257,3 +257,22 @@ def optimizer_bytes_per_param(optimizer: str, precision: str, grad_dtype: str = 
     if str(optimizer) not in OPTIMIZER_STATES:
         raise ValueError(f"optimizer: got {optimizer!r}; expected one of {', '.join(OPTIMIZER_STATES)}")
     return 4 + DTYPE_BYTES[g] + 8 * OPTIMIZER_STATES[str(optimizer)] + 4 + (DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 0)
+
+
+def comm_slowdown(node_group_gpus: Sequence[GpuSpec], classes) -> "Callable[[int, str], float] | None":
+    """Compute-communication interference of rank classes, for the executor and the fold:
+    `slowdown(class index, collective op)` from each class's GPU (`GpuSpec.comm_interference`, by its
+    node group); None when no GPU of these classes has any (no cost, results as without interference)."""
+    table = {rc.index: node_group_gpus[rc.node_group] for rc in classes}
+    if not any(g.comm_interference and any(v > 0 for v in g.comm_interference.values()) for g in table.values()):
+        return None
+    cache: dict[tuple[int, str], float] = {}
+
+    def slowdown(index: int, op: str) -> float:
+        key = (index, op)
+        if key not in cache:
+            gpu = table.get(index)
+            cache[key] = gpu.interference(op) if gpu is not None else 0.0
+        return cache[key]
+
+    return slowdown

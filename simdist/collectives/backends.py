@@ -12,6 +12,7 @@ Backend names are the values of simdist.scenario.Backend ("textbook", "gloo", "n
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from simdist.collectives._steps import default_chunks
@@ -26,7 +27,8 @@ from simdist.collectives.gloo import (
 from simdist.collectives.nccl import candidates, nccl_predicted_time_s
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
 from simdist.collectives.nvls import nvls_all_reduce
-from simdist.collectives.protocols import STEP_DATA_BYTES, Protocol, apply_protocol, tree_chunk_bytes
+from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, tree_algbw_cap_Bps,
+                                           tree_chunk_bytes)
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 
 Op = CollectiveOp
@@ -81,10 +83,12 @@ def select_algorithm(
 def nccl_candidate(
     op: str, algorithm: str, protocol: str, size_bytes: float, group: Group, *,
     fabric: NodeFabric | None = None, channels: int | None = None,
-    node_orders: Sequence[tuple[int, ...]] | None = None,
+    node_orders: Sequence[tuple[int, ...]] | None = None, timer: Timer | None = None,
 ) -> Schedule:
     """The schedule of one (algorithm, protocol) NCCL can run: ring (channels as given), the
-    node-level double binary tree (one channel pair per NIC) or NVLS, under the protocol's costs."""
+    node-level double binary tree (one channel pair per NIC) or NVLS, under the protocol's costs.
+    With a `timer`, a multi-node tree's steady step is held to NCCL's per-channel tree throughput
+    (protocols.tree_algbw_cap_Bps) where the links alone would let it run faster."""
     fabric = fabric or NodeFabric()
     op = CollectiveOp(op)
     proto = Protocol(protocol)
@@ -100,7 +104,28 @@ def nccl_candidate(
     else:
         base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))
-    return apply_protocol(base, proto, group, family=algorithm, intra=fabric.intra)
+    sched = apply_protocol(base, proto, group, family=algorithm, intra=fabric.intra)
+    if algorithm == "tree" and timer is not None and len(group.nodes) > 1:
+        sched = _tree_channel_limit(sched, fabric, len(group.nodes), timer)
+    return sched
+
+
+def _tree_channel_limit(sched: Schedule, fabric: NodeFabric, n_nodes: int, timer: Timer) -> Schedule:
+    """Hold the tree's steady step (its last) to at least size / NCCL's per-channel tree algbw: the step
+    waits (delay) for what its thread blocks cannot move faster. Alone on the fabric the step then lasts
+    max(link time, channel time); under contention the two add (a slight overestimate)."""
+    cap = tree_algbw_cap_Bps(sched.protocol, fabric.arch_index, fabric.nics, n_nodes)
+    if cap is None or not sched.chains or not sched.chains[0]:
+        return sched
+    chain = sched.chains[0]
+    steady = chain[-1]
+    t_links = timer(Schedule(sched.op, sched.algorithm, sched.size_bytes, ((replace(steady, delay_s=0.0),),),
+                             protocol=sched.protocol))
+    wait = sched.size_bytes / cap - t_links
+    if wait <= 0:
+        return sched
+    limited = replace(steady, delay_s=steady.delay_s + wait, label=f"{steady.label} (per-channel limit)")
+    return replace(sched, chains=(chain[:-1] + (limited,),) + sched.chains[1:])
 
 
 def nccl_schedule(
@@ -116,7 +141,7 @@ def nccl_schedule(
     best: tuple[float, Schedule] | None = None
     for alg, proto in candidates(op, group.size, n_nodes, fabric):
         sched = nccl_candidate(op, alg, proto, size_bytes, group, fabric=fabric, channels=channels,
-                               node_orders=node_orders)
+                               node_orders=node_orders, timer=timer)
         if timer is not None:
             t = timer(sched)
         else:

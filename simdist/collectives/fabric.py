@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from simdist.collectives.protocols import HopKind
+from simdist.collectives.protocols import NVLINK_ARCH_INDEX, HopKind
 from simdist.collectives.schedule import Group
 
 # links to a third/fourth-generation NVSwitch (catalog keys; "nvlink4x18" = 18 bricks of nvlink4)
@@ -31,6 +31,7 @@ class NodeFabric:
     intra_Bps: float = 24e9  # one GPU's usable bandwidth to its intra-node peers, per direction
     nic_Bps: float = 24e9  # one node's NIC bandwidth in total, per direction
     nics: int = 1
+    arch_index: int | None = None  # NCCL's compCapIndex from the NVLink generation (None: not known)
 
 
 def _node_vertices(graph: nx.Graph, node: int) -> list[str]:
@@ -52,10 +53,14 @@ def from_topology(topology, group: Group) -> NodeFabric:
     nvl_bw = {v: 0.0 for v in gpus}
     nvls = False
     pascal = False  # NVLink1 = Pascal (sm_60): NCCL enables LL128 from Volta (sm_70) on
+    arch: int | None = None
     for u, v, d in g.edges(local, data=True):
         if d.get("kind") != "nvlink":
             continue
-        pascal = pascal or d["link"].name.split("x")[0] == "nvlink1"
+        gen = d["link"].name.split("x")[0]
+        pascal = pascal or gen == "nvlink1"
+        if gen in NVLINK_ARCH_INDEX:
+            arch = NVLINK_ARCH_INDEX[gen] if arch is None else min(arch, NVLINK_ARCH_INDEX[gen])
         nvl.add_edge(u, v)
         bw = d["link"].effective_Bps * d.get("multiplicity", 1)
         for x in (u, v):
@@ -84,4 +89,5 @@ def from_topology(topology, group: Group) -> NodeFabric:
         intra_Bps=intra_Bps,
         nic_Bps=nic_bw or intra_Bps,
         nics=max(1, len(nics)),
+        arch_index=arch if all_nvlink else None,
     )

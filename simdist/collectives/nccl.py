@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from simdist.collectives.fabric import NodeFabric
-from simdist.collectives.protocols import COSTS, NET_OVERHEAD_S, HopKind, Protocol, costs
+from simdist.collectives.protocols import COSTS, NET_OVERHEAD_S, HopKind, Protocol, costs, tree_algbw_cap_Bps
 from simdist.collectives.schedule import CollectiveOp
 
 Op = CollectiveOp
@@ -50,8 +50,9 @@ def nccl_predicted_time_s(
     """NCCL's closed-form time for one (algorithm, protocol) on `fabric`, or None where it has none.
     Bus bandwidth: the GPU's intra-node bandwidth on one node, else min(that, the node's NICs) (one
     channel per NIC, each ring crossing every node boundary once); protocol fractions and latencies
-    as protocols.COSTS (tuning.cc). NCCL's empirical tree correction and ring plateau factors are
-    not applied: simdist's schedules do not have them either."""
+    as protocols.COSTS (tuning.cc). On up to 2 nodes the tree's bandwidth is the intra-node one (tuning.cc
+    uses bwIntra there: each NIC carries S per direction, not the ring's 2(n-1)/n S), held to NCCL's
+    per-channel tree limit (protocols.tree_algbw_cap_Bps); NCCL's other empirical factors are not applied."""
     op = CollectiveOp(op)
     fabric = fabric or NodeFabric()
     if (algorithm, protocol) not in candidates(op, n_ranks, n_nodes, fabric):
@@ -75,7 +76,10 @@ def nccl_predicted_time_s(
             ninter = 0 if n_nodes == 1 else (2 * (n_nodes - 1) if op == Op.ALL_REDUCE else n_nodes - 1)
             lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
     elif algorithm == "tree":
-        algbw = bus * 0.5
+        algbw = (fabric.intra_Bps * c.fraction(n_nodes) if n_nodes <= 2 else bus) * 0.5
+        cap = tree_algbw_cap_Bps(protocol, fabric.arch_index, fabric.nics, n_nodes)
+        if cap is not None:
+            algbw = min(algbw, cap)
         lat += 2 * ((n_ranks // n_nodes - 1) * intra_lat + int(math.log2(n_nodes)) * inter_lat)
     else:  # nvls: one pass through the switch, reduce and multicast pipelined (busBw x 2)
         algbw = 2 * bus * n_ranks / nsteps

@@ -182,3 +182,28 @@ def apply_protocol(
         chains.append(tuple(steps))
     name = schedule.algorithm if "/" in schedule.algorithm else f"{schedule.algorithm}/{protocol}"
     return Schedule(schedule.op, name, schedule.size_bytes, tuple(chains), protocol=str(Protocol(protocol)))
+
+
+# What one tree channel (one thread block doing the reduce going up and the broadcast coming down) moves,
+# as NCCL's tuning model caps it (tuning.cc perChMaxTreeBws / perChMaxTreeLL128Bws, GB/s of NCCL's tree
+# "bus bandwidth" per searched channel; algbw = half of it), by GPU generation (NCCL's compCapIndex:
+# Volta and older, Ampere, Hopper, Blackwell) and node count (1, 2, 3 or more). NCCL's graph search gives
+# a multi-node tree one channel per NIC, so a tree all-reduce over nodes moves at most
+# nics x cap / 2 bytes per second however fast the links are: on 2 nodes the links alone would let the
+# tree run near twice the NIC rate (each NIC carries S per direction against the ring's 2(n-1)/n S).
+PER_CHANNEL_TREE_GBPS: dict[Protocol, tuple[tuple[float, float, float], ...]] = {
+    Protocol.SIMPLE: ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0)),
+    Protocol.LL128: ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0)),
+}
+# NVLink generation of a node's GPUs -> NCCL's compCapIndex (nvlink1 is Pascal, indexed with Volta)
+NVLINK_ARCH_INDEX: dict[str, int] = {"nvlink1": 0, "nvlink2": 0, "nvlink3": 1, "nvlink4": 2, "nvlink5": 3}
+
+
+def tree_algbw_cap_Bps(protocol: str, arch_index: int | None, nics: int, n_nodes: int) -> float | None:
+    """The most user bytes per second a tree all-reduce over `n_nodes` moves under NCCL's per-channel
+    limit (one channel per NIC); None where NCCL has no figure (LL, an unknown GPU generation)."""
+    table = PER_CHANNEL_TREE_GBPS.get(Protocol(protocol))
+    if table is None or arch_index is None or n_nodes < 1:
+        return None
+    per_channel = table[arch_index][min(n_nodes, 3) - 1] * 1e9
+    return 0.5 * max(1, nics) * per_channel

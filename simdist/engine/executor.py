@@ -22,6 +22,7 @@ from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGro
 from simdist.results.records import StepRecord
 
 MAX_TRACKED_RANKS = 64  # ranks drawn in the trace besides each class's representative
+_RERATE = object()  # an Interrupt cause: the compute rate changed (interference), re-time the rest of the work
 
 
 class SyncPolicy(Protocol):
@@ -72,7 +73,8 @@ class Executor:
 
     def __init__(self, env: simpy.Environment, network, schedule_of: Callable, groups: dict[str, ProcessGroup],
                  policy: SyncPolicy | None = None, record: bool = True, critical_class: int = 0,
-                 record_classes: set[int] | None = None, max_tracked: int = MAX_TRACKED_RANKS) -> None:
+                 record_classes: set[int] | None = None, max_tracked: int = MAX_TRACKED_RANKS,
+                 slowdown: Callable[[int, str], float] | None = None) -> None:
         self.env, self.network, self.schedule_of, self.groups = env, network, schedule_of, groups
         self.policy, self.record, self.critical = policy, record, critical_class
         self.record_classes = record_classes  # None: every class
@@ -80,6 +82,12 @@ class Executor:
         self._members: dict[str, int] = {}
         self._pending: dict[tuple, list] = {}
         self._running: dict[tuple[int, str], simpy.Process] = {}
+        # compute-communication interference: slowdown(class index, collective op) -> s; compute-stream work
+        # of a class runs at 1 / (1 + max s) while collectives of its groups run (see _work)
+        self.slowdown = slowdown
+        self._group_classes: dict[str, list[int]] = {}
+        self._comm_on: dict[int, list[float]] = {}
+        self._computing: dict[int, set] = {}
         self.log = ExecLog()
         self.last_spans: dict[int, dict[int, tuple[float, float]]] = {}  # per class: its latest iteration
 
@@ -90,6 +98,7 @@ class Executor:
         for name, g in self.groups.items():
             ranks = set(g.ranks)
             self._members[name] = sum(1 for gr in graphs if ranks & set(gr.rank_class.ranks))
+            self._group_classes[name] = [gr.rank_class.index for gr in graphs if ranks & set(gr.rank_class.ranks)]
         for gr in graphs:
             for d in (self.log.class_end_s, self.log.class_comm_busy_s, self.log.class_compute_busy_s):
                 d[gr.rank_class.index] = []
@@ -204,26 +213,69 @@ class Executor:
         return entry[1], entry[2]
 
     def _collective(self, env, graph: Graph, task: Collective, done: simpy.Event) -> Generator:
+        on = self._interfere(task, True) if self.slowdown is not None else ()
         yield env.process(self.network.run(env, self.schedule_of(task, graph)))
+        if on:
+            self._interfere(task, False, on)
         done.succeed()
 
     def _work(self, env, graph: Graph, task) -> Generator:
-        """Busy for the task's duration; an Interrupt pauses it (its cause, an event, resumes it)."""
+        """Busy for the task's duration; an Interrupt pauses it (its cause, an event, resumes it). With
+        interference, compute-stream work progresses at 1 / (1 + s) while its class has collectives running
+        (s: the largest slowdown of those running), re-timed whenever that changes."""
         key = (graph.rank_class.index, task.name)
-        self._running[key] = env.active_process
-        remaining = task.duration_s
+        proc = env.active_process
+        self._running[key] = proc
+        c = graph.rank_class.index
+        sensitive = self.slowdown is not None and isinstance(task, Compute) and task.stream == Stream.COMPUTE
+        computing = self._computing.setdefault(c, set()) if sensitive else None
+        if computing is not None:
+            computing.add(proc)
+        remaining = task.duration_s  # seconds of work at the full rate
         try:
             while remaining > 0:
                 t = env.now
+                rate = self._rate(c) if sensitive else 1.0
                 try:
-                    yield env.timeout(remaining)
+                    yield env.timeout(remaining / rate)
                     remaining = 0.0
                 except simpy.Interrupt as stop:
-                    remaining -= env.now - t
+                    remaining -= (env.now - t) * rate
+                    if stop.cause is _RERATE:
+                        continue
                     if stop.cause is not None:
+                        if computing is not None:
+                            computing.discard(proc)  # paused: no progress to re-time
                         yield stop.cause
+                        if computing is not None:
+                            computing.add(proc)
         finally:
             self._running.pop(key, None)
+            if computing is not None:
+                computing.discard(proc)
+
+    def _rate(self, c: int) -> float:
+        """Compute rate of class c: 1 / (1 + the largest slowdown of its running collectives)."""
+        on = self._comm_on.get(c)
+        return 1.0 / (1.0 + max(on)) if on else 1.0
+
+    def _interfere(self, task: Collective, start: bool, slows: tuple = ()) -> tuple:
+        """A collective starts (or ends) on every member class: note its slowdown, re-time their compute."""
+        assert self.slowdown is not None
+        classes = self._group_classes.get(task.group, ())
+        if start:
+            slows = tuple((c, self.slowdown(c, str(task.op))) for c in classes)
+            slows = tuple((c, s) for c, s in slows if s > 0)
+        for c, s in slows:
+            on = self._comm_on.setdefault(c, [])
+            if start:
+                on.append(s)
+            else:
+                on.remove(s)
+            for proc in tuple(self._computing.get(c, ())):
+                if proc.is_alive:
+                    proc.interrupt(_RERATE)
+        return slows
 
     # ---- control
     def interrupt(self, class_index: int, task_name: str, resume: simpy.Event | None = None) -> bool:

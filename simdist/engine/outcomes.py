@@ -191,7 +191,10 @@ def baseline_samples_per_s(ctx, scenario: Scenario) -> float:
             if key not in cache:
                 cache[key] = network.schedule_time(ctx.cached_schedule(*key))
             return cache[key]
-    folded = fold(bsp_graphs(plan), time_of, ctx.process_groups())
+    from simdist.engine.training import interference_of
+
+    graphs = bsp_graphs(plan)
+    folded = fold(graphs, time_of, ctx.process_groups(), interference_of(base, graphs))
     return plan.global_batch / folded.end_s
 
 

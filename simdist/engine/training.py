@@ -106,6 +106,7 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
     tp = throughput(plan, out.iteration_s)
     extra = {"strategy": strategy_summary(scenario, plan, sharded),
              "links_used": link_assumptions(scenario.cluster),
+             "compute_interference": {g.gpu.key: dict(g.gpu.comm_interference) for g in scenario.cluster.node_groups},
              "simulated_iterations": out.simulated,
              "inferred_iterations": out.inferred,
              "sync": out.sync,
@@ -118,6 +119,20 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
                      scaling_efficiency=(plan.global_batch / out.iteration_s) / plan.single_gpu_samples_per_s,
                      breakdown_s=breakdown(out, sharded is not None), memory=memory, links=out.links, extra=extra,
                      iterations=out.times, records=out.records)
+
+
+def interference_of(scenario: Scenario, graphs):
+    """Compute-communication interference of these graphs' rank classes (None: none), from the GPU catalog
+    or a calibration profile (simdist.compute.comm_slowdown). A parameter-server exchange is none: its
+    pushes and pulls are point-to-point copies (NIC DMA, copy engines) with the reduction on the servers,
+    not reduction kernels on the worker GPU (and so BSP and SSP with bound 0 stay equal)."""
+    from simdist.compute import comm_slowdown
+    from simdist.scenario import StrategyKind
+
+    if scenario.communication.strategy == StrategyKind.PS:
+        return None
+
+    return comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [gr.rank_class for gr in graphs])
 
 
 def collective_schedules(ctx):
@@ -149,8 +164,10 @@ def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None, graphs=None
     critical = plan.slowest.rank_class.index
     simulated = sim.fidelity == Fidelity.SIMULATE
     links, records = (), ()
+    slowdown = interference_of(scenario, graphs)
     if not simulated:
-        folded = fold(graphs, lambda t, g: ctx.collective_time(t.op, t.size_bytes, t.server_delay_s), groups)
+        folded = fold(graphs, lambda t, g: ctx.collective_time(t.op, t.size_bytes, t.server_delay_s), groups,
+                      slowdown)
         round_s, comm_round = folded.end_s, folded.class_comm_busy_s[critical]
         periods = {c: folded.end_s for c in folded.class_end_s}
         busy = dict(folded.class_compute_busy_s)
@@ -163,7 +180,7 @@ def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None, graphs=None
         iteration_s = round_s / period
         comm = comm_round / period
     else:
-        ex = Executor(sim.env, ctx.network, schedule_of, groups, critical_class=critical)
+        ex = Executor(sim.env, ctx.network, schedule_of, groups, critical_class=critical, slowdown=slowdown)
         rounds = run.iterations if bsp else max(2, -(-run.iterations // period))
         log = ex.run(graphs, None if run.duration_s is not None else rounds, run.duration_s)
         busy_log = log.class_comm_busy_s[critical]

@@ -29,6 +29,14 @@ class GpuSpec:
     source: str = ""
     price_basis: str = ""  # where price_per_hour_usd comes from ("given" when a scenario sets the price)
     price_date: str = ""  # the month that price was read, YYYY-MM, or "unknown"
+    # compute slowdown while a collective of its rank runs: collective op (or "default") -> s, compute then
+    # runs at 1 / (1 + s) of its rate (NCCL's kernels take SMs and HBM bandwidth); {} = no interference
+    comm_interference: Mapping[str, float] = field(default_factory=dict)
+
+    def interference(self, op: str) -> float:
+        """The compute slowdown s while a collective `op` of this GPU's rank runs (0: none)."""
+        table = self.comm_interference
+        return float(table.get(op, table.get("default", 0.0)))
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for `dtype`, falling back to the unit the GPU would use instead."""

@@ -100,6 +100,24 @@ class CodecEntry:
 
 
 @dataclass(frozen=True)
+class InterferenceEntry:
+    """Measured compute slowdown on GPUs whose key or name is `gpu` while a collective `op` (or every op:
+    "default") of their rank runs: compute time overlapped / alone - 1; replaces the catalog's
+    `comm_interference` for that op (`fit` keeps how it was measured)."""
+
+    gpu: str
+    op: str
+    slowdown: float
+    fit: Mapping[str, Any] = field(default_factory=dict)
+
+    def matches(self, gpu: GpuSpec) -> bool:
+        return self.gpu in (gpu.key, gpu.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "op": self.op, "slowdown": self.slowdown, "fit": dict(self.fit)}
+
+
+@dataclass(frozen=True)
 class CalibrationProfile:
     """Everything one calibration run measured; `source` is the file it was loaded from (for the record)."""
 
@@ -109,6 +127,7 @@ class CalibrationProfile:
     provenance: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = None
     codecs: tuple[CodecEntry, ...] = ()
+    interference: tuple[InterferenceEntry, ...] = ()
 
     def algorithm_factor(self, algorithm: str) -> float:
         """Multiply a predicted collective time of `algorithm` by this (1.0 when not measured)."""
@@ -121,7 +140,7 @@ class CalibrationProfile:
 
         return {"format": FORMAT, "links": [link(c) for c in self.links], "algorithms": dict(self.algorithms),
                 "compute": [c.to_dict() for c in self.compute], "codecs": [c.to_dict() for c in self.codecs],
-                "provenance": dict(self.provenance)}
+                "interference": [c.to_dict() for c in self.interference], "provenance": dict(self.provenance)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
@@ -156,7 +175,8 @@ def _mapping(v: Any, path: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
 _LINK_KEYS = ("name", "transport", "role", "latency_s", "efficiency", "fit")
 _COMPUTE_KEYS = ("gpu", "dtype", "efficiency", "kind_factor", "memory_efficiency", "launch_overhead_s", "fit")
 _CODEC_KEYS = ("gpu", "method", "factor", "fit")
-_TOP_KEYS = ("format", "links", "algorithms", "compute", "codecs", "provenance")
+_INTERFERENCE_KEYS = ("gpu", "op", "slowdown", "fit")
+_TOP_KEYS = ("format", "links", "algorithms", "compute", "codecs", "interference", "provenance")
 
 
 def _compute_entry(e: Mapping[str, Any], p: str) -> ComputeEntry:
@@ -215,10 +235,22 @@ def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfil
                   for k, v in algs.items()}
     compute = [_compute_entry(e, p) for p, e in _entries(d, "compute", where, _COMPUTE_KEYS, ("gpu", "dtype"))]
     codecs = [_codec_entry(e, p) for p, e in _entries(d, "codecs", where, _CODEC_KEYS, ("gpu", "method"))]
+    interference = [_interference_entry(e, p) for p, e in
+                    _entries(d, "interference", where, _INTERFERENCE_KEYS, ("gpu", "op"))]
     prov = d.get("provenance", {})
     if not isinstance(prov, Mapping):
         raise ScenarioError.bad_value(f"{where}.provenance", prov, "a mapping")
-    return CalibrationProfile(tuple(links), algorithms, tuple(compute), dict(prov), source, tuple(codecs))
+    return CalibrationProfile(tuple(links), algorithms, tuple(compute), dict(prov), source, tuple(codecs),
+                              tuple(interference))
+
+
+def _interference_entry(e: Mapping[str, Any], p: str) -> InterferenceEntry:
+    from simdist.io.catalog import INTERFERENCE_OPS
+
+    if e["op"] not in INTERFERENCE_OPS:
+        raise ScenarioError.bad_value(f"{p}.op", e["op"], f"one of {', '.join(INTERFERENCE_OPS)}")
+    slow = _num(e.get("slowdown"), f"{p}.slowdown", "a compute slowdown in [0, 10]", lambda x: 0 <= x <= 10)
+    return InterferenceEntry(e["gpu"], e["op"], slow, dict(e.get("fit") or {}))
 
 
 def load_profile(path: str | Path) -> CalibrationProfile:
@@ -251,7 +283,14 @@ def _gpu(gpu: GpuSpec, profile: CalibrationProfile) -> GpuSpec:
     for cal in profile.compute:
         if cal.matches(gpu):
             eff[cal.dtype] = cal.efficiency
-    return replace(gpu, compute_efficiency=eff) if eff != dict(gpu.compute_efficiency) else gpu
+    slow, done = dict(gpu.comm_interference), set()
+    for ent in profile.interference:  # the first matching entry per op wins
+        if ent.matches(gpu) and ent.op not in done:
+            slow[ent.op] = ent.slowdown
+            done.add(ent.op)
+    if eff == dict(gpu.compute_efficiency) and slow == dict(gpu.comm_interference):
+        return gpu
+    return replace(gpu, compute_efficiency=eff, comm_interference=slow)
 
 
 def _intra(spec: IntraNodeSpec, profile: CalibrationProfile) -> IntraNodeSpec:
@@ -297,14 +336,14 @@ def compute_calibration(scenario: Scenario, profile: CalibrationProfile) -> Comp
 
 
 def apply_profile(scenario: Scenario, profile: CalibrationProfile) -> Scenario:
-    """`scenario` with the profile's link latency/efficiency, GPU compute efficiency and compute-model
+    """`scenario` with the profile's link latency/efficiency, GPU compute efficiency and interference, compute-model
     overrides (kind factors, memory efficiency, launch overhead, codec factors: `Scenario.compute_calibration`)
     substituted.
 
     Links match by LinkSpec.name / transport and role (nic, fabric, intra_node); GPUs by key or name.
     Algorithm factors are not part of a Scenario: callers scale predicted times with `algorithm_factor`.
     """
-    if not profile.links and not profile.compute and not profile.codecs:  # nothing to substitute: keep the specs as they are
+    if not profile.links and not profile.compute and not profile.codecs and not profile.interference:  # nothing to substitute: keep the specs as they are
         return replace(scenario, calibration=profile.source or scenario.calibration)
     c = scenario.cluster
     cluster = ClusterSpec(tuple(_group(g, profile) for g in c.node_groups),

@@ -37,6 +37,8 @@ TOPOLOGY_DESCRIPTIONS: dict[TopologyKind, str] = {
 
 _GPU_KEYS = ("name", "vendor", "peak_flops", "memory", "memory_bandwidth", "tdp_w", "price_per_hour_usd",
              "price_basis", "price_date", "compute_efficiency", "efficiency_source", "source")
+_GPU_OPTIONAL = ("comm_interference", "interference_source")
+INTERFERENCE_OPS = ("default", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 _LINK_KEYS = ("link", "bandwidth", "latency", "efficiency", "transport", "source")
 _LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficiency_reason", "source")
 _TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
@@ -170,12 +172,26 @@ def _dtype_map(value: object, path: str, parse: Callable[[object, str], float]) 
     return out
 
 
+def _interference(value: object, path: str) -> dict[str, float]:
+    """`comm_interference`: one slowdown for every collective, or {op or default: slowdown}, each in [0, 10]."""
+    def slowdown(v: object, p: str) -> float:
+        return _number(v, p, "a compute slowdown fraction in [0, 10] (0.19 = 19 % slower)", lambda x: 0 <= x <= 10)
+    if not isinstance(value, Mapping):
+        return {"default": slowdown(value, path)}
+    d = _mapping(value, path)
+    _check_keys(d, path, INTERFERENCE_OPS)
+    issues = _Issues()
+    out = {str(k): issues.take(slowdown, v, f"{path}.{k}") for k, v in d.items()}
+    issues.raise_if_any()
+    return out
+
+
 def _parse_gpu(d: object, path: str, key: str, base: GpuSpec | None, catalog: bool) -> GpuSpec:
     d = _mapping(d, path)
     required = [k for k in _GPU_KEYS if k != "efficiency_source"] if catalog else []
     if base is None and not catalog:
         required = ["peak_flops", "memory", "memory_bandwidth"]
-    _check_keys(d, path, _GPU_KEYS + (() if catalog else ("base",)), required)
+    _check_keys(d, path, _GPU_KEYS + _GPU_OPTIONAL + (() if catalog else ("base",)), required)
     issues = _Issues()
     peak = dict(base.peak_flops) if base else {}
     if "peak_flops" in d:
@@ -191,6 +207,8 @@ def _parse_gpu(d: object, path: str, key: str, base: GpuSpec | None, catalog: bo
             if peak and dt not in peak:
                 issues.items.append(Issue(f"{p}.{dt}", f"no peak_flops.{dt} to apply this efficiency to"))
     fields: dict[str, Any] = {"key": key, "peak_flops": peak, "compute_efficiency": eff}
+    if "comm_interference" in d:
+        fields["comm_interference"] = issues.take(_interference, d["comm_interference"], f"{path}.comm_interference")
     for name, field, parse in (("name", "name", _text), ("vendor", "vendor", _text),
                                ("memory", "memory_bytes", parse_size),
                                ("memory_bandwidth", "memory_bandwidth_Bps", parse_bandwidth),
@@ -201,7 +219,8 @@ def _parse_gpu(d: object, path: str, key: str, base: GpuSpec | None, catalog: bo
             fields[field] = issues.take(parse, d[name], f"{path}.{name}")
     notes = [issues.take(_text, d[k], f"{path}.{k}") for k in ("source",) if k in d]
     notes += [f"{label}: {issues.take(_text, d[k], f'{path}.{k}')}"
-              for k, label in (("price_basis", "price"), ("efficiency_source", "efficiency")) if k in d]
+              for k, label in (("price_basis", "price"), ("efficiency_source", "efficiency"),
+                               ("interference_source", "interference")) if k in d]
     if "price_basis" in d:
         fields["price_basis"] = issues.take(_text, d["price_basis"], f"{path}.price_basis")
     elif "price_per_hour_usd" in d:  # a price given without a basis: the scenario's own

@@ -42,7 +42,8 @@ def test_tuner_never_picks_what_simdist_predicts_slower(ib8):
             size = float(2 ** k)
             chosen = timer(ib8.schedule(op, size))
             for alg, proto in candidates(op, ib8.group.size, len(ib8.group.nodes), fabric):
-                other = nccl_candidate(op, alg, proto, size, ib8.group, fabric=fabric, channels=ib8.channels)
+                other = nccl_candidate(op, alg, proto, size, ib8.group, fabric=fabric, channels=ib8.channels,
+                                       timer=timer)
                 assert chosen <= timer(other) * (1 + 1e-12), (op, size, alg, proto)
 
 
