@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--plan-points", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="100 sweep points and 400 plan candidates")
+    ap.add_argument("--no-bucket-plan", action="store_true", help="skip the plan over bucket sizes (the slowest)")
     args = ap.parse_args()
     if args.quick:
         args.points, args.plan_points = 100, 400
@@ -88,10 +89,10 @@ def main() -> None:
     strategies, codecs = ["ring", "hierarchical", "tree"], ["none", "fp16", "int8", "powersgd"]
     buckets = max(1, args.plan_points // (len(strategies) * len(codecs)))
     batches = max(1, -(-args.plan_points // (len(strategies) * len(codecs) * 10 * 2)))
-    spaces = (("strategy x codec x bucket sizes", [_bucket_axis(buckets)]),
-              ("strategy x codec x 10 buckets x overlap x batch",
-               [_bucket_axis(10, step_mb=5.0), "communication.overlap=true,false", _batch_axis(batches)]))
-    for label, axes in spaces:
+    spaces = (("strategy x codec x 10 buckets x overlap x batch",
+               [_bucket_axis(10, step_mb=5.0), "communication.overlap=true,false", _batch_axis(batches)]),
+              ("strategy x codec x bucket sizes", [_bucket_axis(buckets)]))
+    for label, axes in spaces[:1] if args.no_bucket_plan else spaces:
         pspec = plan_spec({}, [f"cluster.nodes.0.count={NODES}", "communication.strategy=" + ",".join(strategies),
                                "communication.compression.method=" + ",".join(codecs), *axes],
                           {"objective": "throughput", "confirm": 10, "top": 10, "max_points": 10 ** 6})
