@@ -46,10 +46,11 @@ def _ms(walls: list[float]) -> str:
             f"{statistics.median(CPU[1:] or CPU) * 1e3:.2f} ms CPU")
 
 
-def _verdict(walls: list[float]) -> str:
+def _verdict(walls: list[float], skip_first: bool = True) -> str:
     """Met or missed by the median wall time, and by CPU time (what the point costs when the machine is
-    oversubscribed and wall time counts other jobs' turns)."""
-    wall, cpu = statistics.median(walls[1:]), statistics.median(CPU[1:] or CPU)
+    oversubscribed and wall time counts other jobs' turns), over the same calls."""
+    k = 1 if skip_first else 0
+    wall, cpu = statistics.median(walls[k:]), statistics.median(CPU[k:])
     word = {(True, True): "met", (False, True): "met in CPU time, missed in wall time (a loaded machine)"}
     return word.get((wall < TARGET_S, cpu < TARGET_S), "MISSED")
 
@@ -77,9 +78,9 @@ def main() -> None:
     buckets = [load_scenario(DEFAULT, over + [f"communication.bucket_size={20 + 0.37 * i:.2f} MB"])
                for i in range(max(2, args.repeat // 2))]
     fresh = _walls(lambda s: simulate(s, "estimate"), buckets)
-    print(f"  the same, a new bucket size every point (new collective sizes: schedules built and timed): "
+    print(f"  the same, a new bucket size every point (sizes no earlier point asked for are built and timed): "
           f"median {statistics.median(fresh) * 1e3:.1f} ms wall, {statistics.median(CPU) * 1e3:.1f} ms CPU "
-          f"-> target < {TARGET_S * 1e3:.0f} ms: {_verdict(fresh + fresh[:1])}")
+          f"-> target < {TARGET_S * 1e3:.0f} ms: {_verdict(fresh, skip_first=False)}")
     stats = process_cache().stats
     print(f"  context cache: {stats.hits} hits, {stats.misses} misses, {stats.fabrics_built} clusters built")
 
