@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from simdist.collectives.schedule import Group, Schedule, Step
+from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 
 
 class Protocol(StrEnum):
@@ -132,10 +132,17 @@ def node_index(group: Group) -> dict[int, int]:
     return {r: i for i, node in enumerate(group.nodes) for r in node}
 
 
-def _inflate(step: Step, fraction: float) -> Step:
+def _inflate(step: Step, fraction: float, memo: dict | None = None) -> Step:
+    """`step` with every transfer's bytes divided by `fraction`; `memo` (by the transfers tuple's identity)
+    lets steps that share one tuple (a ring all-reduce's two phases) share the inflated one too."""
     if fraction == 1.0 or not step.transfers:
         return step
-    return replace(step, transfers=tuple(replace(t, size_bytes=t.size_bytes / fraction) for t in step.transfers))
+    memo = {} if memo is None else memo
+    hit = memo.get(id(step.transfers))
+    if hit is None or hit[0] is not step.transfers:
+        hit = memo[id(step.transfers)] = (step.transfers, tuple(
+            Transfer(t.src, t.dst, t.size_bytes / fraction) for t in step.transfers))
+    return replace(step, transfers=hit[1])
 
 
 # NCCL_NET_OVERHEAD on x86 (tuning.cc getNetOverhead): an inter-node ring's every step posts to the
@@ -156,7 +163,8 @@ def step_extra_latency_s(step: Step, node_of: dict[int, int], family: str, proto
         overhead = NET_OVERHEAD_S * (3 if Protocol(protocol) == Protocol.SIMPLE else 1)
         total = costs(family, protocol).hop_latency_s[intra]
         local += max(0.0, overhead - total)
-    extras = [inter if node_of.get(t.src, -1) != node_of.get(t.dst, -2) else local for t in step.transfers]
+    get = node_of.get
+    extras = [inter if get(t.src, -1) != get(t.dst, -2) else local for t in step.transfers]
     per = sum(extras) / len(extras) if step.pipelined else max(extras)
     return step.repeat * per
 
@@ -173,11 +181,12 @@ def apply_protocol(
     fraction = c.fraction(len(group.nodes))
     node_of = node_index(group)
     chains = []
+    inflated: dict = {}
     for chain in schedule.chains:
         steps = [Step((), delay_s=c.base_latency_s, label=f"{protocol} launch")] if c.base_latency_s else []
         for step in chain:
             extra = step_extra_latency_s(step, node_of, family, protocol, intra, multi_node=len(group.nodes) > 1)
-            s = _inflate(step, fraction)
+            s = _inflate(step, fraction, inflated)
             steps.append(replace(s, delay_s=s.delay_s + extra) if extra else s)
         chains.append(tuple(steps))
     name = schedule.algorithm if "/" in schedule.algorithm else f"{schedule.algorithm}/{protocol}"

@@ -1,4 +1,10 @@
-"""What every run needs from a scenario's cluster: topology, router, network model, groups, PS servers."""
+"""What every run needs from a scenario's cluster: topology, router, network model, groups, PS servers.
+
+`build_fabric` builds what depends on the cluster alone (topology and routes, the data-parallel group,
+ring channels, and lazily the node rings and NCCL's view of the node); `build_context` puts a network
+model and the PS servers on it. `context_key` / `fabric_key` say exactly which scenario keys each part
+depends on, so engine/context_cache.py can reuse them across the points of a sweep.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,6 +30,8 @@ class FabricContext:
     channels: int = 1  # concurrent rings, one per NIC rail (NCCL channels)
     _schedules: dict = field(default_factory=dict, repr=False)
     _times: dict = field(default_factory=dict, repr=False)
+    _built: dict = field(default_factory=dict, repr=False)  # per fabric: node rings, NCCL's node view
+    _local: dict = field(default_factory=dict, repr=False)  # per network model: the NCCL tuner's timer
 
     def cached_schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
         """`schedule`, memoised for every run on this context (a sweep builds each schedule once)."""
@@ -42,7 +50,10 @@ class FabricContext:
         if hit is None:
             if len(self._times) >= 4096:
                 self._times.clear()
-            hit = self._times[key] = self.network.schedule_time(self.cached_schedule(op, size_bytes, server_delay_s))
+            # the schedule is kept only when it was already memoised: an estimate needs its time, and a
+            # 1,024-GPU schedule holds ~10^4 transfers, too many to keep for every size a sweep visits
+            sched = self._schedules.get(key) or self.schedule(op, size_bytes, server_delay_s)
+            hit = self._times[key] = self.network.schedule_time(sched)
         return hit
 
     def process_groups(self) -> dict:
@@ -79,25 +90,26 @@ class FabricContext:
 
     def _node_orders(self):
         """The rings NCCL builds from each node's graph (collectives.node_rings), computed once."""
-        if "_orders" not in self.__dict__:
+        if "orders" not in self._built:
             from simdist.collectives.node_rings import group_node_orders
 
-            self.__dict__["_orders"] = group_node_orders(self.topology, self.group, self.channels)
-        return self.__dict__["_orders"]
+            self._built["orders"] = group_node_orders(self.topology, self.group, self.channels)
+        return self._built["orders"]
 
     def _tuning(self) -> dict:
         """What NCCL's tuner needs (backend nccl only): the group's hardware as NCCL sees it, and
         simdist's own analytical time of a candidate schedule on this topology to rank candidates."""
         if self.scenario.communication.backend.value != "nccl":
             return {}
-        cached = self.__dict__.get("_tuning_args")
+        cached = self._local.get("tuning")
         if cached is None:
             from simdist.collectives.fabric import from_topology
             from simdist.network.analytical import AnalyticalNetwork
 
+            if "nccl_fabric" not in self._built:
+                self._built["nccl_fabric"] = from_topology(self.topology, self.group)
             timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
-            cached = {"fabric": from_topology(self.topology, self.group), "timer": timer.schedule_time}
-            self.__dict__["_tuning_args"] = cached
+            cached = self._local["tuning"] = {"fabric": self._built["nccl_fabric"], "timer": timer.schedule_time}
         return cached
 
     def model_parallel_fabric(self, layout, plan):
@@ -114,22 +126,70 @@ class FabricContext:
         return cache[key]
 
 
-def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment | None = None) -> FabricContext:
-    """Build topology (with dedicated PS hosts when asked), routing and the network model (on `env`,
-    a new Environment by default)."""
-    from simdist.cluster import build_network, data_parallel_group, ps_server_endpoints
+# CommunicationSpec fields that a schedule (FabricContext.schedule, host_reduced) or the context's
+# PS servers read; every other communication key (bucket sizes, bucketing, fusion cycle, overlap,
+# compression) only changes the (op, size, server delay) a collective is asked for, which the memos key on.
+SCHEDULE_KEYS = ("strategy", "backend", "hierarchical_intra", "hierarchical_inter", "ps_servers", "ps_placement",
+                 "ps_aggregation", "ps_server")
+
+
+def _server_hosts(scenario: Scenario) -> tuple[int, object]:
+    """(dedicated PS hosts added to the topology, their NIC): (0, None) unless PS runs on dedicated hosts."""
+    comm = scenario.communication
+    if comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED:
+        return comm.ps_servers, scenario.cluster.node_groups[0].nic.host_side()
+    return 0, None
+
+
+def fabric_key(scenario: Scenario) -> tuple:
+    """What `build_fabric` reads: the cluster, the dedicated PS hosts, and (conservatively) the
+    parallelism layout that process groups are placed by."""
+    t = scenario.training
+    return (scenario.cluster, _server_hosts(scenario), t.parallelism, t.placement_order)
+
+
+def context_key(scenario: Scenario) -> tuple:
+    """What a FabricContext and its memoised schedules depend on: the fabric and SCHEDULE_KEYS."""
+    comm = scenario.communication
+    return fabric_key(scenario) + tuple(getattr(comm, k) for k in SCHEDULE_KEYS)
+
+
+@dataclass(frozen=True, eq=False)
+class Fabric:
+    """The cluster-only part of a context: topology (with its routes), the DP group, ring channels, and
+    `built` (node rings and NCCL's node view, filled on first use and shared by every context on it)."""
+
+    topology: Topology
+    group: Group
+    channels: int
+    built: dict = field(default_factory=dict, repr=False)
+
+
+def build_fabric(scenario: Scenario) -> Fabric:
+    """Topology (with dedicated PS hosts when asked), the data-parallel group and its ring channels."""
+    from simdist.cluster import data_parallel_group
     from simdist.topology.build import build_topology
     from simdist.topology.routing import ring_channels
 
-    comm = scenario.communication
-    dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
-    server_hosts = comm.ps_servers if dedicated else 0
-    server_nic = scenario.cluster.node_groups[0].nic.host_side() if dedicated else None
+    server_hosts, server_nic = _server_hosts(scenario)
     topology = build_topology(scenario.cluster, server_hosts=server_hosts, server_nic=server_nic)
+    group = data_parallel_group(scenario.cluster, topology)
+    return Fabric(topology, group, ring_channels(topology, group.nodes))
+
+
+def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment | None = None,
+                  fabric: Fabric | None = None) -> FabricContext:
+    """Build topology (with dedicated PS hosts when asked), routing and the network model (on `env`,
+    a new Environment by default); `fabric`: an already built Fabric of `fabric_key(scenario)`."""
+    from simdist.cluster import build_network, ps_server_endpoints
+
+    comm = scenario.communication
+    fabric = build_fabric(scenario) if fabric is None else fabric
+    topology = fabric.topology
     env = simpy.Environment() if env is None else env
     network = build_network(fidelity.value, env, topology)
-    group = data_parallel_group(scenario.cluster, topology)
     servers: tuple[int, ...] = ()
     if comm.strategy == StrategyKind.PS:
         servers = tuple(ps_server_endpoints(topology, comm.ps_servers, comm.ps_placement.value))
-    return FabricContext(scenario, env, topology, network, group, servers, ring_channels(topology, group.nodes))
+    return FabricContext(scenario, env, topology, network, fabric.group, servers, fabric.channels,
+                         _built=fabric.built)

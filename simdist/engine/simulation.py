@@ -19,16 +19,24 @@ class Simulation:
     the built cluster (`context`: topology, network model, groups)."""
 
     def __init__(self, scenario: Scenario, fidelity: Fidelity, context=None) -> None:
+        from dataclasses import replace
+
         from simdist.engine.context import build_context
 
         self.scenario, self.fidelity = scenario, fidelity
         self.rng = np.random.default_rng(scenario.run.seed)
         self._ids = itertools.count()
-        if context is not None and reusable(context, scenario, fidelity):
-            from dataclasses import replace  # a built cluster: estimate runs no events on it
+        if context is None and fidelity == Fidelity.ESTIMATE:  # this process's built clusters (context_cache.py)
+            from simdist.engine.context_cache import estimate_context
 
-            self.env = context.env
-            self.context = context if context.scenario is scenario else replace(context, scenario=scenario)
+            context = estimate_context(scenario)
+        if context is not None and reusable(context, scenario, fidelity):
+            if fidelity == Fidelity.SIMULATE or (context.env.now == 0 and context.scenario is scenario):
+                self.env = context.env  # an unstarted flow network lives on its own clock
+            else:  # estimate on a reused cluster: a fresh clock for what events it runs (asynchronous modes)
+                self.env = simpy.Environment()
+            same = context.scenario is scenario and context.env is self.env
+            self.context = context if same else replace(context, scenario=scenario, env=self.env)
         else:
             self.env = simpy.Environment()
             self.context = build_context(scenario, fidelity, env=self.env)
@@ -39,13 +47,14 @@ class Simulation:
 
 
 def reusable(context, scenario: Scenario, fidelity: Fidelity = Fidelity.ESTIMATE) -> bool:
-    """Whether a built FabricContext serves `scenario`: same cluster and the same communication settings
-    its memoised schedules were built for, and either the analytical model (estimate runs no events on it)
-    or, for simulate, a flow network whose clock has not started (e.g. with link capacities set first)."""
+    """Whether a built FabricContext serves `scenario`: the same `context_key` (cluster, layout and the
+    communication keys its memoised schedules depend on: engine/context.py SCHEDULE_KEYS), and either
+    the analytical model (estimate keeps no state between runs) or, for simulate, a flow network whose
+    clock has not started (e.g. with link capacities set first)."""
+    from simdist.engine.context import context_key
     from simdist.network.analytical import AnalyticalNetwork
 
-    old = context.scenario
-    if old.cluster != scenario.cluster or old.communication != scenario.communication:
+    if context.scenario is not scenario and context_key(context.scenario) != context_key(scenario):
         return False
     if fidelity == Fidelity.ESTIMATE:
         return isinstance(context.network, AnalyticalNetwork)

@@ -2,13 +2,17 @@
 
 An executor takes the job, the points still to run and the keys already done, and yields each chunk's
 outcomes as it finishes, in whatever order chunks finish (the store sorts rows at the end). Points are
-chunked in order, and the sweep orders them so that points on the same cluster share a chunk: a
-worker then builds each cluster's topology once and reuses it.
+chunked in order, and sweeps and plans order them by `context_order` so that points on the same
+cluster (and strategy) share chunks: a worker process lives for the whole sweep (for a plan, for all
+its search rounds) and keeps each cluster it built in its estimate context cache
+(engine/context_cache.py), so it builds each cluster's topology and routes once. The job and the done
+keys reach each worker once, when it starts; a chunk travels as its points, its outcomes as rows.
 """
 from __future__ import annotations
 
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+import json
 from typing import Iterator, Sequence
 
 from simdist.planner.axes import Point
@@ -21,6 +25,25 @@ def chunks(points: Sequence[Point], jobs: int, most: int = 16) -> list[list[Poin
     """Consecutive runs of points, small enough to keep every worker busy and the progress bar moving."""
     size = max(1, min(most, len(points) // max(1, 4 * jobs)))
     return [list(points[i:i + size]) for i in range(0, len(points), size)]
+
+
+# axis keys whose values pick the built context a point runs on (engine/context.py context_key)
+_CONTEXT_PREFIXES = ("cluster.", "communication.strategy", "communication.backend", "communication.hierarchical",
+                     "communication.ps", "training.parallelism", "training.placement_order")
+
+
+def context_order(points: Sequence[Point]) -> list[Point]:
+    """Points grouped (stably) by the values of their cluster axes, then their strategy/backend/PS axes,
+    so that consecutive chunks run on the same built cluster and context."""
+    if not points:
+        return []
+    keys = [k for k, _ in points[0].values if k.startswith(_CONTEXT_PREFIXES)]
+    keys.sort(key=lambda k: not k.startswith("cluster."))
+    if not keys:
+        return list(points)
+    from simdist.planner.rows import canonical
+
+    return sorted(points, key=lambda p: json.dumps([canonical(p.as_dict()[k]) for k in keys]))
 
 
 def default_jobs() -> int:
@@ -47,20 +70,41 @@ def _run_chunk(chunk: list[Point]) -> Outcomes:
     return evaluate_chunk(_JOB, chunk, _DONE)
 
 
-def run_local(job: Job, points: Sequence[Point], done: frozenset[str], jobs: int) -> Iterator[Outcomes]:
-    """Chunks on `jobs` worker processes, yielded as they finish; at most 2 x jobs chunks in flight, so
-    an interrupted sweep has little work queued and nothing half-written."""
-    if jobs <= 1:
-        yield from run_inline(job, points, done)
-        return
-    pending = chunks(points, jobs)
-    pending.reverse()
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(job, done)) as pool:
-        running = set()
+class LocalRunner:
+    """`jobs` worker processes for one job, kept across several `run` calls (a plan's search rounds), so
+    their built clusters stay warm; jobs <= 1 runs in this process. Use as a context manager."""
+
+    def __init__(self, job: Job, done: frozenset[str], jobs: int) -> None:
+        self.job, self.done, self.jobs = job, done, jobs
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "LocalRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def run(self, points: Sequence[Point]) -> Iterator[Outcomes]:
+        """Chunks of `points` on the workers, yielded as they finish; at most 2 x jobs chunks in flight, so
+        an interrupted sweep has little work queued and nothing half-written."""
+        if self.jobs <= 1:
+            yield from run_inline(self.job, points, self.done)
+            return
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_init_worker,
+                                             initargs=(self.job, self.done))
+        pending = chunks(points, self.jobs)
+        pending.reverse()
+        running: set = set()
         try:
             while pending or running:
-                while pending and len(running) < 2 * jobs:
-                    running.add(pool.submit(_run_chunk, pending.pop()))
+                while pending and len(running) < 2 * self.jobs:
+                    running.add(self._pool.submit(_run_chunk, pending.pop()))
                 finished, running = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     yield fut.result()
@@ -68,3 +112,9 @@ def run_local(job: Job, points: Sequence[Point], done: frozenset[str], jobs: int
             for fut in running:
                 fut.cancel()
             raise
+
+
+def run_local(job: Job, points: Sequence[Point], done: frozenset[str], jobs: int) -> Iterator[Outcomes]:
+    """Chunks on `jobs` worker processes (LocalRunner), yielded as they finish."""
+    with LocalRunner(job, done, jobs) as runner:
+        yield from runner.run(points)

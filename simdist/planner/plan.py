@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from simdist.errors import Issue, ScenarioError
 from simdist.planner.axes import Axis, Point, expand
 from simdist.planner.evaluate import PRUNED, Job, evaluate_point, parse_constraints
-from simdist.planner.executors import default_jobs, run_local
+from simdist.planner.executors import LocalRunner, context_order, default_jobs
 from simdist.planner.pareto import pareto_front
 from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS, STATUS_OK, canonical
 
@@ -123,10 +123,10 @@ def score(row: dict[str, Any], spec: PlanSpec) -> float:
     return time_to_train_s(row, spec) or math.inf
 
 
-def _evaluate(job: Job, points: Sequence[Point], jobs: int) -> list[tuple[str, dict | None]]:
-    """Outcomes in the order of `points` (the executor returns chunks as they finish)."""
+def _evaluate(runner: LocalRunner, points: Sequence[Point]) -> list[tuple[str, dict | None]]:
+    """Outcomes in the order of `points`, run grouped by cluster (the runner returns chunks as they finish)."""
     by_index: dict[int, tuple[str, dict | None]] = {}
-    for batch in run_local(job, points, frozenset(), jobs):
+    for batch in runner.run(context_order(points)):
         by_index.update((i, (kind, row)) for i, kind, row in batch)
     return [by_index[p.index] for p in points]
 
@@ -162,7 +162,7 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
     rejected: dict[str, int] = {}
 
     def run(points: list[Point]) -> None:
-        for point, (kind, row) in zip(points, _evaluate(job, points, jobs)):
+        for point, (kind, row) in zip(points, _evaluate(runner, points)):
             key = _key(point.values)
             if kind == PRUNED:
                 rejected["constraints"] = rejected.get("constraints", 0) + 1
@@ -171,15 +171,16 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
                 row["time_to_train_s"] = time_to_train_s(row, spec) if row["status"] == STATUS_OK else None
                 rows[key] = row
 
-    if space <= spec.max_points:
-        run(expand(spec.axes))
-        method = "exhaustive"
-    else:
-        rng = random.Random(spec.seed)
-        sample = sorted(rng.sample(range(space), spec.max_points))
-        run(_points_at(spec.axes, sample))
-        method = f"random sample of {spec.max_points} of {space}, then local search"
-        _local_search(spec, rows, run)
+    with LocalRunner(job, frozenset(), jobs) as runner:  # one set of workers, warm, for every round
+        if space <= spec.max_points:
+            run(expand(spec.axes))
+            method = "exhaustive"
+        else:
+            rng = random.Random(spec.seed)
+            sample = sorted(rng.sample(range(space), spec.max_points))
+            run(_points_at(spec.axes, sample))
+            method = f"random sample of {spec.max_points} of {space}, then local search"
+            _local_search(spec, rows, run)
     feasible = [r for r in rows.values() if _feasible(r, spec, rejected)]
     feasible.sort(key=lambda r: (score(r, spec), r["point"]))
     confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs)
@@ -256,7 +257,9 @@ def _confirm(rows: list[dict], job: Job, spec: PlanSpec, jobs: int) -> list[dict
     points = [Point(r["point"], tuple((a.key, r[a.key]) for a in spec.axes)) for r in rows]
     sim_job = replace(job, fidelity="simulate", constraints=())
     out = []
-    for est, (kind, row) in zip(rows, _evaluate(sim_job, points, jobs)):
+    with LocalRunner(sim_job, frozenset(), min(jobs, len(points))) as runner:
+        outcomes = _evaluate(runner, points)
+    for est, (kind, row) in zip(rows, outcomes):
         if row is None or row["status"] != STATUS_OK:
             out.append({**est, "confirmed": False, "confirm_error": (row or {}).get("reason", kind)})
             continue

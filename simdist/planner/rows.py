@@ -29,21 +29,48 @@ RESULT_COLUMNS = (
 
 def canonical(obj: Any) -> Any:
     """A JSON-able, order-stable view of a resolved scenario (dataclasses, enums, tuples, sets, floats)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, enum.Enum):
-        return canonical(obj.value)
-    if isinstance(obj, dict):
-        return {str(k): canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(obj, (list, tuple)):
-        return [canonical(v) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        return sorted((canonical(v) for v in obj), key=repr)
-    if isinstance(obj, float):
-        return repr(obj)  # exact, and NaN/inf survive JSON
-    if obj is None or isinstance(obj, (bool, int, str)):
+    kind = _KINDS.get(type(obj))
+    if kind is None:
+        kind = _KINDS[type(obj)] = _kind(type(obj))
+    if kind is _SCALAR:
         return obj
+    if kind is _FLOAT:
+        return repr(obj)  # exact, and NaN/inf survive JSON
+    if kind is _SEQUENCE:
+        return [canonical(v) for v in obj]
+    if isinstance(kind, tuple):  # a dataclass: its field names
+        return {name: canonical(getattr(obj, name)) for name in kind}
+    if kind is _ENUM:
+        return canonical(obj.value)
+    if kind is _DICT:
+        return {str(k): canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if kind is _SET:
+        return sorted((canonical(v) for v in obj), key=repr)
     return repr(obj)
+
+
+_SCALAR, _FLOAT, _SEQUENCE, _ENUM, _DICT, _SET, _OTHER = "scalar", "float", "sequence", "enum", "dict", "set", "other"
+_KINDS: dict[type, Any] = {type(None): _SCALAR}
+
+
+def _kind(t: type) -> Any:
+    """How canonical treats values of type `t`, decided once per type in this order: dataclasses (their
+    field names), enums, mappings, lists and tuples, sets, floats, None/bool/int/str, anything else."""
+    if dataclasses.is_dataclass(t):
+        return tuple(f.name for f in dataclasses.fields(t))
+    if issubclass(t, enum.Enum):
+        return _ENUM
+    if issubclass(t, dict):
+        return _DICT
+    if issubclass(t, (list, tuple)):
+        return _SEQUENCE
+    if issubclass(t, (set, frozenset)):
+        return _SET
+    if issubclass(t, float):
+        return _FLOAT
+    if issubclass(t, (bool, int, str)):
+        return _SCALAR
+    return _OTHER
 
 
 def point_key(scenario: Any, fidelity: str) -> str:

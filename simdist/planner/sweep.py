@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from simdist.planner.axes import Axis, Point, expand
 from simdist.planner.evaluate import PRUNED, SKIPPED, Job, parse_constraints
-from simdist.planner.executors import default_jobs, run_local
+from simdist.planner.executors import context_order, default_jobs, run_local
 from simdist.planner.rows import HEAD_COLUMNS, INPUT_NAMES, RESULT_COLUMNS, canonical
 from simdist.planner.store import SweepStore, write_parquet
 
@@ -52,14 +52,6 @@ def signature(spec: SweepSpec, job: Job) -> dict[str, Any]:
             "base": base, "overrides": list(job.overrides), "fidelity": job.fidelity}
 
 
-def _cluster_order(points: list[Point], spec: SweepSpec) -> list[Point]:
-    """Points grouped by their cluster axes (stable), so chunks share clusters and reuse topologies."""
-    cluster_keys = [a.key for a in spec.axes if a.key.startswith("cluster.")]
-    if not cluster_keys:
-        return points
-    return sorted(points, key=lambda p: json.dumps([canonical(p.as_dict()[k]) for k in cluster_keys]))
-
-
 def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_dir: str = ".",
               name: str = "scenario", overrides: Sequence[str] = (), fidelity: str = "", jobs: int = 0,
               executor: str = "local", address: str | None = None, fmt: str = "csv",
@@ -83,9 +75,9 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
     if executor == "ray":
         from simdist.planner.ray_executor import run_ray
 
-        batches = run_ray(job, _cluster_order(points, spec), done, jobs, address)
+        batches = run_ray(job, context_order(points), done, jobs, address)
     else:
-        batches = run_local(job, _cluster_order(points, spec), done, jobs)
+        batches = run_local(job, context_order(points), done, jobs)
     if progress:
         progress(len(points), 0)
     try:
