@@ -56,6 +56,12 @@ class FabricContext:
             hit = self._times[key] = self.network.schedule_time(sched)
         return hit
 
+    def schedules_run(self) -> list[Schedule]:
+        """Every schedule this context has run or timed (rebuilt where `collective_time` kept only its
+        time), e.g. for the failure runs' proof that a link state cannot change the step time."""
+        keys = list(dict.fromkeys([*self._schedules, *self._times]))
+        return [self.cached_schedule(*k) for k in keys]
+
     def process_groups(self) -> dict:
         """The run's process groups by name (the data-parallel group now; tp and pp groups later)."""
         from simdist.cluster import dp_process_group

@@ -180,7 +180,7 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts)
     step_time = StateStepTime(scenario, fidelity, job)
     if group_states and scenario.training.sync == SyncMode.BSP:
-        step_time.equivalence = FabricEquivalence(ctx.topology, list(ctx._schedules.values()))
+        step_time.equivalence = FabricEquivalence(ctx.topology, ctx.schedules_run())
     balanced = () if job.rebalance_every else None
     for keep in (True, False):  # the healthy state is the run just made
         step_time.cache[step_time.key(ClusterState(keep_global_batch=keep, balanced_for=balanced))] = float(

@@ -27,7 +27,7 @@ def _setup(changes, fidelity):
     s = _scenario(changes)
     ctx = build_context(healthy_scenario(s), fidelity)
     run_training(healthy_scenario(s), fidelity, with_baseline=False, context=ctx)
-    eq = FabricEquivalence(ctx.topology, list(ctx._schedules.values()))
+    eq = FabricEquivalence(ctx.topology, ctx.schedules_run())
     return s, eq, fabric_facts(ctx.topology)
 
 
