@@ -105,6 +105,7 @@ class Router:
         self._tlocal: dict[tuple[int, str], dict[str, int]] = {}
         self._tsrc: dict[tuple, dict[str, int]] = {}
         self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
+        self._gw_exits: dict[str, list] = {}
         self._srckey: dict[tuple[str, int], tuple[tuple, int, dict]] = {}
         self._ekey_ids: dict[tuple, int] = {}
         self._dcore: dict[str, dict[str, int]] = {}
@@ -167,18 +168,17 @@ class Router:
             exits[t] = (0, ())
         m = self._machine[t]
         if m is not None:
-            local, ln = self._local(t), self._lname
+            local = self._local(t)
             offers: dict[str, list[tuple[int, str]]] = {}
-            for h in self._gateways.get(m, ()):
-                lh = local.get(ln[h])
+            for h, lname, outs in self._gateway_exits(m):
+                lh = local.get(lname)
                 if lh is None:
                     continue
-                if h in self._core:
+                if outs is None:  # h is itself a core vertex
                     offers.setdefault(h, []).append((lh, ""))
                 else:
-                    for a, c in self._cost[h].items():
-                        if self._machine[a] is None:
-                            offers.setdefault(a, []).append((c + lh, h))
+                    for a, c in outs:
+                        offers.setdefault(a, []).append((c + lh, h))
             for a, opts in offers.items():
                 best = min(o[0] for o in opts)
                 if a in exits and exits[a][0] <= best:
@@ -186,6 +186,18 @@ class Router:
                 exits[a] = (best, tuple(sorted(h for d, h in opts if d == best and h)))
         ekey = tuple(sorted((a, c) for a, (c, _) in exits.items()))
         hit = self._exits[t] = (exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids)))  # equal exits, one id
+        return hit
+
+    def _gateway_exits(self, m: str) -> "list[tuple[str, str, tuple[tuple[str, int], ...] | None]]":
+        """Machine m's gateways: (vertex, local name, its (fabric vertex, cost) hops, or None for a core
+        gateway), computed once per machine (every destination in m starts from them)."""
+        hit = self._gw_exits.get(m)
+        if hit is None:
+            machine, core = self._machine, self._core
+            hit = self._gw_exits[m] = [
+                (h, self._lname[h],
+                 None if h in core else tuple((a, c) for a, c in self._cost[h].items() if machine[a] is None))
+                for h in self._gateways.get(m, ())]
         return hit
 
     def _core_dist(self, a: str) -> dict[str, int]:
