@@ -5,6 +5,9 @@ Machines are the worker nodes in ClusterSpec order, then `server_hosts` paramete
 is chosen from FABRIC_BUILDERS by FabricSpec.topology; structural facts go to `graph.graph["fabric"]`
 (used by bisection and drawing).
 
+The nodes of a group are alike: the first one's interior is built once and copied (NodeTemplate),
+which gives the graph the very nodes, edges and insertion order that building each node would.
+
 Built topologies are kept (a few, least recently used first out) keyed by the resolved spec, so every
 run on the same cluster in one process (a sweep, simulate then estimate) shares one Topology, and with
 it its router's and compiled steps' caches. A Topology is never modified after it is built.
@@ -22,7 +25,7 @@ from simdist.topology.custom import build_custom
 from simdist.topology.direct import build_direct
 from simdist.topology.fattree import build_fat_tree, build_single_switch
 from simdist.topology.graph import Topology
-from simdist.topology.intranode import add_node_interior, add_server_interior
+from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior
 from simdist.topology.machines import Machine
 from simdist.topology.validate import validate_cluster
 
@@ -86,8 +89,12 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
     machines: list[Machine] = []
     n = 0
     for gi, group in enumerate(cluster.node_groups):
+        template = NodeTemplate.record(group, f"cluster.nodes.{gi}") if group.count > 1 else None
         for _ in range(group.count):
-            gpus, nics = add_node_interior(g, n, group, f"cluster.nodes.{gi}")
+            if template is None:
+                gpus, nics = add_node_interior(g, n, group, f"cluster.nodes.{gi}")
+            else:
+                gpus, nics = template.stamp(g, n)
             endpoints.extend(gpus)
             endpoint_node.extend([n] * len(gpus))
             machines.append(Machine(f"node{n}", tuple(nics), group.nic.link))
