@@ -52,6 +52,24 @@ def ring_channels(topology: Topology, nodes: Sequence[Sequence[int]]) -> int:
     return max(1, min(counts, default=1))
 
 
+def _edge_costs(graph, dead: "frozenset[tuple[str, str]]") -> dict[str, dict[str, int]]:
+    """{u: {w: edge_cost}} in graph.adj order without the `dead` directions; a link class's cost is
+    computed once (a 100k-GPU cluster has a handful of link classes and millions of edges)."""
+    memo: dict[tuple[int, int], int] = {}
+    out: dict[str, dict[str, int]] = {}
+    for u, nbrs in graph.adj.items():
+        row = out[u] = {}
+        for w, d in nbrs.items():
+            if dead and (u, w) in dead:
+                continue
+            link, mult = d["link"], d.get("multiplicity", 1)
+            c = memo.get((id(link), mult))
+            if c is None:
+                c = memo[(id(link), mult)] = edge_cost(link.effective_Bps * mult)
+            row[w] = c
+    return out
+
+
 _SHARED: "weakref.WeakKeyDictionary[Topology, Router]" = weakref.WeakKeyDictionary()
 
 
@@ -72,10 +90,7 @@ class Router:
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         graph = topology.graph
         dead = self.down
-        self._cost: dict[str, dict[str, int]] = {
-            u: {w: edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1)) for w, d in nbrs.items()
-                if not dead or (u, w) not in dead}
-            for u, nbrs in graph.adj.items()}
+        self._cost: dict[str, dict[str, int]] = _edge_costs(graph, dead)
         machine = self._machine = {v: (v.split("/", 1)[0] if isinstance(v, str) and "/" in v else None) for v in graph}
         self._lname = {v: (v.split("/", 1)[1] if m is not None else v) for v, m in machine.items()}
         self._vid = {v: i for i, v in enumerate(graph)}
