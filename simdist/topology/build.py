@@ -88,6 +88,7 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
     endpoint_node: list[int] = []
     machines: list[Machine] = []
     n = 0
+    stamped: dict[str, int] = {}  # machine prefix -> node group whose template it was stamped from
     for gi, group in enumerate(cluster.node_groups):
         template = NodeTemplate.record(group, f"cluster.nodes.{gi}") if group.count > 1 else None
         for _ in range(group.count):
@@ -95,6 +96,7 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
                 gpus, nics = add_node_interior(g, n, group, f"cluster.nodes.{gi}")
             else:
                 gpus, nics = template.stamp(g, n)
+                stamped[f"node{n}"] = gi
             endpoints.extend(gpus)
             endpoint_node.extend([n] * len(gpus))
             machines.append(Machine(f"node{n}", tuple(nics), group.nic.link))
@@ -111,4 +113,5 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
     g.graph["routing"] = resolve_routing(cluster, nic if server_hosts else None).value
     g.graph["machines"] = tuple(m.prefix for m in machines)
     g.graph["workers"] = n
+    g.graph["node_templates"] = stamped  # machines with equal values have identical interiors (routing)
     return Topology(g, tuple(endpoints), tuple(endpoint_node), cluster.num_gpus, description)

@@ -114,6 +114,8 @@ class Router:
         self._metric = TorusMetric.verify(graph.graph.get("fabric") or {}, tuple(graph.graph.get("machines", ())),
                                           self._core_adj)
         self._tmpl_of: dict[str, int] = {}
+        self._tmpl_hint: dict[tuple, int] = {}
+        self._stamped: dict[str, int] = {} if dead else dict(graph.graph.get("node_templates") or {})
         self._tmpl_ids: dict[tuple, int] = {}
         self._tmpl_adj: list[dict[str, dict[str, int]]] = []
         self._tmpl_gw: list[frozenset[str]] = []
@@ -151,6 +153,17 @@ class Router:
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
         tid = self._tmpl_of.get(m)
+        if tid is not None:
+            return tid
+        # machines stamped from one node template (topology.build) have identical interiors: with no
+        # dead links, one with the same gateways shares the template found for the first of them
+        hint = self._stamped.get(m)
+        if hint is not None:
+            hint_key = (hint, tuple(self._lname[h] for h in self._gateways.get(m, ())))
+            tid = self._tmpl_hint.get(hint_key)
+            if tid is not None:
+                self._tmpl_of[m] = tid
+                return tid
         if tid is None:
             ln, machine = self._lname, self._machine
             adj = {ln[v]: {ln[w]: c for w, c in self._cost[v].items() if machine[w] == m} for v in self._members[m]}
@@ -162,6 +175,8 @@ class Router:
                 self._tmpl_adj.append(adj)
                 self._tmpl_gw.append(gw)
             self._tmpl_of[m] = tid
+            if hint is not None:
+                self._tmpl_hint[hint_key] = tid
         return tid
 
     def _local(self, t: str) -> dict[str, int]:
@@ -349,12 +364,16 @@ class Router:
         via: list[str] = []
         if src_vertex != dst_vertex and self._machine[dst_vertex] != self._machine[src_vertex]:
             here = src_vertex
+            total = None  # distance(here, dst_vertex), carried over when `here` moves to a rail
             for rail in (self._rail.get(src_vertex), self._rail.get(dst_vertex)):
                 if rail is not None and rail != here:
-                    total = self.distance(here, dst_vertex)
-                    if total < INF and self.distance(here, rail) + self.distance(rail, dst_vertex) == total:
-                        via.append(rail)
-                        here = rail
+                    if total is None:
+                        total = self.distance(here, dst_vertex)
+                    if total < INF:
+                        rest = self.distance(rail, dst_vertex)
+                        if self.distance(here, rail) + rest == total:
+                            via.append(rail)
+                            here, total = rail, rest
         hit = self._via[key] = tuple(via)
         return hit
 
@@ -364,17 +383,39 @@ class Router:
         Between machines the path goes through the rail NICs of `waypoints` (NIC affinity); `offset`
         shifts every ECMP pick (rails of one machine pair apart)."""
         path = [src_vertex]
-        for v in self.waypoints(src_vertex, dst_vertex) + (dst_vertex,):
-            path.extend(self._walk(path[-1], v, flow_hash_, offset)[1:])
+        via = self.waypoints(src_vertex, dst_vertex)
+        for v in via + (dst_vertex,):
+            path.extend(self._walk(path[-1], v, flow_hash_, offset, reachable=bool(via))[1:])
         return path
 
-    def _walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int = 0) -> list[str]:
+    def _links(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int) -> list[int]:
+        """vertex_path as directed link ids; a stretch inside one machine without an equal-cost branch
+        (GPU to its rail NIC) is its machine template's fixed path, which the walk would follow too."""
+        index = self.topology.links.index
+        machine = self._machine
+        out: list[int] = []
+        here = src_vertex
+        via = self.waypoints(src_vertex, dst_vertex)
+        for v in via + (dst_vertex,):
+            m = machine[here]
+            fixed = self._fixed_local(m, here, v) if m is not None and m == machine[v] else None
+            if fixed is not None:
+                out.extend(fixed)
+            else:
+                p = self._walk(here, v, flow_hash_, offset, reachable=bool(via))
+                out.extend(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
+            here = v
+        return out
+
+    def _walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int = 0,
+              reachable: bool = False) -> list[str]:
+        """One least-cost vertex path by per-hop hashing; `reachable`: the caller checked the distance."""
         path = [src_vertex]
         if src_vertex == dst_vertex:
             return path
         dag = self._dag.get((src_vertex, dst_vertex))
         if dag is None:
-            if self.distance(src_vertex, dst_vertex) == INF:
+            if not reachable and self.distance(src_vertex, dst_vertex) == INF:
                 raise InfeasibleError(f"no route from {src_vertex} to {dst_vertex}")
             dag = self._dag[(src_vertex, dst_vertex)] = {}
         v = src_vertex
@@ -460,8 +501,5 @@ class Router:
                 return fixed
         if s in self._lane and self._machine[s] != self._machine[t]:
             nodes = self.topology.endpoint_node
-            p = self.vertex_path(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s])
-        else:
-            p = self.vertex_path(s, t, flow_hash(src, dst, flow_key))
-        index = self.topology.links.index
-        return tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
+            return tuple(self._links(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s]))
+        return tuple(self._links(s, t, flow_hash(src, dst, flow_key), 0))

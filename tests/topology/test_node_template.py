@@ -36,3 +36,19 @@ def test_topology_links_numbered_as_before():
     interior = [e for e in topo.links.ends if e[0].startswith("node") and e[1].startswith("node")]
     expected = [(a, b) for u, v in g.edges() for a, b in ((u, v), (v, u))]
     assert interior == expected
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "dmodk"])
+def test_router_paths_same_with_and_without_template_hints(routing):
+    """The router's shortcut for stamped machines (one template per node group) changes no path."""
+    from simdist.topology.routing import Router
+
+    spec = cluster(6, "fat_tree", DGX_A100, nics=4, nodes_per_leaf=2, routing=routing)
+    topo = build_topology(spec)
+    assert topo.graph.graph["node_templates"]
+    hinted, plain = Router(topo), Router(topo)
+    plain._stamped = {}
+    n = len(topo.endpoints)
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    assert [hinted.path(a, b, k) for a, b in pairs for k in (0, 1)] == \
+           [plain.path(a, b, k) for a, b in pairs for k in (0, 1)]
