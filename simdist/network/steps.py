@@ -18,6 +18,7 @@ import numpy as np
 
 from simdist.collectives.schedule import Step
 from simdist.network.paths import PathTable
+from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 
 
@@ -190,7 +191,8 @@ class StepCache:
             routes = self._routes.get(pairs_key)
             if routes is None:
                 pairs = tuple(map(_PAIR, step.transfers))
-                routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
+                with gc_paused():
+                    routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
                 if len(self._routes) > self.max_entries:
                     self._routes.popitem(last=False)
             compiled = compile_step(step, self.paths, routes)

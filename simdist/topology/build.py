@@ -24,6 +24,7 @@ from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, RoutingKind
 from simdist.topology.custom import build_custom
 from simdist.topology.direct import build_direct
 from simdist.topology.fattree import build_fat_tree, build_single_switch
+from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior
 from simdist.topology.machines import Machine
@@ -68,7 +69,8 @@ def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicS
     if hit is not None:
         _BUILT.move_to_end(key)
         return hit
-    topology = _build(cluster, server_hosts, server_nic)
+    with gc_paused():
+        topology = _build(cluster, server_hosts, server_nic)
     _BUILT[key] = topology
     while len(_BUILT) > _KEEP:
         _BUILT.popitem(last=False)

@@ -34,6 +34,7 @@ import weakref
 from typing import Sequence
 
 from simdist.errors import InfeasibleError
+from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
 from simdist.topology.torus_metric import TorusMetric
@@ -77,7 +78,8 @@ def shared_router(topology: Topology) -> "Router":
     """The one default Router of `topology` (its caches serve every network model built on it)."""
     hit = _SHARED.get(topology)
     if hit is None:
-        hit = _SHARED[topology] = Router(topology)
+        with gc_paused():
+            hit = _SHARED[topology] = Router(topology)
     return hit
 
 
