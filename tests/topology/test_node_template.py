@@ -52,3 +52,4 @@ def test_router_paths_same_with_and_without_template_hints(routing):
     pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
     assert [hinted.path(a, b, k) for a, b in pairs for k in (0, 1)] == \
            [plain.path(a, b, k) for a, b in pairs for k in (0, 1)]
+
