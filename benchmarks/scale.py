@@ -2,11 +2,15 @@
 
 For ResNet-50 and GPT-2 XL (ring, hierarchical and sharded-PS all_reduce) on fat trees of 1,024 to
 131,072 GPUs (DGX A100-like nodes: 8 GPUs, NVSwitch, 8 x 200G NICs), and the same ranks on ring and
-2D-torus fabrics, it prints per point: the whole process's wall time (interpreter start to exit), the
-simulate call's wall time, peak resident memory, simpy events, the predicted iteration time, and the
-same point at `estimate` fidelity (its wall time on the already-built cluster and its iteration time
-relative to simulate); then the growth exponent of wall time between consecutive sizes. Variants:
-`straggler` (GPU 0 computes 2x slower) and `mixed` (half the nodes V100 DGX-1, half A100).
+2D-torus fabrics, it prints per point: the whole process's wall time up to the iteration's result (interpreter launch to
+the end of the simulate call: imports, load, topology, routes, simulation), the simulate call's wall
+time, peak resident memory at that moment, simpy events, the predicted iteration time, and the same
+point at `estimate` fidelity run afterwards (its wall time on the already-built cluster and its
+iteration time relative to simulate); then the growth exponent of wall time between consecutive sizes.
+Variants: `straggler` (GPU 0 computes 2x slower) and `mixed` (half the nodes V100 DGX-1, half A100);
+their cost relative to the symmetric row at the same size is printed after the table. `--startup`
+times the start-up alone (launch, imports, load, topology, the routes of a ring all_reduce) at 512 GPUs,
+and a summary compares every figure with issue 10's targets.
 
 Every point runs in its own subprocess with a timeout (a slow point is reported, never hangs the run),
 through public entry points only: simdist.io.load.load_scenario with overrides, simulate().
@@ -15,6 +19,8 @@ through public entry points only: simdist.io.load.load_scenario with overrides, 
   python benchmarks/scale.py --max-gpus 16384 --timeout 300
   python benchmarks/scale.py --only resnet50:ring:fat_tree:base --max-gpus 131072
   python benchmarks/scale.py --profile resnet50:ring:fat_tree:base:4096   # cProfile summary of one point
+  python benchmarks/scale.py --startup                    # start-up at 512 GPUs (median of 5 processes)
+  python benchmarks/scale.py --targets --timeout 300      # just the rows issue 10's targets name
 """
 from __future__ import annotations
 
@@ -68,8 +74,8 @@ def scenario(model: str, strategy: str, fabric: str, variant: str, gpus: int) ->
 
 
 def _point(spec: str) -> dict:
-    """Child process: run one point, return its figures (simpy events counted by wrapping schedule)."""
-    t_start = time.perf_counter()
+    """Child process: run one point, return its figures (simpy events counted by wrapping schedule).
+    Times are epoch seconds too, so the parent can measure from the moment it launched the process."""
     import resource
 
     import simpy
@@ -92,32 +98,90 @@ def _point(spec: str) -> dict:
         sc = load_scenario(f.name, [])
     finally:
         os.unlink(f.name)
+    start_epoch = time.time()
     t0 = time.perf_counter()
     sim = simulate(sc, fidelity="simulate")
     sim_wall = time.perf_counter() - t0
+    done_epoch = time.time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = usage.ru_utime + usage.ru_stime
     events = counter["events"]
+    rss_sim = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     t0 = time.perf_counter()
     est = simulate(sc, fidelity="estimate")
     est_wall = time.perf_counter() - t0
-    return {"spec": spec, "startup_s": t0 - t_start - sim_wall, "simulate_s": sim_wall, "estimate_s": est_wall,
-            "events": events, "iteration_s": sim.iteration_time_s, "estimate_iteration_s": est.iteration_time_s,
-            "maxrss_GiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
+    return {"spec": spec, "simulate_s": sim_wall, "estimate_s": est_wall, "start_epoch": start_epoch,
+            "done_epoch": done_epoch, "cpu_s": cpu_s, "events": events, "iteration_s": sim.iteration_time_s,
+            "estimate_iteration_s": est.iteration_time_s, "maxrss_GiB": rss_sim}
+
+
+def _startup() -> dict:
+    """Child process: imports, load, topology and the routes of one ring all_reduce at 512 GPUs."""
+    import resource
+
+    from simdist.collectives.schedule import CollectiveOp
+    from simdist.engine.simulation import Simulation
+    from simdist.io.load import load_scenario
+    from simdist.scenario import Fidelity
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        json.dump(scenario("resnet50", "ring", "fat_tree", "base", 512), f)
+    try:
+        sc = load_scenario(f.name, [])
+    finally:
+        os.unlink(f.name)
+    loaded = time.time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    loaded_cpu = usage.ru_utime + usage.ru_stime
+    ctx = Simulation(sc, Fidelity.SIMULATE).context
+    sched = ctx.cached_schedule(CollectiveOp.ALL_REDUCE, 25 * 2 ** 20)
+    steps = [ctx.network.steps.get(step) for chain in sched.chains for step in chain]
+    done = time.time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"loaded_epoch": loaded, "done_epoch": done, "loaded_cpu_s": loaded_cpu,
+            "cpu_s": usage.ru_utime + usage.ru_stime, "steps": len(steps)}
+
+
+def _child(args: list[str], timeout_s: float) -> "tuple[dict | None, float, str]":
+    """Run this script as a child; (its last JSON line or None, launch epoch, error text)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    launch = time.time()
+    try:
+        out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                             timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return None, launch, f"timeout after {timeout_s:g} s"
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return None, launch, f"exit {out.returncode}: {tail[:120]}"
+    return json.loads(out.stdout.strip().splitlines()[-1]), launch, ""
 
 
 def run_point(spec: str, timeout_s: float) -> dict:
-    """Parent: one point in a fresh interpreter; whole-process wall time measured here."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    t0 = time.perf_counter()
-    try:
-        out = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True, text=True,
-                             timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        return {"spec": spec, "error": f"timeout after {timeout_s:g} s"}
-    wall = time.perf_counter() - t0
-    if out.returncode != 0:
-        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
-        return {"spec": spec, "error": f"exit {out.returncode}: {tail[:120]}", "process_s": wall}
-    return json.loads(out.stdout.strip().splitlines()[-1]) | {"process_s": wall}
+    """Parent: one point in a fresh interpreter; whole-process wall time (launch to the simulate
+    call's result, and launch to exit) measured from here."""
+    r, launch, error = _child(["--child", spec], timeout_s)
+    if r is None:
+        return {"spec": spec, "error": error}
+    return r | {"process_s": r["done_epoch"] - launch, "startup_s": r["start_epoch"] - launch,
+                "exit_s": time.time() - launch}
+
+
+def run_startup(repeats: int = 5) -> dict:
+    """Start-up at 512 GPUs, median over `repeats` fresh processes: launch -> scenario loaded, and
+    launch -> topology built and the ring's routes compiled."""
+    loaded, done, cpu, loaded_cpu = [], [], [], []
+    for _ in range(repeats):
+        r, launch, error = _child(["--startup-child"], 120)
+        if r is None:
+            return {"error": error}
+        loaded.append(r["loaded_epoch"] - launch)
+        done.append(r["done_epoch"] - launch)
+        cpu.append(r["cpu_s"])
+        loaded_cpu.append(r["loaded_cpu_s"])
+    mid = repeats // 2
+    return {"load_s": sorted(loaded)[mid], "startup_s": sorted(done)[mid], "min_s": min(done), "max_s": max(done),
+            "cpu_s": sorted(cpu)[mid], "load_cpu_s": sorted(loaded_cpu)[mid]}
 
 
 def _row(r: dict, prev: dict | None) -> str:
@@ -129,9 +193,67 @@ def _row(r: dict, prev: dict | None) -> str:
     if prev is not None and "error" not in prev:
         g0, g1 = int(prev["spec"].split(":")[-1]), int(gpus)
         growth = f"{math.log(r['process_s'] / prev['process_s']) / math.log(g1 / g0):.2f}"
-    return (f"{head} {r['process_s']:>8.2f} {r['simulate_s']:>8.2f} {r['maxrss_GiB']:>7.2f} {r['events']:>8} "
+    return (f"{head} {r['process_s']:>8.2f} {r['cpu_s']:>7.2f} {r['simulate_s']:>8.2f} {r['maxrss_GiB']:>7.2f} "
+            f"{r['events']:>8} "
             f"{r['iteration_s'] * 1e3:>9.2f} {r['estimate_s'] * 1e3:>8.1f} "
             f"{r['estimate_iteration_s'] / r['iteration_s']:>7.4f} {growth:>6}")
+
+
+# issue 10's targets: (row, sizes) run by --targets
+TARGET_PLAN = ([(("resnet50", "ring", "fat_tree", "base"), SIZES)]
+               + [(("resnet50", "ring", f, "base"), (65536,)) for f in ("ring", "torus2d")]
+               + [(("resnet50", "ring", "fat_tree", v), (1024, 4096, 16384)) for v in ("straggler", "mixed")])
+
+
+def _ok(flag: bool) -> str:
+    return "met" if flag else "MISSED"
+
+
+def summary(results: dict[str, dict], startup: dict | None) -> list[str]:
+    """Every figure issue 10's targets name, from the points that ran (a point not run is skipped)."""
+    lines = ["", "targets (issue 10), whole process = launch to the simulate call's result:"]
+    if startup is not None and "error" not in startup:
+        lines.append(f"  start-up at 512 GPUs < 0.3 s: {startup['startup_s']:.2f} s median "
+                     f"({startup['min_s']:.2f}-{startup['max_s']:.2f}; scenario loaded at {startup['load_s']:.2f} s;"
+                     f" CPU {startup['cpu_s']:.2f} s, {startup['load_cpu_s']:.2f} s to load)"
+                     f" {_ok(startup['startup_s'] < 0.3)}")
+    base = "resnet50:ring:fat_tree:base"
+    limits = {1024: (0.5, None), 16384: (5.0, None), 65536: (20.0, 4.0), 131072: (60.0, 12.0)}
+    for gpus, (t_max, gib_max) in limits.items():
+        r = results.get(f"{base}:{gpus}")
+        if r is None:
+            continue
+        if "error" in r:
+            lines.append(f"  {gpus:,} GPUs < {t_max:g} s: {r['error']} MISSED")
+            continue
+        text = (f"  {gpus:,} GPUs < {t_max:g} s: {r['process_s']:.2f} s (CPU {r['cpu_s']:.2f} s)"
+                f" {_ok(r['process_s'] < t_max)}")
+        if gib_max is not None:
+            text += f"; < {gib_max:g} GiB: {r['maxrss_GiB']:.2f} GiB {_ok(r['maxrss_GiB'] < gib_max)}"
+        lines.append(text)
+    ok = [(g, results[f"{base}:{g}"]) for g in SIZES if "error" not in results.get(f"{base}:{g}", {"error": 1})]
+    for what, col in (("wall", "process_s"), ("CPU", "cpu_s")):
+        growth = [(a, b, math.log(rb[col] / ra[col]) / math.log(b / a)) for (a, ra), (b, rb) in zip(ok, ok[1:])]
+        if growth:
+            worst = max(g for _, _, g in growth)
+            steps = ", ".join(f"{a // 1024}k->{b // 1024}k {g:.2f}" for a, b, g in growth)
+            lines.append(f"  growth exponent <= 1.1 ({what}): worst {worst:.2f} ({steps}) {_ok(worst <= 1.1)}")
+    for fabric in ("ring", "torus2d"):
+        r = results.get(f"resnet50:ring:{fabric}:base:65536")
+        if r is not None:
+            got = r.get("error") or f"{r['maxrss_GiB']:.2f} GiB, {r['process_s']:.1f} s"
+            lines.append(f"  {fabric} fabric, 65,536 ranks < 4 GiB: {got} {_ok('error' not in r and r['maxrss_GiB'] < 4)}")
+    for variant in ("straggler", "mixed"):
+        ratios = []
+        for gpus in SIZES:
+            r, b = results.get(f"resnet50:ring:fat_tree:{variant}:{gpus}"), results.get(f"{base}:{gpus}")
+            if r and b and "error" not in r and "error" not in b:
+                ratios.append((gpus, r["process_s"] / b["process_s"], r["cpu_s"] / b["cpu_s"]))
+        if ratios:
+            worst = max(max(p, q) for _, p, q in ratios)
+            text = ", ".join(f"{g:,}: {p:.2f}x wall / {q:.2f}x CPU" for g, p, q in ratios)
+            lines.append(f"  {variant} within 5x of symmetric: {text} {_ok(worst <= 5)}")
+    return lines
 
 
 def main() -> None:
@@ -140,12 +262,18 @@ def main() -> None:
     parser.add_argument("--max-gpus", type=int, default=max(SIZES), help="largest size to run")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per point")
     parser.add_argument("--only", action="append", default=[], help="model:strategy:fabric:variant (repeatable)")
+    parser.add_argument("--targets", action="store_true", help="only the rows and sizes issue 10's targets name")
+    parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (5 processes)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     parser.add_argument("--profile", help="model:strategy:fabric:variant:gpus: cProfile one point in this process")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--startup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(_point(args.child)))
+        return
+    if args.startup_child:
+        print(json.dumps(_startup()))
         return
     if args.profile:
         import cProfile
@@ -154,20 +282,34 @@ def main() -> None:
         cProfile.runctx("_point(spec)", globals(), {"spec": args.profile}, "/tmp/simdist-scale.prof")
         pstats.Stats("/tmp/simdist-scale.prof").sort_stats("cumulative").print_stats(30)
         return
+    startup = run_startup() if args.startup or args.targets else None
+    if startup is not None:
+        print(f"start-up, 512 GPUs (launch -> routes of a ring all_reduce), median of 5: {startup}", flush=True)
+    if args.startup:
+        print("\n".join(summary({}, startup)))
+        return
     cap = min(args.max_gpus, 4096) if args.quick else args.max_gpus
-    rows = [tuple(o.split(":")) for o in args.only] or MATRIX
-    print(f"{'model':>9} {'strategy':>12} {'fabric':>8} {'variant':>9} {'gpus':>7} {'proc_s':>8} {'sim_s':>8} "
+    if args.targets:
+        plan = [(row, tuple(g for g in sizes if g <= cap)) for row, sizes in TARGET_PLAN]
+    else:
+        rows = [tuple(o.split(":")) for o in args.only] or MATRIX
+        plan = [(row, tuple(g for g in SIZES if g <= cap)) for row in rows]
+    print(f"{'model':>9} {'strategy':>12} {'fabric':>8} {'variant':>9} {'gpus':>7} {'proc_s':>8} {'cpu_s':>7} "
+          f"{'sim_s':>8} "
           f"{'GiB':>7} {'events':>8} {'iter_ms':>9} {'est_ms':>8} {'est/sim':>7} {'growth':>6}")
-    for row in rows:
+    results: dict[str, dict] = {}
+    for row, sizes in plan:
         prev = None
-        for gpus in (s for s in SIZES if s <= cap):
+        for gpus in sizes:
             r = run_point(":".join(row + (str(gpus),)), args.timeout)
+            results[r["spec"]] = r
             print(_row(r, prev), flush=True)
             if args.json:
                 print("#", json.dumps(r), flush=True)
             if "error" in r and r["error"].startswith("timeout"):
                 break  # larger sizes of this row would time out too
             prev = r
+    print("\n".join(summary(results, startup)))
 
 
 if __name__ == "__main__":

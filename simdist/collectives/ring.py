@@ -20,6 +20,7 @@ from typing import Sequence
 
 from simdist.collectives._steps import Chain, check_chunks, ring_transfers
 from simdist.collectives.schedule import CollectiveOp, Group, Step, Transfer
+from simdist.topology.gcpause import gc_paused
 
 CHANNEL_OPS = frozenset({CollectiveOp.ALL_REDUCE, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_GATHER})
 
@@ -74,8 +75,9 @@ def channel_chains(op: CollectiveOp, size_bytes: float, group: Group, channels: 
     op = CollectiveOp(op)
     if op not in CHANNEL_OPS:
         return (ring_chain(op, size_bytes, group.ranks),)
-    rings = channel_rings(group, channels or 1, node_orders)
-    return tuple(ring_chain(op, size_bytes / len(rings), ring) for ring in rings)
+    with gc_paused():  # one Transfer per rank and channel: see topology.gcpause
+        rings = channel_rings(group, channels or 1, node_orders)
+        return tuple(ring_chain(op, size_bytes / len(rings), ring) for ring in rings)
 
 
 def ring_chain(op: CollectiveOp, size_bytes: float, ranks: Sequence[int], chunks: int | None = None) -> Chain:

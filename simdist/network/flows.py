@@ -178,8 +178,17 @@ class FlowNetwork(LinkControl):
 
     def busy_spans(self, link_names: "list[str]") -> dict[str, list[tuple[float, float]]]:
         """When each named directed link was busy (needs record_intervals=True), for traces."""
-        index = {self.topology.links.name(i): i for i in range(len(self.topology.links.ends))}
-        wanted = {index[n]: n for n in link_names if n in index}
+        links = self.topology.links
+        by_name = None  # built only for a name that is not "u->v" with a plain u (custom vertex names)
+        wanted = {}
+        for n in link_names:
+            i = links.index.get(tuple(n.split("->", 1)))
+            if i is None or links.name(i) != n:
+                if by_name is None:
+                    by_name = {links.name(j): j for j in range(len(links.ends))}
+                i = by_name.get(n)
+            if i is not None:
+                wanted[i] = n
         return busy_spans(self.fabric.intervals or [], wanted)
 
     def link_utilization(self, elapsed_s: float) -> dict[str, float]:

@@ -18,6 +18,7 @@ class PathTable:
         self.topology = topology
         self.router = router if router is not None else shared_router(topology)
         self._cache: dict[tuple[int, int, int], tuple[np.ndarray, float]] = {}
+        self._tuples: dict[tuple[int, int, int], tuple[int, ...]] = {}
 
     def path(self, src: int, dst: int, flow_key: int = 0) -> tuple[np.ndarray, float]:
         """(directed link ids, path latency in s) from endpoint src to endpoint dst."""
@@ -29,6 +30,27 @@ class PathTable:
             hit = (links, latency)
             self._cache[key] = hit
         return hit
+
+    def link_tuple(self, src: int, dst: int, flow_key: int = 0) -> tuple[int, ...]:
+        """The directed link ids of one routed (src, dst, flow_key), as the router gives them (cached)."""
+        key = (src, dst, flow_key)
+        hit = self._tuples.get(key)
+        if hit is None:
+            hit = self._tuples[key] = tuple(self.router.path(src, dst, flow_key))
+        return hit
+
+    def link_tuples(self, pairs: "tuple[tuple[int, int], ...]") -> list[tuple[int, ...]]:
+        """link_tuple of every (src, dst) pair with flow key 0, in order (no per-pair numpy array)."""
+        cache, route = self._tuples, self.router.path
+        out = []
+        append = out.append
+        for src, dst in pairs:
+            key = (src, dst, 0)
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = tuple(route(src, dst, 0))
+            append(hit)
+        return out
 
     @property
     def spread(self) -> int:
@@ -42,3 +64,4 @@ class PathTable:
     def clear(self) -> None:
         """Forget every path (after the router has been told to route around a dead link)."""
         self._cache.clear()
+        self._tuples.clear()

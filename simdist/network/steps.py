@@ -8,6 +8,7 @@ identity and by value, so equal steps of later schedules are not routed again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import numpy as np
 
 from simdist.collectives.schedule import Step
 from simdist.network.paths import PathTable
+from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 
 
@@ -72,16 +74,20 @@ class RoutedPairs:
     def route(cls, pairs: tuple[tuple[int, int], ...], paths: PathTable) -> "RoutedPairs":
         k = paths.spread
         if k == 1:
-            routed = [paths.path(src, dst) for src, dst in pairs]
+            routed = paths.link_tuples(pairs)
         else:
-            routed = [r for src, dst in pairs for r in paths.paths(src, dst)]
-        ps = tuple(p for p, _ in routed)
-        lengths = np.fromiter((p.size for p in ps), dtype=np.int64, count=len(ps))
-        flat = np.concatenate(ps) if ps else np.empty(0, dtype=np.int64)
+            routed = [paths.link_tuple(src, dst, key) for src, dst in pairs for key in range(k)]
+        lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
+        total = int(lengths.sum())
+        flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=total)
         links, inverse = np.unique(flat, return_inverse=True)
-        lat = np.fromiter((lat for _, lat in routed), dtype=float, count=len(routed))
+        # per-path latency: the sum over its links, added in path order (as float(latency_s[path].sum()))
+        owner = np.repeat(np.arange(len(routed)), lengths)
+        lat = np.bincount(owner, weights=paths.topology.links.latency_s[flat], minlength=len(routed))
         if k > 1:
             lat = lat.reshape(-1, k).max(axis=1) if lat.size else lat
+        bounds = np.concatenate(([0], np.cumsum(lengths)))
+        ps = tuple(flat[bounds[i]:bounds[i + 1]] for i in range(len(routed)))
         return cls(ps, lat, links, inverse, lengths, k)
 
     def pair_paths(self, i: int) -> tuple[np.ndarray, ...]:
@@ -127,15 +133,21 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 
-def step_key(step: Step) -> tuple[tuple, bytes]:
-    """(value key, pairs key) of a step: 128-bit digests of its (src, dst, size) and (src, dst) arrays
-    plus its scalars. Comparing two 100k-transfer steps by value calls Transfer.__eq__ per transfer;
-    a digest is one numpy pass (equal steps give equal keys; a collision is a 2**-128 chance)."""
-    tr = step.transfers
-    arr = np.array(list(map(_TRIPLE, tr)), dtype=float).reshape(len(tr), 3)
+def _digests(transfers: tuple) -> tuple[bytes, bytes]:
+    """(value digest, pairs digest) of a transfers tuple: 128-bit digests of its (src, dst, size) and
+    (src, dst) arrays (one numpy pass instead of Transfer.__eq__ per transfer)."""
+    n = len(transfers)
+    arr = np.fromiter(itertools.chain.from_iterable(map(_TRIPLE, transfers)), dtype=float,
+                      count=3 * n).reshape(n, 3)
     pairs = hashlib.blake2b(np.ascontiguousarray(arr[:, :2]).tobytes(), digest_size=16).digest()
-    value = hashlib.blake2b(arr.tobytes(), digest_size=16).digest()
-    return (value, len(tr), step.repeat, step.lockstep, step.delay_s, step.reduce_bytes, step.label,
+    return hashlib.blake2b(arr.tobytes(), digest_size=16).digest(), pairs
+
+
+def step_key(step: Step, digests: "tuple[bytes, bytes] | None" = None) -> tuple[tuple, bytes]:
+    """(value key, pairs key) of a step: its transfers' digests (`digests`, or computed) plus its
+    scalars (equal steps give equal keys; a digest collision is a 2**-128 chance)."""
+    value, pairs = digests if digests is not None else _digests(step.transfers)
+    return (value, len(step.transfers), step.repeat, step.lockstep, step.delay_s, step.reduce_bytes, step.label,
             step.pipelined), pairs
 
 
@@ -149,26 +161,38 @@ class StepCache:
         self._by_id: OrderedDict[int, tuple[Step, CompiledStep, tuple]] = OrderedDict()
         self._by_value: OrderedDict[tuple, CompiledStep] = OrderedDict()
         self._routes: OrderedDict[bytes, RoutedPairs] = OrderedDict()
+        # digests by transfers-tuple identity: a ring all_reduce's two steps share one tuple
+        self._digests: OrderedDict[int, tuple[tuple, tuple[bytes, bytes]]] = OrderedDict()
+
+    def _step_key(self, step: Step) -> tuple[tuple, bytes]:
+        tr = step.transfers
+        hit = self._digests.get(id(tr))
+        if hit is None or hit[0] is not tr:
+            hit = self._digests[id(tr)] = (tr, _digests(tr))  # keeps `tr` alive, so its id is not reused
+            if len(self._digests) > 64:
+                self._digests.popitem(last=False)
+        return step_key(step, hit[1])
 
     def key(self, step: Step) -> tuple:
         """The step's value key (memoised once the step is compiled; never routes)."""
         hit = self._by_id.get(id(step))
         if hit is not None and hit[0] is step:
             return hit[2]
-        return step_key(step)[0]
+        return self._step_key(step)[0]
 
     def get(self, step: Step) -> CompiledStep:
         hit = self._by_id.get(id(step))
         if hit is not None and hit[0] is step:
             self._by_id.move_to_end(id(step))
             return hit[1]
-        key, pairs_key = step_key(step)
+        key, pairs_key = self._step_key(step)
         compiled = self._by_value.get(key)
         if compiled is None:
             routes = self._routes.get(pairs_key)
             if routes is None:
                 pairs = tuple(map(_PAIR, step.transfers))
-                routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
+                with gc_paused():
+                    routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
                 if len(self._routes) > self.max_entries:
                     self._routes.popitem(last=False)
             compiled = compile_step(step, self.paths, routes)
@@ -191,6 +215,7 @@ class StepCache:
         self._by_id.clear()
         self._by_value.clear()
         self._routes.clear()
+        self._digests.clear()
 
 
 _SHARED: "weakref.WeakKeyDictionary[Topology, StepCache]" = weakref.WeakKeyDictionary()

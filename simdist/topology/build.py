@@ -5,6 +5,9 @@ Machines are the worker nodes in ClusterSpec order, then `server_hosts` paramete
 is chosen from FABRIC_BUILDERS by FabricSpec.topology; structural facts go to `graph.graph["fabric"]`
 (used by bisection and drawing).
 
+The nodes of a group are alike: the first one's interior is built once and copied (NodeTemplate),
+which gives the graph the very nodes, edges and insertion order that building each node would.
+
 Built topologies are kept (a few, least recently used first out) keyed by the resolved spec, so every
 run on the same cluster in one process (a sweep, simulate then estimate) shares one Topology, and with
 it its router's and compiled steps' caches. A Topology is never modified after it is built.
@@ -21,8 +24,9 @@ from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, RoutingKind
 from simdist.topology.custom import build_custom
 from simdist.topology.direct import build_direct
 from simdist.topology.fattree import build_fat_tree, build_single_switch
+from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
-from simdist.topology.intranode import add_node_interior, add_server_interior
+from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior
 from simdist.topology.machines import Machine
 from simdist.topology.validate import validate_cluster
 
@@ -65,7 +69,8 @@ def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicS
     if hit is not None:
         _BUILT.move_to_end(key)
         return hit
-    topology = _build(cluster, server_hosts, server_nic)
+    with gc_paused():
+        topology = _build(cluster, server_hosts, server_nic)
     _BUILT[key] = topology
     while len(_BUILT) > _KEEP:
         _BUILT.popitem(last=False)
@@ -85,9 +90,15 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
     endpoint_node: list[int] = []
     machines: list[Machine] = []
     n = 0
+    stamped: dict[str, int] = {}  # machine prefix -> node group whose template it was stamped from
     for gi, group in enumerate(cluster.node_groups):
+        template = NodeTemplate.record(group, f"cluster.nodes.{gi}") if group.count > 1 else None
         for _ in range(group.count):
-            gpus, nics = add_node_interior(g, n, group, f"cluster.nodes.{gi}")
+            if template is None:
+                gpus, nics = add_node_interior(g, n, group, f"cluster.nodes.{gi}")
+            else:
+                gpus, nics = template.stamp(g, n)
+                stamped[f"node{n}"] = gi
             endpoints.extend(gpus)
             endpoint_node.extend([n] * len(gpus))
             machines.append(Machine(f"node{n}", tuple(nics), group.nic.link))
@@ -104,4 +115,9 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
     g.graph["routing"] = resolve_routing(cluster, nic if server_hosts else None).value
     g.graph["machines"] = tuple(m.prefix for m in machines)
     g.graph["workers"] = n
+    for m in machines:  # a fabric edge between two vertices of one machine would change its interior
+        if m.prefix in stamped and any(w.startswith(m.prefix + "/") and d.get("kind") in ("fabric", "nic")
+                                       for nic in m.nics for w, d in g.adj[nic].items()):
+            del stamped[m.prefix]
+    g.graph["node_templates"] = stamped  # machines with equal values have identical interiors (routing)
     return Topology(g, tuple(endpoints), tuple(endpoint_node), cluster.num_gpus, description)

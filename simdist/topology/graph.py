@@ -30,17 +30,31 @@ class DirectedLinks:
 
     @classmethod
     def from_graph(cls, graph: nx.Graph) -> "DirectedLinks":
+        """Edges in graph.edges() order (each node's neighbours in insertion order, an edge once),
+        both directions of each numbered consecutively; a link class's figures are read once."""
         ends: list[tuple[str, str]] = []
         cap: list[float] = []
         lat: list[float] = []
-        for u, v, data in graph.edges(data=True):
-            link: LinkSpec = data["link"]
-            for a, b in ((u, v), (v, u)):
-                ends.append((a, b))
-                cap.append(link.effective_Bps * data.get("multiplicity", 1))
-                lat.append(link.latency_s)
+        figures: dict[tuple[int, int], tuple[float, float]] = {}  # (id(link), multiplicity) -> (cap, lat)
+        seen: set = set()
+        for u, nbrs in graph.adj.items():
+            for v, data in nbrs.items():
+                if v in seen:
+                    continue
+                link: LinkSpec = data["link"]
+                mult = data.get("multiplicity", 1)
+                fig = figures.get((id(link), mult))
+                if fig is None:
+                    fig = figures[(id(link), mult)] = (link.effective_Bps * mult, link.latency_s)
+                ends.append((u, v))
+                ends.append((v, u))
+                cap.append(fig[0])
+                cap.append(fig[0])
+                lat.append(fig[1])
+                lat.append(fig[1])
+            seen.add(u)
         return cls(tuple(ends), np.array(cap, dtype=float), np.array(lat, dtype=float),
-                   {e: i for i, e in enumerate(ends)})
+                   dict(zip(ends, range(len(ends)))))
 
 
 @dataclass(frozen=True, eq=False)

@@ -166,3 +166,44 @@ def add_server_interior(g: nx.Graph, s: int, nic_count: int, nic_link: LinkSpec)
     for nic in nics:
         _add(g, cpu, nic, host_link(nic_link), "pcie")
     return cpu, nics
+
+
+class _Recording(nx.Graph):
+    """A graph that also logs its add_edge calls in order (what NodeTemplate replays)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.edge_log: list[tuple[str, str, dict]] = []
+
+    def add_edge(self, u_of_edge, v_of_edge, **attr) -> None:
+        self.edge_log.append((u_of_edge, v_of_edge, attr))
+        super().add_edge(u_of_edge, v_of_edge, **attr)
+
+
+class NodeTemplate:
+    """One node group's interior, built once as node 0 and stamped onto node n by renaming: its
+    vertices in creation order (with their attributes, `rail` renamed too), then its add_edge calls in
+    order, so the graph ends up exactly as add_node_interior(g, n, ...) leaves it, only faster."""
+
+    _PREFIX = "node0/"
+
+    def __init__(self, graph: _Recording, gpus: list[str], nics: list[str]) -> None:
+        cut = len(self._PREFIX)
+        self._nodes = [(v[cut:], {k: (x[cut:] if k == "rail" else x) for k, x in d.items()})
+                       for v, d in graph.nodes(data=True)]
+        self._edges = [(u[cut:], v[cut:], d) for u, v, d in graph.edge_log]
+        self._gpus = [v[cut:] for v in gpus]
+        self._nics = [v[cut:] for v in nics]
+
+    @classmethod
+    def record(cls, group: NodeGroupSpec, path: str) -> "NodeTemplate":
+        graph = _Recording()
+        gpus, nics = add_node_interior(graph, 0, group, path)
+        return cls(graph, gpus, nics)
+
+    def stamp(self, g: nx.Graph, n: int) -> tuple[list[str], list[str]]:
+        """Add node n's interior to `g` (none of its vertices may exist yet); (gpu vertices, nic vertices)."""
+        p = f"node{n}/"
+        g.add_nodes_from((p + v, {k: (p + x if k == "rail" else x) for k, x in d.items()}) for v, d in self._nodes)
+        g.add_edges_from((p + u, p + v, d) for u, v, d in self._edges)
+        return [p + v for v in self._gpus], [p + v for v in self._nics]

@@ -34,6 +34,7 @@ import weakref
 from typing import Sequence
 
 from simdist.errors import InfeasibleError
+from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
 from simdist.topology.torus_metric import TorusMetric
@@ -52,6 +53,24 @@ def ring_channels(topology: Topology, nodes: Sequence[Sequence[int]]) -> int:
     return max(1, min(counts, default=1))
 
 
+def _edge_costs(graph, dead: "frozenset[tuple[str, str]]") -> dict[str, dict[str, int]]:
+    """{u: {w: edge_cost}} in graph.adj order without the `dead` directions; a link class's cost is
+    computed once (a 100k-GPU cluster has a handful of link classes and millions of edges)."""
+    memo: dict[tuple[int, int], int] = {}
+    out: dict[str, dict[str, int]] = {}
+    for u, nbrs in graph.adj.items():
+        row = out[u] = {}
+        for w, d in nbrs.items():
+            if dead and (u, w) in dead:
+                continue
+            link, mult = d["link"], d.get("multiplicity", 1)
+            c = memo.get((id(link), mult))
+            if c is None:
+                c = memo[(id(link), mult)] = edge_cost(link.effective_Bps * mult)
+            row[w] = c
+    return out
+
+
 _SHARED: "weakref.WeakKeyDictionary[Topology, Router]" = weakref.WeakKeyDictionary()
 
 
@@ -59,7 +78,8 @@ def shared_router(topology: Topology) -> "Router":
     """The one default Router of `topology` (its caches serve every network model built on it)."""
     hit = _SHARED.get(topology)
     if hit is None:
-        hit = _SHARED[topology] = Router(topology)
+        with gc_paused():
+            hit = _SHARED[topology] = Router(topology)
     return hit
 
 
@@ -72,10 +92,7 @@ class Router:
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         graph = topology.graph
         dead = self.down
-        self._cost: dict[str, dict[str, int]] = {
-            u: {w: edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1)) for w, d in nbrs.items()
-                if not dead or (u, w) not in dead}
-            for u, nbrs in graph.adj.items()}
+        self._cost: dict[str, dict[str, int]] = _edge_costs(graph, dead)
         machine = self._machine = {v: (v.split("/", 1)[0] if isinstance(v, str) and "/" in v else None) for v in graph}
         self._lname = {v: (v.split("/", 1)[1] if m is not None else v) for v, m in machine.items()}
         self._vid = {v: i for i, v in enumerate(graph)}
@@ -99,12 +116,15 @@ class Router:
         self._metric = TorusMetric.verify(graph.graph.get("fabric") or {}, tuple(graph.graph.get("machines", ())),
                                           self._core_adj)
         self._tmpl_of: dict[str, int] = {}
+        self._tmpl_hint: dict[tuple, int] = {}
+        self._stamped: dict[str, int] = {} if dead else dict(graph.graph.get("node_templates") or {})
         self._tmpl_ids: dict[tuple, int] = {}
         self._tmpl_adj: list[dict[str, dict[str, int]]] = []
         self._tmpl_gw: list[frozenset[str]] = []
         self._tlocal: dict[tuple[int, str], dict[str, int]] = {}
         self._tsrc: dict[tuple, dict[str, int]] = {}
         self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
+        self._gw_exits: dict[str, list] = {}
         self._srckey: dict[tuple[str, int], tuple[tuple, int, dict]] = {}
         self._ekey_ids: dict[tuple, int] = {}
         self._dcore: dict[str, dict[str, int]] = {}
@@ -135,6 +155,17 @@ class Router:
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
         tid = self._tmpl_of.get(m)
+        if tid is not None:
+            return tid
+        # machines stamped from one node template (topology.build) have identical interiors: with no
+        # dead links, one with the same gateways shares the template found for the first of them
+        hint = self._stamped.get(m)
+        if hint is not None:
+            hint_key = (hint, tuple(self._lname[h] for h in self._gateways.get(m, ())))
+            tid = self._tmpl_hint.get(hint_key)
+            if tid is not None:
+                self._tmpl_of[m] = tid
+                return tid
         if tid is None:
             ln, machine = self._lname, self._machine
             adj = {ln[v]: {ln[w]: c for w, c in self._cost[v].items() if machine[w] == m} for v in self._members[m]}
@@ -146,6 +177,8 @@ class Router:
                 self._tmpl_adj.append(adj)
                 self._tmpl_gw.append(gw)
             self._tmpl_of[m] = tid
+            if hint is not None:
+                self._tmpl_hint[hint_key] = tid
         return tid
 
     def _local(self, t: str) -> dict[str, int]:
@@ -167,18 +200,17 @@ class Router:
             exits[t] = (0, ())
         m = self._machine[t]
         if m is not None:
-            local, ln = self._local(t), self._lname
+            local = self._local(t)
             offers: dict[str, list[tuple[int, str]]] = {}
-            for h in self._gateways.get(m, ()):
-                lh = local.get(ln[h])
+            for h, lname, outs in self._gateway_exits(m):
+                lh = local.get(lname)
                 if lh is None:
                     continue
-                if h in self._core:
+                if outs is None:  # h is itself a core vertex
                     offers.setdefault(h, []).append((lh, ""))
                 else:
-                    for a, c in self._cost[h].items():
-                        if self._machine[a] is None:
-                            offers.setdefault(a, []).append((c + lh, h))
+                    for a, c in outs:
+                        offers.setdefault(a, []).append((c + lh, h))
             for a, opts in offers.items():
                 best = min(o[0] for o in opts)
                 if a in exits and exits[a][0] <= best:
@@ -186,6 +218,18 @@ class Router:
                 exits[a] = (best, tuple(sorted(h for d, h in opts if d == best and h)))
         ekey = tuple(sorted((a, c) for a, (c, _) in exits.items()))
         hit = self._exits[t] = (exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids)))  # equal exits, one id
+        return hit
+
+    def _gateway_exits(self, m: str) -> "list[tuple[str, str, tuple[tuple[str, int], ...] | None]]":
+        """Machine m's gateways: (vertex, local name, its (fabric vertex, cost) hops, or None for a core
+        gateway), computed once per machine (every destination in m starts from them)."""
+        hit = self._gw_exits.get(m)
+        if hit is None:
+            machine, core = self._machine, self._core
+            hit = self._gw_exits[m] = [
+                (h, self._lname[h],
+                 None if h in core else tuple((a, c) for a, c in self._cost[h].items() if machine[a] is None))
+                for h in self._gateways.get(m, ())]
         return hit
 
     def _core_dist(self, a: str) -> dict[str, int]:
@@ -322,12 +366,16 @@ class Router:
         via: list[str] = []
         if src_vertex != dst_vertex and self._machine[dst_vertex] != self._machine[src_vertex]:
             here = src_vertex
+            total = None  # distance(here, dst_vertex), carried over when `here` moves to a rail
             for rail in (self._rail.get(src_vertex), self._rail.get(dst_vertex)):
                 if rail is not None and rail != here:
-                    total = self.distance(here, dst_vertex)
-                    if total < INF and self.distance(here, rail) + self.distance(rail, dst_vertex) == total:
-                        via.append(rail)
-                        here = rail
+                    if total is None:
+                        total = self.distance(here, dst_vertex)
+                    if total < INF:
+                        rest = self.distance(rail, dst_vertex)
+                        if self.distance(here, rail) + rest == total:
+                            via.append(rail)
+                            here, total = rail, rest
         hit = self._via[key] = tuple(via)
         return hit
 
@@ -337,17 +385,39 @@ class Router:
         Between machines the path goes through the rail NICs of `waypoints` (NIC affinity); `offset`
         shifts every ECMP pick (rails of one machine pair apart)."""
         path = [src_vertex]
-        for v in self.waypoints(src_vertex, dst_vertex) + (dst_vertex,):
-            path.extend(self._walk(path[-1], v, flow_hash_, offset)[1:])
+        via = self.waypoints(src_vertex, dst_vertex)
+        for v in via + (dst_vertex,):
+            path.extend(self._walk(path[-1], v, flow_hash_, offset, reachable=bool(via))[1:])
         return path
 
-    def _walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int = 0) -> list[str]:
+    def _links(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int) -> list[int]:
+        """vertex_path as directed link ids; a stretch inside one machine without an equal-cost branch
+        (GPU to its rail NIC) is its machine template's fixed path, which the walk would follow too."""
+        index = self.topology.links.index
+        machine = self._machine
+        out: list[int] = []
+        here = src_vertex
+        via = self.waypoints(src_vertex, dst_vertex)
+        for v in via + (dst_vertex,):
+            m = machine[here]
+            fixed = self._fixed_local(m, here, v) if m is not None and m == machine[v] else None
+            if fixed is not None:
+                out.extend(fixed)
+            else:
+                p = self._walk(here, v, flow_hash_, offset, reachable=bool(via))
+                out.extend(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
+            here = v
+        return out
+
+    def _walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int = 0,
+              reachable: bool = False) -> list[str]:
+        """One least-cost vertex path by per-hop hashing; `reachable`: the caller checked the distance."""
         path = [src_vertex]
         if src_vertex == dst_vertex:
             return path
         dag = self._dag.get((src_vertex, dst_vertex))
         if dag is None:
-            if self.distance(src_vertex, dst_vertex) == INF:
+            if not reachable and self.distance(src_vertex, dst_vertex) == INF:
                 raise InfeasibleError(f"no route from {src_vertex} to {dst_vertex}")
             dag = self._dag[(src_vertex, dst_vertex)] = {}
         v = src_vertex
@@ -433,8 +503,5 @@ class Router:
                 return fixed
         if s in self._lane and self._machine[s] != self._machine[t]:
             nodes = self.topology.endpoint_node
-            p = self.vertex_path(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s])
-        else:
-            p = self.vertex_path(s, t, flow_hash(src, dst, flow_key))
-        index = self.topology.links.index
-        return tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
+            return tuple(self._links(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s]))
+        return tuple(self._links(s, t, flow_hash(src, dst, flow_key), 0))
