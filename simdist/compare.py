@@ -142,6 +142,8 @@ def _crossover(bws, base, mine) -> tuple[float | None, str]:
         return None, "never"
     last = max(k for k, w in enumerate(wins) if w)
     status = "crossover" if all(wins[: last + 1]) else "mixed"
+    if last == len(bws) - 1:  # it loses somewhere below but wins at the top: no crossing above, "mixed"
+        return None, status
     g0, g1 = gaps[last], gaps[last + 1]
     if g1 is None:
         return bws[last], status

@@ -130,3 +130,13 @@ def test_deterministic():
     a = breakeven(_scenario(), [10 * GBPS, 100 * GBPS], parse_methods("int8,topk:0.01"))
     b = breakeven(_scenario(), [10 * GBPS, 100 * GBPS], parse_methods("int8,topk:0.01"))
     assert a == b
+
+
+def test_a_codec_that_wins_at_the_top_bandwidth_but_loses_below_is_mixed_without_a_crossing() -> None:
+    from simdist.compare import _crossover
+
+    bws = (1e9, 2e9, 4e9)
+    assert _crossover(bws, (1.0, 1.0, 1.0), (0.9, 1.1, 0.95)) == (None, "mixed")
+    assert _crossover(bws, (1.0, 1.0, 1.0), (1.1, 1.1, 0.95)) == (None, "mixed")
+    crossing, status = _crossover(bws, (1.0, 1.0, 1.0), (0.9, 1.1, 1.1))
+    assert status == "crossover" and 1e9 < crossing < 2e9
