@@ -139,7 +139,8 @@ def first_trainable_layer(model: ModelSpec) -> int:
 
 def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
                 calibration: ComputeCalibration | None = None,
-                efficiency_factors: Sequence[float] | None = None) -> list[LayerTime]:
+                efficiency_factors: Sequence[float] | None = None,
+                accumulation_bytes: int = 0) -> list[LayerTime]:
     """Per-layer forward/backward time of a `batch`-sample micro-batch, in forward order.
 
     Backward is 2 x forward FLOPs (input gradient + weight gradient). Layers before the first layer with
@@ -147,6 +148,9 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     weight gradient (1 x forward FLOPs), as autograd does for a network input that does not require grad.
     `efficiency_factors` (one per layer, in (0, 1]) multiply each layer's FLOP efficiency: tensor parallelism
     passes gemm_shrink_factor for its split matrices; None is 1 everywhere.
+    `accumulation_bytes` > 0: the micro-batch's weight gradients are added into an accumulation buffer of that
+    many bytes per element by a separate kernel per gradient tensor (Megatron-LM 2021's `main_grad.add_(grad)`
+    hook, PyTorch autograd's AccumulateGrad): each reads the new gradient and reads and writes the buffer.
     """
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"batch: got {batch!r}; expected a positive integer")
@@ -156,6 +160,8 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
                              f"({len(model.layers)})")
         for f in efficiency_factors:
             _check_fraction("efficiency_factors[]", f)
+    if isinstance(accumulation_bytes, bool) or not isinstance(accumulation_bytes, int) or accumulation_bytes < 0:
+        raise ValueError(f"accumulation_bytes: got {accumulation_bytes!r}; expected a non-negative integer")
     p = _check_precision(precision)
     peak = gpu.flops(p)
     bw = memory_bandwidth_Bps(gpu, calibration)
@@ -165,16 +171,28 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     out: list[LayerTime] = []
     for i, layer in enumerate(model.layers):
         eff = efficiency(layer.kind, gpu, p, calibration)
-        if efficiency_factors is not None:
-            eff *= efficiency_factors[i]
+        factor = efficiency_factors[i] if efficiency_factors is not None else 1.0
+        eff *= factor
         flops = layer.fwd_flops * batch
-        fwd_bytes = batch * (layer.input_elems + layer.output_elems) * a + layer.params * w
-        fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
+        if layer.fwd_kernels:
+            fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, p, calibration, factor, bw, launch)
+        else:
+            fwd_bytes = batch * (layer.input_elems + layer.output_elems) * a + layer.params * w
+            fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
         if i < first:
             out.append(LayerTime(fwd, 0.0))
             continue
         dgrad = i > first
         wgrad = layer.params > 0
+        accumulate = 0.0
+        if accumulation_bytes and wgrad:
+            accumulate = (layer.params * (w + 2 * accumulation_bytes) / bw
+                          + max(1, len(layer.grad_shapes)) * launch)
+        if layer.bwd_kernels and dgrad:
+            weights = layer.params * w * (1 + int(wgrad))
+            out.append(LayerTime(fwd, _kernels_s(layer.bwd_kernels, batch, weights, gpu, p, calibration, factor,
+                                                 bw, launch) + accumulate))
+            continue
         # bytes: read the output gradient and the saved activations, write the input gradient (dgrad),
         # read the weights (dgrad) and write their gradients (wgrad)
         bwd_bytes = batch * (layer.output_elems + layer.saved_elems + (layer.input_elems if dgrad else 0)) * a
@@ -184,9 +202,24 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         else:
             bwd_flops = flops if wgrad else 0.0
         kernels = max(1, int(dgrad) + int(wgrad)) if layer.params else 1
-        bwd = _roofline(bwd_flops, bwd_bytes, peak, eff, bw) + kernels * launch
+        bwd = _roofline(bwd_flops, bwd_bytes, peak, eff, bw) + kernels * launch + accumulate
         out.append(LayerTime(fwd, bwd))
     return out
+
+
+def _kernels_s(kernels, batch: int, weight_bytes: float, gpu: GpuSpec, precision: str,
+               calibration: ComputeCalibration | None, gemm_factor: float, bw: float, launch: float) -> float:
+    """A layer run as a sequence of kernels: each on its own roofline plus a launch; the layer's weights (and
+    weight gradients) are charged to the first. `gemm_factor` (tensor parallelism's shrink) applies to the
+    matmul-like kernels only."""
+    peak = gpu.flops(precision)
+    a = ACTIVATION_BYTES[precision]
+    total = 0.0
+    for j, k in enumerate(kernels):
+        eff = efficiency(k.kind, gpu, precision, calibration) * (gemm_factor if k.kind in GEMM_KINDS else 1.0)
+        moved = batch * (k.elems * a + k.mask_bytes) + (weight_bytes if j == 0 else 0.0)
+        total += _roofline(k.flops * batch, moved, peak, eff, bw) + launch
+    return total
 
 
 # A matmul of W FLOPs is modelled as W / (peak x e) plus a fixed ramp GEMM_RAMP_S (the last partial wave of

@@ -199,8 +199,11 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     gpu = s.cluster.node_groups[0].gpu
     precision = w.precision.value
     shape = transformer_shape(model)
+    # Megatron-LM's DDP keeps a main_grad buffer in the gradient dtype and adds every micro-batch's weight
+    # gradients into it with a separate kernel (compute.layer_times, accumulation_bytes)
     tpp = tensor_parallel_plan(model, gpu, t.micro_batch, precision, tp, t.sequence_parallel,
-                               s.compute_calibration, heads=shape.heads if shape else None)
+                               s.compute_calibration, heads=shape.heads if shape else None,
+                               accumulation_bytes=DTYPE_BYTES[w.grad_dtype])
     rc = Recompute(t.recompute)
     if rc is not Recompute.NONE and shape is None:
         raise ScenarioError.bad_value("training.recompute", rc.value, "none for a model without attention blocks")

@@ -151,7 +151,7 @@ def shard_layer(layer: LayerSpec, role: TpRole, tp: int, sequence_parallel: bool
     if role in (TpRole.SEQUENCE, TpRole.HEADS, TpRole.SHARDED, TpRole.VOCAB_LOSS):
         return replace(layer, fwd_flops=layer.fwd_flops / tp, input_elems=layer.input_elems / tp,
                        output_elems=layer.output_elems if role is TpRole.VOCAB_LOSS else layer.output_elems / tp,
-                       saved_elems=layer.saved_elems / tp)
+                       saved_elems=layer.saved_elems / tp, **layer.scaled_kernels(1.0 / tp))
     if role is TpRole.ROW:  # weight (out, in) -> (out, in / tp); the bias is added after the reduction, whole
         shapes = tuple((s[0], _split(s[1], tp, layer, "input features", True)) if len(s) == 2 else s
                        for s in layer.grad_shapes)
@@ -207,7 +207,8 @@ def _collectives(i: int, layer: LayerSpec, role: TpRole, b: int, act: int, sp: b
 
 def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, precision: str, tp: int,
                          sequence_parallel: bool = False, calibration: ComputeCalibration | None = None,
-                         heads: int | None = None, kv_heads: int | None = None) -> TensorParallelPlan:
+                         heads: int | None = None, kv_heads: int | None = None,
+                         accumulation_bytes: int = 0) -> TensorParallelPlan:
     """Per layer: the shard, its forward/backward time per tp rank for `micro_batch` samples, its collectives.
 
     Each split matmul runs FLOPs / tp at gemm_shrink_factor of the unsplit layer's efficiency. `heads`, when
@@ -228,7 +229,8 @@ def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, preci
         split = tp > 1 and role in _SPLIT_ROLES and full.kind in GEMM_KINDS
         factors.append(gemm_shrink_factor(full.fwd_flops * b, part.fwd_flops * b, gpu, precision, calibration)
                        if split else 1.0)
-    times = layer_times(sharded, gpu, b, precision, calibration, efficiency_factors=factors if tp > 1 else None)
+    times = layer_times(sharded, gpu, b, precision, calibration, efficiency_factors=factors if tp > 1 else None,
+                        accumulation_bytes=accumulation_bytes)  # per micro-batch gradient accumulation (compute.py)
     act = ACTIVATION_BYTES[str(precision)]
     layers = []
     for i, (full, part, role, t, f) in enumerate(zip(model.layers, sharded.layers, roles, times, factors)):

@@ -15,30 +15,43 @@ _GPT2_VOCAB = 50257  # GPT-2 BPE, also used by GPT-3
 _LLAMA_VOCAB = 32000
 
 
-def _gpt2(layers: int, hidden: int, heads: int, name: str) -> Callable[[int], ModelSpec]:
-    return lambda s: parametric_gpt(layers, hidden, heads, _GPT2_VOCAB, s, name=name, max_positions=1024,
-                                    source="Radford et al. 2019 (GPT-2); HF gpt2 config")
+# Per-block kernel options a scenario may override (workload.flash_attention, .dropout, .fused_kernels);
+# each catalog transformer states its own defaults below, CNNs take none.
+KERNEL_OPTIONS = ("flash_attention", "dropout", "fused_kernels")
 
 
-def _gpt3(layers: int, hidden: int, heads: int, name: str) -> Callable[[int], ModelSpec]:
-    return lambda s: parametric_gpt(layers, hidden, heads, _GPT2_VOCAB, s, name=name, max_positions=2048,
-                                    source="Brown et al. 2020, arXiv:2005.14165, Table 2.1 (dense attention assumed)")
+def _gpt2(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
+    return lambda s, **kw: parametric_gpt(layers, hidden, heads, _GPT2_VOCAB, s, name=name, max_positions=1024,
+                                          source="Radford et al. 2019 (GPT-2); HF gpt2 config", **kw)
 
 
-def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, name: str) -> Callable[[int], ModelSpec]:
-    return lambda s: parametric_gpt(layers, hidden, heads, _LLAMA_VOCAB, s, ffn, name=name, kv_heads=kv_heads,
-                                    positions="rotary", mlp="swiglu", norm="rmsnorm", bias=False, tied_head=False,
-                                    flash_attention=True,
-                                    source="Touvron et al. 2023, arXiv:2307.09288; HF Llama-2 configs")
+def _gpt3(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
+    return lambda s, **kw: parametric_gpt(layers, hidden, heads, _GPT2_VOCAB, s, name=name, max_positions=2048,
+                                          source="Brown et al. 2020, arXiv:2005.14165, Table 2.1 (dense attention "
+                                                 "assumed)", **kw)
 
 
-def _bert(layers: int, hidden: int, heads: int, name: str) -> Callable[[int], ModelSpec]:
-    return lambda s: parametric_bert(layers, hidden, heads, 30522, s, name=name,
-                                     source="Devlin et al. 2018, arXiv:1810.04805; HF bert-*-uncased configs")
+def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, name: str) -> Callable[..., ModelSpec]:
+    def build(s, **kw):
+        opts = {"flash_attention": True, "dropout": 0.0, **kw}  # LLaMA trains without dropout
+        return parametric_gpt(layers, hidden, heads, _LLAMA_VOCAB, s, ffn, name=name, kv_heads=kv_heads,
+                              positions="rotary", mlp="swiglu", norm="rmsnorm", bias=False, tied_head=False,
+                              source="Touvron et al. 2023, arXiv:2307.09288; HF Llama-2 configs", **opts)
+    return build
 
 
-def _fixed(build: Callable[[], ModelSpec]) -> Callable[[int | None], ModelSpec]:
-    return lambda s: build()
+def _bert(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
+    return lambda s, **kw: parametric_bert(layers, hidden, heads, 30522, s, name=name,
+                                           source="Devlin et al. 2018, arXiv:1810.04805; HF bert-*-uncased configs",
+                                           **kw)
+
+
+def _fixed(build: Callable[[], ModelSpec]) -> Callable[..., ModelSpec]:
+    def fixed(s, **kw):
+        if kw:
+            raise ValueError(f"{', '.join(sorted(kw))}: only transformer models take per-block kernel options")
+        return build()
+    return fixed
 
 
 # key -> (builder taking seq_len, default seq_len or None for models without a sequence)
@@ -49,7 +62,7 @@ _CATALOG: dict[str, tuple[Callable, int | None]] = {
     "resnet101": (_fixed(lambda: cnn.resnet(101)), None),
     "resnet152": (_fixed(lambda: cnn.resnet(152)), None),
     "inception-v3": (_fixed(cnn.inception_v3), None),
-    "vit-b16": (lambda s: vit(image_size=vit_seq_to_image(s)), 197),
+    "vit-b16": (lambda s, **kw: vit(image_size=vit_seq_to_image(s), **kw), 197),
     "bert-base": (_bert(12, 768, 12, "bert-base"), 512),
     "bert-large": (_bert(24, 1024, 16, "bert-large"), 512),
     "gpt2": (_gpt2(12, 768, 12, "gpt2"), 1024),
@@ -75,11 +88,17 @@ def default_seq_len(key: str) -> int | None:
     return _CATALOG[key][1]
 
 
-def get_model(key: str, seq_len: int | None = None) -> ModelSpec:
-    """The catalog model `key` profiled at `seq_len` tokens (its default when None; ignored by CNNs)."""
+def get_model(key: str, seq_len: int | None = None, **options) -> ModelSpec:
+    """The catalog model `key` profiled at `seq_len` tokens (its default when None; ignored by CNNs).
+
+    `options` (KERNEL_OPTIONS: flash_attention, dropout, fused_kernels) override a transformer's defaults;
+    a CNN refuses them (ValueError)."""
     if key not in _CATALOG:
         raise KeyError(f"unknown model {key!r}; known: {', '.join(_CATALOG)}")
     build, default = _CATALOG[key]
     if seq_len is not None and (not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len <= 0):
         raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
-    return build(seq_len if seq_len is not None and default is not None else default)
+    unknown = sorted(set(options) - set(KERNEL_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; expected some of {', '.join(KERNEL_OPTIONS)}")
+    return build(seq_len if seq_len is not None and default is not None else default, **options)

@@ -4,7 +4,27 @@ Counts are in elements (dtype-independent) and per sample; FLOPs count a multipl
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One GPU kernel of a layer, per sample: a layer that lists its kernels is timed as their sum, each on its
+    own roofline, instead of as one roofline over the whole layer (docs/model-parallel.md, "per-block cost").
+
+    `elems` counts the activation elements the kernel reads plus writes (in the activation dtype); `mask_bytes`
+    the 1-byte dropout-mask elements it reads or writes (torch's bool masks: one byte whatever the dtype).
+    """
+
+    name: str
+    kind: str  # efficiency class, as LayerSpec.kind
+    flops: float
+    elems: float
+    mask_bytes: float = 0.0
+
+    def scaled(self, f: float) -> "Kernel":
+        """The kernel on a fraction f of the work (a tensor-parallel shard)."""
+        return replace(self, flops=self.flops * f, elems=self.elems * f, mask_bytes=self.mask_bytes * f)
 
 
 @dataclass(frozen=True)
@@ -19,6 +39,15 @@ class LayerSpec:
     output_elems: float  # activation elements written per sample
     saved_elems: float  # activation elements kept for backward per sample
     grad_shapes: tuple[tuple[int, ...], ...] = ()  # shape of each gradient tensor (elements sum to params)
+    # The layer's kernels in forward and in backward when it runs more than one (attention without flash
+    # attention, bias+dropout+residual); empty: one kernel, timed by one roofline over the whole layer.
+    fwd_kernels: tuple[Kernel, ...] = ()
+    bwd_kernels: tuple[Kernel, ...] = ()
+
+    def scaled_kernels(self, f: float) -> dict:
+        """`replace` arguments giving the kernels a fraction f of their work (for a tensor-parallel shard)."""
+        return {"fwd_kernels": tuple(k.scaled(f) for k in self.fwd_kernels),
+                "bwd_kernels": tuple(k.scaled(f) for k in self.bwd_kernels)}
 
 
 @dataclass(frozen=True)

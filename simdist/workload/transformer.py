@@ -6,10 +6,10 @@ enough resolution for gradient buckets and for the roofline to tell matmuls from
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simdist.workload import layers as L
-from simdist.workload.specs import LayerSpec, ModelSpec
+from simdist.workload.specs import Kernel, LayerSpec, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class BlockConfig:
     bias: bool = True
     rotary: bool = False
     flash_attention: bool = False  # attention core saves Q, K, V and the log-sum-exp, not the s x s probabilities
+    dropout: float = 0.0  # hidden and attention dropout probability; > 0 adds the dropout kernels and masks
+    fused_kernels: bool = True  # Megatron's fused scale-mask-softmax and bias+dropout+add (else PyTorch eager's)
     pre_norm: bool = True  # GPT/LLaMA/ViT: pre-norm; BERT: post-norm
 
     @property
@@ -42,6 +44,13 @@ def _check_dims(hidden: int, heads: int, kv_heads: int, seq_len: int) -> None:
         raise ValueError(f"heads ({heads}) must be divisible by kv_heads ({kv_heads})")
 
 
+def _check_kernel_options(dropout: float, fused_kernels: bool) -> None:
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+    if not isinstance(fused_kernels, bool):
+        raise ValueError(f"fused_kernels must be true or false, got {fused_kernels!r}")
+
+
 def _norm(cfg: BlockConfig, name: str, elems: int) -> LayerSpec:
     if cfg.norm == "rmsnorm":
         return L.norm(name, elems, cfg.hidden, bias=False, flops_per_elem=L.RMSNORM_FLOPS_PER_ELEM)
@@ -49,17 +58,74 @@ def _norm(cfg: BlockConfig, name: str, elems: int) -> LayerSpec:
 
 
 def attention_core(name: str, cfg: BlockConfig, s: int) -> LayerSpec:
-    """softmax(Q K^T / sqrt(d)) V over all heads: 2 s^2 h FLOPs for Q K^T and 2 s^2 h for AV (causal masks not skipped)."""
+    """softmax(Q K^T / sqrt(d)) V over all heads: 2 s^2 h FLOPs for Q K^T and 2 s^2 h for AV (causal masks not skipped).
+
+    Without flash attention the core is the kernels Megatron-LM runs (Narayanan et al. 2021, section 4.2): the
+    Q K^T batched GEMM writes the b x a x s x s scores to HBM, a fused scale-mask-softmax (or, unfused, scale,
+    masked_fill and softmax apart) reads and writes them, dropout reads them and writes them and its 1-byte mask,
+    the probabilities x V batched GEMM reads them; backward mirrors each. With flash attention one kernel keeps
+    the scores on chip, and its backward recomputes Q K^T: 5 matmuls to forward's 2 (Dao 2023, FlashAttention-2).
+    """
     d, a, kv = cfg.head_dim, cfg.heads, cfg.kv_heads
-    qkv_elems = s * (a + 2 * kv) * d
-    flops = 4.0 * s * s * a * d + L.SOFTMAX_FLOPS_PER_ELEM * a * s * s
-    if cfg.rotary:
-        flops += 3.0 * s * (a + kv) * d  # rotate q and k: two multiplies and an add per element
+    q, k_v = s * a * d, s * kv * d  # Q (and the output), one of K and V
+    qkv_elems = q + 2 * k_v
+    matmul = 2.0 * s * s * a * d  # one of the two batched GEMMs
+    probs = float(a * s * s)
+    softmax = L.SOFTMAX_FLOPS_PER_ELEM * probs
+    rotary = 3.0 * s * (a + kv) * d if cfg.rotary else 0.0  # rotate q and k: two multiplies and an add
     if cfg.flash_attention:
-        saved = qkv_elems + s * a * d + a * s  # Q, K, V, output, log-sum-exp
+        saved = qkv_elems + q + a * s  # Q, K, V, output, log-sum-exp
+        drop = probs if cfg.dropout > 0 else 0.0  # the dropout multiply, inside the kernel (no mask in HBM)
+        flops = 2 * matmul + softmax + rotary + drop
+        bwd = Kernel(f"{name}.flash_bwd", "attention", 5 * matmul + 2 * (softmax + rotary + drop),
+                     2 * qkv_elems + 2 * q + a * s)  # read Q K V O dO lse, write dQ dK dV
+        return LayerSpec(name, "attention", 0, flops, qkv_elems, q, saved, (), bwd_kernels=(bwd,))
+    saved = qkv_elems + a * s * s  # Q, K, V and the softmax probabilities
+    fwd: list[Kernel] = []
+    bwd: list[Kernel] = []
+    if cfg.rotary:
+        fwd.append(Kernel(f"{name}.rotary", "activation", rotary, 2.0 * (q + k_v)))
+    fwd.append(Kernel(f"{name}.scores", "attention", matmul, q + k_v + probs))
+    if cfg.fused_kernels:
+        fwd.append(Kernel(f"{name}.scale_mask_softmax", "activation", softmax, 2 * probs))
+        bwd_softmax = [Kernel(f"{name}.scale_mask_softmax_bwd", "activation", 2 * softmax, 3 * probs)]
+    else:  # PyTorch eager: x * scale, masked_fill with an s x s bool mask, softmax
+        mask = float(s * s)
+        fwd += [Kernel(f"{name}.scale", "activation", probs, 2 * probs),
+                Kernel(f"{name}.mask", "activation", 0.0, 2 * probs, mask),
+                Kernel(f"{name}.softmax", "activation", softmax - probs, 2 * probs)]
+        bwd_softmax = [Kernel(f"{name}.softmax_bwd", "activation", 2 * (softmax - probs), 3 * probs),
+                       Kernel(f"{name}.mask_bwd", "activation", 0.0, 2 * probs, mask),
+                       Kernel(f"{name}.scale_bwd", "activation", 2 * probs, 2 * probs)]
+    if cfg.dropout > 0:
+        fwd.append(Kernel(f"{name}.dropout", "activation", probs, 2 * probs, probs))
+    fwd.append(Kernel(f"{name}.context", "attention", matmul, probs + k_v + q))
+    bwd += [Kernel(f"{name}.context_dgrad", "attention", matmul, q + k_v + probs),  # dP = dO V^T
+            Kernel(f"{name}.context_wgrad", "attention", matmul, probs + q + k_v)]  # dV = P^T dO
+    if cfg.dropout > 0:
+        bwd.append(Kernel(f"{name}.dropout_bwd", "activation", 2 * probs, 2 * probs, probs))
+    bwd += bwd_softmax
+    bwd += [Kernel(f"{name}.scores_dgrad_q", "attention", matmul, probs + k_v + q),  # dQ = dS K
+            Kernel(f"{name}.scores_dgrad_k", "attention", matmul, probs + q + k_v)]  # dK = dS^T Q
+    if cfg.rotary:
+        bwd.append(Kernel(f"{name}.rotary_bwd", "activation", 2 * rotary, 2.0 * (q + k_v)))
+    flops = math.fsum(k.flops for k in fwd)
+    return LayerSpec(name, "attention", 0, flops, qkv_elems, q, saved, (), tuple(fwd), tuple(bwd))
+
+
+def residual(name: str, cfg: BlockConfig, elems: int) -> LayerSpec:
+    """The residual add after a sub-layer; with hidden dropout, Megatron's fused bias+dropout+add (one kernel that
+    also writes the 1-byte mask) or, unfused, a dropout kernel and an add kernel. Backward: the dropout's."""
+    plain = L.add(name, elems)
+    if cfg.dropout <= 0:
+        return plain
+    e = float(elems)
+    if cfg.fused_kernels:
+        fwd = (Kernel(f"{name}.bias_dropout_add", "other", 2 * e, 3 * e, e),)
     else:
-        saved = qkv_elems + a * s * s  # Q, K, V and the softmax probabilities
-    return LayerSpec(name, "attention", 0, flops, qkv_elems, s * a * d, saved, ())
+        fwd = (Kernel(f"{name}.dropout", "activation", e, 2 * e, e), Kernel(f"{name}.add", "other", e, 3 * e))
+    bwd = (Kernel(f"{name}.dropout_bwd", "activation", 2 * e, 2 * e, e),)
+    return replace(plain, fwd_flops=2 * e, fwd_kernels=fwd, bwd_kernels=bwd)
 
 
 def block(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
@@ -70,7 +136,7 @@ def block(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
         L.linear(f"{prefix}.attn.qkv", s, h, qkv_out, bias=cfg.bias),
         attention_core(f"{prefix}.attn.core", cfg, s),
         L.linear(f"{prefix}.attn.proj", s, h, h, bias=cfg.bias),
-        L.add(f"{prefix}.attn.residual", s * h),
+        residual(f"{prefix}.attn.residual", cfg, s * h),
     ]
     if cfg.mlp == "swiglu":
         gate_up = L.linear(f"{prefix}.mlp.gate_up", s, h, 2 * f, bias=False)
@@ -85,7 +151,7 @@ def block(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
                L.linear(f"{prefix}.mlp.fc2", s, f, h, bias=cfg.bias)]
     else:
         raise ValueError(f"mlp must be 'gelu' or 'swiglu', got {cfg.mlp!r}")
-    mlp.append(L.add(f"{prefix}.mlp.residual", s * h))
+    mlp.append(residual(f"{prefix}.mlp.residual", cfg, s * h))
     if cfg.pre_norm:
         return [_norm(cfg, f"{prefix}.norm1", s * h), *attn, _norm(cfg, f"{prefix}.norm2", s * h), *mlp]
     return [*attn, _norm(cfg, f"{prefix}.norm1", s * h), *mlp, _norm(cfg, f"{prefix}.norm2", s * h)]
@@ -99,11 +165,13 @@ def lm_loss(name: str, s: int, vocab: int) -> LayerSpec:
 def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: int, ffn_hidden: int | None = None,
                    name: str | None = None, *, kv_heads: int | None = None, positions: str = "learned",
                    max_positions: int | None = None, mlp: str = "gelu", norm: str = "layernorm", bias: bool = True,
-                   tied_head: bool = True, flash_attention: bool = False, source: str = "") -> ModelSpec:
+                   tied_head: bool = True, flash_attention: bool = False, dropout: float = 0.1,
+                   fused_kernels: bool = True, source: str = "") -> ModelSpec:
     """A GPT-style pre-norm decoder: token (+ learned position) embedding, `layers` blocks, final norm, LM head, loss.
 
-    Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding);
-    LLaMA uses positions='rotary', mlp='swiglu', norm='rmsnorm', bias=False, tied_head=False.
+    Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding, hidden
+    and attention dropout 0.1); LLaMA uses positions='rotary', mlp='swiglu', norm='rmsnorm', bias=False,
+    tied_head=False, dropout=0.
     """
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
@@ -114,8 +182,9 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
     if positions not in ("learned", "rotary"):
         raise ValueError(f"positions must be 'learned' or 'rotary', got {positions!r}")
     f = ffn_hidden if ffn_hidden is not None else 4 * hidden
+    _check_kernel_options(dropout, fused_kernels)
     cfg = BlockConfig(hidden, heads, f, kv, mlp=mlp, norm=norm, bias=bias, rotary=positions == "rotary",
-                      flash_attention=flash_attention)
+                      flash_attention=flash_attention, dropout=float(dropout), fused_kernels=fused_kernels)
     s = seq_len
     out: list[LayerSpec] = [L.embedding("embed.tokens", s, vocab, hidden)]
     if positions == "learned":
@@ -133,14 +202,15 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
 def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, seq_len: int = 512,
                     ffn_hidden: int | None = None, name: str | None = None, *, max_positions: int = 512,
                     type_vocab: int = 2, pretraining_heads: bool = True, flash_attention: bool = False,
-                    source: str = "") -> ModelSpec:
+                    dropout: float = 0.1, fused_kernels: bool = True, source: str = "") -> ModelSpec:
     """A BERT post-norm encoder: word + position + segment embeddings, `layers` blocks, pooler, MLM and NSP heads."""
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
     _check_dims(hidden, heads, heads, seq_len)
     h, s = hidden, seq_len
+    _check_kernel_options(dropout, fused_kernels)
     cfg = BlockConfig(h, heads, ffn_hidden if ffn_hidden is not None else 4 * h, heads, pre_norm=False,
-                      flash_attention=flash_attention)
+                      flash_attention=flash_attention, dropout=float(dropout), fused_kernels=fused_kernels)
     out: list[LayerSpec] = [
         L.embedding("embed.words", s, vocab, h),
         L.embedding("embed.positions", s, max(max_positions, s), h),
@@ -166,7 +236,8 @@ def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, se
 
 
 def vit(layers: int = 12, hidden: int = 768, heads: int = 12, patch: int = 16, image_size: int = 224,
-        classes: int = 1000, ffn_hidden: int | None = None, name: str = "vit-b16") -> ModelSpec:
+        classes: int = 1000, ffn_hidden: int | None = None, name: str = "vit-b16", *,
+        flash_attention: bool = False, dropout: float = 0.0, fused_kernels: bool = True) -> ModelSpec:
     """A ViT (Dosovitskiy et al. 2020): patch-embedding conv, class token, learned positions, pre-norm GELU blocks."""
     if image_size % patch:
         raise ValueError(f"image_size ({image_size}) must be a multiple of the patch size ({patch})")
@@ -180,7 +251,9 @@ def vit(layers: int = 12, hidden: int = 768, heads: int = 12, patch: int = 16, i
         LayerSpec("embed.cls_and_positions", "embedding", h + s * h, float(s * h), patches * h, s * h, 0,
                   ((1, 1, h), (1, s, h))),
     ]
-    cfg = BlockConfig(h, heads, ffn_hidden if ffn_hidden is not None else 4 * h, heads)
+    _check_kernel_options(dropout, fused_kernels)
+    cfg = BlockConfig(h, heads, ffn_hidden if ffn_hidden is not None else 4 * h, heads,
+                      flash_attention=flash_attention, dropout=float(dropout), fused_kernels=fused_kernels)
     for i in range(layers):
         out.extend(block(f"encoder.{i}", cfg, s))
     out.append(L.norm("final_norm", s * h, h))

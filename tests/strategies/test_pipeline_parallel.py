@@ -136,7 +136,7 @@ def test_tp_across_a_node_boundary_is_much_slower_than_inside_an_nvswitch_node()
     assert across.extra["parallelism"]["warnings"]
     a, b = inside.breakdown_s.tp_communication, across.breakdown_s.tp_communication
     assert b > 2.5 * a  # NIC rails (8 x 25 GB/s) against NVSwitch; the 4 MB all_reduces are partly latency-bound
-    assert across.iteration_time_s > 1.2 * inside.iteration_time_s
+    assert across.iteration_time_s > 1.15 * inside.iteration_time_s  # (1.17: blocks now pay their memory-bound kernels)
 
 
 def test_estimate_equals_simulate_without_contention():
