@@ -22,10 +22,24 @@ def model_catalog() -> ModuleType:
     return importlib.import_module("simdist.workload")
 
 
-def _catalog_model(key: str, seq_len: int | None, issues: list[Issue]) -> ModelSpec | None:
+KERNEL_KEYS = ("flash_attention", "dropout", "fused_kernels")  # per-block kernel choices (docs/model-parallel.md)
+
+
+def kernel_options(w: WorkloadModel) -> dict:
+    """The per-block kernel keys the scenario gives (None: the model's default)."""
+    return {k: getattr(w, k) for k in KERNEL_KEYS if getattr(w, k) is not None}
+
+
+def _catalog_model(key: str, seq_len: int | None, issues: list[Issue], options: dict | None = None) -> ModelSpec | None:
     cat = model_catalog()
+    options = options or {}
+    if options and key in cat.model_keys() and cat.default_seq_len(key) is None:  # a CNN
+        for k in options:
+            issues.append(Issue(f"workload.{k}", f"got {options[k]!r}; {key} is not a transformer (the key sets "
+                                                 "attention and dropout kernels of transformer blocks)"))
+        return None
     try:
-        return cat.get_model(key, seq_len)
+        return cat.get_model(key, seq_len, **options)
     except KeyError:
         issues.append(Issue("workload.model", unknown_key_message(key, list(cat.model_keys()), "model")))
     except ValueError as err:
@@ -33,7 +47,8 @@ def _catalog_model(key: str, seq_len: int | None, issues: list[Issue]) -> ModelS
     return None
 
 
-def _parametric(m: GptWrapper | BertWrapper, seq_len: int | None, issues: list[Issue]) -> ModelSpec | None:
+def _parametric(m: GptWrapper | BertWrapper, seq_len: int | None, issues: list[Issue],
+                options: dict | None = None) -> ModelSpec | None:
     family = "gpt" if isinstance(m, GptWrapper) else "bert"
     p = m.gpt if isinstance(m, GptWrapper) else m.bert
     path = f"workload.model.{family}"
@@ -47,7 +62,8 @@ def _parametric(m: GptWrapper | BertWrapper, seq_len: int | None, issues: list[I
     if not ok:
         return None
     build = getattr(model_catalog(), f"parametric_{family}")
-    return guarded(issues, path, lambda: build(p.layers, p.hidden, p.heads, p.vocab, seq_len, p.ffn_hidden))
+    return guarded(issues, path, lambda: build(p.layers, p.hidden, p.heads, p.vocab, seq_len, p.ffn_hidden,
+                                               **(options or {})))
 
 
 def _torch(m: TorchModel, issues: list[Issue]) -> ModelSpec | None:
@@ -70,12 +86,17 @@ def _torch(m: TorchModel, issues: list[Issue]) -> ModelSpec | None:
 
 def resolve_model(w: WorkloadModel, issues: list[Issue]) -> ModelSpec | None:
     m = w.model
-    if m is None:
+    options = kernel_options(w)
+    if m is None or (options and isinstance(m, (TorchModel, LayersModel))):
+        for k in options:
+            what = "a benchmark" if m is None else "a model given as layers or torch"
+            issues.append(Issue(f"workload.{k}", f"got {options[k]!r}; {what} has no transformer blocks to apply it "
+                                                 "to (a catalog transformer, {gpt: ...} or {bert: ...})"))
         return None
     if isinstance(m, str):
-        return _catalog_model(m, w.seq_len, issues)
+        return _catalog_model(m, w.seq_len, issues, options)
     if isinstance(m, (GptWrapper, BertWrapper)):
-        return _parametric(m, w.seq_len, issues)
+        return _parametric(m, w.seq_len, issues, options)
     if isinstance(m, TorchModel):
         return _torch(m, issues)
     assert isinstance(m, LayersModel)

@@ -113,6 +113,12 @@ class BenchmarkModel(Strict):
     """Per-rank buffer sizes, e.g. ['1 MB', '1 GB']."""
 
 
+def _no_bool_dropout(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise fail(f"got {v!r}; expected a probability in [0, 1)")
+    return float(v) if isinstance(v, int) else v
+
+
 class WorkloadModel(Strict):
     """A model to train, or a communication benchmark (exactly one)."""
 
@@ -128,6 +134,15 @@ class WorkloadModel(Strict):
     """Compute dtype: fp32 | tf32 | fp16 | bf16 | fp8."""
     seq_len: PosInt | None = None
     """Sequence length of transformer models (tokens per sample)."""
+    flash_attention: StrictBool | None = None
+    """Transformers: attention as one flash-attention kernel (true) or as its GEMM, softmax and dropout kernels
+    with the s x s scores in HBM (false). Default: the model's (Llama-2: true; GPT, BERT, ViT: false)."""
+    dropout: Annotated[float, BeforeValidator(_no_bool_dropout), Field(strict=True, ge=0, lt=1)] | None = None
+    """Transformers: hidden and attention dropout probability (> 0 runs the dropout kernels and their masks).
+    Default: the model's (GPT, BERT, {gpt}/{bert}: 0.1; Llama-2, ViT: 0)."""
+    fused_kernels: StrictBool | None = None
+    """Transformers: Megatron-LM's fused scale-mask-softmax and bias+dropout+add kernels (true, the default) or
+    PyTorch eager's separate kernels (false)."""
     grad_dtype: Precision = Precision.FP32
     """Dtype gradients are reduced in before compression."""
 
