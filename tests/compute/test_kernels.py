@@ -1,0 +1,56 @@
+"""Layers that list their kernels are timed as the sum of one roofline per kernel; gradient accumulation into a
+buffer costs a streaming add per gradient tensor."""
+from __future__ import annotations
+
+import pytest
+
+from simdist import compute as C
+from simdist.compute import layer_times
+from simdist.workload.specs import Kernel, LayerSpec, ModelSpec
+from .gpus import gpu
+
+LAUNCH = C.DEFAULT_LAUNCH_OVERHEAD_S
+MEM = C.DEFAULT_MEMORY_EFFICIENCY
+
+
+def _model(*layers: LayerSpec) -> ModelSpec:
+    head = LayerSpec("fc", "linear", 100, 200.0, 10, 10, 10, ((10, 10),))
+    return ModelSpec("k", "custom", (head, *layers))
+
+
+def test_kernels_are_summed_each_on_its_own_roofline() -> None:
+    g = gpu(fp16=100e12, bandwidth_Bps=1e12, efficiency={"fp16": 0.5})
+    gemm = Kernel("gemm", "attention", 1e9, 1e3)  # compute-bound: 1e9 / (100e12 x 0.5 x attention's factor)
+    soft = Kernel("softmax", "activation", 1e3, 1e6, 5e5)  # memory-bound: (1e6 x 2 B + 5e5 B) / (1e12 x 0.8)
+    layer = LayerSpec("core", "attention", 0, 1e9 + 1e3, 10, 10, 10, (), (gemm, soft), (soft, gemm, gemm))
+    t = layer_times(_model(layer), g, batch=2, precision="fp16")[1]
+    g_s = 2e9 / (50e12 * C.DEFAULT_KIND_FACTOR["attention"])
+    s_s = 2 * (1e6 * 2 + 5e5) / (1e12 * MEM)
+    assert t.fwd_s == pytest.approx(g_s + s_s + 2 * LAUNCH)
+    assert t.bwd_s == pytest.approx(s_s + 2 * g_s + 3 * LAUNCH)
+    # one roofline over the same work would hide the softmax under the GEMM
+    merged = LayerSpec("core", "attention", 0, 1e9 + 1e3, 1e6, 0, 1e6, ())
+    assert layer_times(_model(merged), g, batch=2, precision="fp16")[1].fwd_s < t.fwd_s
+
+
+def test_tensor_parallel_shrink_applies_to_the_gemm_kernels_only() -> None:
+    g = gpu(fp16=100e12, bandwidth_Bps=1e12, efficiency={"fp16": 0.5})
+    gemm, soft = Kernel("gemm", "attention", 1e9, 0.0), Kernel("softmax", "activation", 0.0, 1e6)
+    layer = LayerSpec("core", "attention", 0, 1e9, 10, 10, 10, (), (gemm, soft))
+    one = layer_times(_model(layer), g, 1, "fp16")[1].fwd_s
+    half = layer_times(_model(layer), g, 1, "fp16", efficiency_factors=[1.0, 0.5])[1].fwd_s
+    gemm_s = 1e9 / (100e12 * 0.5 * C.DEFAULT_KIND_FACTOR["attention"])
+    assert half - one == pytest.approx(gemm_s)
+
+
+def test_gradient_accumulation_streams_every_weight_gradient_into_the_buffer() -> None:
+    g = gpu(bandwidth_Bps=1e12)
+    fc = LayerSpec("fc2", "linear", 10**6, 1.0, 1, 1, 1, ((1000, 1000),))
+    plain = layer_times(_model(fc), g, 1, "fp16")[1].bwd_s
+    fp32 = layer_times(_model(fc), g, 1, "fp16", accumulation_bytes=4)[1].bwd_s
+    # read the new fp16 gradient (2 B), read and write the fp32 buffer (8 B), one kernel per tensor
+    assert fp32 - plain == pytest.approx(10**6 * 10 / (1e12 * MEM) + LAUNCH)
+    assert layer_times(_model(fc), g, 1, "fp16", accumulation_bytes=4)[1].fwd_s == \
+        layer_times(_model(fc), g, 1, "fp16")[1].fwd_s
+    with pytest.raises(ValueError, match="accumulation_bytes"):
+        layer_times(_model(fc), g, 1, "fp16", accumulation_bytes=-1)
