@@ -75,9 +75,8 @@ def attention_core(name: str, cfg: BlockConfig, s: int) -> LayerSpec:
     rotary = 3.0 * s * (a + kv) * d if cfg.rotary else 0.0  # rotate q and k: two multiplies and an add
     if cfg.flash_attention:
         saved = qkv_elems + q + a * s  # Q, K, V, output, log-sum-exp
-        drop = probs if cfg.dropout > 0 else 0.0  # the dropout multiply, inside the kernel (no mask in HBM)
-        flops = 2 * matmul + softmax + rotary + drop
-        bwd = Kernel(f"{name}.flash_bwd", "attention", 5 * matmul + 2 * (softmax + rotary + drop),
+        flops = 2 * matmul + softmax + rotary  # dropout, if any, inside the kernel (no mask in HBM)
+        bwd = Kernel(f"{name}.flash_bwd", "attention", 5 * matmul + 2 * (softmax + rotary),
                      2 * qkv_elems + 2 * q + a * s)  # read Q K V O dO lse, write dQ dK dV
         return LayerSpec(name, "attention", 0, flops, qkv_elems, q, saved, (), bwd_kernels=(bwd,))
     saved = qkv_elems + a * s * s  # Q, K, V and the softmax probabilities
@@ -98,12 +97,12 @@ def attention_core(name: str, cfg: BlockConfig, s: int) -> LayerSpec:
                        Kernel(f"{name}.mask_bwd", "activation", 0.0, 2 * probs, mask),
                        Kernel(f"{name}.scale_bwd", "activation", 2 * probs, 2 * probs)]
     if cfg.dropout > 0:
-        fwd.append(Kernel(f"{name}.dropout", "activation", probs, 2 * probs, probs))
+        fwd.append(Kernel(f"{name}.dropout", "activation", 0.0, 2 * probs, probs))  # memory-bound: no FLOPs counted
     fwd.append(Kernel(f"{name}.context", "attention", matmul, probs + k_v + q))
     bwd += [Kernel(f"{name}.context_dgrad", "attention", matmul, q + k_v + probs),  # dP = dO V^T
             Kernel(f"{name}.context_wgrad", "attention", matmul, probs + q + k_v)]  # dV = P^T dO
     if cfg.dropout > 0:
-        bwd.append(Kernel(f"{name}.dropout_bwd", "activation", 2 * probs, 2 * probs, probs))
+        bwd.append(Kernel(f"{name}.dropout_bwd", "activation", 0.0, 2 * probs, probs))
     bwd += bwd_softmax
     bwd += [Kernel(f"{name}.scores_dgrad_q", "attention", matmul, probs + k_v + q),  # dQ = dS K
             Kernel(f"{name}.scores_dgrad_k", "attention", matmul, probs + q + k_v)]  # dK = dS^T Q
@@ -121,11 +120,12 @@ def residual(name: str, cfg: BlockConfig, elems: int) -> LayerSpec:
         return plain
     e = float(elems)
     if cfg.fused_kernels:
-        fwd = (Kernel(f"{name}.bias_dropout_add", "other", 2 * e, 3 * e, e),)
+        fwd = (Kernel(f"{name}.bias_dropout_add", "other", plain.fwd_flops, 3 * e, e),)
     else:
-        fwd = (Kernel(f"{name}.dropout", "activation", e, 2 * e, e), Kernel(f"{name}.add", "other", e, 3 * e))
-    bwd = (Kernel(f"{name}.dropout_bwd", "activation", 2 * e, 2 * e, e),)
-    return replace(plain, fwd_flops=2 * e, fwd_kernels=fwd, bwd_kernels=bwd)
+        fwd = (Kernel(f"{name}.dropout", "activation", 0.0, 2 * e, e),
+               Kernel(f"{name}.add", "other", plain.fwd_flops, 3 * e))
+    bwd = (Kernel(f"{name}.dropout_bwd", "activation", 0.0, 2 * e, e),)  # dropout: memory-bound, no FLOPs counted
+    return replace(plain, fwd_kernels=fwd, bwd_kernels=bwd)
 
 
 def block(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
