@@ -78,7 +78,8 @@ def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> No
         if issues:
             bad += 1
             for issue in issues:
-                click.echo(f"{f}: {issue}", err=True)
+                text = str(issue)  # file-level problems (unreadable, not YAML) already name the file
+                click.echo(text if text.startswith(f"{f}: ") else f"{f}: {text}", err=True)
         else:
             click.echo(f"{f}: ok")
     if bad:
