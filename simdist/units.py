@@ -186,6 +186,12 @@ def format_size(size_bytes: float) -> str:
     return _scaled(size_bytes, [(1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")], ".3g")
 
 
+def format_memory(size_bytes: float) -> str:
+    """'13.3 GiB' (binary) for GPU and host memory, which is sold in binary units: an '80 GB' A100 has 80 GiB."""
+    return _scaled(size_bytes, [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "B")],
+                   ".3g")
+
+
 def format_bandwidth(bandwidth_Bps: float, bits: bool = True) -> str:
     """'200 Gb/s' (bits, as NICs are sold) or '300 GB/s' (bytes) for display."""
     if bits:
