@@ -215,29 +215,18 @@ def _plot_collectives(scenario, result, path: str) -> None:
 
 
 def _plot_training(scenario, result, path: str) -> None:
-    plt, fig, (ax_tl, ax_bd) = _figure(2, width=13.0)
-    last = max((r.iteration for r in result.records), default=-1)
-    recs = [r for r in result.records if r.iteration == last]
-    if recs:
-        t0 = min(r.start_s for r in recs)
-        gpus = sorted({r.track for r in recs if r.track.startswith("gpu:")}, key=lambda t: int(t.split(":")[1]))
-        tracks = gpus[:4] + sorted({r.track for r in recs if not r.track.startswith("gpu:")})  # a few GPUs suffice
-        colors = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green"}
-        for y, track in enumerate(tracks):
-            for r in (x for x in recs if x.track == track):
-                ax_tl.barh(y, (r.end_s - r.start_s) * 1e3, left=(r.start_s - t0) * 1e3, height=0.6,
-                           color=colors.get(r.name, "tab:red"), edgecolor="white", linewidth=0.3)
-        ax_tl.set_yticks(range(len(tracks)), tracks)
-        ax_tl.set(xlabel="ms", title=f"iteration {last}: compute (blue/orange/green) and buckets (red)")
-    b = result.breakdown_s
-    if b is not None:
-        names = ["compute", "communication", "exposed\ncommunication", "compression", "optimizer"]
-        values = [b.compute, b.communication, b.exposed_communication, b.compression, b.optimizer]
-        ax_bd.bar(names, [v * 1e3 for v in values], color=["tab:blue", "tab:red", "darkred", "tab:purple", "tab:green"])
-        ax_bd.axhline((result.iteration_time_s or 0) * 1e3, color="black", linestyle="--", label="iteration")
-        ax_bd.set(ylabel="ms per iteration", title=f"{result.throughput.samples_per_s:,.0f} samples/s, "
-                                                   f"scaling efficiency {result.scaling_efficiency:.0%}")
-        ax_bd.legend()
+    """The CLI's --plot: the timeline (first GPUs, legend, how many shown) beside the breakdown, as in notebooks."""
+    from simdist.figures import draw_breakdown, draw_timeline, timeline_tracks
+
+    tracks = timeline_tracks(result) if result.records else []
+    plt, fig, (ax_tl, ax_bd) = _figure(2, width=14.0, height=max(4.2, 1.6 + 0.4 * len(tracks)))
+    if tracks:
+        draw_timeline(ax_tl, result)
+    else:
+        ax_tl.set_axis_off()
+        ax_tl.set_title("no timeline: estimate fidelity simulates no events")
+    if result.breakdown_s is not None:
+        draw_breakdown(ax_bd, result)
     fig.suptitle(f"{scenario.name} ({result.gpus} GPUs, {result.fidelity})")
     _save(plt, fig, path)
 
