@@ -92,8 +92,8 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utiliz
     for i, (kind, segments) in enumerate(by_kind.items()):
         color, lw = _KIND_STYLE.get(kind, ("black", 0.8)) if heat is None else ("lightgray", 0.6)
         ax.add_collection(LineCollection(segments, colors=color, linewidths=lw, alpha=0.6, zorder=1,
-                                         label="not among the reported links" if heat is not None and i == 0
-                                         else None))
+                                         label=("not among the reported links" if i == 0 else None)
+                                         if heat is not None else f"{kind} links"))
     if heat is not None:
         lines = LineCollection([seg for seg, _ in hot], array=[100 * u for _, u in hot], cmap="inferno_r",
                                linewidths=2.2, zorder=1.5)
@@ -111,9 +111,7 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utiliz
             marker, size, color = styles[name]
             ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=size, marker=marker, color=color, zorder=2)
     if len(pos) <= 80:
-        for v, (x, y) in pos.items():
-            label = str(v).split("/")[-1] if _machine(str(v)) is not None else str(v)
-            ax.annotate(label, (x, y), fontsize=6, ha="center", xytext=(0, 6), textcoords="offset points")
+        _label_vertices(ax, pos, fig.get_figwidth())
     if fabric_only:
         counts: dict[str, int] = {}
         for u, v, data in topology.graph.edges(data=True):
@@ -123,12 +121,29 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utiliz
         for sw, c in counts.items():
             if sw in pos:
                 ax.annotate(f"{c} NICs", pos[sw], fontsize=5, ha="center", xytext=(0, -9), textcoords="offset points")
+    if heat is None and by_kind:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     ax.autoscale()
+    ax.margins(x=0.02, y=0.14)  # room above the top row for its (possibly upright) labels
     title = topology.description or "topology"
     ax.set_title(f"link utilisation on {title}" if heat is not None else title, fontsize=9)
     ax.set_axis_off()
     fig.tight_layout()
     _write(plt, fig, path, dpi=150)
+
+
+def _label_vertices(ax, pos: dict, fig_width_in: float) -> None:
+    """Name each vertex; a row too crowded for horizontal labels (32 spines) gets them rotated upright."""
+    rows: dict[float, list] = {}
+    for v, (x, y) in pos.items():
+        rows.setdefault(round(y, 6), []).append((v, x, y))
+    for row in rows.values():
+        labels = [str(v).split("/")[-1] if _machine(str(v)) is not None else str(v) for v, _, _ in row]
+        text_in = sum(len(t) for t in labels) * 6 * 0.6 / 72 + 0.1 * len(labels)  # 6 pt glyphs ~0.6 em wide
+        upright = text_in > 0.8 * fig_width_in
+        for label, (_, x, y) in zip(labels, row):
+            ax.annotate(label, (x, y), fontsize=6, ha="center", va="bottom", xytext=(0, 6),
+                        textcoords="offset points", rotation=90 if upright else 0)
 
 
 def _edge_heat(graph, utilization, collapse: bool) -> dict[tuple[str, str], float]:
@@ -235,6 +250,7 @@ def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
     """A compare.BreakevenTable: speedup over no compression (or iteration time) vs NIC bandwidth, log x."""
     plt, fig, (ax,) = _figure(1, width=7.0, height=4.5)
     gbps = [b * 8 / 1e9 for b in table.bandwidths_Bps]
+    drawn: list[float] = []
     for m in table.methods:
         if metric == "speedup" and m == "none":
             continue
@@ -243,8 +259,11 @@ def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
         pts = [(x, y) for x, y in zip(gbps, ys) if y is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+            drawn += [p[1] for p in pts if p[1] > 0]
     if metric == "speedup":
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="none")
+    if drawn and max(drawn) / min(drawn) > 4:  # a x26 PowerSGD would flatten every other codec on a linear axis
+        ax.set_yscale("log")
     ax.set_xscale("log")
     ax.set_xlabel("NIC bandwidth (Gb/s)")
     ax.set_ylabel("speedup over no compression" if metric == "speedup" else "iteration time (ms)")
