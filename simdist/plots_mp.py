@@ -120,6 +120,6 @@ def parallel_breakdown(layouts, path: str | None = None, title: str | None = Non
     ax.set_title(title or "where each iteration goes", fontsize=10)
     handles, _ = ax.get_legend_handles_labels()
     ax.legend(handles=handles + ([_no_fit_handle()] if len(ran) < len(layouts) else []), fontsize=7,
-              loc="upper left", ncol=3)
+              loc="upper left", ncol=3 if len(labels) > 3 else 2)
     ax.grid(True, axis="y", alpha=0.3)
     return _done(fig, path)
