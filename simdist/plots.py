@@ -425,3 +425,4 @@ from simdist.figures import (  # noqa: E402,F401  (re-exported: plots.breakdown,
 )
 from simdist.figures import published_chart  # noqa: E402,F401  (the published-benchmark suite)
 from simdist.plots_goodput import plot_goodput_sweep, plot_goodput_timeline  # noqa: E402,F401  (re-exported)
+from simdist.plots_mp import layout_chart, parallel_breakdown  # noqa: E402,F401  (model-parallel layouts)
