@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORE_STAMP := $(VENV)/.core-installed
 
 .PHONY: demo test test-fast install clean goldens bench notebooks
 
@@ -10,13 +11,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The demo needs only the core (simpy, networkx, numpy, matplotlib, ...); the tests need the dev extras (torch, pytest).
+$(CORE_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e .
+	touch $(CORE_STAMP)
+
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(CORE_STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(CORE_STAMP)
 	$(BIN)/simdist run scenarios/default.yaml --plot out/demo.png
 
 test: $(STAMP)  # the emulated-cluster tests time real runs: they go last, alone, so no other test takes their CPUs

@@ -78,7 +78,8 @@ def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> No
         if issues:
             bad += 1
             for issue in issues:
-                click.echo(f"{f}: {issue}", err=True)
+                text = str(issue)  # file-level problems (unreadable, not YAML) already name the file
+                click.echo(text if text.startswith(f"{f}: ") else f"{f}: {text}", err=True)
         else:
             click.echo(f"{f}: ok")
     if bad:
@@ -90,7 +91,10 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
     from simdist.report import print_result
 
     scenario = _load(file, overrides)
-    result = simulate(scenario, fidelity=fidelity)
+    from simdist.progress import quiet
+
+    with quiet(as_json):  # --json: no progress bar, even on a terminal
+        result = simulate(scenario, fidelity=fidelity)
     if out:
         from simdist.results.writers import write_result_dir
 
@@ -121,7 +125,7 @@ def _result_command(fn: Callable) -> Callable:
                       help="Write a plot of the result (PNG; a failure run: throughput over time, failures marked).")(fn)
     fn = click.option("--out", type=click.Path(file_okay=False),
                       help="Write result.json, iterations.csv and trace.json here.")(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="Print the result object (DESIGN.md section 4).")(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Print the result object (every key in docs/results.md).")(fn)
     fn = _common(fn)
     return click.argument("file", type=click.Path(dir_okay=False))(fn)
 
@@ -265,7 +269,7 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
 
         check_plot_path(plot)
     from simdist.io.sweep_load import load_point, read_sweep_file, sweep_spec
-    from simdist.planner.progress import Progress
+    from simdist.progress import Progress
     from simdist.planner.sweep import run_sweep
     from simdist.planner.table import format_sweep
 
@@ -380,7 +384,7 @@ def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, 
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, help="A profile from `simdist calibrate`.")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Keep raw measurements and a plot here.")
 @click.option("--rate-scale", type=float, default=1.0, show_default=True, help="Scale link rates for the testbed.")
-@click.option("--json", "as_json", is_flag=True, help="Print the validation object (DESIGN.md section 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print the validation object (docs/results.md, section simdist validate --json).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_handle_errors
 def validate(files, published, launcher, calibration, out, rate_scale, as_json, debug) -> None:

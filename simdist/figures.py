@@ -37,6 +37,12 @@ def _done(fig, path: str | None):
 def breakdown(result, path: str | None = None):
     """Where one iteration's time goes (ms): compute, communication and the part of it left exposed, codecs."""
     fig, (ax,) = _new_figure(width=7.0, height=4.0)
+    draw_breakdown(ax, result)
+    return _done(fig, path)
+
+
+def draw_breakdown(ax, result) -> None:
+    """The breakdown bars of `result` on `ax` (shared by `breakdown` and the CLI's --plot)."""
     b = result.breakdown_s
     if b is None:
         raise ValueError("this result has no breakdown (a benchmark workload): use bandwidth_curves")
@@ -54,7 +60,6 @@ def breakdown(result, path: str | None = None):
                  f"{result.throughput.samples_per_s:,.0f} samples/s, scaling efficiency "
                  f"{result.scaling_efficiency:.1%}", fontsize=10)
     ax.legend(loc="upper right", fontsize=8)
-    return _done(fig, path)
 
 
 def timeline(result, gpus: int = 4, path: str | None = None):
@@ -63,40 +68,64 @@ def timeline(result, gpus: int = 4, path: str | None = None):
     Ranks of one class run identical timelines, so `gpus` tracks suffice; the title says how many of
     the run's GPUs are shown.
     """
-    from matplotlib.patches import Patch
+    tracks = timeline_tracks(result, gpus)
+    fig, (ax,) = _new_figure(width=11.0, height=1.2 + 0.45 * len(tracks))
+    draw_timeline(ax, result, gpus)
+    return _done(fig, path)
 
+
+def _last_iteration(result) -> tuple[int, list]:
     records = result.run.records if hasattr(result, "run") else result.records
     if not records:
         raise ValueError("this result has no timeline (estimate fidelity or a benchmark): simulate it")
     last = max(r.iteration for r in records)
-    recs = [r for r in records if r.iteration == last]
-    t0 = min(r.start_s for r in recs)
+    return last, [r for r in records if r.iteration == last]
 
-    def order(track: str) -> tuple[str, int]:
-        kind, _, idx = track.partition(":")
-        return (kind, int(idx) if idx.isdigit() else 0)
 
-    gpu_tracks = sorted({r.track for r in recs if r.track.startswith("gpu:")}, key=order)[:gpus]
+def _track_order(track: str) -> tuple[str, int]:
+    kind, _, idx = track.partition(":")
+    return (kind, int(idx) if idx.isdigit() else 0)
+
+
+def timeline_tracks(result, gpus: int = 4) -> list[str]:
+    """The tracks the timeline shows: the first `gpus` GPUs and the streams that belong to them."""
+    _, recs = _last_iteration(result)
+    gpu_tracks = sorted({r.track for r in recs if r.track.startswith("gpu:")}, key=_track_order)[:gpus]
     shown = {t.split(":")[1] for t in gpu_tracks}
     other = sorted({r.track for r in recs if not r.track.startswith("gpu:")
-                    and (r.track.partition(":")[2] in shown or not r.track.partition(":")[2].isdigit())}, key=order)
-    tracks = gpu_tracks + other
-    fig, (ax,) = _new_figure(width=11.0, height=1.2 + 0.45 * len(tracks))
+                    and (r.track.partition(":")[2] in shown or not r.track.partition(":")[2].isdigit())},
+                   key=_track_order)
+    return gpu_tracks + other
+
+
+def _phase_color(name: str) -> str:
+    """'backward fc (bucket0 ready)' is a backward segment: colour by the first word; communication is red."""
+    return _PHASE_COLORS.get(name.split(" ", 1)[0], "tab:red")
+
+
+def draw_timeline(ax, result, gpus: int = 4) -> None:
+    """The timeline of `result`'s last iteration on `ax`, with its legend and a title naming how many GPUs show."""
+    from matplotlib.patches import Patch
+
+    last, recs = _last_iteration(result)
+    t0 = min(r.start_s for r in recs)
+    tracks = timeline_tracks(result, gpus)
     for y, track in enumerate(tracks):
         spans = [(r.start_s - t0, r.end_s - r.start_s, r.name) for r in recs if r.track == track]
         ax.broken_barh([(s * 1e3, d * 1e3) for s, d, _ in spans], (y - 0.3, 0.6),
-                       facecolors=[_PHASE_COLORS.get(n, "tab:red") for _, _, n in spans],
+                       facecolors=[_phase_color(n) for _, _, n in spans],
                        edgecolor="white", linewidth=0.3)
     ax.set_yticks(range(len(tracks)), tracks)
     ax.invert_yaxis()
     ax.set_xlabel("time since the iteration started (ms)")
+    records = result.run.records if hasattr(result, "run") else result.records
     n_gpu = len({r.track for r in records if r.track.startswith("gpu:")})
-    ax.set_title(f"{result.scenario}: iteration {last}, {len(gpu_tracks)} of {result.gpus} GPUs shown"
-                 + ("" if n_gpu == result.gpus else f" ({n_gpu} simulated: identical ranks run once)"), fontsize=10)
+    n_shown = sum(t.startswith("gpu:") for t in tracks)
+    ax.set_title(f"{result.scenario}: iteration {last}, {n_shown} of {result.gpus} GPUs shown"
+                 + ("" if n_gpu == result.gpus else f"\n({n_gpu} simulated: identical ranks run once)"), fontsize=10)
     ax.legend(handles=[Patch(color=c, label=n) for n, c in _PHASE_COLORS.items()]
               + [Patch(color="tab:red", label="gradient bucket (communication)")],
               loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(tracks) < 6 else -0.12), ncol=4, fontsize=8)
-    return _done(fig, path)
 
 
 def bandwidth_curves(panels, metric: str = "busbw_GBps", path: str | None = None, title: str | None = None):

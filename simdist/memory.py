@@ -16,7 +16,7 @@ from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS, OPT
 from simdist.errors import InfeasibleError
 from simdist.hardware.specs import GpuSpec
 from simdist.scenario import PipelineSchedule, Recompute
-from simdist.units import format_size
+from simdist.units import format_memory
 from simdist.workload.specs import ModelSpec
 
 # CUDA context, cuBLAS/cuDNN workspaces and allocator fragmentation reserve, per GPU.
@@ -60,8 +60,8 @@ class MemoryEstimate:
 
     def describe(self) -> str:
         """'needs 2.8 TB per GPU (weights 349 GB, ...), the v100 has 16 GB'."""
-        parts = ", ".join(f"{k.replace('_', ' ')} {format_size(v)}" for k, v in self.parts_bytes.items() if v > 0)
-        return f"needs {format_size(self.total_bytes)} per GPU ({parts}), the {self.gpu or 'GPU'} has {format_size(self.capacity_bytes)}"
+        parts = ", ".join(f"{k.replace('_', ' ')} {format_memory(v)}" for k, v in self.parts_bytes.items() if v > 0)
+        return f"needs {format_memory(self.total_bytes)} per GPU ({parts}), the {self.gpu or 'GPU'} has {format_memory(self.capacity_bytes)}"
 
 
 def _dtype(label: str, value: str) -> str:

@@ -92,8 +92,8 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utiliz
     for i, (kind, segments) in enumerate(by_kind.items()):
         color, lw = _KIND_STYLE.get(kind, ("black", 0.8)) if heat is None else ("lightgray", 0.6)
         ax.add_collection(LineCollection(segments, colors=color, linewidths=lw, alpha=0.6, zorder=1,
-                                         label="not among the reported links" if heat is not None and i == 0
-                                         else None))
+                                         label=("not among the reported links" if i == 0 else None)
+                                         if heat is not None else f"{kind} links"))
     if heat is not None:
         lines = LineCollection([seg for seg, _ in hot], array=[100 * u for _, u in hot], cmap="inferno_r",
                                linewidths=2.2, zorder=1.5)
@@ -111,9 +111,7 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utiliz
             marker, size, color = styles[name]
             ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=size, marker=marker, color=color, zorder=2)
     if len(pos) <= 80:
-        for v, (x, y) in pos.items():
-            label = str(v).split("/")[-1] if _machine(str(v)) is not None else str(v)
-            ax.annotate(label, (x, y), fontsize=6, ha="center", xytext=(0, 6), textcoords="offset points")
+        _label_vertices(ax, pos, fig.get_figwidth())
     if fabric_only:
         counts: dict[str, int] = {}
         for u, v, data in topology.graph.edges(data=True):
@@ -123,12 +121,29 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utiliz
         for sw, c in counts.items():
             if sw in pos:
                 ax.annotate(f"{c} NICs", pos[sw], fontsize=5, ha="center", xytext=(0, -9), textcoords="offset points")
+    if heat is None and by_kind:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     ax.autoscale()
+    ax.margins(x=0.02, y=0.14)  # room above the top row for its (possibly upright) labels
     title = topology.description or "topology"
     ax.set_title(f"link utilisation on {title}" if heat is not None else title, fontsize=9)
     ax.set_axis_off()
     fig.tight_layout()
     _write(plt, fig, path, dpi=150)
+
+
+def _label_vertices(ax, pos: dict, fig_width_in: float) -> None:
+    """Name each vertex; a row too crowded for horizontal labels (32 spines) gets them rotated upright."""
+    rows: dict[float, list] = {}
+    for v, (x, y) in pos.items():
+        rows.setdefault(round(y, 6), []).append((v, x, y))
+    for row in rows.values():
+        labels = [str(v).split("/")[-1] if _machine(str(v)) is not None else str(v) for v, _, _ in row]
+        text_in = sum(len(t) for t in labels) * 6 * 0.6 / 72 + 0.1 * len(labels)  # 6 pt glyphs ~0.6 em wide
+        upright = text_in > 0.8 * fig_width_in
+        for label, (_, x, y) in zip(labels, row):
+            ax.annotate(label, (x, y), fontsize=6, ha="center", va="bottom", xytext=(0, 6),
+                        textcoords="offset points", rotation=90 if upright else 0)
 
 
 def _edge_heat(graph, utilization, collapse: bool) -> dict[tuple[str, str], float]:
@@ -215,29 +230,18 @@ def _plot_collectives(scenario, result, path: str) -> None:
 
 
 def _plot_training(scenario, result, path: str) -> None:
-    plt, fig, (ax_tl, ax_bd) = _figure(2, width=13.0)
-    last = max((r.iteration for r in result.records), default=-1)
-    recs = [r for r in result.records if r.iteration == last]
-    if recs:
-        t0 = min(r.start_s for r in recs)
-        gpus = sorted({r.track for r in recs if r.track.startswith("gpu:")}, key=lambda t: int(t.split(":")[1]))
-        tracks = gpus[:4] + sorted({r.track for r in recs if not r.track.startswith("gpu:")})  # a few GPUs suffice
-        colors = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green"}
-        for y, track in enumerate(tracks):
-            for r in (x for x in recs if x.track == track):
-                ax_tl.barh(y, (r.end_s - r.start_s) * 1e3, left=(r.start_s - t0) * 1e3, height=0.6,
-                           color=colors.get(r.name, "tab:red"), edgecolor="white", linewidth=0.3)
-        ax_tl.set_yticks(range(len(tracks)), tracks)
-        ax_tl.set(xlabel="ms", title=f"iteration {last}: compute (blue/orange/green) and buckets (red)")
-    b = result.breakdown_s
-    if b is not None:
-        names = ["compute", "communication", "exposed\ncommunication", "compression", "optimizer"]
-        values = [b.compute, b.communication, b.exposed_communication, b.compression, b.optimizer]
-        ax_bd.bar(names, [v * 1e3 for v in values], color=["tab:blue", "tab:red", "darkred", "tab:purple", "tab:green"])
-        ax_bd.axhline((result.iteration_time_s or 0) * 1e3, color="black", linestyle="--", label="iteration")
-        ax_bd.set(ylabel="ms per iteration", title=f"{result.throughput.samples_per_s:,.0f} samples/s, "
-                                                   f"scaling efficiency {result.scaling_efficiency:.0%}")
-        ax_bd.legend()
+    """The CLI's --plot: the timeline (first GPUs, legend, how many shown) beside the breakdown, as in notebooks."""
+    from simdist.figures import draw_breakdown, draw_timeline, timeline_tracks
+
+    tracks = timeline_tracks(result) if result.records else []
+    plt, fig, (ax_tl, ax_bd) = _figure(2, width=14.0, height=max(4.2, 1.6 + 0.4 * len(tracks)))
+    if tracks:
+        draw_timeline(ax_tl, result)
+    else:
+        ax_tl.set_axis_off()
+        ax_tl.set_title("no timeline: estimate fidelity simulates no events")
+    if result.breakdown_s is not None:
+        draw_breakdown(ax_bd, result)
     fig.suptitle(f"{scenario.name} ({result.gpus} GPUs, {result.fidelity})")
     _save(plt, fig, path)
 
@@ -246,6 +250,7 @@ def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
     """A compare.BreakevenTable: speedup over no compression (or iteration time) vs NIC bandwidth, log x."""
     plt, fig, (ax,) = _figure(1, width=7.0, height=4.5)
     gbps = [b * 8 / 1e9 for b in table.bandwidths_Bps]
+    drawn: list[float] = []
     for m in table.methods:
         if metric == "speedup" and m == "none":
             continue
@@ -254,8 +259,11 @@ def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
         pts = [(x, y) for x, y in zip(gbps, ys) if y is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+            drawn += [p[1] for p in pts if p[1] > 0]
     if metric == "speedup":
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="none")
+    if drawn and max(drawn) / min(drawn) > 4:  # a x26 PowerSGD would flatten every other codec on a linear axis
+        ax.set_yscale("log")
     ax.set_xscale("log")
     ax.set_xlabel("NIC bandwidth (Gb/s)")
     ax.set_ylabel("speedup over no compression" if metric == "speedup" else "iteration time (ms)")
@@ -417,3 +425,4 @@ from simdist.figures import (  # noqa: E402,F401  (re-exported: plots.breakdown,
 )
 from simdist.figures import published_chart  # noqa: E402,F401  (the published-benchmark suite)
 from simdist.plots_goodput import plot_goodput_sweep, plot_goodput_timeline  # noqa: E402,F401  (re-exported)
+from simdist.plots_mp import layout_chart, parallel_breakdown  # noqa: E402,F401  (model-parallel layouts)

@@ -5,7 +5,7 @@ from simdist.failures.report import format_goodput, format_phases
 from simdist.results.records import RunResult
 from simdist.scenario import Scenario
 from simdist.tables import format_pairs, format_table
-from simdist.units import format_bandwidth, format_duration, format_flops, format_size
+from simdist.units import format_bandwidth, format_duration, format_flops, format_memory, format_size
 
 
 def catalog_rows(kind: str) -> tuple[list[str], list[list[object]]]:
@@ -61,6 +61,10 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
     for key, value in facts.items():
         if key in ("gpus", "nodes"):
             continue
+        if key == "servers" and comm.strategy != StrategyKind.PS:
+            continue  # no parameter server: '0 servers' only confuses
+        if isinstance(value, dict):  # link counts by kind: '128 fabric, 128 nic, ...', not a dict repr
+            value = ", ".join(f"{count} {kind}" for kind, count in value.items())
         if "bisection" in key and isinstance(value, (int, float)):
             value = format_bandwidth(value) if cluster.num_nodes > 1 else "n/a (one node)"
             key = "bisection bandwidth"
@@ -150,7 +154,7 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
     ]
     if result.memory:
         m = result.memory
-        pairs.append(("memory per GPU", f"{format_size(m.per_gpu_bytes)} of {format_size(m.capacity_bytes)}"))
+        pairs.append(("memory per GPU", f"{format_memory(m.per_gpu_bytes)} of {format_memory(m.capacity_bytes)}"))
     out = format_pairs(pairs, title=f"== training ({result.fidelity}) ==")
     if b:
         rows = [["compute", b.compute], ["communication", b.communication], ["exposed communication", b.exposed_communication],

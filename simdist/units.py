@@ -41,9 +41,16 @@ _PREFIX_RE = "(?P<prefix>Ki|Mi|Gi|Ti|Pi|Ei|k|K|M|G|T|P|E)?"
 _SIZE_RE = re.compile("^" + _PREFIX_RE + "(?P<base>B|b|bit|bits|byte|bytes)$")
 _BW_RE = re.compile("^" + _PREFIX_RE + "(?P<base>B|b|bit)/s$")
 _FLOPS_RE = re.compile("^" + _PREFIX_RE + "(?P<base>FLOP/s|FLOPS|flop/s)$")
-_HINTS = {  # common typos -> what was meant
-    "bps": "b/s", "Bps": "B/s", "gbps": "Gb/s", "Gbps": "Gb/s", "GBps": "GB/s", "Mbps": "Mb/s",
-    "MBps": "MB/s", "Gbit": "Gb/s", "Tbps": "Tb/s", "kbps": "kb/s",
+_VALID_UNITS = {  # the spellings a suggestion may propose, per dimension
+    Dimension.SIZE: ["B", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "b", "kb", "Mb", "Gb", "Tb"],
+    Dimension.BANDWIDTH: ["b/s", "kb/s", "Mb/s", "Gb/s", "Tb/s", "B/s", "kB/s", "MB/s", "GB/s", "TB/s",
+                          "MiB/s", "GiB/s"],
+    Dimension.TIME: ["ns", "us", "ms", "s", "min", "h", "d"],
+    Dimension.FLOPS: ["GFLOP/s", "TFLOP/s", "PFLOP/s"],
+}
+_TIME_FIXES = {
+    "μs": "us", "usec": "us", "msec": "ms", "nsec": "ns", "secs": "s", "second": "s", "seconds": "s",
+    "mins": "min", "minute": "min", "minutes": "min", "hour": "h", "hours": "h", "hrs": "h", "mn": "min",
 }
 
 
@@ -65,11 +72,45 @@ def _split(value: object, dim: Dimension, path: str) -> tuple[float, str]:
     return num, unit
 
 
+def _normalised(unit: str, dim: Dimension) -> str:
+    """'gbit' -> 'gb/s', 'Gbps' -> 'Gb/s', 'bytes' -> 'B': the spelling with the long forms folded."""
+    if dim is Dimension.TIME:
+        return _TIME_FIXES.get(unit, unit)
+    u = re.sub(r"bits?(?=/|ps|$)", "b", unit)
+    u = re.sub(r"bytes?(?=/|ps|$)", "B", u)
+    if dim is Dimension.BANDWIDTH:
+        u = re.sub(r"ps$", "/s", u)
+        u = re.sub(r"(?<=[bB])s$", "/s", u)
+        if not u.endswith("/s"):
+            u += "/s"
+    return u
+
+
+def unit_suggestions(unit: str, dim: Dimension) -> list[str]:
+    """Units the user probably meant: exact after folding long forms, else the case-insensitive matches
+    (both 'Gb/s' and 'GB/s' for 'gb/s': bits and bytes differ 8x, so simdist does not guess between them)."""
+    folded = _normalised(unit, dim)
+    valid = _VALID_UNITS[dim]
+    if folded in valid and folded != unit:
+        return [folded]
+    same_letters = [v for v in valid if v.lower() == folded.lower() and v != unit]
+    base = "b" if ("bit" in unit.lower() or unit.endswith("bps")) else "B" if ("byte" in unit.lower() or
+                                                                              unit.endswith("Bps")) else ""
+    if base:  # 'gbit' and 'gbps' say bits, 'gbytes' bytes, whatever the case of the prefix
+        same_letters = [v for v in same_letters if v.removesuffix("/s")[-1] == base]
+    if same_letters:
+        return same_letters
+    import difflib
+
+    return [v for v in difflib.get_close_matches(folded, valid, n=1, cutoff=0.8) if v != unit]
+
+
 def _unknown_unit(path: str, value: object, unit: str, dim: Dimension) -> ScenarioError:
+    number = str(value).strip()[: -len(unit)].strip()
+    near = unit_suggestions(unit, dim)
     hint = ""
-    if unit in _HINTS:
-        number = str(value).strip()[: -len(unit)].strip()
-        hint = f" (did you mean '{number} {_HINTS[unit]}'?)"
+    if near:
+        hint = " (did you mean " + " or ".join(f"'{number} {u}'" for u in near) + "?)"
     return ScenarioError(Issue(path, f"got {value!r}: unknown unit '{unit}'{hint}; expected {_EXAMPLES[dim]}"))
 
 
@@ -143,6 +184,12 @@ def _scaled(value: float, steps: list[tuple[float, str]], fmt: str) -> str:
 def format_size(size_bytes: float) -> str:
     """'25.0 MB' (SI, bytes) for display."""
     return _scaled(size_bytes, [(1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")], ".3g")
+
+
+def format_memory(size_bytes: float) -> str:
+    """'13.3 GiB' (binary) for GPU and host memory, which is sold in binary units: an '80 GB' A100 has 80 GiB."""
+    return _scaled(size_bytes, [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "B")],
+                   ".3g")
 
 
 def format_bandwidth(bandwidth_Bps: float, bits: bool = True) -> str:

@@ -51,6 +51,22 @@ def test_bandwidth_errors_name_path_value_and_expectation(value, fragment):
     assert "Gb/s" in msg  # names the expected unit
 
 
+@pytest.mark.parametrize("parse, value, meant", [
+    (parse_bandwidth, "100 gb/s", ["'100 Gb/s'", "'100 GB/s'"]),  # bits or bytes: 8x apart, both offered
+    (parse_bandwidth, "100 gbit", ["'100 Gb/s'"]),
+    (parse_bandwidth, "100 gbps", ["'100 Gb/s'"]),
+    (parse_bandwidth, "400 GBps", ["'400 GB/s'"]),
+    (parse_size, "8 gbit", ["'8 Gb'"]),
+    (parse_size, "25 mib", ["'25 MiB'"]),
+    (parse_duration, "5 usec", ["'5 us'"]),
+])
+def test_misspelt_units_suggest_what_was_meant(parse, value, meant):
+    with pytest.raises(ScenarioError) as e:
+        parse(value, "k")
+    hint = str(e.value).split("did you mean ")[1].split("?")[0]
+    assert hint.split(" or ") == meant
+
+
 def test_negative_size_and_zero_size_rejected():
     with pytest.raises(ScenarioError, match="positive"):
         parse_size("-1 MB", "communication.bucket_size")

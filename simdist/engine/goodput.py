@@ -38,6 +38,7 @@ class StateStepTime:
         self.equivalence = None  # failures.equivalence.FabricEquivalence of the healthy cluster, or None
         self.grouped = 0  # distinct link states answered by an equivalent state's simulation
         self._seen_links: set[tuple] = set()
+        self.on_simulated = None  # called after each new state's simulation (a progress bar's note)
 
     def key(self, state: ClusterState) -> tuple:
         """States that simulate alike: how many nodes each group lost, the stragglers renumbered, the links."""
@@ -69,6 +70,8 @@ class StateStepTime:
         key = self.key(state)
         if key not in self.cache:
             self.cache[key] = self._simulate(replace(state, degraded_links=key[2]), key[1], key[4])
+            if self.on_simulated is not None:
+                self.on_simulated()
         return self.cache[key]
 
     def scenario_for(self, state: ClusterState, stragglers, balanced=None) -> Scenario:
@@ -186,8 +189,26 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
         step_time.cache[step_time.key(ClusterState(keep_global_batch=keep, balanced_for=balanced))] = float(
             base.iteration_time_s)
     costs = recovery_costs(scenario)
-    goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
-                                    scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP)
+    from simdist.progress import Progress
+
+    bar = Progress(scenario.run.replicas, label="replicas")
+
+    def states_note() -> None:
+        bar.note = f"{step_time.simulated} cluster states simulated"
+        bar.advance(0)  # redraw (throttled) with the new count
+
+    def replica_done(_: int) -> None:
+        states_note()
+        bar.advance()
+
+    step_time.on_simulated = states_note
+
+    try:
+        goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
+                                        scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP,
+                                        on_replica=replica_done)
+    finally:
+        bar.close()
     goodput.update(model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP))
     goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True, balanced_for=balanced))
     goodput["states_simulated"] = step_time.simulated

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
@@ -63,7 +64,8 @@ def _mean_ci(values: list) -> tuple[float | None, list[float] | None]:
 
 
 def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Costs, step_time: StepTime,
-                 seed: int, replicas: int, reroute: bool = True) -> tuple[dict, list[Tally]]:
+                 seed: int, replicas: int, reroute: bool = True,
+                 on_replica: Callable[[int], None] | None = None) -> tuple[dict, list[Tally]]:
     """The goodput dict (means, `_ci95` pairs, failures by kind) and every replica's Tally. Without
     `reroute` (a sync mode that does not take link changes) a random fabric fault that cuts no node off
     aborts the job's collectives instead (a restart), and `fabric_faults` says so."""
@@ -80,6 +82,8 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
                              record=r == 0, cut_off=facts.cut_off)
         tallies.append(tally)
         rows.append(_figures(tally, job))
+        if on_replica is not None:  # a progress bar: replica r is done
+            on_replica(r)
     out: dict = {}
     for name in FIGURES:
         mean, ci = _mean_ci([row[name] for row in rows])

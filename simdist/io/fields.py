@@ -18,22 +18,6 @@ from simdist.units import Dimension, parse_bandwidth, parse_duration, parse_size
 
 SIMDIST_ERROR = "simdist"  # pydantic error type whose message is final (already says got/expected)
 
-_VALID_UNITS = {
-    Dimension.SIZE: ["B", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "b", "kb", "Mb", "Gb", "Tb"],
-    Dimension.BANDWIDTH: ["b/s", "kb/s", "Mb/s", "Gb/s", "Tb/s", "B/s", "kB/s", "MB/s", "GB/s", "TB/s",
-                          "MiB/s", "GiB/s"],
-    Dimension.TIME: ["ns", "us", "ms", "s", "min", "h", "d"],
-}
-_FIXES = {  # unambiguous misspellings -> the unit meant
-    "bps": "b/s", "Bps": "B/s", "kbps": "kb/s", "Kbps": "kb/s", "Mbps": "Mb/s", "Gbps": "Gb/s",
-    "Tbps": "Tb/s", "gbps": "Gb/s", "mbps": "Mb/s", "KBps": "kB/s", "kBps": "kB/s", "MBps": "MB/s",
-    "GBps": "GB/s", "TBps": "TB/s", "Gbit/s": "Gb/s", "Mbit/s": "Mb/s", "Tbit/s": "Tb/s",
-    "GiBps": "GiB/s", "μs": "us", "usec": "us", "msec": "ms", "nsec": "ns", "secs": "s",
-    "second": "s", "seconds": "s", "mins": "min", "minute": "min", "minutes": "min", "hour": "h",
-    "hours": "h", "hrs": "h", "KB": "kB", "kib": "KiB", "mib": "MiB", "gib": "GiB", "tib": "TiB",
-    "mb": "MB", "gb": "GB", "tb": "TB", "MBs": "MB/s", "GBs": "GB/s", "Gbs": "Gb/s", "mn": "min",
-}
-_SPLIT = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(\S+)\s*$")
 
 
 def closest(word: str, choices: list[str], n: int = 3) -> list[str]:
@@ -51,36 +35,12 @@ def unknown_key_message(value: str, choices: list[str], what: str) -> str:
     return f"got {value!r}; expected a {what} catalog key (see `simdist catalog`){hint}"
 
 
-def _suggest(value: object, dim: Dimension, parser: Callable[..., float]) -> str:
-    """' (did you mean '100 Gb/s'?)' when the unit looks like a known misspelling, else ''."""
-    if not isinstance(value, str):
-        return ""
-    m = _SPLIT.match(value)
-    if not m:
-        return ""
-    num, unit = m.groups()
-    fix = _FIXES.get(unit)
-    if fix is None:
-        close = difflib.get_close_matches(unit, _VALID_UNITS[dim], n=1, cutoff=0.75)
-        fix = close[0] if close else None
-    if fix is None or fix == unit:
-        return ""
-    candidate = f"{num} {fix}"
-    try:
-        parser(candidate, "")
-    except ScenarioError:
-        return ""
-    return f" (did you mean '{candidate}'?)"
-
-
 def _quantity(parser: Callable[..., float], dim: Dimension, **kwargs: Any) -> BeforeValidator:
     def check(value: object) -> float:
         try:
             return parser(value, "", **kwargs)
         except ScenarioError as err:
-            message = "; ".join(issue.message for issue in err.issues)
-            if "did you mean" not in message:
-                message += _suggest(value, dim, parser)
+            message = "; ".join(issue.message for issue in err.issues)  # units.py adds any "did you mean"
             raise PydanticCustomError(SIMDIST_ERROR, "{message}", {"message": message}) from None
 
     return BeforeValidator(check)

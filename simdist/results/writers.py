@@ -24,6 +24,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     except OSError as err:
         raise SimdistError(f"cannot write {path}: {err.strerror or err} ({err.filename or path})") from err
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files, as open() would make them
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -33,6 +34,13 @@ def atomic_write_text(path: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def result_json(result: RunResult) -> str:

@@ -29,9 +29,41 @@ def read_graphml(path: str | None) -> nx.Graph:
         raise ScenarioError.bad_value(PATH, path, "the path of a GraphML file for topology custom")
     try:
         graph = nx.read_graphml(path)
+        undeclared = _undeclared_endpoints(path)
     except (OSError, ValueError, SyntaxError, nx.NetworkXError) as exc:  # ParseError is a SyntaxError
         raise ScenarioError.bad_value(PATH, path, f"a readable GraphML file ({exc})") from exc
+    if undeclared:  # networkx silently invents such vertices, which then have no host flag and no other edges
+        raise ScenarioError(Issue(PATH, f"{path}: edges name vertices that no <node> declares: "
+                                        f"{', '.join(repr(v) for v in undeclared[:5])}; declare each vertex"))
     return nx.Graph(graph)
+
+
+def _undeclared_endpoints(path: str) -> list[str]:
+    """Edge endpoints without a <node> element, in file order."""
+    import xml.etree.ElementTree as ET
+
+    declared: set[str] = set()
+    missing: list[str] = []
+    ends: list[str] = []
+    for _, elem in ET.iterparse(path):
+        tag = elem.tag.rsplit("}", 1)[-1]
+        if tag == "node":
+            declared.add(elem.get("id", ""))
+        elif tag == "edge":
+            ends += [elem.get("source", ""), elem.get("target", "")]
+    for v in ends:
+        if v not in declared and v not in missing:
+            missing.append(v)
+    return missing
+
+
+def disconnected_hosts(graph: nx.Graph) -> list[str]:
+    """Host vertices that cannot reach the first host (a cut-off host would make the job unroutable)."""
+    hosts = host_vertices(graph)
+    if not hosts:
+        return []
+    reach = nx.node_connected_component(graph, hosts[0])
+    return [h for h in hosts if h not in reach]
 
 
 def host_vertices(graph: nx.Graph) -> list[str]:

@@ -110,19 +110,26 @@ def _fabric_issues(cluster: ClusterSpec, machines: int) -> list[Issue]:
 
 def _custom_issues(path: str | None, machines: int) -> list[Issue]:
     from simdist.errors import ScenarioError
-    from simdist.topology.custom import host_vertices, read_graphml
+    from simdist.topology.custom import disconnected_hosts, host_vertices, read_graphml
 
     where = "cluster.fabric.graphml"
     if not path:
         return [Issue(where, "missing; topology custom needs the path of a GraphML file")]
+    if os.path.isdir(path):
+        return [Issue(where, f"{path} is a directory; expected a GraphML file")]
     if not os.path.isfile(path):
-        return [Issue(where, f"got {path!r}; no such file")]
+        return [Issue(where, f"no such file: {path}")]
     try:
-        hosts = len(host_vertices(read_graphml(path)))
+        graph = read_graphml(path)
     except ScenarioError as exc:
         return exc.issues
+    hosts = len(host_vertices(graph))
     if hosts < machines:
         return [Issue(where, f"{path} has {hosts} host vertices; expected at least {machines} (one per machine)")]
+    cut = disconnected_hosts(graph)
+    if cut:
+        return [Issue(where, f"{path}: host vertices {', '.join(repr(h) for h in cut[:5])} cannot reach "
+                             f"{host_vertices(graph)[0]!r} (the graph is disconnected); every host must reach every other")]
     return []
 
 

@@ -15,9 +15,9 @@ def test_gpt3_175b_does_not_fit_one_v100() -> None:
     with pytest.raises(InfeasibleError) as info:
         check_fits(est)
     msg = str(info.value)
-    assert "needs 2.9" in msg and "TB per GPU" in msg
-    assert "weights 349 GB" in msg and "optimizer states 2.1 TB" in msg
-    assert "the v100-sxm2-16gb has 16 GB" in msg
+    assert "needs 2.68 TiB per GPU" in msg
+    assert "weights 325 GiB" in msg and "optimizer states 1.91 TiB" in msg
+    assert "the v100-sxm2-16gb has 14.9 GiB" in msg
     assert info.value.exit_code == 3
 
 

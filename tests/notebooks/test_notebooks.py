@@ -1,6 +1,6 @@
 """The notebooks: stored without outputs, using only the API and simdist.plots, and executing cleanly.
 
-Executing them is `slow` (about 4 minutes on 2 cores); `make test` and CI run it. Each notebook's last
+Executing them is `slow` (about 5 minutes on 2 cores); `make test` and CI run it. Each notebook's last
 cell asserts that its prose conclusion matches its numbers, so a run that passes checks the prose too.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.notebooks.run import NOTEBOOKS, execute, notebooks
 
 EXPECTED = ["01-quickstart.ipynb", "02-strategies.ipynb", "03-compression.ipynb", "04-oversubscription.ipynb",
             "05-validation.ipynb", "06-heterogeneous.ipynb", "07-failures-goodput.ipynb",
-            "08-planner.ipynb"]
+            "08-planner.ipynb", "09-model-parallel.ipynb"]
 ALLOWED_IMPORTS = {"simdist", "simdist.plots", "numpy", "pandas", "json", "pathlib", "tempfile"}
 
 

@@ -47,3 +47,14 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
         pass
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_results_get_the_umask_mode_not_mkstemps_0600(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644

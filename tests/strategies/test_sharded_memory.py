@@ -87,7 +87,7 @@ def test_infeasible_stage_exits_3_with_the_numbers() -> None:
     with pytest.raises(InfeasibleError) as info:
         run_with(SCENARIO, change)
     msg = str(info.value)
-    assert info.value.exit_code == 3 and "does not fit" in msg and "weights 138 GB, gradients 138 GB" in msg and "has 85.9 GB" in msg
+    assert info.value.exit_code == 3 and "does not fit" in msg and "weights 128 GiB, gradients 128 GiB" in msg and "has 80 GiB" in msg
     r = run_with(SCENARIO, {**change, "training.parallelism": {"zero": "fsdp"}}).to_dict()
     assert r["memory"]["fits"]
 

@@ -1,13 +1,15 @@
 """The published-benchmark cases: measured figures from public sources, each with the scenario that models it.
 
-`cases.yaml` (next to this module) is the data; this module parses it into frozen `PublishedCase`s and
+`cases.yaml` (next to this module, shipped as package data) is the data; this module parses it into frozen `PublishedCase`s and
 refuses a case that lacks its source, its quote, its configuration or its scenario, so that no figure
 enters the suite without the text it was read from.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,8 +17,18 @@ import yaml
 
 from simdist.errors import Issue, ScenarioError
 
-HERE = Path(__file__).resolve().parent
-CASES_FILE = HERE / "cases.yaml"
+PACKAGE = "validation.published"
+PACKAGE_DATA = ("cases.yaml", "scenarios/*.yaml")   # what pyproject.toml ships with the package (one copy)
+
+
+def shipped_cases_file() -> Path:
+    """The shipped data file, located as package data (importlib.resources): the same file in a checkout and
+    in an installed wheel (pyproject.toml's package-data for validation.published ships it and scenarios/)."""
+    return Path(str(files(PACKAGE).joinpath("cases.yaml")))
+
+
+CASES_FILE = shipped_cases_file()
+HERE = CASES_FILE.parent
 
 
 class Metric(StrEnum):
@@ -100,7 +112,7 @@ def _scenario_ref(raw: Any, where: str) -> ScenarioRef:
     sets = raw.get("set") or []
     if not isinstance(sets, list) or not all(isinstance(s, str) and "=" in s for s in sets):
         raise ScenarioError(Issue(f"{where}.set", f"got {sets!r}; expected a list of 'dotted.key=value' strings"))
-    path = (HERE / str(raw["file"])).resolve()
+    path = Path(os.path.normpath(HERE / str(raw["file"])))   # symlinks kept: the path stays under HERE
     if not path.is_file():
         raise ScenarioError(Issue(f"{where}.file", f"got {raw['file']!r}; no such file under {HERE}"))
     return ScenarioRef(path, tuple(sets))

@@ -1,9 +1,28 @@
-"""A one-line progress bar (points done, rate, ETA) on a terminal; silent when output is not a terminal."""
+"""A one-line progress bar (points done, rate, ETA) on a terminal; silent when output is not a terminal.
+
+Long work (sweeps, Monte Carlo goodput, validation runs) draws one on stderr. `quiet()` turns every bar
+off for a block, which the CLI does for `--json`, so machine-readable output never carries one.
+"""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 import time
-from typing import TextIO
+from typing import Iterator, TextIO
+
+_SHOW = contextvars.ContextVar("simdist_progress_shown", default=True)
+
+
+@contextlib.contextmanager
+def quiet(active: bool = True) -> Iterator[None]:
+    """No progress bar inside this block (when `active`)."""
+    token = _SHOW.set(False) if active else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SHOW.reset(token)
 
 
 class Progress:
@@ -13,9 +32,10 @@ class Progress:
                  enabled: bool | None = None) -> None:
         self.total, self.label, self.done = total, label, 0
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.enabled = (self.stream.isatty() and _SHOW.get()) if enabled is None else enabled
         self._start = time.monotonic()
         self._drawn = 0.0
+        self.note = ""  # appended to the line, e.g. '12 cluster states simulated'
 
     def advance(self, n: int = 1) -> None:
         self.done += n
@@ -33,7 +53,8 @@ class Progress:
         rate = self.done / elapsed_s if elapsed_s > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
         eta_text = f"ETA {_duration(eta)}" if self.done < self.total else f"in {_duration(elapsed_s)}"
-        return f"[{bar:<{width}}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  {eta_text}  "
+        note = f"  {self.note}" if self.note else ""
+        return f"[{bar:<{width}}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  {eta_text}{note}  "
 
     def close(self) -> None:
         if self.enabled:

@@ -1,0 +1,33 @@
+"""The progress bar: drawn on a terminal, silent when piped and inside quiet() (what --json uses)."""
+import io
+
+from simdist.progress import Progress, quiet
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_draws_on_a_terminal_with_its_note():
+    out = Terminal()
+    bar = Progress(2, label="replicas", stream=out)
+    bar.note = "3 cluster states simulated"
+    bar.advance()
+    bar.advance()
+    bar.close()
+    assert "2/2 replicas" in out.getvalue() and "3 cluster states simulated" in out.getvalue()
+
+
+def test_silent_when_piped_or_quiet():
+    piped = io.StringIO()
+    Progress(1, stream=piped).advance()
+    assert piped.getvalue() == ""
+    out = Terminal()
+    with quiet():
+        bar = Progress(1, stream=out)
+    bar.advance()
+    assert out.getvalue() == ""
+    with quiet(False):
+        Progress(1, stream=out).advance()
+    assert "1/1" in out.getvalue()
