@@ -136,7 +136,8 @@ class WorkloadModel(Strict):
     """Sequence length of transformer models (tokens per sample)."""
     flash_attention: StrictBool | None = None
     """Transformers: attention as one flash-attention kernel (true) or as its GEMM, softmax and dropout kernels
-    with the s x s scores in HBM (false). Default: the model's (Llama-2: true; GPT, BERT, ViT: false)."""
+    with the s x s scores in HBM (false). Default: the model's (Llama-2, GPT-2, BERT: true; GPT-3, ViT, {gpt},
+    {bert}: false)."""
     dropout: Annotated[float, BeforeValidator(_no_bool_dropout), Field(strict=True, ge=0, lt=1)] | None = None
     """Transformers: hidden and attention dropout probability (> 0 runs the dropout kernels and their masks).
     Default: the model's (GPT, BERT, {gpt}/{bert}: 0.1; Llama-2, ViT: 0)."""

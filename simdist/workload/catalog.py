@@ -16,13 +16,18 @@ _LLAMA_VOCAB = 32000
 
 
 # Per-block kernel options a scenario may override (workload.flash_attention, .dropout, .fused_kernels);
-# each catalog transformer states its own defaults below, CNNs take none.
+# each catalog transformer states its own defaults below, CNNs take none. GPT-2 and BERT default to a fused
+# attention kernel (PyTorch >= 2.0's scaled_dot_product_attention, which Hugging Face's GPT-2 and BERT call:
+# flash or memory-efficient attention, no s x s scores in HBM) with their 0.1 dropout; GPT-3 keeps the
+# unfused core of Megatron-LM 2021, which the GPT-3 presets and cases model; Llama-2 flash attention, no
+# dropout. docs/model-parallel.md, "Per-block cost".
 KERNEL_OPTIONS = ("flash_attention", "dropout", "fused_kernels")
 
 
 def _gpt2(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
     return lambda s, **kw: parametric_gpt(layers, hidden, heads, _GPT2_VOCAB, s, name=name, max_positions=1024,
-                                          source="Radford et al. 2019 (GPT-2); HF gpt2 config", **kw)
+                                          source="Radford et al. 2019 (GPT-2); HF gpt2 config",
+                                          **{"flash_attention": True, **kw})
 
 
 def _gpt3(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
@@ -43,7 +48,7 @@ def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, name:
 def _bert(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
     return lambda s, **kw: parametric_bert(layers, hidden, heads, 30522, s, name=name,
                                            source="Devlin et al. 2018, arXiv:1810.04805; HF bert-*-uncased configs",
-                                           **kw)
+                                           **{"flash_attention": True, **kw})
 
 
 def _fixed(build: Callable[[], ModelSpec]) -> Callable[..., ModelSpec]:

@@ -68,6 +68,8 @@ def test_residual_dropout_is_a_fused_bias_dropout_add() -> None:
 def test_catalog_defaults_and_options() -> None:
     gpt3 = _layer(get_model("gpt3-1.3b", 512), "attn.core")
     assert any("dropout" in k.name for k in gpt3.fwd_kernels)  # GPT-3: dropout 0.1, no flash attention
+    gpt2 = get_model("gpt2", 512)  # PyTorch SDPA: a fused attention kernel, dropout 0.1 on the residuals
+    assert _layer(gpt2, "attn.core").fwd_kernels == () and _layer(gpt2, "attn.residual").fwd_kernels
     llama = get_model("llama2-7b", 512)
     assert _layer(llama, "attn.core").fwd_kernels == ()  # Llama-2: flash attention, no dropout
     assert _layer(llama, "mlp.residual").fwd_kernels == ()
