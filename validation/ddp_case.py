@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch import nn
 
 from validation.cases import PROBE_RATIO, RATIO_HOOKS, Case, DdpHook
-from validation.hook_timing import CollectiveLog, split_step
+from validation.hook_timing import CollectiveLog, in_hooks, merged_timeline, split_step
 from validation.timing import summarize, timed_max
 
 
@@ -71,7 +71,7 @@ class PhaseClock:
     def __init__(self, sync: Callable[[], None], log: CollectiveLog | None = None) -> None:
         self.sync = sync
         self.log = log
-        self.steps: list[tuple[float, float, float, dict[int, tuple[float, float]], dict[str, object]]] = []
+        self.steps: list[tuple[float, float, float, dict[int, tuple[float, float]], tuple[dict, list]]] = []
         self._buckets: dict[int, tuple[float, float]] = {}
         self._spans: dict[int, tuple[float, float]] = {}
         self._bwd_start = 0.0
@@ -106,22 +106,42 @@ class PhaseClock:
         t2 = time.perf_counter()
         optimizer()
         self.sync()
-        t3 = time.perf_counter()
-        hooks = split_step(dict(self._spans), self.log.spans()) if self.log is not None else {}
-        self.steps.append((t1 - t0, t2 - t1, t3 - t2, dict(self._buckets), hooks))
+        spans = {i: (a - t0, b - t0) for i, (a, b) in self._spans.items()}  # from the step's start (a barrier)
+        colls = [(a - t0, b - t0) for a, b in in_hooks(self._spans.values(), self.log.spans())] if self.log else []
+        self.steps.append((t1 - t0, t2 - t1, time.perf_counter() - t2, dict(self._buckets), (spans, colls)))
+
+    def _hook_split(self, steps: list, nb: int) -> list[tuple[dict, dict]]:
+        """Per step: (the split of the merged timeline over ranks, the split of this rank's own spans)."""
+        n = torch.tensor([max((len(c) for *_, (_, c) in steps), default=0)], dtype=torch.float64)
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        nc = int(n.item())
+        inf = math.inf
+        late = torch.tensor([[x for i in range(nb) for x in spans.get(i, (0.0, 0.0))]
+                             + [b for _, b in c] + [-inf] * (nc - len(c)) for *_, (spans, c) in steps], dtype=torch.float64)
+        short = torch.tensor([[b - a for a, b in c] + [inf] * (nc - len(c)) for *_, (_, c) in steps], dtype=torch.float64)
+        if late.numel():
+            dist.all_reduce(late, op=dist.ReduceOp.MAX)
+        if nc:
+            dist.all_reduce(short, op=dist.ReduceOp.MIN)
+        out = []
+        for (*_, (spans, colls)), lt, sh in zip(steps, late.tolist(), short.tolist()):
+            hooks, transfers = merged_timeline(lt[0:2 * nb:2], lt[1:2 * nb:2], lt[2 * nb:], sh)
+            out.append((split_step(hooks, transfers), split_step(spans, colls)))
+        return out
 
     def summary(self, reps: int) -> dict[str, object]:
         """The last `reps` steps, each phase the MAX over ranks (an untimed all_reduce), summarized; with a
-        CollectiveLog also `codec` and `collectives` per step and each bucket's `codec`."""
+        CollectiveLog also `codec`, `collectives` and `codec_own` per step and each bucket's `codec`."""
         steps = self.steps[-reps:]
-        nb = max((len(b) for *_, b, _ in steps), default=0)
+        nb = max((len(s[3]) for s in steps), default=0)
         timed = self.log is not None
+        splits = self._hook_split(steps, nb) if timed else [None] * len(steps)
         rows = []
-        for f, b, o, buckets, hooks in steps:
+        for (f, b, o, buckets, _), split in zip(steps, splits):
             row = [f, b, o] + [x for i in range(nb) for x in buckets.get(i, (0.0, 0.0))]
-            if timed:
-                bc = hooks["bucket_codec"]  # type: ignore[index]
-                row += [hooks["codec"], hooks["collectives"]] + [bc.get(i, 0.0) for i in range(nb)]  # type: ignore[index,union-attr]
+            if split is not None:
+                crit, own = split
+                row += [crit["codec"], crit["collectives"], own["codec"]] + [crit["bucket_codec"].get(i, 0.0) for i in range(nb)]
             rows.append(row)
         t = torch.tensor(rows, dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -131,9 +151,9 @@ class PhaseClock:
                            "comm": summarize(cols[4 + 2 * i])} for i in range(nb)]
         if timed:
             k = 3 + 2 * nb
-            out["codec"], out["collectives"] = summarize(cols[k]), summarize(cols[k + 1])
+            out["codec"], out["collectives"], out["codec_own"] = (summarize(cols[k + j]) for j in range(3))
             for i, b in enumerate(out["buckets"]):  # type: ignore[arg-type]
-                b["codec"] = summarize(cols[k + 2 + i])
+                b["codec"] = summarize(cols[k + 3 + i])
         return out
 
 

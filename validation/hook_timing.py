@@ -12,21 +12,29 @@ validation/hooks.py's codec hook):
 * `CollectiveLog.patched()` wraps `torch.distributed.all_reduce` / `all_gather` / `all_to_all_single`
   (the functions every hook calls through the module) and records each collective's span: issue to
   completion (a blocking call: its duration; an async one: until its future completes);
-* a bucket's codec time is its hook span minus the time any collective was in flight during it, and a
-  step's codec time is the union of hook spans minus the union of collective spans: the time a hook was
-  running its own code with nothing on the wire. Every hook here runs one collective at a time per bucket
-  (PowerSGD: 1-D tensors, then P, then Q), so for one bucket this is exactly encode + decode; with several
-  buckets in flight it is the codec time not hidden behind another bucket's collective.
+* the step's timeline, built from every rank's spans measured from the step's start (each step starts
+  from a barrier): a bucket's hook runs from the LATEST rank's call (earlier ranks are waiting for a
+  peer's backward pass, which is compute) to the latest completion; a collective transfers for the MIN
+  over ranks of its span (the rank that reaches it last waits for nobody; on the others the rest of the
+  span is waiting for that rank's encode), ending at its latest completion;
+* the step's codec time is the union of the hooks' runs minus the union of the transfers: the time the
+  hooks' own code (encode, decode, on whichever rank the others wait for) holds the step with nothing on
+  the wire. Every hook here runs one collective at a time per bucket (PowerSGD: 1-D tensors, then P, then
+  Q), so for one bucket this is its encode + decode on the step's critical path; with several buckets in
+  flight it is the codec time not hidden behind another bucket's collective (a collective queued behind
+  another is queued on every rank, so its queueing stays communication).
 
-The waiting of a rank whose peers are still encoding is collective time (it is spent inside the
-collective), so the MAX over ranks of the codec time is the slowest rank's own encode/decode.
+`codec_own` (each rank's own spans: its hook's span minus its collectives' whole spans, MAX over ranks;
+waiting for a peer's encode not counted) is kept next to it: it is what a one-rank view of the hook sees,
+and on 4 ranks time-sliced on 2 cores it is well below what the step pays.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 Interval = tuple[float, float]
 
@@ -114,9 +122,26 @@ class CollectiveLog:
                 setattr(module, name, fn)
 
 
+def in_hooks(hook_spans: Iterable[Interval], collective_spans: Iterable[Interval]) -> list[Interval]:
+    """The collectives that overlap some hook span, in the order they were issued (the same on every rank)."""
+    hooks = list(hook_spans)
+    return sorted(c for c in collective_spans if any(c[0] < b and a < c[1] for a, b in hooks))
+
+
+def merged_timeline(hook_start: Sequence[float], hook_end: Sequence[float], coll_end: Sequence[float],
+                    coll_span: Sequence[float]) -> tuple[dict[int, Interval], list[Interval]]:
+    """The step's hook runs and collective transfers from the per-rank figures reduced over ranks (times from
+    the step's start): hook_start / hook_end / coll_end the MAX over ranks, coll_span the MIN (module
+    docstring). A collective some rank did not run (span inf, end -inf) is left out."""
+    hooks = {i: (a, b) for i, (a, b) in enumerate(zip(hook_start, hook_end)) if b > a}
+    colls = [(e - d, e) for e, d in zip(coll_end, coll_span) if math.isfinite(e) and math.isfinite(d)]
+    return hooks, colls
+
+
 def split_step(hook_spans: dict[int, Interval], collective_spans: list[Interval]) -> dict[str, Any]:
-    """One step's hook work: {"codec": step codec s, "collectives": collective time within the hooks' spans,
-    "bucket_codec": {index: that bucket's codec s}} (see the module docstring)."""
+    """One step's hook work: {"codec": the hooks' spans not covered by a collective, "collectives": the rest,
+    "bucket_codec": {index: that bucket's codec s}} (module docstring). Either one rank's own spans
+    (`codec_own`) or the step's merged timeline (`merged_timeline`)."""
     spans = list(hook_spans.values())
     codec = covered_outside(spans, collective_spans)
     return {"codec": codec, "collectives": length(spans) - codec,

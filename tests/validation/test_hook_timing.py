@@ -11,7 +11,7 @@ import torch
 
 from validation.codec_fit import fit_codecs, step_codec_row
 from validation.compare import build_report
-from validation.hook_timing import CollectiveLog, covered_outside, length, split_step, union
+from validation.hook_timing import CollectiveLog, covered_outside, in_hooks, length, merged_timeline, split_step, union
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 
@@ -30,6 +30,18 @@ def test_one_bucket_codec_is_its_span_less_its_collectives() -> None:
     out = split_step(hooks, [(2, 3), (3.5, 5), (6, 7), (9, 10)])
     assert out["codec"] == pytest.approx(8 - 1 - 1.5 - 1) and out["collectives"] == pytest.approx(3.5)
     assert out["bucket_codec"] == {0: pytest.approx(4.5)}
+
+
+def test_the_merged_timeline_counts_a_peers_encode_but_not_its_backward_lag() -> None:
+    # rank 0: hook 1.0-5.0, all_reduce 1.2-4.0 (reached early, waited); rank 1 (backward ended later): hook
+    # 2.0-5.1, encoded until 3.5, all_reduce 3.5-4.0 (the transfer, 0.5 s), decoded until 5.1
+    own0 = split_step({0: (1.0, 5.0)}, in_hooks([(1.0, 5.0)], [(1.2, 4.0), (6, 7), (-2, -1)]))
+    assert own0["codec"] == pytest.approx(1.2)  # rank 0's own encode and decode
+    hooks, transfers = merged_timeline([max(1.0, 2.0)], [max(5.0, 5.1)], [max(4.0, 4.0)], [min(2.8, 0.5)])
+    assert hooks == {0: (2.0, 5.1)} and transfers == [(3.5, 4.0)]
+    crit = split_step(hooks, transfers)
+    assert crit["codec"] == pytest.approx(3.1 - 0.5) and crit["collectives"] == pytest.approx(0.5)
+    assert merged_timeline([0.0], [0.0], [-float("inf")], [float("inf")]) == ({}, [])  # nothing ran
 
 
 def test_overlapped_buckets_count_only_the_codec_time_on_the_critical_path() -> None:
@@ -110,4 +122,5 @@ def test_ddp_steps_time_their_hooks_in_step_on_two_local_ranks() -> None:
         (bucket,) = ph["buckets"]
         assert 0 <= c["codec_in_step_s"] == ph["codec"]["median_s"] <= bucket["comm"]["median_s"]
         assert ph["collectives"]["median_s"] > 0  # the hooks' collectives were seen
-    assert by["int8"]["codec_in_step_s"] > by["none"]["codec_in_step_s"]  # stochastic rounding vs a division
+    assert by["int8"]["codec_in_step_s"] > by["none"]["codec_in_step_s"]
+    assert by["int8"]["phases"]["codec_own"]["median_s"] > 0  # stochastic rounding vs a division
