@@ -55,11 +55,11 @@ def test_calibrated_predictions_match_the_emulated_cluster(tmp_path: Path) -> No
     assert {"fp16", "int8", "powersgd"} <= set(in_step), rep["codec_in_step"]
     # The codec is timed inside the step (validation/hook_timing.py): in-step codec meas/pred 0.92-1.11 for
     # int8 and PowerSGD over 2026-12-01's runs (once 1.6 for PowerSGD, under a load average of 10 from other
-    # work). PowerSGD's step still came out 19-29 % under: it computes P for every matrix before its first
+    # work). PowerSGD's step still came out 19-29 % under in 3 of 4 runs (3 % over in the 4th): it computes P for every matrix before its first
     # collective, so the ranks that reach the hook first encode while the last is still in its backward pass
     # on the same 2 cores, which neither the compute-only steps nor the in-step codec see. Its bound is 35 %,
     # the others' 25 % (observed max 16 %)
     limit = {"ddp-mlp-powersgd-1g": 0.35}
     bad = {c["name"]: round(c["error"], 3) for c in steps if c["error"] > limit.get(c["name"], 0.25)}
     assert not bad, (bad, steps, rep["codec_in_step"])
-    assert rep["mape_steps"] <= 0.15, (steps, rep["codec_in_step"])  # 8.7-9.1 % in passing runs
+    assert rep["mape_steps"] <= 0.15, (steps, rep["codec_in_step"])  # 3.4-9.1 % in passing runs
