@@ -50,6 +50,9 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
         by_layout.setdefault(plan.layout, []).append(i)  # type: ignore[attr-defined]
     records: list[dict | None] = [None] * len(plans)
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    from simdist.progress import Progress
+
+    bar = Progress(len(by_layout), label="cluster layouts measured")
     for layout, idx in by_layout.items():
         cases = [c for i in idx for c in plans[i][2].cases]  # type: ignore[attr-defined]
         pp = p2p_case(layout.hosts, layout.nodes_per_leaf) if p2p and layout.hosts >= 2 else None  # type: ignore[attr-defined]
@@ -63,6 +66,7 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
         launches = env.pop("launches", [])
         env |= {k: v for k, v in (launches[0] if launches else {}).items() if k in ("torch_version", "hostname", "backend")}
         results = iter(res["cases"])  # type: ignore[arg-type]
+        bar.advance()
         for i in idx:
             path, scenario, plan = plans[i]
             for case in plan.cases:  # type: ignore[attr-defined]
@@ -77,6 +81,7 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
                                 "case": extra.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
                                 "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
                                 "environment": env})
+    bar.close()
     return [r for r in records if r is not None]
 
 
