@@ -59,6 +59,11 @@ class LinkSpec:
     transport: str = ""  # nvlink | pcie | rdma | tcp | upi ...
     source: str = ""
     efficiency_basis: str = field(default="", compare=False)  # where `efficiency` comes from (transport default at a rate, entry, scenario, profile)
+    # The most ONE flow (one connection: a ring neighbour, a PS worker-server pair) achieves on this link,
+    # whatever the link's capacity: a TCP connection's streams are each CPU- or provider-limited
+    # (cloud per-flow limits; NCCL's socket transport opens NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+    # streams per connection, gloo one). None: no per-flow limit (flows share the link by rate only).
+    flow_cap_Bps: float | None = None
 
     @property
     def effective_Bps(self) -> float:

@@ -132,6 +132,12 @@ def _nic(v: str | NicModel, path: str, issues: list[Issue]) -> NicSpec | None:
     link = build_link(v, path, "rdma", issues)
     if link is None:
         return None
+    if v.flow_cap is not None:
+        if v.flow_cap > link.bandwidth_Bps:
+            issues.append(Issue(f"{path}.flow_cap", f"got {v.flow_cap / 1e9 * 8:g} Gb/s; expected at most the "
+                                                    f"NIC's line rate ({link.bandwidth_Bps / 1e9 * 8:g} Gb/s)"))
+            return None
+        link = replace(link, flow_cap_Bps=float(v.flow_cap))
     gpudirect = v.gpudirect if v.gpudirect is not None else link.transport == "rdma"
     if gpudirect and link.transport != "rdma":
         issues.append(Issue(f"{path}.gpudirect", f"got true; GPUDirect RDMA needs transport rdma "
