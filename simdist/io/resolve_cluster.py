@@ -17,7 +17,7 @@ from typing import Any, Callable
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import (
     ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, NicSpec, NodeGroupSpec,
-    RoutingKind, TopologyKind, staged_nic_link,
+    RoutingKind, TopologyKind, host_staged_peer_link, staged_nic_link,
 )
 from simdist.io.fields import unknown_key_message
 from simdist.io.schema_cluster import DEFAULT_INTRA_NODE
@@ -190,6 +190,11 @@ def _group(g: NodeGroupModel, path: str, issues: list[Issue]) -> NodeGroupSpec |
                                                          f"holds exactly {intra.gpus} GPUs"))
     if gpu is None or intra is None or nic is None:
         return None
+    if not gpu.pcie_p2p:
+        staged = host_staged_peer_link(intra, per_node or 1)
+        if staged is not None:
+            # a PCIe interior's GPUs hang off their switch by pcie_link (the builder's GPU edges): stage both
+            intra = replace(intra, gpu_link=staged[0], pcie_link=staged[0], peer_staging=staged[1])
     nic = _staged(nic, intra)
     return NodeGroupSpec(count=g.count, gpu=gpu, gpus_per_node=per_node or 1, intra_node=intra, nic=nic,
                          intra_node_default=g.intra_node is None)
