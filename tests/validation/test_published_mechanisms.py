@@ -60,3 +60,12 @@ def test_the_staging_is_reported():
     intra = sc.cluster.node_groups[0].intra_node
     assert "staged through host memory" in intra.peer_staging
     assert "staged via host memory" in intra.gpu_link.efficiency_basis
+
+
+def test_the_flow_cap_is_reported_in_links_used():
+    from simdist.topology.summary import link_assumptions
+
+    sc = load_scenario(FILE, [NIC % ", flow_cap: 13.7 Gb/s"])
+    nic = link_assumptions(sc.cluster)["nic"][0]
+    assert nic["flow_cap_Bps"] == pytest.approx(13.7e9 / 8)
+    assert "flow_cap_Bps" not in link_assumptions(load_scenario(FILE, [NIC % ""]).cluster)["nic"][0]
