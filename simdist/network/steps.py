@@ -34,6 +34,7 @@ class FlowGroup:
     counts: np.ndarray  # members crossing each link (float, for the solver)
     size_bytes: float  # bytes each member moves (all repetitions)
     link_bytes: np.ndarray  # bytes the group puts on each of `links` in total
+    cap_Bps: float = float("inf")  # per-member rate limit: the least per-flow cap of its links (graph.flow_cap_Bps)
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,7 +131,16 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
         else:
             groups = [_single(routes.pair_paths(i), float(sz), step.repeat) for i, sz in enumerate(sizes)
                       if sz > 0 and routes.lengths[i * routes.spread:(i + 1) * routes.spread].max() > 0]
+    caps = paths.topology.links.flow_cap_Bps
+    if caps is not None:  # each member is one connection: it moves no faster than its links' per-flow cap
+        groups = [_capped(g, float(caps[g.links].min())) for g in groups]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
+
+
+def _capped(group: FlowGroup, cap_Bps: float) -> FlowGroup:
+    if not np.isfinite(cap_Bps):
+        return group
+    return FlowGroup(group.links, group.counts, group.size_bytes, group.link_bytes, cap_Bps)
 
 
 def _digests(transfers: tuple) -> tuple[bytes, bytes]:
