@@ -16,7 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from simdist.collectives.schedule import Step
+from simdist.collectives.schedule import Step, TransferArray
 from simdist.network.paths import PathTable
 from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
@@ -114,8 +114,11 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
     """Route every transfer of `step` (or take `routes`, the same pairs routed before) and form its flow
     groups (zero-byte transfers move nothing)."""
     if routes is None:
-        routes = RoutedPairs.route(tuple(map(_PAIR, step.transfers)), paths)
-    sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
+        routes = RoutedPairs.route(_pairs(step.transfers), paths)
+    if isinstance(step.transfers, TransferArray):
+        sizes = np.array(step.transfers.size_bytes, dtype=float)
+    else:
+        sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
     if not sizes.size:
         latency = 0.0
     elif step.pipelined:  # a ring's critical path runs through consecutive hops: their mean
@@ -133,12 +136,28 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 
-def _digests(transfers: tuple) -> tuple[bytes, bytes]:
+def _pairs(transfers) -> "tuple[tuple[int, int], ...] | list[tuple[int, int]]":
+    """(src, dst) of every transfer, in order."""
+    if isinstance(transfers, TransferArray):
+        return transfers.pairs()
+    return tuple(map(_PAIR, transfers))
+
+
+def _digests(transfers: "tuple | TransferArray") -> tuple[bytes, bytes]:
     """(value digest, pairs digest) of a transfers tuple: 128-bit digests of its (src, dst, size) and
-    (src, dst) arrays (one numpy pass instead of Transfer.__eq__ per transfer)."""
+    (src, dst) arrays (one numpy pass instead of Transfer.__eq__ per transfer). A TransferArray gives
+    the same array (hence digests) as the tuple of its Transfers, and keeps them."""
+    if isinstance(transfers, TransferArray):
+        if transfers._digests is None:
+            transfers._digests = _array_digests(transfers.triples())
+        return transfers._digests
     n = len(transfers)
     arr = np.fromiter(itertools.chain.from_iterable(map(_TRIPLE, transfers)), dtype=float,
                       count=3 * n).reshape(n, 3)
+    return _array_digests(arr)
+
+
+def _array_digests(arr: np.ndarray) -> tuple[bytes, bytes]:
     pairs = hashlib.blake2b(np.ascontiguousarray(arr[:, :2]).tobytes(), digest_size=16).digest()
     return hashlib.blake2b(arr.tobytes(), digest_size=16).digest(), pairs
 
@@ -190,7 +209,7 @@ class StepCache:
         if compiled is None:
             routes = self._routes.get(pairs_key)
             if routes is None:
-                pairs = tuple(map(_PAIR, step.transfers))
+                pairs = _pairs(step.transfers)
                 with gc_paused():
                     routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
                 if len(self._routes) > self.max_entries:
