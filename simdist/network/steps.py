@@ -57,13 +57,26 @@ def _single(paths: tuple[np.ndarray, ...], size_bytes: float, repeat: int) -> Fl
     return FlowGroup(links, share, float(total), share * total)
 
 
+def _unique_inverse(ids: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(ids, return_inverse=True) for ids in [0, bound), by marking instead of sorting
+    (linear in len(ids) + bound; the same two arrays)."""
+    if ids.size * 4 < bound:  # few ids on a large fabric: sorting the few is cheaper
+        return np.unique(ids, return_inverse=True)
+    present = np.zeros(bound, dtype=bool)
+    present[ids] = True
+    links = np.flatnonzero(present)
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return links, rank[ids]
+
+
 @dataclass(frozen=True, eq=False)
 class RoutedPairs:
     """The routes of a step's (src, dst) pairs, and their union as one lockstep group's links: what
     steps of equal pairs share (every step of a ring, whatever the bucket size). With routing 'spray'
     each pair has `spread` paths, each carrying 1/spread of its bytes (paths are pair-major)."""
 
-    paths: tuple[np.ndarray, ...]
+    flat: np.ndarray  # every path's directed link ids, path after path
+    bounds: np.ndarray  # path i is flat[bounds[i]:bounds[i + 1]]
     latencies: np.ndarray  # per pair: the largest over its paths
     links: np.ndarray  # unique directed links over all paths
     inverse: np.ndarray  # for each entry of the concatenated paths, its index in `links`
@@ -80,18 +93,24 @@ class RoutedPairs:
         lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
         total = int(lengths.sum())
         flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=total)
-        links, inverse = np.unique(flat, return_inverse=True)
+        links, inverse = _unique_inverse(flat, paths.topology.links.latency_s.size)
         # per-path latency: the sum over its links, added in path order (as float(latency_s[path].sum()))
         owner = np.repeat(np.arange(len(routed)), lengths)
         lat = np.bincount(owner, weights=paths.topology.links.latency_s[flat], minlength=len(routed))
         if k > 1:
             lat = lat.reshape(-1, k).max(axis=1) if lat.size else lat
         bounds = np.concatenate(([0], np.cumsum(lengths)))
-        ps = tuple(flat[bounds[i]:bounds[i + 1]] for i in range(len(routed)))
-        return cls(ps, lat, links, inverse, lengths, k)
+        return cls(flat, bounds, lat, links, inverse, lengths, k)
+
+    @property
+    def paths(self) -> tuple[np.ndarray, ...]:
+        """Each path's directed link ids (views into one flat array)."""
+        flat, bounds = self.flat, self.bounds
+        return tuple(flat[bounds[i]:bounds[i + 1]] for i in range(len(self.lengths)))
 
     def pair_paths(self, i: int) -> tuple[np.ndarray, ...]:
-        return self.paths[i * self.spread:(i + 1) * self.spread]
+        k, flat, bounds = self.spread, self.flat, self.bounds
+        return tuple(flat[bounds[j]:bounds[j + 1]] for j in range(i * k, (i + 1) * k))
 
     def group(self, sizes: np.ndarray, repeat: int) -> FlowGroup | None:
         """The lockstep group of the live members (size > 0, a non-empty path): the links they cross, how many
@@ -209,8 +228,8 @@ class StepCache:
         if compiled is None:
             routes = self._routes.get(pairs_key)
             if routes is None:
-                pairs = _pairs(step.transfers)
                 with gc_paused():
+                    pairs = _pairs(step.transfers)
                     routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
                 if len(self._routes) > self.max_entries:
                     self._routes.popitem(last=False)

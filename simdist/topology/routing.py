@@ -38,6 +38,7 @@ from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
 from simdist.topology.torus_metric import TorusMetric
+from simdist.topology.twins import TwinMetric
 
 SPRAY_PATHS = 4  # paths one connection is split over with routing 'spray' (NCCL queue pairs per connection)
 
@@ -58,7 +59,8 @@ def _edge_costs(graph, dead: "frozenset[tuple[str, str]]") -> dict[str, dict[str
     computed once (a 100k-GPU cluster has a handful of link classes and millions of edges)."""
     memo: dict[tuple[int, int], int] = {}
     out: dict[str, dict[str, int]] = {}
-    for u, nbrs in graph.adj.items():
+    adj = getattr(graph, "_adj", None) or graph.adj  # networkx's own dict of dicts: no view per row
+    for u, nbrs in adj.items():
         row = out[u] = {}
         for w, d in nbrs.items():
             if dead and (u, w) in dead:
@@ -115,6 +117,7 @@ class Router:
         self._core_step = steps.pop() if len(steps) == 1 else None
         self._metric = TorusMetric.verify(graph.graph.get("fabric") or {}, tuple(graph.graph.get("machines", ())),
                                           self._core_adj)
+        self._twins: TwinMetric | None = None  # uniform-cost cores: built on first use
         self._tmpl_of: dict[str, int] = {}
         self._tmpl_hint: dict[tuple, int] = {}
         self._stamped: dict[str, int] = {} if dead else dict(graph.graph.get("node_templates") or {})
@@ -237,8 +240,10 @@ class Router:
         if hit is None:
             if self._metric is not None:  # ring/torus: closed form, nothing stored per vertex
                 hit = self._metric.from_vertex(a)
-            elif self._core_step is not None:
-                hit = _bfs(self._core_adj, a, self._core_step)
+            elif self._core_step is not None:  # twin classes: the same integers as _bfs(core_adj, a, step)
+                if self._twins is None:
+                    self._twins = TwinMetric(self._core_adj, self._core_step)
+                hit = self._twins.from_vertex(a)
             else:
                 hit = _dijkstra(self._core_adj, {a: 0})
             self._dcore[a] = hit
