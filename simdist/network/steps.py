@@ -17,6 +17,7 @@ from operator import attrgetter
 import numpy as np
 
 from simdist.collectives.schedule import Step, TransferArray
+from simdist.network.maxmin import unique_inverse as _unique_inverse
 from simdist.network.paths import PathTable
 from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
@@ -55,18 +56,6 @@ def _single(paths: tuple[np.ndarray, ...], size_bytes: float, repeat: int) -> Fl
     links, hits = np.unique(np.concatenate(paths), return_counts=True)
     share = hits / len(paths)
     return FlowGroup(links, share, float(total), share * total)
-
-
-def _unique_inverse(ids: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(ids, return_inverse=True) for ids in [0, bound), by marking instead of sorting
-    (linear in len(ids) + bound; the same two arrays)."""
-    if ids.size * 4 < bound:  # few ids on a large fabric: sorting the few is cheaper
-        return np.unique(ids, return_inverse=True)
-    present = np.zeros(bound, dtype=bool)
-    present[ids] = True
-    links = np.flatnonzero(present)
-    rank = np.cumsum(present, dtype=np.int64) - 1
-    return links, rank[ids]
 
 
 @dataclass(frozen=True, eq=False)
