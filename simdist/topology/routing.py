@@ -128,6 +128,8 @@ class Router:
         self._tsrc: dict[tuple, dict[str, int]] = {}
         self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
         self._gw_exits: dict[str, list] = {}
+        self._gw_sigs: dict[str, tuple | None] = {}
+        self._exit_shapes: dict[tuple, tuple] = {}  # (template, local name, gateway hops) -> exits by local name
         self._srckey: dict[tuple[str, int], tuple[tuple, int, dict]] = {}
         self._ekey_ids: dict[tuple, int] = {}
         self._dcore: dict[str, dict[str, int]] = {}
@@ -198,6 +200,36 @@ class Router:
         hit = self._exits.get(t)
         if hit is not None:
             return hit
+        m = self._machine[t]
+        shape_key = None
+        if m is not None and t not in self._core:
+            sig = self._gw_sig(m)
+            if sig is not None:  # the same template, vertex and gateway hops give the same exits
+                shape_key = (self._tmpl(m), self._lname[t], sig)
+                shape = self._exit_shapes.get(shape_key)
+                if shape is not None:
+                    prefix = m + "/"
+                    exits = {a: (c, tuple(prefix + n for n in names)) for a, c, names in shape[0]}
+                    hit = self._exits[t] = (exits, shape[1])
+                    return hit
+        hit = self._exits[t] = self._compute_exits(t)
+        if shape_key is not None:
+            ln = self._lname
+            self._exit_shapes[shape_key] = (tuple((a, c, tuple(ln[h] for h in hs)) for a, (c, hs) in hit[0].items()),
+                                            hit[1])
+        return hit
+
+    def _gw_sig(self, m: str) -> "tuple | None":
+        """Machine m's gateways as (local name, fabric hops), or None when one is a core vertex (its
+        exits are then named by the machine's own vertices)."""
+        hit = self._gw_sigs.get(m, False)
+        if hit is False:
+            gws = self._gateway_exits(m)
+            hit = None if any(outs is None for _, _, outs in gws) else tuple((ln, outs) for _, ln, outs in gws)
+            self._gw_sigs[m] = hit
+        return hit
+
+    def _compute_exits(self, t: str) -> tuple[dict[str, tuple[int, tuple[str, ...]]], int]:
         exits: dict[str, tuple[int, tuple[str, ...]]] = {}
         if t in self._core:
             exits[t] = (0, ())
@@ -220,8 +252,7 @@ class Router:
                     continue
                 exits[a] = (best, tuple(sorted(h for d, h in opts if d == best and h)))
         ekey = tuple(sorted((a, c) for a, (c, _) in exits.items()))
-        hit = self._exits[t] = (exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids)))  # equal exits, one id
-        return hit
+        return exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids))  # equal exits, one id
 
     def _gateway_exits(self, m: str) -> "list[tuple[str, str, tuple[tuple[str, int], ...] | None]]":
         """Machine m's gateways: (vertex, local name, its (fabric vertex, cost) hops, or None for a core

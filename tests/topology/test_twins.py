@@ -44,3 +44,22 @@ def test_disconnected_and_isolated_vertices():
     adj = {"a": {"b": 1}, "b": {"a": 1}, "c": {}, "d": {"e": 1}, "e": {"d": 1}, "f": {"e": 1}}
     adj["e"]["f"] = 1
     _check(adj, 1)
+
+
+@pytest.mark.parametrize("spec", CASES + [cluster(8, "torus2d", UNIFORM, gpus=4, nics=2),
+                                          cluster(6, "ring", DGX_A100, nics=8)])
+def test_shared_exit_shapes_and_twins_route_like_the_general_search(spec, monkeypatch):
+    """Routes with exits shared across machines (Router._gw_sig) and twin distances equal those of
+    a router that computes every destination's exits itself and runs a BFS per exit."""
+    topo = build_topology(spec)
+    fast = Router(topo)
+    slow = Router(topo)
+    monkeypatch.setattr(slow, "_gw_sig", lambda m: None)
+    monkeypatch.setattr(slow, "_core_dist", lambda a: slow._dcore.setdefault(
+        a, _bfs(slow._core_adj, a, slow._core_step) if slow._core_step is not None and slow._metric is None
+        else Router._core_dist(slow, a)))
+    n = len(topo.endpoints)
+    for src in range(n):
+        for dst in range(n):
+            for key in (0, 3):
+                assert fast.path(src, dst, key) == slow.path(src, dst, key), (src, dst, key)
