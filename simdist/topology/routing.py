@@ -129,6 +129,7 @@ class Router:
         self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
         self._gw_exits: dict[str, list] = {}
         self._gw_sigs: dict[str, tuple | None] = {}
+        self._src_shapes: dict[tuple, tuple] = {}  # (template, gateway hops, exits id) -> _source_dist's answer
         self._exit_shapes: dict[tuple, tuple] = {}  # (template, local name, gateway hops) -> exits by local name
         self._srckey: dict[tuple[str, int], tuple[tuple, int, dict]] = {}
         self._ekey_ids: dict[tuple, int] = {}
@@ -294,6 +295,13 @@ class Router:
         hit = self._srckey.get((m, ekey))
         if hit is not None:
             return hit
+        sig = self._gw_sig(m)
+        if sig is not None:  # no core gateway: the seeds depend on the template, its gateway hops and t's exits only
+            shape_key = (self._tmpl(m), sig, ekey)
+            hit = self._src_shapes.get(shape_key)
+            if hit is not None:
+                self._srckey[(m, ekey)] = hit
+                return hit
         seeds = {}
         for h in self._gateways.get(m, ()):
             if h in self._core:
@@ -308,6 +316,8 @@ class Router:
         if key not in self._tsrc:
             self._tsrc[key] = _dijkstra(self._tmpl_adj[tid], dict(key[1]), fixed=self._tmpl_gw[tid])
         hit = self._srckey[(m, ekey)] = (key, base, self._tsrc[key])
+        if sig is not None:
+            self._src_shapes[shape_key] = hit
         return hit
 
     # -- next hops -------------------------------------------------------------------------------
