@@ -105,6 +105,18 @@ class RoutedPairs:
         """The lockstep group of the live members (size > 0, a non-empty path): the links they cross, how many
         members cross each (a sprayed member counts 1/spread per path), and the bytes each link carries."""
         k = self.spread
+        if k == 1 and sizes.size and sizes[0] > 0 and (sizes == sizes[0]).all():
+            # every member moves the same bytes (a ring step): the link counts depend on the routes only
+            base = self.__dict__.get("_uniform")
+            if base is None:
+                live = self.lengths > 0
+                counts = np.bincount(self.inverse, minlength=self.links.size).astype(float)  # 1 per crossing
+                base = (bool(live.all()), counts)
+                object.__setattr__(self, "_uniform", base)
+            if base[0]:
+                w = sizes[0] * repeat
+                link_bytes = np.bincount(self.inverse, weights=np.full(self.inverse.size, w), minlength=self.links.size)
+                return FlowGroup(self.links, base[1], float(w), link_bytes)
         live = (sizes > 0) & (self.lengths.reshape(-1, k).max(axis=1) > 0 if k > 1 else self.lengths > 0)
         if not live.any():
             return None
