@@ -41,7 +41,8 @@ class DirectedLinks:
         figures: dict[tuple[int, int], tuple[float, float]] = {}  # (id(link), multiplicity) -> (cap, lat)
         flow_cap: list[float] = []
         seen: set = set()
-        for u, nbrs in graph.adj.items():
+        adj = getattr(graph, "_adj", None) or graph.adj  # networkx's own dict of dicts: no view per row
+        for u, nbrs in adj.items():
             for v, data in nbrs.items():
                 if v in seen:
                     continue
