@@ -142,9 +142,16 @@ def _startup() -> dict:
             "cpu_s": usage.ru_utime + usage.ru_stime, "steps": len(steps)}
 
 
+# Children cache compiled bytecode (Python's default) even where PYTHONDONTWRITEBYTECODE is set, so a
+# point does not pay for compiling simdist's sources (~0.1 s) in every process; --no-bytecode keeps it.
+KEEP_NO_BYTECODE = False
+
+
 def _child(args: list[str], timeout_s: float) -> "tuple[dict | None, float, str]":
     """Run this script as a child; (its last JSON line or None, launch epoch, error text)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if not KEEP_NO_BYTECODE:  # Python's default: compiled modules are cached, as in any install
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     launch = time.time()
     try:
         out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
@@ -266,9 +273,13 @@ def main() -> None:
     parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (5 processes)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     parser.add_argument("--profile", help="model:strategy:fabric:variant:gpus: cProfile one point in this process")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE for the children (they compile every module each time)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--startup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global KEEP_NO_BYTECODE
+    KEEP_NO_BYTECODE = args.no_bytecode
     if args.child:
         print(json.dumps(_point(args.child)))
         return

@@ -397,14 +397,21 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
                                    "and --rate-scale do not apply to it")
         from validation.published.runner import format_report, run_suite
 
-        report = run_suite()
+        from simdist.progress import quiet
+
+        with quiet(as_json):
+            report = run_suite()
         click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
         return
     if not files:
         raise click.UsageError("give scenario FILES to run, or --published")
     from validation.commands import format_validation, validate as run_validation
 
-    report = run_validation(list(files), launcher=launcher, calibration=calibration, out=out, rate_scale=rate_scale)
+    from simdist.progress import quiet
+
+    with quiet(as_json):  # a terminal shows layouts measured; --json and pipes show nothing
+        report = run_validation(list(files), launcher=launcher, calibration=calibration, out=out,
+                                rate_scale=rate_scale)
     click.echo(json.dumps(report, indent=2) if as_json else format_validation(report))
 
 

@@ -51,10 +51,13 @@ class Placement:
     def group(self, ranks: "tuple[int, ...] | list[int] | None" = None) -> Group:
         """The Group of `ranks` (default all) as endpoints, in rank order, split by node."""
         ranks = tuple(range(self.size)) if ranks is None else tuple(ranks)
+        rank_gpu, gpu_node, gpu_endpoint = self.rank_gpu, self.gpu_node, self.gpu_endpoint
+        gpus = [rank_gpu[r] for r in ranks]
+        endpoints = tuple(gpu_endpoint[g] for g in gpus)
         by_node: dict[int, list[int]] = {}
-        for r in ranks:
-            by_node.setdefault(self.node(r), []).append(self.endpoint(r))
-        return Group(tuple(self.endpoint(r) for r in ranks), tuple(tuple(v) for v in by_node.values()))
+        for g, e in zip(gpus, endpoints):
+            by_node.setdefault(gpu_node[g], []).append(e)
+        return Group(endpoints, tuple(tuple(v) for v in by_node.values()))
 
 
 def data_parallel_group(cluster: ClusterSpec, topology: Topology) -> Group:

@@ -29,19 +29,23 @@ class Progress:
     """Call `advance(n)` as points finish and `close()` at the end; redraws at most 10 times a second."""
 
     def __init__(self, total: int, label: str = "points", stream: TextIO | None = None,
-                 enabled: bool | None = None) -> None:
+                 enabled: bool | None = None, delay_s: float = 0.0) -> None:
         self.total, self.label, self.done = total, label, 0
         self.stream = stream or sys.stderr
         self.enabled = (self.stream.isatty() and _SHOW.get()) if enabled is None else enabled
         self._start = time.monotonic()
         self._drawn = 0.0
         self.note = ""  # appended to the line, e.g. '12 cluster states simulated'
+        self.delay_s = delay_s  # draw nothing until this long has passed: quick work leaves no bar behind
+        self._shown = False
 
     def advance(self, n: int = 1) -> None:
         self.done += n
         now = time.monotonic()
+        if now - self._start < self.delay_s:
+            return
         if self.enabled and (now - self._drawn > 0.1 or self.done >= self.total):
-            self._drawn = now
+            self._drawn, self._shown = now, True
             self.stream.write("\r" + self.line(now - self._start))
             self.stream.flush()
 
@@ -57,7 +61,7 @@ class Progress:
         return f"[{bar:<{width}}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  {eta_text}{note}  "
 
     def close(self) -> None:
-        if self.enabled:
+        if self.enabled and self._shown:
             self.stream.write("\n")
             self.stream.flush()
 

@@ -166,6 +166,7 @@ class CommunicationSpec:
     ps_placement: PsPlacement = PsPlacement.COLOCATED
     ps_aggregation: PsAggregation = PsAggregation.GPU  # gpu: per-GPU workers; node: reduced inside each node first
     ps_server: PsServer = PsServer.GPU  # what a server's update runs on: a GPU or the host CPU
+    ps_partition_bytes: float | None = None  # push/pull in pipelined partitions of this size (BytePS); None: whole shards
     bucket_size_bytes: float = 25e6
     first_bucket_bytes: float | None = None  # None: the first bucket has bucket_size_bytes too
     bucketing: Bucketing = Bucketing.DDP

@@ -31,3 +31,11 @@ def test_silent_when_piped_or_quiet():
     with quiet(False):
         Progress(1, stream=out).advance()
     assert "1/1" in out.getvalue()
+
+
+def test_a_delayed_bar_leaves_nothing_for_quick_work():
+    out = Terminal()
+    bar = Progress(3, stream=out, delay_s=60.0)
+    bar.advance(3)
+    bar.close()
+    assert out.getvalue() == ""

@@ -30,7 +30,7 @@ from simdist.io.calibration import CalibrationProfile, ComputeEntry, LinkCalibra
 from simdist.results.writers import atomic_write_text
 from simdist.scenario import Scenario
 
-from validation.codec_fit import fit_codecs
+from validation.codec_fit import fit_codecs, step_codec_row
 from validation.p2p_fit import PROBE_LATENCY_S, efficiency_given_latency, fit_alpha_beta, fit_p2p_records  # noqa: F401
 
 
@@ -107,10 +107,20 @@ def _link_entry(key: tuple[str, str, str | None], p2p: dict | None, sweep: list 
     return LinkCalibration(name, transport, role, latency, min(1.0, efficiency), fit)
 
 
+def _predicted_codec_step_s(s: Scenario, base: CalibrationProfile) -> float:
+    """simdist's encode + decode time in one DDP step of `s` under `base` (no codec factor)."""
+    from simdist.engine.simulation import simulate
+    from simdist.io.calibration import apply_profile
+
+    b = simulate(apply_profile(s, base), "estimate").breakdown_s
+    return 0.0 if b is None else float(b.compression)
+
+
 def calibrate(run_dir: str | Path) -> CalibrationProfile:
     """Fit a profile from the p2p sweeps and ring all_reduce sweeps (links: `_link_entry` says which fit
     gives what), the collective benchmarks (algorithm factors), DDP compute-only steps (compute efficiency)
-    and codec probes (codec cost factors, validation/codec_fit.py)."""
+    and the codec time inside DDP steps with a compressing hook (codec cost factors; codec probes only for
+    methods no step measured: validation/codec_fit.py)."""
     from simdist.engine.simulation import simulate
     from simdist.io.calibration import apply_profile
 
@@ -146,7 +156,11 @@ def calibrate(run_dir: str | Path) -> CalibrationProfile:
     comp = tuple(ComputeEntry(g, d, min(1.0, statistics.median(v)), {"points": len(v), "values": v})
                  for (g, d), v in sorted(compute.items()))
     probes = [(r, s) for r, s in zip(runs, scenarios) if r["metric"] == "codec"]
-    codecs = fit_codecs(probes, _gpu_key(probes[0][1])) if probes else ()
+    base = replace(profile, compute=comp)  # links and compute as the validation applies them, no codec factor
+    steps = [row for r, s in zip(runs, scenarios) if r["metric"] == "iteration_time_s"
+             for row in [step_codec_row(r, _predicted_codec_step_s(s, base))] if row is not None]
+    gpu_key = _gpu_key(probes[0][1] if probes else scenarios[0])
+    codecs = fit_codecs(probes, gpu_key, steps) if probes or steps else ()
     env = runs[0].get("environment", {})
     provenance = {"measured_at": runs[0].get("measured_at"), "fitted_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "where": env.get("hostname") or platform.node(), "launcher": runs[0].get("launcher"),
@@ -179,6 +193,7 @@ def describe(profile: CalibrationProfile) -> str:
                          f"{pl['efficiency_vs_nominal']:.4f} x nominal")
     lines += [f"algorithm {k}: x{v:.4f}" for k, v in profile.algorithms.items()]
     lines += [f"compute {c.gpu} {c.dtype}: efficiency {c.efficiency:.4f}" for c in profile.compute]
-    lines += [f"codec {c.method} on {c.gpu}: x{c.factor:.3f} of the roofline encode/decode ({c.fit.get('points')} points)"
+    lines += [f"codec {c.method} on {c.gpu}: x{c.factor:.3f} of the roofline encode/decode ({c.fit.get('points')} points, "
+              f"{str(c.fit.get('source', 'codec probe')).split(' (')[0]})"
               for c in profile.codecs]
     return "\n".join(lines)

@@ -218,9 +218,10 @@ def p2p_case(hosts: int, nodes_per_leaf: int | None = None, sizes_bytes: tuple[f
 
 def codec_case(hidden: int = 1024, depth: int = 8, powersgd_rank: int = 4, reps: int = 5,
                name: str = "codec") -> Case:
-    """The codec probe: local DDP steps of an MLP with each hook (`simdist calibrate` fits codec cost from it;
-    top-k and random-k at PROBE_RATIO). Batch 1, so that the hooks' encode/decode is not lost in the
-    jitter of the forward/backward pass.
+    """The codec probe: local DDP steps of an MLP with each hook (top-k and random-k at PROBE_RATIO). Batch 1,
+    so that the hooks' encode/decode is not lost in the jitter of the forward/backward pass. `simdist
+    calibrate` uses it only for a method no DDP step timed in-step: outside the 4-rank step it mistimes
+    the hooks (validation/hook_timing.py).
     """
     return Case(CaseKind.CODEC, warmup=2, reps=reps, hidden=hidden, depth=depth, batch=1,
                 powersgd_rank=powersgd_rank, name=name)

@@ -1,9 +1,13 @@
-"""Codec cost: simdist's predicted encode + decode time of a DDP hook on the codec probe's MLP, and the
-measured / predicted factor `simdist calibrate` writes as a profile's `codecs` entry.
+"""Codec cost: simdist's predicted encode + decode time of a DDP hook, and the measured / predicted factor
+`simdist calibrate` writes as a profile's `codecs` entry.
 
-The probe (`validation.ddp_case.run_codec_case`) times DDP steps on one-rank groups, so a hook's cost is
-local[hook] - local[none] with no network in it; the prediction is the same codec's roofline kernels
-(`simdist.compression`) on the scenario's GPU for one bucket holding every gradient of the MLP.
+The factor comes from the DDP steps themselves: each DDP case times its hook's own work inside the
+measured 4-rank step (`codec_in_step_s`, validation/hook_timing.py: the hook's span minus its collectives'),
+and the prediction is the same step's `compression` time in simdist's breakdown (the codec's roofline
+kernels on the scenario's GPU, calibrated links and compute, codec factor 1). The older codec probe
+(`validation.ddp_case.run_codec_case`: DDP steps on one-rank groups, codec = local[hook] - local[none])
+is still read for methods no DDP step measured, but it mistimes the Python hooks against the step
+(int8 15-30 % slow, PowerSGD 20-25 % fast on 2 shared cores), so in-step figures win.
 """
 from __future__ import annotations
 
@@ -53,16 +57,38 @@ def probe_rows(rec: Mapping, scenario: Scenario) -> list[dict]:
     return out
 
 
-def fit_codecs(records: list[tuple[Mapping, Scenario]], gpu_key: str) -> tuple[CodecEntry, ...]:
-    """One CodecEntry per hook: the median over probe records of measured / predicted (uncalibrated)."""
+def step_codec_row(rec: Mapping, predicted_s: float) -> dict | None:
+    """A DDP step record's in-step codec figures against simdist's `predicted_s` (codec factor 1), or None
+    when the step ran no codec (hook none, a codec that falls back to dense, or an older record)."""
+    hook, res = rec["case"].get("hook"), rec["result"]
+    if hook not in HOOK_METHODS or "codec_in_step_s" not in res or not predicted_s > 0:
+        return None
+    measured = float(res["codec_in_step_s"])
+    return {"name": rec["name"], "hook": hook, "params": res["params"], "measured": measured,
+            "predicted": predicted_s, "ratio": measured / predicted_s}
+
+
+def fit_codecs(records: list[tuple[Mapping, Scenario]], gpu_key: str,
+               steps: list[dict] = ()) -> tuple[CodecEntry, ...]:  # type: ignore[assignment]
+    """One CodecEntry per hook: the median of measured / predicted over the in-step rows `steps`
+    (`step_codec_row`); for a hook without any, over the codec probe `records` (uncalibrated prediction)."""
     ratios: dict[str, list[float]] = {}
     points: dict[str, list[dict]] = {}
+    source: dict[str, str] = {}
+    for row in steps:
+        if row["measured"] > 0:
+            ratios.setdefault(row["hook"], []).append(row["ratio"])
+            points.setdefault(row["hook"], []).append({k: row[k] for k in ("name", "params", "measured", "predicted", "ratio")})
+            source[row["hook"]] = "in-step (each rank's hook span minus its collectives, MAX over ranks)"
+    in_step = set(ratios)
     for rec, scenario in records:
         for row in probe_rows(rec, scenario):
-            if row["ratio"] is not None and row["measured"] > 0:
-                ratios.setdefault(row["hook"], []).append(row["ratio"])
-                points.setdefault(row["hook"], []).append(
-                    {k: row[k] for k in ("params", "measured", "predicted", "ratio")})
+            if row["hook"] in in_step or row["ratio"] is None or not row["measured"] > 0:
+                continue
+            ratios.setdefault(row["hook"], []).append(row["ratio"])
+            points.setdefault(row["hook"], []).append(
+                {k: row[k] for k in ("params", "measured", "predicted", "ratio")})
+            source[row["hook"]] = "codec probe (one-rank DDP groups)"
     return tuple(CodecEntry(gpu_key, HOOK_METHODS[h].value, statistics.median(v),
-                            {"points": len(v), "values": points[h], "source": "codec probe (one-rank DDP groups)"})
+                            {"points": len(v), "values": points[h], "source": source[h]})
                  for h, v in sorted(ratios.items()))

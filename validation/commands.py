@@ -28,13 +28,15 @@ def _load(files: Sequence[str], rate_scale: float) -> list[tuple[str, object, ob
 
 
 def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: float,
-            timeout_s: float = 300.0, workdir: str | None = None, p2p: bool = True, codec: bool = True) -> list[dict]:
+            timeout_s: float = 300.0, workdir: str | None = None, p2p: bool = True, codec: bool = False) -> list[dict]:
     """Run every plan's cases; one record per file: {file, name, metric, case, result, layout, environment}.
 
     With `p2p`, every layout's launch also runs a point-to-point sweep (one pair per pair class, a few
     seconds), kept as a record with metric "p2p" named `p2p-<first file>` (what `calibrate` fits links from).
     With `codec`, a layout with DDP cases also runs the codec probe (every hook on one-rank groups, on the
-    first DDP case's MLP), kept as metric "codec" named `codec-<first file>` (codec cost factors).
+    first DDP case's MLP), kept as metric "codec" named `codec-<first file>`. Off by default: codec cost
+    factors come from the codec time inside the DDP steps (validation/hook_timing.py), which the probe
+    mistimes; it remains a microbenchmark of every hook without a DDP launch each.
     """
     from validation.bench import Launcher, run_cases
     from validation.cases import CaseKind, codec_case, p2p_case
@@ -48,6 +50,9 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
         by_layout.setdefault(plan.layout, []).append(i)  # type: ignore[attr-defined]
     records: list[dict | None] = [None] * len(plans)
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    from simdist.progress import Progress
+
+    bar = Progress(len(by_layout), label="cluster layouts measured")
     for layout, idx in by_layout.items():
         cases = [c for i in idx for c in plans[i][2].cases]  # type: ignore[attr-defined]
         pp = p2p_case(layout.hosts, layout.nodes_per_leaf) if p2p and layout.hosts >= 2 else None  # type: ignore[attr-defined]
@@ -61,6 +66,7 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
         launches = env.pop("launches", [])
         env |= {k: v for k, v in (launches[0] if launches else {}).items() if k in ("torch_version", "hostname", "backend")}
         results = iter(res["cases"])  # type: ignore[arg-type]
+        bar.advance()
         for i in idx:
             path, scenario, plan = plans[i]
             for case in plan.cases:  # type: ignore[attr-defined]
@@ -75,6 +81,7 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
                                 "case": extra.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
                                 "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
                                 "environment": env})
+    bar.close()
     return [r for r in records if r is not None]
 
 
@@ -134,12 +141,13 @@ def _predict_p2p(rec: dict, profile: object | None, rate_scale: float) -> dict:
 
 
 def validate(files: list[str], launcher: str, calibration: str | None, out: str | None,
-             rate_scale: float = 1.0, records: list[dict] | None = None) -> dict:
+             rate_scale: float = 1.0, records: list[dict] | None = None, codec_probe: bool = False) -> dict:
     """Measure `files` on `launcher` (emulab | local | torchrun), simulate them (with the profile), compare.
 
     Returns {"cases": [{name, metric, predicted, measured, error, ...}], "mape", "max_error",
     "ranking_ok", ...}. With `out`: out/measurements/<file>.json (raw), out/validation.json, and
-    out/predicted_vs_measured.png. `records` reuses earlier measurements instead of running the harness.
+    out/predicted_vs_measured.png. `records` reuses earlier measurements instead of running the harness;
+    `codec_probe` adds the one-rank codec probe to layouts with DDP cases (`measure`).
     """
     from simdist.io.calibration import load_profile
     from simdist.results.writers import atomic_write_text
@@ -149,7 +157,7 @@ def validate(files: list[str], launcher: str, calibration: str | None, out: str 
     profile = load_profile(calibration) if calibration else None
     plans = _load(files, rate_scale)
     if records is None:
-        records = measure(plans, launcher, rate_scale)
+        records = measure(plans, launcher, rate_scale, codec=codec_probe)
     predictions = {}
     for path, scenario, _ in plans:
         try:

@@ -40,6 +40,9 @@ def _rows(rec: dict, pred: dict) -> list[dict[str, Any]]:
         if "local" in res:  # the split: codec = local - compute, communication = step - local
             row["codec_measured"] = res["codec_s"]
             row["communication_measured"] = step["median_s"] - res["local"]["median_s"]
+        if "codec_in_step_s" in res:  # the hooks' own time inside the DDP step (validation/hook_timing.py)
+            row["codec_local_measured"] = row.pop("codec_measured", None)
+            row["codec_measured"], row["codec_timed_in_step"] = res["codec_in_step_s"], True
         if "phases" in res:  # medians of the DDP step's own phases (MAX over ranks per step)
             ph = res["phases"]
             row["phases_measured"] = {k: ph[k]["median_s"] for k in ("forward", "backward", "optimizer")} | {
@@ -114,7 +117,20 @@ def build_report(records: list[dict], predictions: dict[str, dict]) -> dict[str,
             "p2p": [row for rec in records if rec["metric"] == "p2p"
                     for row in p2p_rows(rec, predictions.get(f"p2p:{rec['name']}", {}))],
             "codec": [row for rec in records if rec["metric"] == "codec"
-                      for row in codec_rows(predictions.get(f"codec:{rec['name']}", {}))]}
+                      for row in codec_rows(predictions.get(f"codec:{rec['name']}", {}))],
+            "codec_in_step": codec_in_step_rows(steps)}
+
+
+def codec_in_step_rows(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per DDP step with a codec: the hooks' in-step encode/decode time, measured and as simdist charged it."""
+    out = []
+    for c in steps:
+        meas, pred = c.get("codec_measured"), c.get("codec_predicted")
+        if not c.get("codec_timed_in_step") or not pred or meas is None:
+            continue  # no in-step timing, or no codec in the prediction
+        out.append({"name": c["name"], "hook": c["algorithm"], "measured": meas, "predicted": pred,
+                    "ratio": meas / pred, "step_ratio": c["ratio"]})
+    return out
 
 
 def codec_rows(pred: dict) -> list[dict[str, Any]]:
@@ -175,6 +191,12 @@ def format_validation(report: dict[str, Any]) -> str:
             [[r["name"], r["pair_class"], r["mode"], ms(r["predicted"]), round(r["measured"] * 1e3, 3),
               None if r["ratio"] is None else round(r["ratio"], 3), round(r["measured_bandwidth_Bps"] * 8 / 1e6, 1)]
              for r in p2p])
+    in_step = report.get("codec_in_step") or []
+    if in_step:
+        table += "\n\ncodec inside the DDP step (each hook's span minus its collectives, MAX over ranks)\n" + format_table(
+            ["step", "hook", "predicted ms", "measured ms", "meas/pred", "step meas/pred"],
+            [[r["name"], r["hook"], ms(r["predicted"]), ms(r["measured"]), round(r["ratio"], 3),
+              None if r["step_ratio"] is None else round(r["step_ratio"], 3)] for r in in_step])
     codec = [r for r in report.get("codec") or [] if r.get("measured") is not None]
     if codec:
         table += "\n\ncodec probe (DDP on one-rank groups: encode + decode, no network; not in the MAPE)\n" + format_table(

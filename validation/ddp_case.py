@@ -7,7 +7,9 @@ no peer to deadlock with).
 The compute-only step (same model, no DDP, all ranks at once) is timed first; then the DDP steps;
 then the same DDP steps on a one-rank process group per rank ("local": DDP's bucket copies and the
 hook's encode/decode, no network), so that step = compute + codec + communication can be split as
-codec = local - compute and communication = step - local (what `simdist calibrate` fits codecs from).
+codec = local - compute and communication = step - local. The codec's cost `simdist calibrate` fits is
+timed inside the DDP steps themselves (`codec_in_step_s`: each hook's span minus its collectives' spans,
+validation/hook_timing.py): outside the step, the hooks do not run as they do in it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import torch.distributed as dist
 from torch import nn
 
 from validation.cases import PROBE_RATIO, RATIO_HOOKS, Case, DdpHook
+from validation.hook_timing import CollectiveLog, in_hooks, merged_timeline, split_step
 from validation.timing import summarize, timed_max
 
 
@@ -61,13 +64,16 @@ def _own_group() -> object:
 
 
 class PhaseClock:
-    """Phases of each step: forward, backward (with DDP: until every bucket is reduced), optimizer, and
-    per bucket its communication (the hook's call to its future's completion), from the backward's start."""
+    """Phases of each step: forward, backward (with DDP: until every bucket is reduced), optimizer, per
+    bucket its communication (the hook's call to its future's completion, from the backward's start) and,
+    with a CollectiveLog patched in, the hooks' in-step codec time (validation/hook_timing.py)."""
 
-    def __init__(self, sync: Callable[[], None]) -> None:
+    def __init__(self, sync: Callable[[], None], log: CollectiveLog | None = None) -> None:
         self.sync = sync
-        self.steps: list[tuple[float, float, float, dict[int, tuple[float, float]]]] = []
+        self.log = log
+        self.steps: list[tuple[float, float, float, dict[int, tuple[float, float]], tuple[dict, list]]] = []
         self._buckets: dict[int, tuple[float, float]] = {}
+        self._spans: dict[int, tuple[float, float]] = {}
         self._bwd_start = 0.0
 
     def wrap_hook(self, hook: Callable) -> Callable:
@@ -77,7 +83,9 @@ class PhaseClock:
             index = bucket.index()  # type: ignore[attr-defined]
 
             def done(fut: object) -> object:
-                self._buckets[index] = (start - self._bwd_start, time.perf_counter() - start)
+                end = time.perf_counter()
+                self._buckets[index] = (start - self._bwd_start, end - start)
+                self._spans[index] = (start, end)
                 return fut.value()  # type: ignore[attr-defined]
 
             return hook(state, bucket).then(done)  # type: ignore[attr-defined]
@@ -86,7 +94,9 @@ class PhaseClock:
         return timed
 
     def step(self, forward: Callable[[], torch.Tensor], optimizer: Callable[[], None]) -> None:
-        self._buckets = {}
+        self._buckets, self._spans = {}, {}
+        if self.log is not None:
+            self.log.clear()
         t0 = time.perf_counter()
         loss = forward()
         self.sync()
@@ -96,19 +106,54 @@ class PhaseClock:
         t2 = time.perf_counter()
         optimizer()
         self.sync()
-        self.steps.append((t1 - t0, t2 - t1, time.perf_counter() - t2, dict(self._buckets)))
+        spans = {i: (a - t0, b - t0) for i, (a, b) in self._spans.items()}  # from the step's start (a barrier)
+        colls = [(a - t0, b - t0) for a, b in in_hooks(self._spans.values(), self.log.spans())] if self.log else []
+        self.steps.append((t1 - t0, t2 - t1, time.perf_counter() - t2, dict(self._buckets), (spans, colls)))
+
+    def _hook_split(self, steps: list, nb: int) -> list[tuple[dict, dict]]:
+        """Per step: (the split of the merged timeline over ranks, the split of this rank's own spans)."""
+        n = torch.tensor([max((len(c) for *_, (_, c) in steps), default=0)], dtype=torch.float64)
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        nc = int(n.item())
+        inf = math.inf
+        late = torch.tensor([[x for i in range(nb) for x in spans.get(i, (0.0, 0.0))]
+                             + [b for _, b in c] + [-inf] * (nc - len(c)) for *_, (spans, c) in steps], dtype=torch.float64)
+        short = torch.tensor([[b - a for a, b in c] + [inf] * (nc - len(c)) for *_, (_, c) in steps], dtype=torch.float64)
+        if late.numel():
+            dist.all_reduce(late, op=dist.ReduceOp.MAX)
+        if nc:
+            dist.all_reduce(short, op=dist.ReduceOp.MIN)
+        out = []
+        for (*_, (spans, colls)), lt, sh in zip(steps, late.tolist(), short.tolist()):
+            hooks, transfers = merged_timeline(lt[0:2 * nb:2], lt[1:2 * nb:2], lt[2 * nb:], sh)
+            out.append((split_step(hooks, transfers), split_step(spans, colls)))
+        return out
 
     def summary(self, reps: int) -> dict[str, object]:
-        """The last `reps` steps, each phase the MAX over ranks (an untimed all_reduce), summarized."""
+        """The last `reps` steps, each phase the MAX over ranks (an untimed all_reduce), summarized; with a
+        CollectiveLog also `codec`, `collectives` and `codec_own` per step and each bucket's `codec`."""
         steps = self.steps[-reps:]
-        nb = max((len(b) for *_, b in steps), default=0)
-        rows = [[f, b, o] + [x for i in range(nb) for x in buckets.get(i, (0.0, 0.0))] for f, b, o, buckets in steps]
+        nb = max((len(s[3]) for s in steps), default=0)
+        timed = self.log is not None
+        splits = self._hook_split(steps, nb) if timed else [None] * len(steps)
+        rows = []
+        for (f, b, o, buckets, _), split in zip(steps, splits):
+            row = [f, b, o] + [x for i in range(nb) for x in buckets.get(i, (0.0, 0.0))]
+            if split is not None:
+                crit, own = split
+                row += [crit["codec"], crit["collectives"], own["codec"]] + [crit["bucket_codec"].get(i, 0.0) for i in range(nb)]
+            rows.append(row)
         t = torch.tensor(rows, dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         cols = t.T.tolist()
         out: dict[str, object] = {name: summarize(cols[i]) for i, name in enumerate(("forward", "backward", "optimizer"))}
         out["buckets"] = [{"index": i, "start_s": summarize(cols[3 + 2 * i])["median_s"],
                            "comm": summarize(cols[4 + 2 * i])} for i in range(nb)]
+        if timed:
+            k = 3 + 2 * nb
+            out["codec"], out["collectives"], out["codec_own"] = (summarize(cols[k + j]) for j in range(3))
+            for i, b in enumerate(out["buckets"]):  # type: ignore[arg-type]
+                b["codec"] = summarize(cols[k + 3 + i])
         return out
 
 
@@ -170,13 +215,16 @@ def _codec_s(local: dict[str, object], base: dict[str, object]) -> float:
 
 def run_ddp_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str, object]:
     """Time compute-only, DDP and one-rank-group DDP steps; returns {case, params, grad_bytes, compute,
-    step, phases (forward, backward, optimizer, buckets: [{index, start_s, comm}] of the DDP steps), local,
-    codec_s}."""
+    step, phases (forward, backward, optimizer, codec, collectives, buckets: [{index, start_s, comm, codec}]
+    of the DDP steps), local, codec_s (local - compute), codec_in_step_s (the hooks' own time inside the DDP
+    steps, collectives excluded: validation/hook_timing.py; what `simdist calibrate` fits codecs from)}."""
     own = _own_group()
     compute = summarize(timed_max(_mlp_step(case, device), case.warmup, case.reps, sync))
-    clock = PhaseClock(sync)
-    steps = summarize(timed_max(_mlp_step(case, device, _ddp(case, device, case.hook, clock=clock), clock),
-                                case.warmup, case.reps, sync))
+    log = CollectiveLog()
+    clock = PhaseClock(sync, log)
+    step = _mlp_step(case, device, _ddp(case, device, case.hook, clock=clock), clock)
+    with log.patched():  # the hooks' collectives are timed, so their encode/decode is timed in the step
+        steps = summarize(timed_max(step, case.warmup, case.reps, sync))
     phases = clock.summary(case.reps)
     # The same steps with no network, on this rank's own group: a second DDP on the default group can hang
     # with PowerSGD (pitfall 6); a one-rank group has no peer to disagree with.
@@ -185,7 +233,8 @@ def run_ddp_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str,
     return {"case": case.to_dict(), "label": case.label, "params": params, "grad_bytes": params * 4,
             "bucket_cap_mb": case.bucket_mb or _one_bucket_mb(case), "bucket_bytes": _bucket_bytes(case),
             "compute": compute, "step": steps, "phases": phases, "local": local,
-            "codec_s": _codec_s(local, compute), "points": [{"size_bytes": float(params * 4), **steps}]}
+            "codec_s": _codec_s(local, compute), "codec_in_step_s": phases["codec"]["median_s"],  # type: ignore[index]
+            "points": [{"size_bytes": float(params * 4), **steps}]}
 
 
 def run_codec_case(case: Case, device: str, sync: Callable[[], None]) -> dict[str, object]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from simdist.collectives.schedule import Step, Transfer
+import numpy as np
+
+from simdist.collectives.schedule import Step, TransferArray
 
 Chain = tuple[Step, ...]
 
@@ -33,10 +35,18 @@ def check_chunks(chunks: int | None, size_bytes: float, chunk_bytes: float = PIP
     return int(chunks)
 
 
-def ring_transfers(ranks: Sequence[int], size_bytes: float, direction: int = 1) -> tuple[Transfer, ...]:
-    """Every position sends `size_bytes` to its ring neighbour (+1 or -1), in position order."""
-    n = len(ranks)
-    return tuple(Transfer(ranks[i], ranks[(i + direction) % n], size_bytes) for i in range(n))
+def ring_transfers(ranks: "Sequence[int] | np.ndarray", size_bytes: float, direction: int = 1) -> TransferArray:
+    """Every position sends `size_bytes` to its ring neighbour (+1 or -1), in position order: position i
+    to position (i + direction) mod n, as arrays (no Transfer object per rank)."""
+    src = np.asarray(ranks, dtype=np.int64)
+    return TransferArray(src, np.roll(src, -direction), float(size_bytes))
+
+
+def _concat(parts: list) -> "tuple | TransferArray":
+    """The parts' transfers in order: one TransferArray when every part is one, else a tuple."""
+    if all(isinstance(p, TransferArray) for p in parts):
+        return TransferArray.concat(parts)
+    return tuple(t for p in parts for t in p)
 
 
 def merge_parallel(chains: Sequence[Chain]) -> Chain:
@@ -57,7 +67,7 @@ def merge_parallel(chains: Sequence[Chain]) -> Chain:
             raise ValueError("subgroups of a hierarchical schedule must have identical step structure (equal sizes)")
     return tuple(
         Step(
-            transfers=tuple(t for c in chains for t in c[i].transfers),
+            transfers=_concat([c[i].transfers for c in chains]),
             repeat=first[i].repeat,
             lockstep=first[i].lockstep,
             delay_s=first[i].delay_s,

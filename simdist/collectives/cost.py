@@ -197,20 +197,31 @@ def torus2d_all_reduce_time(
 
 def ps_all_reduce_time(
     workers: int, servers: int, colocated: bool, size_bytes: float, alpha_s: float, bandwidth_Bps: float,
-    server_delay_s: float = 0.0,
+    server_delay_s: float = 0.0, partition_bytes: float | None = None,
 ) -> float:
-    """Push + update + pull, each direction bounded by its most loaded link:
+    """Push + update + pull, each direction bounded by its most loaded link, in P pipelined partitions
+    per shard (ps.pipelined_push_pull; P = ceil((S/k) / partition_bytes), 1 without partition_bytes):
     a server takes (W - c) shards of S/k (c = 1 if colocated), a plain worker sends all k shards (S).
-    One dedicated server: 2 alpha + 2 W S/B; k = W colocated: 2 alpha + 2 (W-1)/W S/B."""
+    A phase's bound M1 = max(server in, worker out); while partition k+1 is pushed and k pulled, an
+    endpoint carries both: M2 = M1 for dedicated servers (workers only send on push, servers only on
+    pull), (k - 1 + W - 1) S/k for a colocated server-worker. Time = (P + 1) alpha + delay +
+    (2 M1 + (P - 1) M2) / (P B). With P = 1 (one dedicated server: 2 alpha + 2 W S/B; k = W colocated:
+    2 alpha + 2 (W-1)/W S/B)."""
+    from simdist.collectives.ps import _partitions
+
     if workers <= 0 or servers <= 0:
         raise ValueError("ps needs at least one worker and one server")
     c = 1 if colocated else 0
     if colocated and servers == workers == 1:
         return server_delay_s
     shard = size_bytes / servers
+    parts = _partitions(shard, partition_bytes)
     server_in = (workers - c) * shard
-    worker_out = size_bytes if (not colocated or workers > servers) else (servers - 1) * shard
-    return 2 * alpha_s + server_delay_s + 2 * max(server_in, worker_out) / bandwidth_Bps
+    plain_worker = not colocated or workers > servers
+    worker_out = size_bytes if plain_worker else (servers - 1) * shard
+    m1 = max(server_in, worker_out)
+    m2 = m1 if not colocated else max((servers - 1 + workers - 1) * shard, size_bytes if plain_worker else 0.0)
+    return (parts + 1) * alpha_s + server_delay_s + (2 * m1 + (parts - 1) * m2) / (parts * bandwidth_Bps)
 
 
 # ---- dispatcher -------------------------------------------------------------------------------

@@ -26,7 +26,10 @@ def host_reduce_s(reduce_bytes: float, bandwidth_Bps: float = HOST_REDUCE_THREAD
 
 
 def _step(step: Step, bandwidth_Bps: float, receivers: frozenset[int] | None) -> Step:
-    if step.reduce_bytes <= 0 or (receivers is not None and any(t.dst not in receivers for t in step.transfers)):
+    # with `receivers`, only steps whose every transfer goes to (or, a pipelined PS step's pulls, comes from)
+    # them reduce there
+    if step.reduce_bytes <= 0 or (receivers is not None and
+                                  any(t.dst not in receivers and t.src not in receivers for t in step.transfers)):
         return step
     return replace(step, delay_s=step.delay_s + step.repeat * host_reduce_s(step.reduce_bytes, bandwidth_Bps))
 

@@ -6,17 +6,19 @@ touches the wire); one outside the group is a dedicated server host (ids after t
 
 Two ways of running the workers (`communication.ps.aggregation`):
 - `gpu` (per-GPU workers): every GPU pushes its whole gradient. One chain per server, so servers run
-  independently: push (lockstep=False, then the server's `delay_s`), then pull (lockstep=False).
+  independently: push (lockstep=False, then the server's `delay_s`), then pull (lockstep=False), or,
+  with `communication.ps.partition`, in pipelined partitions (pipelined_push_pull, as BytePS runs it).
 - `node` (local aggregation, as TensorFlow's replicated strategies, MXNet KVStore device+dist and
   BytePS run it): the GPUs of each node first reduce-scatter the gradient among themselves (the
   node's interior, `intra` algorithm), so each GPU holds 1/g of the node's sum; each GPU pushes its
   slice's part of every server's shard, so one gradient's worth (S) crosses each node's NICs per
   direction instead of g x S; after the pull the node all-gathers. Push and pull are one step each
-  over all servers (a server's update waits for its last push; shards are balanced, so this is the
+  (or pipelined partitions, as above) over all servers (a server's update waits for its last push; shards are balanced, so this is the
   per-server chain's time), between the two intra-node phases in one chain.
 """
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Sequence
 
@@ -50,36 +52,71 @@ def _check(servers: tuple[int, ...], delay_s: float) -> None:
         raise ValueError(f"server_delay_s must be >= 0, got {delay_s}")
 
 
+# PS frameworks push and pull per key or partition, not per bucket: BytePS splits tensors into partitions of
+# BYTEPS_PARTITION_BYTES (4,096,000 B by default) and pipelines push and pull across them; MXNet's KVStore
+# slices arrays above MXNET_KVSTORE_BIGARRAY_BOUND (1,000,000 elements, 4 MB of fp32) over the servers and
+# pushes/pulls each key independently; TensorFlow's PS pulls a variable as soon as its update is done.
+# So a worker pulls partition k while it pushes partition k+1 (a NIC is full duplex). simdist pipelines
+# only when asked (communication.ps.partition, e.g. this figure for BytePS): the asynchronous PS
+# strategies (training.sync asp/ssp) exchange whole shards, and a bsp run must equal ssp with bound 0.
+PS_PARTITION_BYTES = 4_096_000.0
+
+
+def _partitions(part_bytes: float, partition_bytes: float | None) -> int:
+    if partition_bytes is None:
+        return 1
+    if partition_bytes <= 0:
+        raise ValueError(f"partition_bytes must be > 0, got {partition_bytes}")
+    return max(1, math.ceil(part_bytes / partition_bytes - 1e-9))
+
+
+def pipelined_push_pull(push: tuple[Transfer, ...], pull: tuple[Transfer, ...], partitions: int,
+                        delay_s: float, reduce_bytes: float, what: str) -> tuple[Step, ...]:
+    """Push then pull of `push`/`pull` (whole sizes), cut into `partitions` pieces pipelined one deep: push
+    piece 1; then (partitions - 1) times push piece k+1 while pulling piece k; then pull the last. One piece
+    gives (push, pull) as two steps. The servers' update time `delay_s` is charged in full, spread per piece."""
+    if partitions <= 1:
+        return (Step(push, lockstep=False, delay_s=delay_s, reduce_bytes=reduce_bytes, label=f"push {what}"),
+                Step(pull, lockstep=False, label=f"pull {what}"))
+    k = float(partitions)
+    piece_push = tuple(Transfer(t.src, t.dst, t.size_bytes / k) for t in push)
+    piece_pull = tuple(Transfer(t.src, t.dst, t.size_bytes / k) for t in pull)
+    return (
+        Step(piece_push, lockstep=False, delay_s=delay_s / k, reduce_bytes=reduce_bytes / k,
+             label=f"push {what}, partition 1 of {partitions}"),
+        Step(piece_push + piece_pull, lockstep=False, repeat=partitions - 1, delay_s=delay_s * (k - 1) / k,
+             reduce_bytes=reduce_bytes / k, label=f"push partition k+1 while pulling k ({what})"),
+        Step(piece_pull, lockstep=False, label=f"pull {what}, partition {partitions} of {partitions}"),
+    )
+
+
 def ps_chains(
-    size_bytes: float, group: Group, servers: Sequence[int], delay_s: float = 0.0
+    size_bytes: float, group: Group, servers: Sequence[int], delay_s: float = 0.0,
+    partition_bytes: float | None = None,
 ) -> tuple[tuple[Step, ...], ...]:
-    """One (push, pull) chain per server for an all-reduce of `size_bytes` per worker (per-GPU workers)."""
+    """One push/pull chain per server for an all-reduce of `size_bytes` per worker (per-GPU workers); with
+    `partition_bytes`, a larger shard is pushed and pulled in pipelined partitions (pipelined_push_pull)."""
     servers = tuple(servers)
     _check(servers, delay_s)
     shard = size_bytes / len(servers)
+    parts = _partitions(shard, partition_bytes)
     chains = []
     for sv in servers:
         workers = tuple(w for w in group.ranks if w != sv)
-        steps = []
+        steps: tuple[Step, ...] = ()
         if workers:
-            steps.append(
-                Step(
-                    tuple(Transfer(w, sv, shard) for w in workers),
-                    lockstep=False,
-                    delay_s=delay_s,
-                    reduce_bytes=shard * len(workers),
-                    label=f"push to server {sv}",
-                )
-            )
-            steps.append(Step(tuple(Transfer(sv, w, shard) for w in workers), lockstep=False, label=f"pull from server {sv}"))
+            steps = pipelined_push_pull(tuple(Transfer(w, sv, shard) for w in workers),
+                                        tuple(Transfer(sv, w, shard) for w in workers), parts, delay_s,
+                                        shard * len(workers), f"server {sv}")
         elif delay_s > 0:
-            steps.append(Step((), lockstep=False, delay_s=delay_s, label=f"server {sv} update"))
-        chains.append(tuple(steps))
+            steps = (Step((), lockstep=False, delay_s=delay_s, label=f"server {sv} update"),)
+        chains.append(steps)
     return tuple(chains)
 
 
 def ps_node_chains(
-    size_bytes: float, group: Group, servers: Sequence[int], delay_s: float = 0.0, intra: str = "ring"
+    size_bytes: float, group: Group, servers: Sequence[int], delay_s: float = 0.0, intra: str = "ring",
+    partition_bytes: float | None = None,
 ) -> tuple[tuple[Step, ...], ...]:
     """Node-aggregated PS all-reduce: intra-node reduce-scatter, push / update / pull of each GPU's
     slice, intra-node all-gather (see the module docstring). Every node must hold as many GPUs."""
@@ -97,9 +134,8 @@ def ps_node_chains(
                                              for node in local]))
     if push:
         senders = {t.src for t in push}
-        steps.append(Step(push, lockstep=False, delay_s=delay_s, reduce_bytes=part * len(senders),
-                          label="push node-aggregated slices"))
-        steps.append(Step(pull, lockstep=False, label="pull node-aggregated slices"))
+        steps += pipelined_push_pull(push, pull, _partitions(part, partition_bytes), delay_s,
+                                     part * len(senders), "node-aggregated slices")
     elif delay_s > 0:
         steps.append(Step((), lockstep=False, delay_s=delay_s, label="server update"))
     steps += merge_parallel([flat_chain(intra, CollectiveOp.ALL_GATHER, size_bytes, node) for node in local])

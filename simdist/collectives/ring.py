@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from simdist.collectives._steps import Chain, check_chunks, ring_transfers
 from simdist.collectives.schedule import CollectiveOp, Group, Step, Transfer
 from simdist.topology.gcpause import gc_paused
@@ -44,6 +46,22 @@ def channel_rings(group: Group, channels: int,
     group.ranks unchanged). With them (node_rings.py: local GPU orders from the node's graph):
     a single-node group runs one ring per order; a multi-node group runs channel c through every
     node in node_orders[c] (channel_orders: a graph ring rotated onto NIC c)."""
+    return [tuple(ring.tolist()) if isinstance(ring, np.ndarray) else ring
+            for ring in _channel_ring_orders(group, channels, node_orders)]
+
+
+def _node_matrix(group: Group) -> "np.ndarray | None":
+    """group.nodes as an (nodes, k) int array when every node holds k ranks, else None."""
+    sizes = {len(node) for node in group.nodes}
+    if len(sizes) != 1:
+        return None
+    return np.array(group.nodes, dtype=np.int64).reshape(len(group.nodes), sizes.pop())
+
+
+def _channel_ring_orders(group: Group, channels: int,
+                         node_orders: "Sequence[tuple[int, ...]] | None" = None) -> "list[tuple[int, ...] | np.ndarray]":
+    """channel_rings' orders, as int arrays where every node holds the same number of ranks (one
+    array gather per channel instead of a Python loop over the ranks)."""
     if node_orders:
         if len(group.nodes) == 1:
             node = group.nodes[0]
@@ -51,15 +69,21 @@ def channel_rings(group: Group, channels: int,
                 return [tuple(node[i] for i in order) for order in node_orders]
             return [tuple(group.ranks)]
         c_total = effective_channels(group, channels)
-        sizes = {len(node) for node in group.nodes}
-        if len(sizes) == 1 and sizes.pop() == len(node_orders[0]):
-            return [tuple(r for node in group.nodes for r in (node[i] for i in node_orders[c % len(node_orders)]))
+        matrix = _node_matrix(group)
+        if matrix is not None and matrix.shape[1] == len(node_orders[0]):
+            return [matrix[:, np.asarray(node_orders[c % len(node_orders)], dtype=np.int64)].ravel()
                     for c in range(c_total)]
     c_total = effective_channels(group, channels)
     if c_total == 1:
         return [tuple(group.ranks)]
-    rings = []
+    matrix = _node_matrix(group)
+    rings: list = []
     for c in range(c_total):
+        if matrix is not None:
+            k = matrix.shape[1]
+            start = -(-c * k // c_total)  # ceil(c k / C)
+            rings.append(np.roll(matrix, -start, axis=1).ravel())
+            continue
         ring: list[int] = []
         for node in group.nodes:
             k = len(node)
@@ -76,7 +100,7 @@ def channel_chains(op: CollectiveOp, size_bytes: float, group: Group, channels: 
     if op not in CHANNEL_OPS:
         return (ring_chain(op, size_bytes, group.ranks),)
     with gc_paused():  # one Transfer per rank and channel: see topology.gcpause
-        rings = channel_rings(group, channels or 1, node_orders)
+        rings = _channel_ring_orders(group, channels or 1, node_orders)
         return tuple(ring_chain(op, size_bytes / len(rings), ring) for ring in rings)
 
 

@@ -7,8 +7,11 @@ models only ever see schedules, never algorithm names, so every algorithm runs o
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+import numpy as np
 
 
 class CollectiveOp(StrEnum):
@@ -27,6 +30,92 @@ class Transfer:
     src: int
     dst: int
     size_bytes: float
+
+
+class TransferArray(Sequence):
+    """Transfers held as three read-only arrays (src, dst, size_bytes) instead of one `Transfer` object
+    each: what a ring step of a large cluster is (one transfer per GPU). It reads as a tuple of
+    `Transfer`s (len, indexing, iteration, equality with an equal tuple), and network models read its
+    arrays directly, so a 131,072-GPU ring step costs three arrays, not 131,072 objects."""
+
+    __slots__ = ("src", "dst", "size_bytes", "_digests")
+
+    def __init__(self, src, dst, size_bytes) -> None:
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        size = np.broadcast_to(np.asarray(size_bytes, dtype=np.float64), src.shape)
+        if src.ndim != 1 or dst.shape != src.shape:
+            raise ValueError(f"TransferArray needs 1-d src and dst of equal length, got {src.shape} and {dst.shape}")
+        for a in (src, dst, size):
+            if a.flags.writeable:
+                a.flags.writeable = False
+        self.src, self.dst, self.size_bytes = src, dst, size
+        self._digests = None
+
+    @classmethod
+    def concat(cls, parts: "Sequence[TransferArray]") -> "TransferArray":
+        """The parts' transfers one after another (as tuple concatenation would give them)."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(np.concatenate([p.src for p in parts]), np.concatenate([p.dst for p in parts]),
+                   np.concatenate([p.size_bytes for p in parts]))
+
+    def scaled(self, factor: float) -> "TransferArray":
+        """Every size multiplied by `factor` (one float multiply each, as t.size_bytes * factor)."""
+        return TransferArray(self.src, self.dst, self.size_bytes * factor)
+
+    def pairs(self) -> "list[tuple[int, int]]":
+        """(src, dst) of every transfer, as Python ints."""
+        return list(zip(self.src.tolist(), self.dst.tolist()))
+
+    def __len__(self) -> int:
+        return int(self.src.size)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return TransferArray(self.src[i], self.dst[i], self.size_bytes[i])
+        return Transfer(int(self.src[i]), int(self.dst[i]), float(self.size_bytes[i]))
+
+    def __iter__(self):
+        return map(Transfer, self.src.tolist(), self.dst.tolist(), self.size_bytes.tolist())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TransferArray):
+            return (other is self or (len(other) == len(self) and np.array_equal(self.src, other.src)
+                                      and np.array_equal(self.dst, other.dst)
+                                      and np.array_equal(self.size_bytes, other.size_bytes)))
+        if isinstance(other, tuple):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        """From the arrays' digest (equal arrays, equal hash; a tuple of equal Transfers hashes otherwise,
+        which only costs a cache miss where both kinds meet)."""
+        from hashlib import blake2b
+
+        return int.from_bytes(blake2b(self.triples().tobytes(), digest_size=8).digest(), "little", signed=True)
+
+    def __add__(self, other):
+        if isinstance(other, TransferArray):
+            return TransferArray.concat([self, other])
+        if isinstance(other, tuple):
+            return tuple(self) + other
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, tuple):
+            return other + tuple(self)
+        return NotImplemented
+
+    def __reduce__(self):
+        return (TransferArray, (np.array(self.src), np.array(self.dst), np.array(self.size_bytes)))
+
+    def __repr__(self) -> str:
+        return f"TransferArray(n={len(self)}, first={self[0] if len(self) else None})"
+
+    def triples(self) -> np.ndarray:
+        """The (n, 3) float array of (src, dst, size_bytes) rows."""
+        return np.column_stack((self.src.astype(np.float64), self.dst.astype(np.float64), self.size_bytes))
 
 
 @dataclass(frozen=True)

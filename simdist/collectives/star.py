@@ -28,15 +28,17 @@ def _step_time(steps: list[Step], alpha_s: float, bandwidth_Bps: float) -> float
         inn = Counter(t.dst for t in transfers)
         k = max(max(out.values()), max(inn.values()))
         return repeats.pop() * (alpha_s + k * sizes.pop() / bandwidth_Bps) + delay
-    if any(s.repeat != 1 for s in steps if not s.lockstep):
-        raise ValueError("independent steps with repeat > 1 are not modelled on the star")
+    repeats = {s.repeat for s in steps if not s.lockstep and s.transfers}
+    if len(repeats) > 1:
+        raise ValueError("concurrent independent steps must share repeat on the star")
+    repeat = repeats.pop() if repeats else 1
     out: Counter = Counter()
     inn: Counter = Counter()
     for t in transfers:
         out[t.src] += t.size_bytes
         inn[t.dst] += t.size_bytes
     load = max(max(out.values()), max(inn.values()))
-    return alpha_s + load / bandwidth_Bps + delay
+    return repeat * (alpha_s + load / bandwidth_Bps) + delay
 
 
 def star_time(schedule: Schedule, alpha_s: float, bandwidth_Bps: float) -> float:

@@ -84,7 +84,13 @@ class FabricContext:
             from simdist.collectives.ps import ps_node_chains
 
             sched = Schedule(op, "ps", float(size_bytes), ps_node_chains(size_bytes, self.group, self.servers,
-                                                                         server_delay_s))
+                                                                         server_delay_s,
+                                                                         partition_bytes=comm.ps_partition_bytes))
+        elif requested == "ps" and comm.ps_partition_bytes is not None:  # pipelined partitions (collectives/ps.py)
+            from simdist.collectives.ps import ps_chains
+
+            sched = Schedule(op, "ps", float(size_bytes), ps_chains(size_bytes, self.group, self.servers,
+                                                                    server_delay_s, comm.ps_partition_bytes))
         else:
             sched = build_backend_schedule(comm.backend.value, op, size_bytes, self.group, requested=requested,
                                            intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
@@ -136,7 +142,7 @@ class FabricContext:
 # PS servers read; every other communication key (bucket sizes, bucketing, fusion cycle, overlap,
 # compression) only changes the (op, size, server delay) a collective is asked for, which the memos key on.
 SCHEDULE_KEYS = ("strategy", "backend", "hierarchical_intra", "hierarchical_inter", "ps_servers", "ps_placement",
-                 "ps_aggregation", "ps_server")
+                 "ps_aggregation", "ps_server", "ps_partition_bytes")
 
 
 def _server_hosts(scenario: Scenario) -> tuple[int, object]:

@@ -120,16 +120,25 @@ class Executor:
         return len(t) >= 2 and same_time(t[-2], t[-1]) and same_time(c[-2], c[-1])
 
     def _lockstep(self, env, graphs, iterations, duration_s, steady_skip) -> Generator:
+        from simdist.progress import Progress
+
+        bar = Progress(iterations or 1, label="iterations", delay_s=1.0)  # large clusters: seconds per iteration
         it = 0
-        while self._more(it, iterations, duration_s):
-            if steady_skip and self._repeats():
-                self._infer(it, iterations, duration_s)
-                return
-            start = env.now
-            yield env.all_of([env.process(self._iteration(env, gr, it)) for gr in graphs])
-            self.log.times.append(env.now - start)
-            self.log.simulated += 1
-            it += 1
+        try:
+            while self._more(it, iterations, duration_s):
+                if steady_skip and self._repeats():
+                    self._infer(it, iterations, duration_s)
+                    bar.note = f"the last {self.log.inferred} repeat the steady state (not simulated)"
+                    bar.advance(max(0, bar.total - bar.done))
+                    return
+                start = env.now
+                yield env.all_of([env.process(self._iteration(env, gr, it)) for gr in graphs])
+                self.log.times.append(env.now - start)
+                self.log.simulated += 1
+                it += 1
+                bar.advance()
+        finally:
+            bar.close()
 
     def _infer(self, it: int, iterations: int | None, duration_s: float | None) -> None:
         """The remaining iterations repeat the last one exactly: append them without events."""

@@ -2,6 +2,7 @@
 links, throughput and the statistical-efficiency baseline."""
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 
 from simdist.results.records import Breakdown, LinkUtilization, StepRecord, Throughput
@@ -64,7 +65,7 @@ def sharded_payload_bytes(sharded) -> float:
 
 def top_links(ctx) -> tuple[LinkUtilization, ...]:
     util = ctx.network.link_utilization(ctx.env.now) if ctx.env.now > 0 else {}
-    top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_LINKS]
+    top = heapq.nsmallest(TOP_LINKS, util.items(), key=lambda kv: (-kv[1], kv[0]))  # = sorted(...)[:TOP_LINKS]
     return tuple(LinkUtilization(name, round(u, 6)) for name, u in top if u > 0)
 
 

@@ -32,6 +32,10 @@ class GpuSpec:
     # compute slowdown while a collective of its rank runs: collective op (or "default") -> s, compute then
     # runs at 1 / (1 + s) of its rate (NCCL's kernels take SMs and HBM bandwidth); {} = no interference
     comm_interference: Mapping[str, float] = field(default_factory=dict)
+    # GPU peer-to-peer over PCIe (one GPU reading/writing another's memory through the PCIe switches).
+    # False on GeForce parts whose driver disables it: NCCL then stages GPU-GPU traffic through host
+    # memory (its SHM transport) and the CPUs' memory bandwidth sets the rate (host_staged_peer_link).
+    pcie_p2p: bool = True
 
     def interference(self, op: str) -> float:
         """The compute slowdown s while a collective `op` of this GPU's rank runs (0: none)."""
@@ -59,6 +63,11 @@ class LinkSpec:
     transport: str = ""  # nvlink | pcie | rdma | tcp | upi ...
     source: str = ""
     efficiency_basis: str = field(default="", compare=False)  # where `efficiency` comes from (transport default at a rate, entry, scenario, profile)
+    # The most ONE flow (one connection: a ring neighbour, a PS worker-server pair) achieves on this link,
+    # whatever the link's capacity: a TCP connection's streams are each CPU- or provider-limited
+    # (cloud per-flow limits; NCCL's socket transport opens NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+    # streams per connection, gloo one). None: no per-flow limit (flows share the link by rate only).
+    flow_cap_Bps: float | None = None
 
     @property
     def effective_Bps(self) -> float:
@@ -102,6 +111,8 @@ class IntraNodeSpec:
     nic_attach: str = "pcie_switch"  # pcie_switch (beside GPUs, GPUDirect) | switch (on the node switch)
     gpus: int | None = None  # the layout's fixed GPU count (cube mesh: 8), None = any
     source: str = ""
+    host_memory: LinkSpec | None = None  # ONE socket's DRAM: peak (channels x rate) and achieved fraction, reads + writes together
+    peer_staging: str = ""  # how GPU-GPU traffic was staged through host memory (GPUs without PCIe P2P), for the result
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,31 @@ def staged_nic_link(nic: LinkSpec, pcie: LinkSpec) -> LinkSpec:
     effective = min(nic.effective_Bps, pcie.effective_Bps)
     return replace(nic, efficiency=effective / nic.bandwidth_Bps, latency_s=nic.latency_s + pcie.latency_s,
                    efficiency_basis=f"{nic.efficiency_basis}, staged via host memory over {pcie.name}")
+
+
+def host_staged_peer_link(intra: IntraNodeSpec, gpus: int) -> tuple[LinkSpec, str] | None:
+    """The GPU link of a PCIe interior whose GPUs have no PCIe peer-to-peer: NCCL's SHM transport writes
+    every byte a GPU sends into host memory and the next GPU reads it from there, so each byte moved per
+    direction is one DRAM write plus one DRAM read. With g GPUs all sending and receiving at rate r (a
+    ring, every channel together), the sockets holding GPUs carry 2 g r of DRAM traffic: r <= M s / (2 g)
+    for s such sockets of achieved bandwidth M each. Folded into the GPU link's efficiency (paths are not
+    rerouted through the CPU); returns (link, note) or None where nothing is known to stage through."""
+    if intra.layout is not IntraNodeLayout.PCIE or intra.host_memory is None or gpus < 2:
+        return None
+    switches = -(-gpus // max(1, intra.gpus_per_pcie_switch))
+    sockets = min(intra.sockets, switches)  # switch j sits on socket j * sockets // switches: one each
+    per_gpu = intra.host_memory.effective_Bps * sockets / (2 * gpus)
+    link = intra.gpu_link
+    if per_gpu >= link.effective_Bps:
+        return None
+    staged = replace(link, efficiency=per_gpu / link.bandwidth_Bps,
+                     efficiency_basis=f"{link.efficiency_basis}, staged via host memory (no PCIe P2P): "
+                                      f"{sockets} socket(s) x {intra.host_memory.effective_Bps / 1e9:.4g} GB/s / "
+                                      f"(2 x {gpus} GPUs)")
+    note = (f"no PCIe P2P: GPU-GPU traffic staged through host memory, {per_gpu / 1e9:.3g} GB/s per GPU per "
+            f"direction ({sockets} socket(s) of {intra.host_memory.effective_Bps / 1e9:.4g} GB/s, one write and "
+            f"one read per byte), was {link.effective_Bps / 1e9:.3g} GB/s over {link.name}")
+    return staged, note
 
 
 @dataclass(frozen=True)

@@ -37,14 +37,14 @@ TOPOLOGY_DESCRIPTIONS: dict[TopologyKind, str] = {
 
 _GPU_KEYS = ("name", "vendor", "peak_flops", "memory", "memory_bandwidth", "tdp_w", "price_per_hour_usd",
              "price_basis", "price_date", "compute_efficiency", "efficiency_source", "source")
-_GPU_OPTIONAL = ("comm_interference", "interference_source")
+_GPU_OPTIONAL = ("comm_interference", "interference_source", "pcie_p2p")
 INTERFERENCE_OPS = ("default", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 _LINK_KEYS = ("link", "bandwidth", "latency", "efficiency", "transport", "source")
 _LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficiency_reason", "source")
 _TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
 _TRANSPORT_OPTIONAL = ("by_rate",)
 _INTRA_KEYS = ("description", "layout", "gpu_link", "pcie_link", "gpus_per_pcie_switch", "sockets",
-               "socket_link", "nic_attach", "gpus", "source")
+               "socket_link", "nic_attach", "gpus", "host_memory", "source")
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,11 @@ def _parse_gpu(d: object, path: str, key: str, base: GpuSpec | None, catalog: bo
     fields: dict[str, Any] = {"key": key, "peak_flops": peak, "compute_efficiency": eff}
     if "comm_interference" in d:
         fields["comm_interference"] = issues.take(_interference, d["comm_interference"], f"{path}.comm_interference")
+    if "pcie_p2p" in d:
+        if not isinstance(d["pcie_p2p"], bool):
+            issues.items.append(Issue(f"{path}.pcie_p2p", f"got {d['pcie_p2p']!r}; expected true or false"))
+        else:
+            fields["pcie_p2p"] = d["pcie_p2p"]
     for name, field, parse in (("name", "name", _text), ("vendor", "vendor", _text),
                                ("memory", "memory_bytes", parse_size),
                                ("memory_bandwidth", "memory_bandwidth_Bps", parse_bandwidth),
@@ -383,7 +388,8 @@ def _parse_link_ref(value: object, path: str, catalog: Mapping[str, LinkSpec],
 def _parse_intra_node(d: object, path: str, key: str, catalog: Mapping[str, LinkSpec],
                       transports: Mapping[str, TransportDefault], strict: bool) -> IntraNodeSpec:
     d = _mapping(d, path)
-    _check_keys(d, path, _INTRA_KEYS, _INTRA_KEYS if strict else ("layout", "gpu_link"))
+    _check_keys(d, path, _INTRA_KEYS, tuple(k for k in _INTRA_KEYS if k != "host_memory") if strict
+                else ("layout", "gpu_link"))
     issues = _Issues()
     fields: dict[str, Any] = {"key": key}
     fields["layout"] = IntraNodeLayout(issues.take(_choice, d["layout"], f"{path}.layout",
@@ -395,6 +401,15 @@ def _parse_intra_node(d: object, path: str, key: str, catalog: Mapping[str, Link
     for name in ("gpus_per_pcie_switch", "sockets"):
         if name in d:
             fields[name] = issues.take(_count, d[name], f"{path}.{name}")
+    if d.get("host_memory") is not None:  # {bandwidth: peak per socket, efficiency, source}
+        hm = issues.take(_mapping, d["host_memory"], f"{path}.host_memory") or {}
+        issues.take(_check_keys, hm, f"{path}.host_memory", ("bandwidth", "efficiency", "source"),
+                    ("bandwidth", "efficiency"))
+        bw = issues.take(parse_bandwidth, hm.get("bandwidth"), f"{path}.host_memory.bandwidth")
+        eff = issues.take(_fraction, hm.get("efficiency"), f"{path}.host_memory.efficiency")
+        if bw is not None and eff is not None:
+            fields["host_memory"] = LinkSpec(bw, 0.0, eff, "host-memory", "", str(hm.get("source", "")),
+                                             efficiency_basis=f"given at {path}.host_memory.efficiency")
     if d.get("gpus") is not None:
         fields["gpus"] = issues.take(_count, d["gpus"], f"{path}.gpus")
     if "nic_attach" in d:

@@ -124,6 +124,10 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
             and c.ps.aggregation and str(m.training.sync) in ("asp", "ssp")):
         issues.append(Issue("communication.ps.aggregation", f"got 'node' with training.sync '{m.training.sync}'; "
                                                             "asynchronous workers are single GPUs (use gpu)"))
+    if c.ps.partition is not None and str(m.training.sync) in ("asp", "ssp"):
+        issues.append(Issue("communication.ps.partition", f"got {c.ps.partition:g} B with training.sync "
+                                                          f"'{m.training.sync}'; partitioned pipelining is modelled "
+                                                          "for bsp only (asynchronous workers exchange whole shards)"))
     if (strategy is StrategyKind.PS and PsPlacement(c.ps.placement) is PsPlacement.COLOCATED
             and gpus is not None and c.ps.servers > gpus):
         issues.append(Issue("communication.ps.servers", f"got {c.ps.servers}; colocated servers cannot "
@@ -133,7 +137,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
         hierarchical_inter=StrategyKind(c.hierarchical.inter), ps_servers=c.ps.servers,
         ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
-        ps_server=PsServer(c.ps.server), bucket_size_bytes=c.bucket_size,
+        ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
         overlap=c.overlap,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import (
     ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, NicSpec, NodeGroupSpec,
-    RoutingKind, TopologyKind, staged_nic_link,
+    RoutingKind, TopologyKind, host_staged_peer_link, staged_nic_link,
 )
 from simdist.io.fields import unknown_key_message
 from simdist.io.schema_cluster import DEFAULT_INTRA_NODE
@@ -132,6 +132,12 @@ def _nic(v: str | NicModel, path: str, issues: list[Issue]) -> NicSpec | None:
     link = build_link(v, path, "rdma", issues)
     if link is None:
         return None
+    if v.flow_cap is not None:
+        if v.flow_cap > link.bandwidth_Bps:
+            issues.append(Issue(f"{path}.flow_cap", f"got {v.flow_cap / 1e9 * 8:g} Gb/s; expected at most the "
+                                                    f"NIC's line rate ({link.bandwidth_Bps / 1e9 * 8:g} Gb/s)"))
+            return None
+        link = replace(link, flow_cap_Bps=float(v.flow_cap))
     gpudirect = v.gpudirect if v.gpudirect is not None else link.transport == "rdma"
     if gpudirect and link.transport != "rdma":
         issues.append(Issue(f"{path}.gpudirect", f"got true; GPUDirect RDMA needs transport rdma "
@@ -184,6 +190,11 @@ def _group(g: NodeGroupModel, path: str, issues: list[Issue]) -> NodeGroupSpec |
                                                          f"holds exactly {intra.gpus} GPUs"))
     if gpu is None or intra is None or nic is None:
         return None
+    if not gpu.pcie_p2p:
+        staged = host_staged_peer_link(intra, per_node or 1)
+        if staged is not None:
+            # a PCIe interior's GPUs hang off their switch by pcie_link (the builder's GPU edges): stage both
+            intra = replace(intra, gpu_link=staged[0], pcie_link=staged[0], peer_staging=staged[1])
     nic = _staged(nic, intra)
     return NodeGroupSpec(count=g.count, gpu=gpu, gpus_per_node=per_node or 1, intra_node=intra, nic=nic,
                          intra_node_default=g.intra_node is None)

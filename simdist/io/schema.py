@@ -244,6 +244,8 @@ class PsModel(Strict):
     """gpu (every GPU pushes and pulls its whole gradient) | node (the node's GPUs reduce-scatter first, so one gradient's worth per node crosses its NICs, as TensorFlow replicated, MXNet KVStore device+dist and BytePS do) (added key)."""
     server: PsServer = PsServer.GPU
     """gpu (a server's update streams through a GPU's HBM) | cpu (through host memory, as TensorFlow PS tasks and MXNet / BytePS servers run) (added key)."""
+    partition: Size | None = None
+    """Push and pull each shard in partitions of this size, pipelined (a worker pulls partition k while it pushes k+1), as BytePS does ('4096000 B', its BYTEPS_PARTITION_BYTES default) and MXNet's KVStore per key; training.sync bsp only. none: the whole shard is pushed, then pulled (added key)."""
 
 
 class CompressionModel(Strict):

@@ -113,6 +113,8 @@ class NicModel(LinkModel):
     """NICs per node."""
     gpudirect: StrictBool | None = None
     """GPUDirect RDMA: the NIC reads and writes GPU memory itself. false: transfers are staged through host memory over PCIe. Default: true for rdma, false for tcp (which cannot be true)."""
+    flow_cap: Bandwidth | None = None
+    """The most one connection (one flow: a ring neighbour, a worker-server pair) moves through this NIC per direction, e.g. '5 Gb/s' (AWS's single-flow limit outside a cluster placement group) or a measured `iperf -P 1` rate. Flows share the NIC max-min fairly under this cap each. Default: none."""
 
 
 class IntraNodeModel(LinkModel):

@@ -3,7 +3,7 @@
 Step i of every chain is assumed to run at the same time: on each link, the members of all groups
 of those steps split its capacity equally. A group's rate is the smallest such share over its links;
 step time = latency phase (repeat x max path latency; mean for pipelined ring steps) + bandwidth phase (repeat x size / rate, the
-slowest group) + delay. A chain's time is the sum of its steps; a schedule's, the slowest chain.
+slowest group, each held to its per-flow cap) + delay. A chain's time is the sum of its steps; a schedule's, the slowest chain.
 On an idle uniform fabric this is exactly the closed forms of collectives/cost.py.
 """
 from __future__ import annotations
@@ -65,6 +65,7 @@ class AnalyticalNetwork(LinkControl):
             share = self._capacity_Bps[links] / load[links]
         rates = np.minimum.reduceat(share, starts) if links.size else np.full(len(groups), np.inf)
         rates[np.array([g.links.size == 0 for g in groups])] = np.inf
+        rates = np.minimum(rates, [g.cap_Bps for g in groups])  # a connection's per-flow cap (FlowGroup.cap_Bps)
         if (rates <= 0).any():
             bad = groups[int(np.flatnonzero(rates <= 0)[0])]
             raise self._infeasible("a schedule's transfer cannot finish", bad.links)

@@ -178,7 +178,16 @@ class Fabric:
         entry_group = np.repeat(np.arange(len(self._flows), dtype=np.int64), lengths)
         entry_link = np.concatenate([f.group.links for f in self._flows])
         entry_count = np.concatenate([f.group.counts for f in self._flows])
-        self._rate = maxmin_rates_flat(self.capacity_Bps, entry_group, entry_link, entry_count, len(self._flows))
+        capacity = self.capacity_Bps
+        caps = np.array([f.group.cap_Bps for f in self._flows])
+        capped = np.flatnonzero(np.isfinite(caps))
+        if capped.size:  # a per-flow cap is a private link of that group's own (one member crosses it)
+            virtual = np.arange(capacity.size, capacity.size + capped.size, dtype=np.int64)
+            capacity = np.concatenate([capacity, caps[capped]])
+            entry_group = np.concatenate([entry_group, capped])
+            entry_link = np.concatenate([entry_link, virtual])
+            entry_count = np.concatenate([entry_count, np.ones(capped.size)])
+        self._rate = maxmin_rates_flat(capacity, entry_group, entry_link, entry_count, len(self._flows))
         moving = self._rate > 0
         if moving.any():
             dt = float((self._remaining[moving] / self._rate[moving]).min())

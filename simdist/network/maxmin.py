@@ -12,6 +12,18 @@ import numpy as np
 _REL_TOL = 1e-12
 
 
+def unique_inverse(ids: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(ids, return_inverse=True) for ids in [0, bound), by marking instead of sorting
+    (linear in len(ids) + bound; the same two arrays)."""
+    if ids.size * 4 < bound:  # few ids on a large fabric: sorting the few is cheaper
+        return np.unique(ids, return_inverse=True)
+    present = np.zeros(bound, dtype=bool)
+    present[ids] = True
+    links = np.flatnonzero(present)
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return links, rank[ids]
+
+
 def maxmin_rates_flat(capacity_Bps: np.ndarray, entry_group: np.ndarray, entry_link: np.ndarray,
                       entry_count: np.ndarray, num_groups: int) -> np.ndarray:
     """Rates of `num_groups` groups; entry i says group entry_group[i] crosses link entry_link[i]
@@ -24,7 +36,7 @@ def maxmin_rates_flat(capacity_Bps: np.ndarray, entry_group: np.ndarray, entry_l
     group = np.asarray(entry_group, dtype=np.int64)[keep]
     count = entry_count[keep]
     # work on the used links only, renumbered 0..U-1
-    used_links, link = np.unique(np.asarray(entry_link, dtype=np.int64)[keep], return_inverse=True)
+    used_links, link = unique_inverse(np.asarray(entry_link, dtype=np.int64)[keep], len(capacity_Bps))
     remaining = np.asarray(capacity_Bps, dtype=float)[used_links].copy()
     frozen = np.zeros(num_groups, dtype=bool)
     level = 0.0  # the rate every still-unfrozen group has reached

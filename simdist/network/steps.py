@@ -16,7 +16,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from simdist.collectives.schedule import Step
+from simdist.collectives.schedule import Step, TransferArray
+from simdist.network.maxmin import unique_inverse as _unique_inverse
 from simdist.network.paths import PathTable
 from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
@@ -34,6 +35,7 @@ class FlowGroup:
     counts: np.ndarray  # members crossing each link (float, for the solver)
     size_bytes: float  # bytes each member moves (all repetitions)
     link_bytes: np.ndarray  # bytes the group puts on each of `links` in total
+    cap_Bps: float = float("inf")  # per-member rate limit: the least per-flow cap of its links (graph.flow_cap_Bps)
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +65,8 @@ class RoutedPairs:
     steps of equal pairs share (every step of a ring, whatever the bucket size). With routing 'spray'
     each pair has `spread` paths, each carrying 1/spread of its bytes (paths are pair-major)."""
 
-    paths: tuple[np.ndarray, ...]
+    flat: np.ndarray  # every path's directed link ids, path after path
+    bounds: np.ndarray  # path i is flat[bounds[i]:bounds[i + 1]]
     latencies: np.ndarray  # per pair: the largest over its paths
     links: np.ndarray  # unique directed links over all paths
     inverse: np.ndarray  # for each entry of the concatenated paths, its index in `links`
@@ -80,23 +83,41 @@ class RoutedPairs:
         lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
         total = int(lengths.sum())
         flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=total)
-        links, inverse = np.unique(flat, return_inverse=True)
+        links, inverse = _unique_inverse(flat, paths.topology.links.latency_s.size)
         # per-path latency: the sum over its links, added in path order (as float(latency_s[path].sum()))
         owner = np.repeat(np.arange(len(routed)), lengths)
         lat = np.bincount(owner, weights=paths.topology.links.latency_s[flat], minlength=len(routed))
         if k > 1:
             lat = lat.reshape(-1, k).max(axis=1) if lat.size else lat
         bounds = np.concatenate(([0], np.cumsum(lengths)))
-        ps = tuple(flat[bounds[i]:bounds[i + 1]] for i in range(len(routed)))
-        return cls(ps, lat, links, inverse, lengths, k)
+        return cls(flat, bounds, lat, links, inverse, lengths, k)
+
+    @property
+    def paths(self) -> tuple[np.ndarray, ...]:
+        """Each path's directed link ids (views into one flat array)."""
+        flat, bounds = self.flat, self.bounds
+        return tuple(flat[bounds[i]:bounds[i + 1]] for i in range(len(self.lengths)))
 
     def pair_paths(self, i: int) -> tuple[np.ndarray, ...]:
-        return self.paths[i * self.spread:(i + 1) * self.spread]
+        k, flat, bounds = self.spread, self.flat, self.bounds
+        return tuple(flat[bounds[j]:bounds[j + 1]] for j in range(i * k, (i + 1) * k))
 
     def group(self, sizes: np.ndarray, repeat: int) -> FlowGroup | None:
         """The lockstep group of the live members (size > 0, a non-empty path): the links they cross, how many
         members cross each (a sprayed member counts 1/spread per path), and the bytes each link carries."""
         k = self.spread
+        if k == 1 and sizes.size and sizes[0] > 0 and (sizes == sizes[0]).all():
+            # every member moves the same bytes (a ring step): the link counts depend on the routes only
+            base = self.__dict__.get("_uniform")
+            if base is None:
+                live = self.lengths > 0
+                counts = np.bincount(self.inverse, minlength=self.links.size).astype(float)  # 1 per crossing
+                base = (bool(live.all()), counts)
+                object.__setattr__(self, "_uniform", base)
+            if base[0]:
+                w = sizes[0] * repeat
+                link_bytes = np.bincount(self.inverse, weights=np.full(self.inverse.size, w), minlength=self.links.size)
+                return FlowGroup(self.links, base[1], float(w), link_bytes)
         live = (sizes > 0) & (self.lengths.reshape(-1, k).max(axis=1) > 0 if k > 1 else self.lengths > 0)
         if not live.any():
             return None
@@ -114,8 +135,11 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
     """Route every transfer of `step` (or take `routes`, the same pairs routed before) and form its flow
     groups (zero-byte transfers move nothing)."""
     if routes is None:
-        routes = RoutedPairs.route(tuple(map(_PAIR, step.transfers)), paths)
-    sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
+        routes = RoutedPairs.route(_pairs(step.transfers), paths)
+    if isinstance(step.transfers, TransferArray):
+        sizes = np.array(step.transfers.size_bytes, dtype=float)
+    else:
+        sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
     if not sizes.size:
         latency = 0.0
     elif step.pipelined:  # a ring's critical path runs through consecutive hops: their mean
@@ -130,15 +154,40 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
         else:
             groups = [_single(routes.pair_paths(i), float(sz), step.repeat) for i, sz in enumerate(sizes)
                       if sz > 0 and routes.lengths[i * routes.spread:(i + 1) * routes.spread].max() > 0]
+    caps = paths.topology.links.flow_cap_Bps
+    if caps is not None:  # each member is one connection: it moves no faster than its links' per-flow cap
+        groups = [_capped(g, float(caps[g.links].min())) for g in groups]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 
-def _digests(transfers: tuple) -> tuple[bytes, bytes]:
+def _capped(group: FlowGroup, cap_Bps: float) -> FlowGroup:
+    if not np.isfinite(cap_Bps):
+        return group
+    return FlowGroup(group.links, group.counts, group.size_bytes, group.link_bytes, cap_Bps)
+
+
+def _pairs(transfers) -> "tuple[tuple[int, int], ...] | list[tuple[int, int]]":
+    """(src, dst) of every transfer, in order."""
+    if isinstance(transfers, TransferArray):
+        return transfers.pairs()
+    return tuple(map(_PAIR, transfers))
+
+
+def _digests(transfers: "tuple | TransferArray") -> tuple[bytes, bytes]:
     """(value digest, pairs digest) of a transfers tuple: 128-bit digests of its (src, dst, size) and
-    (src, dst) arrays (one numpy pass instead of Transfer.__eq__ per transfer)."""
+    (src, dst) arrays (one numpy pass instead of Transfer.__eq__ per transfer). A TransferArray gives
+    the same array (hence digests) as the tuple of its Transfers, and keeps them."""
+    if isinstance(transfers, TransferArray):
+        if transfers._digests is None:
+            transfers._digests = _array_digests(transfers.triples())
+        return transfers._digests
     n = len(transfers)
     arr = np.fromiter(itertools.chain.from_iterable(map(_TRIPLE, transfers)), dtype=float,
                       count=3 * n).reshape(n, 3)
+    return _array_digests(arr)
+
+
+def _array_digests(arr: np.ndarray) -> tuple[bytes, bytes]:
     pairs = hashlib.blake2b(np.ascontiguousarray(arr[:, :2]).tobytes(), digest_size=16).digest()
     return hashlib.blake2b(arr.tobytes(), digest_size=16).digest(), pairs
 
@@ -190,8 +239,8 @@ class StepCache:
         if compiled is None:
             routes = self._routes.get(pairs_key)
             if routes is None:
-                pairs = tuple(map(_PAIR, step.transfers))
                 with gc_paused():
+                    pairs = _pairs(step.transfers)
                     routes = self._routes[pairs_key] = RoutedPairs.route(pairs, self.paths)
                 if len(self._routes) > self.max_entries:
                     self._routes.popitem(last=False)

@@ -12,7 +12,10 @@ def utilization_from_bytes(topology: Topology, link_bytes: np.ndarray, elapsed_s
         return {}
     cap = topology.links.capacity_Bps
     used = np.flatnonzero(link_bytes > 0)
-    return {topology.links.name(int(i)): float(link_bytes[i] / (cap[i] * elapsed_s)) for i in used}
+    ends = topology.links.ends
+    # elementwise the same divisions as link_bytes[i] / (cap[i] * elapsed_s), one array pass
+    values = (link_bytes[used] / (cap[used] * elapsed_s)).tolist()
+    return {f"{ends[i][0]}->{ends[i][1]}": v for i, v in zip(used.tolist(), values)}
 
 
 def top_links(utilization: dict[str, float], n: int = 10) -> list[tuple[str, float]]:

@@ -117,7 +117,7 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
     g.graph["workers"] = n
     for m in machines:  # a fabric edge between two vertices of one machine would change its interior
         if m.prefix in stamped and any(w.startswith(m.prefix + "/") and d.get("kind") in ("fabric", "nic")
-                                       for nic in m.nics for w, d in g.adj[nic].items()):
+                                       for nic in m.nics for w, d in g._adj[nic].items()):
             del stamped[m.prefix]
     g.graph["node_templates"] = stamped  # machines with equal values have identical interiors (routing)
     return Topology(g, tuple(endpoints), tuple(endpoint_node), cluster.num_gpus, description)

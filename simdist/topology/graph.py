@@ -23,6 +23,9 @@ class DirectedLinks:
     capacity_Bps: np.ndarray  # effective bandwidth (line rate x efficiency)
     latency_s: np.ndarray
     index: dict[tuple[str, str], int]
+    # per directed link, the most one flow achieves on it (LinkSpec.flow_cap_Bps, inf where none);
+    # None when no link of the graph has a per-flow cap (the flow model then skips the check)
+    flow_cap_Bps: np.ndarray | None = None
 
     def name(self, link_id: int) -> str:
         u, v = self.ends[link_id]
@@ -36,8 +39,10 @@ class DirectedLinks:
         cap: list[float] = []
         lat: list[float] = []
         figures: dict[tuple[int, int], tuple[float, float]] = {}  # (id(link), multiplicity) -> (cap, lat)
+        flow_cap: list[float] = []
         seen: set = set()
-        for u, nbrs in graph.adj.items():
+        adj = getattr(graph, "_adj", None) or graph.adj  # networkx's own dict of dicts: no view per row
+        for u, nbrs in adj.items():
             for v, data in nbrs.items():
                 if v in seen:
                     continue
@@ -48,13 +53,15 @@ class DirectedLinks:
                     fig = figures[(id(link), mult)] = (link.effective_Bps * mult, link.latency_s)
                 ends.append((u, v))
                 ends.append((v, u))
+                flow_cap += [link.flow_cap_Bps or np.inf] * 2
                 cap.append(fig[0])
                 cap.append(fig[0])
                 lat.append(fig[1])
                 lat.append(fig[1])
             seen.add(u)
+        caps = np.array(flow_cap, dtype=float)
         return cls(tuple(ends), np.array(cap, dtype=float), np.array(lat, dtype=float),
-                   dict(zip(ends, range(len(ends)))))
+                   dict(zip(ends, range(len(ends)))), caps if np.isfinite(caps).any() else None)
 
 
 @dataclass(frozen=True, eq=False)

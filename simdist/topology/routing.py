@@ -38,6 +38,7 @@ from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
 from simdist.topology.torus_metric import TorusMetric
+from simdist.topology.twins import TwinMetric
 
 SPRAY_PATHS = 4  # paths one connection is split over with routing 'spray' (NCCL queue pairs per connection)
 
@@ -58,7 +59,8 @@ def _edge_costs(graph, dead: "frozenset[tuple[str, str]]") -> dict[str, dict[str
     computed once (a 100k-GPU cluster has a handful of link classes and millions of edges)."""
     memo: dict[tuple[int, int], int] = {}
     out: dict[str, dict[str, int]] = {}
-    for u, nbrs in graph.adj.items():
+    adj = getattr(graph, "_adj", None) or graph.adj  # networkx's own dict of dicts: no view per row
+    for u, nbrs in adj.items():
         row = out[u] = {}
         for w, d in nbrs.items():
             if dead and (u, w) in dead:
@@ -115,6 +117,7 @@ class Router:
         self._core_step = steps.pop() if len(steps) == 1 else None
         self._metric = TorusMetric.verify(graph.graph.get("fabric") or {}, tuple(graph.graph.get("machines", ())),
                                           self._core_adj)
+        self._twins: TwinMetric | None = None  # uniform-cost cores: built on first use
         self._tmpl_of: dict[str, int] = {}
         self._tmpl_hint: dict[tuple, int] = {}
         self._stamped: dict[str, int] = {} if dead else dict(graph.graph.get("node_templates") or {})
@@ -125,6 +128,9 @@ class Router:
         self._tsrc: dict[tuple, dict[str, int]] = {}
         self._exits: dict[str, tuple[dict[str, tuple[int, tuple[str, ...]]], tuple]] = {}
         self._gw_exits: dict[str, list] = {}
+        self._gw_sigs: dict[str, tuple | None] = {}
+        self._src_shapes: dict[tuple, tuple] = {}  # (template, gateway hops, exits id) -> _source_dist's answer
+        self._exit_shapes: dict[tuple, tuple] = {}  # (template, local name, gateway hops) -> exits by local name
         self._srckey: dict[tuple[str, int], tuple[tuple, int, dict]] = {}
         self._ekey_ids: dict[tuple, int] = {}
         self._dcore: dict[str, dict[str, int]] = {}
@@ -195,6 +201,36 @@ class Router:
         hit = self._exits.get(t)
         if hit is not None:
             return hit
+        m = self._machine[t]
+        shape_key = None
+        if m is not None and t not in self._core:
+            sig = self._gw_sig(m)
+            if sig is not None:  # the same template, vertex and gateway hops give the same exits
+                shape_key = (self._tmpl(m), self._lname[t], sig)
+                shape = self._exit_shapes.get(shape_key)
+                if shape is not None:
+                    prefix = m + "/"
+                    exits = {a: (c, tuple(prefix + n for n in names)) for a, c, names in shape[0]}
+                    hit = self._exits[t] = (exits, shape[1])
+                    return hit
+        hit = self._exits[t] = self._compute_exits(t)
+        if shape_key is not None:
+            ln = self._lname
+            self._exit_shapes[shape_key] = (tuple((a, c, tuple(ln[h] for h in hs)) for a, (c, hs) in hit[0].items()),
+                                            hit[1])
+        return hit
+
+    def _gw_sig(self, m: str) -> "tuple | None":
+        """Machine m's gateways as (local name, fabric hops), or None when one is a core vertex (its
+        exits are then named by the machine's own vertices)."""
+        hit = self._gw_sigs.get(m, False)
+        if hit is False:
+            gws = self._gateway_exits(m)
+            hit = None if any(outs is None for _, _, outs in gws) else tuple((ln, outs) for _, ln, outs in gws)
+            self._gw_sigs[m] = hit
+        return hit
+
+    def _compute_exits(self, t: str) -> tuple[dict[str, tuple[int, tuple[str, ...]]], int]:
         exits: dict[str, tuple[int, tuple[str, ...]]] = {}
         if t in self._core:
             exits[t] = (0, ())
@@ -217,8 +253,7 @@ class Router:
                     continue
                 exits[a] = (best, tuple(sorted(h for d, h in opts if d == best and h)))
         ekey = tuple(sorted((a, c) for a, (c, _) in exits.items()))
-        hit = self._exits[t] = (exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids)))  # equal exits, one id
-        return hit
+        return exits, self._ekey_ids.setdefault(ekey, len(self._ekey_ids))  # equal exits, one id
 
     def _gateway_exits(self, m: str) -> "list[tuple[str, str, tuple[tuple[str, int], ...] | None]]":
         """Machine m's gateways: (vertex, local name, its (fabric vertex, cost) hops, or None for a core
@@ -237,8 +272,10 @@ class Router:
         if hit is None:
             if self._metric is not None:  # ring/torus: closed form, nothing stored per vertex
                 hit = self._metric.from_vertex(a)
-            elif self._core_step is not None:
-                hit = _bfs(self._core_adj, a, self._core_step)
+            elif self._core_step is not None:  # twin classes: the same integers as _bfs(core_adj, a, step)
+                if self._twins is None:
+                    self._twins = TwinMetric(self._core_adj, self._core_step)
+                hit = self._twins.from_vertex(a)
             else:
                 hit = _dijkstra(self._core_adj, {a: 0})
             self._dcore[a] = hit
@@ -258,6 +295,13 @@ class Router:
         hit = self._srckey.get((m, ekey))
         if hit is not None:
             return hit
+        sig = self._gw_sig(m)
+        if sig is not None:  # no core gateway: the seeds depend on the template, its gateway hops and t's exits only
+            shape_key = (self._tmpl(m), sig, ekey)
+            hit = self._src_shapes.get(shape_key)
+            if hit is not None:
+                self._srckey[(m, ekey)] = hit
+                return hit
         seeds = {}
         for h in self._gateways.get(m, ()):
             if h in self._core:
@@ -272,6 +316,8 @@ class Router:
         if key not in self._tsrc:
             self._tsrc[key] = _dijkstra(self._tmpl_adj[tid], dict(key[1]), fixed=self._tmpl_gw[tid])
         hit = self._srckey[(m, ekey)] = (key, base, self._tsrc[key])
+        if sig is not None:
+            self._src_shapes[shape_key] = hit
         return hit
 
     # -- next hops -------------------------------------------------------------------------------

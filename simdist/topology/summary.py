@@ -34,9 +34,13 @@ def _routing(topology: Topology) -> str:
 
 
 def _link_facts(link: LinkSpec) -> dict[str, object]:
-    return {"link": link.name, "transport": link.transport, "bandwidth_Bps": link.bandwidth_Bps,
-            "efficiency": link.efficiency, "effective_Bps": link.effective_Bps, "latency_s": link.latency_s,
-            "efficiency_basis": link.efficiency_basis or "given"}
+    facts: dict[str, object] = {
+        "link": link.name, "transport": link.transport, "bandwidth_Bps": link.bandwidth_Bps,
+        "efficiency": link.efficiency, "effective_Bps": link.effective_Bps, "latency_s": link.latency_s,
+        "efficiency_basis": link.efficiency_basis or "given"}
+    if link.flow_cap_Bps is not None:  # only when set (nic.flow_cap): the most one connection moves
+        facts["flow_cap_Bps"] = link.flow_cap_Bps
+    return facts
 
 
 def link_assumptions(cluster: ClusterSpec) -> dict[str, object]:

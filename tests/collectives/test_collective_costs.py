@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from simdist.collectives import cost
 from simdist.collectives.algorithms import SUPPORTED_OPS, Algorithm, build_schedule, supports
 from simdist.collectives.gloo import gloo_broadcast_time, gloo_reduce_chain, gloo_reduce_time, reduce_segments
-from simdist.collectives.schedule import Group, Schedule
+from simdist.collectives.ps import ps_chains
+from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 from simdist.collectives.star import endpoint_bytes, star_time
 
 A, B = 5e-6, 10e9  # alpha 5 us, 10 GB/s
@@ -59,6 +60,24 @@ def test_ps_dedicated_single_server_receives_n_times_s():
     assert star_time(sched, A, B) == pytest.approx(cost.ps_all_reduce_time(n, 1, False, size, A, B, 1e-3))
 
 
+@pytest.mark.parametrize("n,k,colocated", [(6, 1, False), (8, 2, False), (8, 8, True), (8, 2, True)])
+def test_partitioned_ps_pipelines_push_and_pull(n, k, colocated):
+    """communication.ps.partition (4 MB, BytePS's default): push partition j+1 while pulling j. The star
+    time equals the closed form; a dedicated server's link then carries push in and pull out at once."""
+    size, part = 10e6 * k, 4e6
+    servers = tuple(range(0, n, n // k))[:k] if colocated else tuple(range(n, n + k))
+    group = Group.flat(range(n), 1)
+    sched = Schedule(CollectiveOp.ALL_REDUCE, "ps", size, ps_chains(size, group, servers, 1e-3, partition_bytes=part))
+    sent, recv = endpoint_bytes(sched)
+    whole_sent, whole_recv = endpoint_bytes(build_schedule("all_reduce", "ps", size, group, servers=servers))
+    assert sent == pytest.approx(whole_sent) and recv == pytest.approx(whole_recv)  # same bytes, pipelined
+    assert sum(s.delay_s for s in sched.chains[0]) == pytest.approx(1e-3)  # the update, spread per partition
+    assert star_time(sched, A, B) == pytest.approx(cost.ps_all_reduce_time(n, k, colocated, size, A, B, 1e-3, part))
+    if not colocated:  # 10 MB shards in 3 partitions: 4 alpha + (2 + 2) / 3 of one phase
+        phase = max(size, n * size / k) / B
+        assert star_time(sched, A, B) == pytest.approx(4 * A + 1e-3 + 4 / 3 * phase)
+
+
 @pytest.mark.parametrize("n,k", [(4, 4), (8, 8), (8, 2), (6, 3)])
 def test_ps_colocated_sharded_wire_bytes(n, k):
     size = 12e6
@@ -87,6 +106,8 @@ def test_hand_values():
     assert cost.chain_time(5, 10e6, A, B, chunks=10) == pytest.approx(13 * (A + 1e6 / B))
     assert cost.ring_all_to_all_time(4, 40e6, A, B) == pytest.approx(3 * (A + 1e-3))
     assert cost.ps_all_reduce_time(4, 1, False, 10e6, A, B) == pytest.approx(2 * A + 2 * 4e-3)
+    # in 4 MB partitions (3 of the 10 MB shard), push and pull overlap: 4 alpha + (2 + 2) / 3 x 4 ms
+    assert cost.ps_all_reduce_time(4, 1, False, 10e6, A, B, partition_bytes=4e6) == pytest.approx(4 * A + 4 / 3 * 4e-3)
     # hierarchical 2 nodes x 4: intra ring RS/AG of 80 MB over 4 ranks at 100 GB/s, inter 2 ranks on 20 MB
     t = cost.hierarchical_all_reduce_time(2, 4, 80e6, 1e-6, 100e9, A, B)
     assert t == pytest.approx(2 * (3e-6 + 0.75 * 0.8e-3) + 2 * A + 20e6 / B)

@@ -39,6 +39,7 @@ VARIANTS = {
     "ps_placement": (PS, {**PS, "communication.ps.placement": "dedicated"}),
     "ps_aggregation": (PS, {**PS, "communication.ps.aggregation": "node"}),
     "ps_server": (PS, {**PS, "communication.ps.server": "cpu"}),
+    "ps_partition_bytes": (PS, {**PS, "communication.ps.partition": "1 MB"}),
     "bucket_size_bytes": ({}, {"communication.bucket_size": "5 MB"}),
     "first_bucket_bytes": ({}, {"communication.first_bucket_size": "1 MiB"}),
     "bucketing": ({}, {"communication.bucketing": "fusion"}),

@@ -123,7 +123,14 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
     """The validate object for every case in the data file."""
     start = time.perf_counter()
     data = load_cases(path)
-    rows = [_row(c, run) for c in data.cases]
+    from simdist.progress import Progress
+
+    bar = Progress(len(data.cases), label="published cases")
+    rows = []
+    for case in data.cases:
+        rows.append(_row(case, run))
+        bar.advance()
+    bar.close()
     done = [r for r in rows if r["error"] is not None]
     fit = [r for r in rows if data.fit_subset in r["tags"]]
     held = [r for r in rows if data.fit_subset not in r["tags"]]
