@@ -12,7 +12,7 @@ ROOT = Path(simdist.__file__).parent
 
 # module prefix -> layer; a module may import only from layers <= its own (same package allowed).
 LAYERS = {
-    "simdist.units": 0, "simdist.errors": 0, "simdist.tables": 0,
+    "simdist.units": 0, "simdist.errors": 0, "simdist.tables": 0, "simdist.progress": 0,
     "simdist.hardware": 1, "simdist.workload": 1, "simdist.results.records": 1,
     "simdist.topology": 2, "simdist.collectives": 2, "simdist.compression": 2, "simdist.scenario": 2,
     "simdist.compute": 2, "simdist.memory": 2,
@@ -21,12 +21,12 @@ LAYERS = {
     "simdist.results": 5,
     "simdist.engine": 6,
     "simdist.planner": 7, "simdist.compare": 7,
-    "simdist.io": 8, "simdist.plots": 8, "simdist.plots_goodput": 8, "simdist.report": 8, "simdist.api": 8, "simdist.figures": 8,
+    "simdist.io": 8, "simdist.plots": 8, "simdist.plots_goodput": 8, "simdist.plots_mp": 8, "simdist.report": 8, "simdist.api": 8, "simdist.figures": 8,
     "simdist.cli": 9,
 }
 HEAVY = ("yaml", "pydantic", "matplotlib", "click", "typer", "ray", "torch")
 # modules allowed to import heavy libraries (lazily or not)
-HEAVY_OK = ("simdist.io", "simdist.api", "simdist.plots", "simdist.plots_goodput", "simdist.figures", "simdist.cli", "simdist.workload.torch_import", "simdist.planner.ray")
+HEAVY_OK = ("simdist.io", "simdist.api", "simdist.plots", "simdist.plots_goodput", "simdist.plots_mp", "simdist.figures", "simdist.cli", "simdist.workload.torch_import", "simdist.planner.ray")
 
 
 def _layer(module: str) -> int | None:
