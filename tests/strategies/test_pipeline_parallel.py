@@ -45,7 +45,7 @@ def uniform_plan(p: int, m: int, v: int, schedule: PipelineSchedule, fwd_s: floa
                                  (Segment(bwd_s / v, "backward", kind="backward"),), 0.0) for c in range(v))
         stages.append(StagePlan(RankClass(s, (s,), 0, "x", 1), chunks, 0.0, 0.0, ()))
     return MpPlan(layout, schedule, v, 1, m, schedule_order(schedule, p, m, v), tuple(stages), p2p_bytes, 0.0,
-                  False, m, None, 1.0, 1.0, 1.0, 1.0)
+                  False, m, None, 1.0, 1.0)
 
 
 def pp_groups(plan: MpPlan) -> dict:
