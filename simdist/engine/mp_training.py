@@ -54,6 +54,8 @@ def mp_interference(scenario: Scenario, graphs):
     from simdist.engine.training import interference_of
     from simdist.strategies.pipeline_graph import P2P_OP
 
+    if not (scenario.communication.overlap or scenario.training.tp_comm_overlap):
+        return None  # exact: the compute waits for every tp and dp collective, so none runs beside it
     base = interference_of(scenario, graphs)
     if base is None:
         return None
