@@ -63,15 +63,15 @@ def mp_interference(scenario: Scenario, graphs):
 
 
 def zero_buffer_bytes(scenario: Scenario, plan: MpPlan) -> float:
-    """Communication buffers ZeRO adds on the tightest stage, as sharded_dp.sharded_memory counts them:
-    stages 1/2 one gradient bucket being reduce_scattered, stage 3 the largest unit's unsharded gradients
-    before their reduce_scatter (0 without ZeRO: DDP-style buckets are not counted for model parallelism)."""
-    if plan.zero == 0:
+    """Gradients ZeRO holds unsharded beside its 1/dp shard: at stage 3 the largest unit's before their
+    reduce_scatter (as sharded_dp.sharded_memory counts them), at stage 2 a chunk's (each micro-batch's
+    buckets reduce_scatter after the chunk's backward). Stage 1 keeps full gradients and reduce_scatters in
+    place in that buffer (Megatron-LM's distributed optimizer), as stage 0 all_reduces there: none."""
+    if plan.zero == 2:
+        return max(c.grad_bytes for st in plan.stages for c in st.chunks)
+    if plan.zero != 3:
         return 0.0
-    if plan.zero == 3:
-        return max((u.params for st in plan.stages for u in st.units), default=0.0) * plan.grad_elem_bytes
-    grads = max(st.params for st in plan.stages) * plan.grad_elem_bytes
-    return float(min(scenario.communication.bucket_size_bytes, grads))
+    return max((u.params for st in plan.stages for u in st.units), default=0.0) * plan.grad_elem_bytes
 
 
 def _covered_s(spans: list[tuple[float, float]], by: list[tuple[float, float]]) -> float:
