@@ -64,11 +64,12 @@ def mp_interference(scenario: Scenario, graphs):
 
 def zero_buffer_bytes(scenario: Scenario, plan: MpPlan) -> float:
     """Gradients ZeRO holds unsharded beside its 1/dp shard: at stage 3 the largest unit's before their
-    reduce_scatter (as sharded_dp.sharded_memory counts them), at stage 2 a chunk's (each micro-batch's
-    buckets reduce_scatter after the chunk's backward). Stage 1 keeps full gradients and reduce_scatters in
+    reduce_scatter (as sharded_dp.sharded_memory counts them), at stage 2 one bucket being reduced
+    (DeepSpeed's reduce bucket: a micro-batch's gradients are reduced bucket by bucket and freed). Stage 1 keeps full gradients and reduce_scatters in
     place in that buffer (Megatron-LM's distributed optimizer), as stage 0 all_reduces there: none."""
     if plan.zero == 2:
-        return max(c.grad_bytes for st in plan.stages for c in st.chunks)
+        return float(min(scenario.communication.bucket_size_bytes,
+                         max(c.grad_bytes for st in plan.stages for c in st.chunks)))
     if plan.zero != 3:
         return 0.0
     return max((u.params for st in plan.stages for u in st.units), default=0.0) * plan.grad_elem_bytes
