@@ -47,16 +47,27 @@ def mp_memory(scenario: Scenario, plan: MpPlan) -> MemoryUsage:
                        parts_bytes=dict(worst.parts_bytes))
 
 
-def mp_interference(scenario: Scenario, graphs):
-    """Compute-communication interference of the stage classes (engine.training.interference_of) for their
+def fused_graphs(plan: MpPlan, fabric, bucket_size_bytes: float):
+    """estimate's graphs with each chunk's blocking tp chain folded into one task (exact: the chain is
+    sequential on the stage's own class; pipeline_graph._Fuse), timed by the fabric's closed forms."""
+    from simdist.strategies.pipeline_graph import fused_pipeline_graphs
+
+    def tp_time(group: str, op, size_bytes: float) -> float:
+        return fabric.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
+
+    return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time)
+
+
+def mp_interference(scenario: Scenario, plan: MpPlan):
+    """Compute-communication interference of the stage classes (compute.comm_slowdown, as engine.training.interference_of) for their
     tp and dp collectives; pipeline sends and receives are none: point-to-point copies (NIC DMA, NVLink copy
     engines) without reduction kernels on the GPU, as the parameter-server exchange is treated."""
-    from simdist.engine.training import interference_of
+    from simdist.compute import comm_slowdown
     from simdist.strategies.pipeline_graph import P2P_OP
 
     if not (scenario.communication.overlap or scenario.training.tp_comm_overlap):
         return None  # exact: the compute waits for every tp and dp collective, so none runs beside it
-    base = interference_of(scenario, graphs)
+    base = comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [st.rank_class for st in plan.stages])
     if base is None:
         return None
     return lambda index, op: 0.0 if op == P2P_OP.value else base(index, op)
@@ -80,19 +91,27 @@ def _covered_s(spans: list[tuple[float, float]], by: list[tuple[float, float]]) 
     return _union_s(spans) + _union_s(by) - _union_s(spans + by)
 
 
-def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float) -> dict[str, float]:
-    """Per stage: compute, optimizer, tp, dp (and its exposed part), pp transfer time and the bubble."""
+def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float,
+                fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> dict[str, float]:
+    """Per stage: compute, optimizer, tp, dp (and their exposed parts), pp transfer time and the bubble
+    (`fused`: the tp calls inside estimate's fused tasks, as offsets from each one's start)."""
     compute = opt = 0.0
     busy: list[tuple[float, float]] = []  # the compute stream's spans
     tp, dp, pp = [], [], []
     for t in graph.tasks:
         s, e = spans[t.id]
         if isinstance(t, Compute) and t.stream == Stream.COMPUTE:
+            inner = fused.get(t.id, ()) if fused else ()
             if t.kind == "optimizer":
                 opt += e - s
             else:
-                compute += e - s
-            busy.append((s, e))
+                compute += e - s - math.fsum(b - a for a, b in inner)
+            if inner:  # the chain's compute and tp calls, as the unfused graph has them
+                cuts = [s, *(x for a, b in inner for x in (s + a, s + b)), e]
+                busy += [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts), 2) if cuts[k + 1] > cuts[k]]
+                tp += [(s + a, s + b) for a, b in inner]
+            else:
+                busy.append((s, e))
         elif isinstance(t, Collective):
             {"tp": tp, "dp": dp}.get(t.group.split(".")[0], pp).append((s, e))
     # exposed: communication the compute stream does not hide (tp_comm_overlap's exchanges and bulk
@@ -120,8 +139,12 @@ def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> 
     sim = Simulation(scenario, fidelity, context)
     ctx, run = sim.context, scenario.run
     fabric = ctx.model_parallel_fabric(plan.layout, plan)
-    graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)
-    slowdown = mp_interference(scenario, graphs)
+    slowdown = mp_interference(scenario, plan)
+    fused = [None] * len(plan.stages)
+    if fidelity != Fidelity.SIMULATE and slowdown is None:
+        graphs, fused = fused_graphs(plan, fabric, scenario.communication.bucket_size_bytes)
+    else:
+        graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)
     links, records = (), ()
     if fidelity == Fidelity.SIMULATE:
         ex = Executor(sim.env, ctx.network, fabric.schedule_of, fabric.groups, critical_class=0, max_tracked=0,
@@ -141,7 +164,7 @@ def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> 
             total = max(1, math.ceil(run.duration_s / iteration_s - 1e-9)) if iteration_s > 0 else 1
         times, n_sim, n_inf = (iteration_s,) * total, 1, total - 1
         spans = folded.spans
-    terms = [stage_terms(g, spans[g.rank_class.index], iteration_s) for g in graphs]
+    terms = [stage_terms(g, spans[g.rank_class.index], iteration_s, f) for g, f in zip(graphs, fused)]
     mean = {k: statistics.fmean(x[k] for x in terms) for k in terms[0]}
     bd = MpBreakdown(compute=mean["compute"], communication=mean["comm"],
                      exposed_communication=mean["tp_exposed"] + mean["dp_exposed"], compression=0.0,

@@ -157,7 +157,7 @@ def _overlapped(b: GraphBuilder, plan: MpPlan, stage: int, tag: str, i: int, seg
 
 
 def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: int, chunk: int,
-           after: int | None, dp: _Dp) -> int:
+           after: int | None, dp: _Dp, fuse: "_Fuse | None" = None) -> int:
     """One chunk forward/backward of one micro-batch with its receive, tp collectives, ZeRO-3 gathers and
     reduce_scatters and send; returns the id of its last compute segment."""
     p, stage = plan.pp, st.rank_class.index
@@ -181,6 +181,9 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
                           group=tp_group(stage), op=CollectiveOp.ALL_GATHER, size_bytes=plan.p2p_gather_bytes,
                           key=f"{tag}.gather")]
     segs = work.fwd if fwd else work.bwd
+    if fuse is not None and plan.zero != 3 and all(x.overlap is Overlap.NONE for x in segs):
+        last, deps = fuse.chain(b, tag, stage, segs, deps + dp.before(micro, phase, -1, after))
+        segs = ()
     unit_done = {} if fwd or plan.zero != 3 else {s.unit: j for j, s in enumerate(segs) if s.unit >= 0}
     last = None
     for i, seg in enumerate(segs):
@@ -213,8 +216,54 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
     return last
 
 
-def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float) -> Graph:
-    """One iteration of one pipeline stage."""
+class _Fuse:
+    """`estimate` only, without interference: a chunk's compute segments and blocking tp collectives form a
+    chain nothing else joins (the tp group is the stage's own class, the compute waits for each call), so
+    all but its last tp call fold into one compute task of their summed closed-form times, exactly; the last
+    call stays a task so that the TP stream orders the next chunk's gather behind it, as before. `tp_spans`
+    keeps, per fused task, where its tp calls lie (offsets from its start) for the breakdown."""
+
+    def __init__(self, tp_time) -> None:
+        self.tp_time = tp_time  # (group, op, size_bytes) -> seconds on the idle fabric
+        self.tp_spans: dict[int, tuple[tuple[float, float], ...]] = {}
+
+    def chain(self, b: GraphBuilder, tag: str, stage: int, segs, deps: list[int]) -> tuple[int | None, list[int]]:
+        grp = tp_group(stage)
+        items = []  # (compute seconds or None, call or None)
+        for seg in segs:
+            if seg.compute_s > 0:
+                items.append((seg.compute_s, None))
+            if seg.call is not None:
+                items.append((None, seg.call))
+        lastcall = max((k for k, (_, c) in enumerate(items) if c is not None), default=len(items))
+        head, rest = items[:lastcall], items[lastcall:]
+        last = None
+        if head:
+            t, spans = 0.0, []
+            for sec, call in head:
+                if call is None:
+                    t += sec
+                else:
+                    d = self.tp_time(grp, call.op, call.size_bytes)
+                    spans.append((t, t + d))
+                    t += d
+            last = b.add(Compute, f"{tag} {segs[0].name} .. (fused)", deps, Stream.COMPUTE, duration_s=t,
+                         kind=segs[0].kind)
+            self.tp_spans[last] = tuple(spans)
+            deps = [last]
+        for k, (sec, call) in enumerate(rest):
+            if call is None:
+                last = b.add(Compute, f"{tag} {segs[-1].name} ({k})", deps, Stream.COMPUTE, duration_s=sec,
+                             kind=segs[-1].kind)
+                deps = [last]
+            else:
+                deps = [b.add(Collective, f"{tag} {call.op.value} {call.what} ({grp})", deps, Stream.TP, group=grp,
+                              op=call.op, size_bytes=call.size_bytes, key=f"{tag}.last")]
+        return last, deps
+
+
+def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fuse | None = None) -> Graph:
+    """One iteration of one pipeline stage (`fuse`: estimate's exact fusion of tp chains)."""
     b = GraphBuilder()
     index = st.rank_class.index
     order = plan.orders[index]
@@ -229,7 +278,7 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float) -> Graph:
     prev = None
     chunk_done: dict[int, int] = {}
     for k, task in enumerate(order):
-        prev = _chunk(b, plan, st, task.kind, task.micro, task.chunk, prev, dp)
+        prev = _chunk(b, plan, st, task.kind, task.micro, task.chunk, prev, dp, fuse)
         if task.kind is not TaskKind.BWD:
             continue
         if last_bwd.get(task.chunk) == k:
@@ -255,3 +304,14 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float) -> Graph:
 
 def pipeline_graphs(plan: MpPlan, bucket_size_bytes: float) -> list[Graph]:
     return [stage_graph(plan, st, bucket_size_bytes) for st in plan.stages]
+
+
+def fused_pipeline_graphs(plan: MpPlan, bucket_size_bytes: float, tp_time) -> tuple[list[Graph], list[dict]]:
+    """estimate's graphs with each chunk's tp chain fused (`_Fuse`; only without compute-communication
+    interference) and, per graph, the tp spans inside its fused tasks (task id -> offsets)."""
+    graphs, spans = [], []
+    for st in plan.stages:
+        fuse = _Fuse(tp_time)
+        graphs.append(stage_graph(plan, st, bucket_size_bytes, fuse))
+        spans.append(fuse.tp_spans)
+    return graphs, spans

@@ -62,7 +62,8 @@ def test_zero_memory_falls_by_stage_with_tp_and_pp():
     reduce bucket of 25 MB would outweigh its saving on this small a model)."""
     deep = {**SMALL, "workload.model": {"gpt": {"layers": 16, "hidden": H, "heads": 4, "vocab": V}},
             "communication.bucket_size": "1 MB"}
-    per = [run_with(GPT, {**deep, "training.parallelism": {"tp": 2, "pp": 2, "dp": 4, "zero": z}}).memory
+    per = [run_with(GPT, {**deep, "training.parallelism": {"tp": 2, "pp": 2, "dp": 4, "zero": z},
+                          **({"communication.bucket_size": "25 MB"} if z == 3 else {})}).memory  # stage 3: units
            .per_gpu_bytes for z in (0, 1, 2, 3)]
     assert per[0] > per[1] > per[2] > per[3]
 
@@ -194,3 +195,32 @@ def test_mfu_is_the_results_formula():
     g = s.cluster.node_groups[0]
     assert r.extra["mfu"] == pytest.approx(cluster_mfu(s.workload.model, r.throughput.samples_per_s,
                                                        [(g.gpu, 16)], "fp16"), rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- estimate's fused tp chains
+
+
+@pytest.mark.parametrize("changes", [
+    {"training.parallelism": {"tp": 4, "pp": 2, "dp": 2}, "communication.overlap": False},
+    {"training.parallelism": {"tp": 8, "pp": 2}, "training.sequence_parallel": True, "training.recompute": "full"},
+    {"training.parallelism": {"tp": 4, "pp": 2, "dp": 2, "zero": 2}, "communication.overlap": False,
+     "training.schedule": "interleaved", "training.virtual_stages": 2},
+])
+def test_fused_tp_chains_fold_to_the_unfused_result(changes):
+    """estimate folds each chunk's blocking tp chain into one task: the same iteration and breakdown terms."""
+    from simdist.engine.context import build_context
+    from simdist.engine.mp_training import fused_graphs, stage_terms
+    from simdist.scenario import Fidelity
+
+    s = _scenario(changes)
+    plan = build_mp_plan(s)
+    fabric = build_context(s, Fidelity.ESTIMATE).model_parallel_fabric(plan.layout, plan)
+    plain = pipeline_graphs(plan, s.communication.bucket_size_bytes)
+    fused, inner = fused_graphs(plan, fabric, s.communication.bucket_size_bytes)
+    assert sum(len(g.tasks) for g in fused) < 0.7 * sum(len(g.tasks) for g in plain)
+    a, b = fold(plain, fabric.time_of, fabric.groups), fold(fused, fabric.time_of, fabric.groups)
+    assert b.end_s == pytest.approx(a.end_s, rel=1e-12)
+    for g, h, f in zip(plain, fused, inner):
+        ta = stage_terms(g, a.spans[g.rank_class.index], a.end_s)
+        tb = stage_terms(h, b.spans[h.rank_class.index], b.end_s, f)
+        assert tb == pytest.approx(ta, rel=1e-9, abs=1e-12)
