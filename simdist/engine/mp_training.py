@@ -52,8 +52,13 @@ def fused_graphs(plan: MpPlan, fabric, bucket_size_bytes: float):
     sequential on the stage's own class; pipeline_graph._Fuse), timed by the fabric's closed forms."""
     from simdist.strategies.pipeline_graph import fused_pipeline_graphs
 
+    memo: dict[tuple, float] = {}
+
     def tp_time(group: str, op, size_bytes: float) -> float:
-        return fabric.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
+        key = (group, op, size_bytes)
+        if key not in memo:
+            memo[key] = fabric.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
+        return memo[key]
 
     return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time)
 

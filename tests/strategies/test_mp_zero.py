@@ -120,11 +120,6 @@ def test_zero_with_tp_estimate_equals_simulate_without_contention(zero, overlap)
     assert s.iteration_time_s == pytest.approx(e.iteration_time_s, rel=1e-6)
 
 
-def test_zero_needs_dp_above_one_with_tp():
-    with pytest.raises(ScenarioError, match="training.parallelism.zero"):
-        run_with(GPT, {"training.parallelism": {"tp": 8, "pp": 2, "zero": 1}})
-
-
 # ----------------------------------------------------------------------------- tp_comm_overlap
 
 

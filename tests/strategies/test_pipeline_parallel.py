@@ -175,7 +175,8 @@ def test_memory_that_does_not_fit_is_infeasible_with_the_numbers():
         run_with(GPT, big)
 
 
-def test_zero_with_tp_is_refused_by_name():
+def test_zero_with_tp_and_no_dp_is_refused_by_name():
+    """tp 8 x pp 2 on 16 GPUs leaves dp = 1: nothing to shard over (ZeRO with dp >= 2: test_mp_zero.py)."""
     with pytest.raises(ScenarioError, match="training.parallelism.zero"):
         run_with(GPT, {"training.parallelism": {"tp": 8, "pp": 2, "zero": 1}})
 
