@@ -63,6 +63,16 @@ def fused_graphs(plan: MpPlan, fabric, bucket_size_bytes: float):
     return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time)
 
 
+def runs_beside_compute(scenario: Scenario, plan: MpPlan) -> bool:
+    """Whether any collective of a stage can run while its compute does: tp_comm_overlap's, or with
+    communication.overlap the dp buckets of a chunk finished before the stage's last backward (interleaved
+    chunks), ZeRO-2's every-micro-batch reduce_scatters or ZeRO-3's prefetched gathers. Otherwise the tp
+    collectives block the compute and the dp ones follow the last backward (one chunk per stage)."""
+    if scenario.training.tp_comm_overlap:
+        return True
+    return plan.overlap and plan.dp > 1 and (plan.virtual_stages > 1 or plan.zero >= 2)
+
+
 def mp_interference(scenario: Scenario, plan: MpPlan):
     """Compute-communication interference of the stage classes (compute.comm_slowdown, as engine.training.interference_of) for their
     tp and dp collectives; pipeline sends and receives are none: point-to-point copies (NIC DMA, NVLink copy
@@ -70,8 +80,8 @@ def mp_interference(scenario: Scenario, plan: MpPlan):
     from simdist.compute import comm_slowdown
     from simdist.strategies.pipeline_graph import P2P_OP
 
-    if not (scenario.communication.overlap or scenario.training.tp_comm_overlap):
-        return None  # exact: the compute waits for every tp and dp collective, so none runs beside it
+    if not runs_beside_compute(scenario, plan):
+        return None  # exact: no collective runs beside the compute of its class
     base = comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [st.rank_class for st in plan.stages])
     if base is None:
         return None
