@@ -18,8 +18,9 @@ from simdist.strategies.mp_plan import MpPlan, build_mp_plan, transformer_shape
 class MpBreakdown(Breakdown):
     """Breakdown of a model-parallel iteration, averaged over the pipeline stages: `pipeline_bubble` is the
     time a stage's GPU idles inside the pipeline (waiting for inputs), `tp_communication` its tensor-parallel
-    collectives (on the critical path), `dp_communication` its gradient all_reduces (of which the part after
-    the last backward is exposed), `pp_communication` the time transfers to or from it are in flight."""
+    collectives, `dp_communication` its gradient all_reduces or ZeRO collectives (of both, the part the
+    compute stream does not hide is in `exposed_communication`), `pp_communication` the time transfers to or
+    from it are in flight."""
 
     pipeline_bubble: float = 0.0
     tp_communication: float = 0.0

@@ -9,7 +9,10 @@ Megatron tp collectives (strategies.tensor_parallel), with full recomputation re
 sends use Megatron's scatter/gather (Narayanan et al. 2021, section 4.1): with tp > 1 each tp rank sends its
 1/tp slice and the receiving tp group all_gathers it over the node's links (sequence parallelism keeps the
 activations sequence-sharded, so no gather). Every stage's dp gradients are all_reduced in buckets after its
-last backward micro-batch, then the optimizer steps its shard.
+last backward micro-batch, then the optimizer steps its shard; with ZeRO (training.parallelism.zero) the
+stage's dp group shards them instead (pipeline_graph), the optimizer stepping 1/dp, and at stage 3 the segments
+are also cut at the units (blocks) whose parameters are gathered. With training.tp_comm_overlap each block
+GEMM and its sequence-parallel collectives become one overlapped segment (`_overlapped`).
 """
 from __future__ import annotations
 
