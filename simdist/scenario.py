@@ -139,6 +139,7 @@ class TrainingSpec:
     convergence_factor: float = 1.0  # iterations needed relative to uncompressed BSP (an assumption)
     placement_order: str | None = None  # e.g. 'tp,dp,pp' innermost first; None: simdist.layout.DEFAULT_ORDER
     sequence_parallel: bool = False
+    tp_comm_overlap: bool = False  # tp all_gather / reduce_scatter chunked beside the GEMMs (needs sequence_parallel)
     recompute: Recompute = Recompute.NONE
     virtual_stages: int = 1  # interleaved schedule: model chunks per pipeline rank
     hybrid_switch_iteration: int | None = None  # sync hybrid: the first bsp iteration (0-based), or

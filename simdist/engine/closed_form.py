@@ -13,6 +13,8 @@ is, so the fold is repeated with the previous pass's collective intervals until 
 """
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass
 from typing import Callable
 
@@ -89,26 +91,55 @@ def _same_spans(a: Folded, b: Folded) -> bool:
                for c, sp in a.spans.items() for i, x in sp.items() for y in (b.spans[c][i],))
 
 
+class BusyProfile:
+    """A class's busy intervals as sorted breakpoints and the largest slowdown on each elementary segment
+    [points[i], points[i + 1]), built once per fold pass so that stretching a compute task costs a bisect
+    and the segments it crosses rather than a scan of every interval (O(B^2) per task before)."""
+
+    def __init__(self, busy: list[tuple[float, float, float]]) -> None:
+        self.points = sorted({p for b, e, _ in busy for p in (b, e)})
+        by_start = sorted(busy)
+        heap: list[tuple[float, float]] = []
+        self.slow: list[float] = []
+        j = 0
+        for p in self.points:  # active at p: begin <= p < end; the largest slowdown of those (lazy max-heap)
+            while j < len(by_start) and by_start[j][0] <= p:
+                heapq.heappush(heap, (-by_start[j][2], by_start[j][1]))
+                j += 1
+            while heap and heap[0][1] <= p:
+                heapq.heappop(heap)
+            self.slow.append(-heap[0][0] if heap else 0.0)
+
+    def stretched_end(self, start: float, work_s: float) -> float:
+        if work_s <= 0 or not self.points:
+            return start + work_s
+        pts, slow = self.points, self.slow
+        i = bisect.bisect_right(pts, start)  # the first breakpoint after start
+        s_now = slow[i - 1] if i > 0 else 0.0
+        t, left = start, work_s
+        while i < len(pts):
+            p = pts[i]
+            rate = 1.0 / (1.0 + s_now)
+            if left <= (p - t) * rate:
+                return t + left / rate
+            left -= (p - t) * rate
+            t, s_now = p, slow[i]
+            i += 1
+        return t + left
+
+
 def stretched_end(start: float, work_s: float, busy: list[tuple[float, float, float]]) -> float:
     """End of `work_s` seconds of compute from `start` when it runs at 1 / (1 + s) inside each busy
     interval [begin, end) with slowdown s (the largest where they overlap)."""
     if work_s <= 0 or not busy:
         return start + work_s
-    points = sorted({p for b, e, _ in busy for p in (b, e) if p > start})
-    t, left = start, work_s
-    for p in points:
-        slow = max((x for b, e, x in busy if b <= t < e), default=0.0)
-        rate = 1.0 / (1.0 + slow)
-        if left <= (p - t) * rate:
-            return t + left / rate
-        left -= (p - t) * rate
-        t = p
-    return t + left
+    return BusyProfile(busy).stretched_end(start, work_s)
 
 
 def _fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: dict[str, ProcessGroup],
           busy: dict[int, list[tuple[float, float, float]]]) -> Folded:
     """One pass in data-flow order; compute of a class with `busy` intervals is stretched inside them."""
+    profiles = {c: BusyProfile(v) for c, v in busy.items() if v}
     members = {name: sum(1 for g in graphs if set(pg.ranks) & set(g.rank_class.ranks)) for name, pg in groups.items()}
     classes = [g.rank_class.index for g in graphs]
     done: list[list[tuple[float, float] | None]] = []
@@ -168,8 +199,8 @@ def _fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: 
             continue
         if isinstance(t, SendRecv):
             span = (start, start + (time_of(t, g) if t.src != t.dst else 0.0))
-        elif isinstance(t, Compute) and t.stream == Stream.COMPUTE and busy.get(classes[k]):
-            span = (start, stretched_end(start, t.duration_s, busy[classes[k]]))
+        elif isinstance(t, Compute) and t.stream == Stream.COMPUTE and classes[k] in profiles:
+            span = (start, profiles[classes[k]].stretched_end(start, t.duration_s))
         elif isinstance(t, (Compute, HostWork)):
             span = (start, start + t.duration_s)
         else:

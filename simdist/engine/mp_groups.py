@@ -3,7 +3,8 @@
 Every tp (or dp) group of a stage runs the same collective at the same moment on the real cluster, so a
 collective of the stage class on `tp.s<k>` (`dp.s<k>`) is the union of every such group's schedule: their
 chains run concurrently and share whatever links they share. A pipeline transfer on `pp<a>><b>` is every
-(dp, tp) pair's copy from stage a to stage b at once. One group's schedule is built (by the scenario's
+(dp, tp) pair's copy from stage a to stage b at once; a tp exchange step on `tp.s<k>.x` (tp_comm_overlap) is
+every tp rank of the stage copying its piece to its ring successor at once. One group's schedule is built (by the scenario's
 backend: NCCL's tuner, textbook or gloo) and moved onto the others by the endpoint correspondence, which is
 exact on a symmetric cluster (congruent groups).
 """
@@ -14,9 +15,10 @@ from dataclasses import replace
 from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
 from simdist.layout import Axis, Layout
-from simdist.strategies.pipeline_graph import boundary_pairs, dp_group, pp_group, tp_group
+from simdist.strategies.pipeline_graph import boundary_pairs, dp_group, pp_group, tp_exchange_group, tp_group
 
 MAX_CACHED = 4096
+TP_EXCHANGE = "tp_exchange"  # group kind of tp_comm_overlap's ring exchange steps
 
 
 def endpoint_group(topology, ranks) -> Group:
@@ -50,6 +52,11 @@ class MpFabric:
                 self.axis_groups[name] = subs
                 self.groups[name] = ProcessGroup(name, axis.value, tuple(stage_ranks[s]),
                                                  endpoint_group(topo, stage_ranks[s]))
+            if layout.tp > 1:  # always (the context caches a fabric per layout): used by tp_comm_overlap
+                name = tp_exchange_group(s)
+                self.axis_groups[name] = self.axis_groups[tp_group(s)]
+                self.groups[name] = ProcessGroup(name, TP_EXCHANGE, tuple(stage_ranks[s]),
+                                                 endpoint_group(topo, stage_ranks[s]))
         for a, b in boundary_pairs(plan) if layout.pp > 1 else ():
             name = pp_group(a, b)
             ranks = tuple(sorted(stage_ranks[a] + stage_ranks[b]))
@@ -68,6 +75,10 @@ class MpFabric:
 
     def _build(self, name: str, op, size_bytes: float) -> Schedule:
         subs = self.axis_groups[name]
+        if self.groups[name].kind == TP_EXCHANGE:  # every rank copies size_bytes to its ring successor
+            chains = tuple((Step(tuple(Transfer(r, g.ranks[(k + 1) % g.size], float(size_bytes))
+                                       for k, r in enumerate(g.ranks)), label="tp exchange"),) for g in subs)
+            return Schedule(op, "ring exchange", float(size_bytes), chains)
         if self.groups[name].kind == "pp":
             chains = tuple((Step((Transfer(g.ranks[0], g.ranks[1], float(size_bytes)),), label="p2p"),)
                            for g in subs if g.ranks[0] != g.ranks[1])

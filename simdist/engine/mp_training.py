@@ -18,8 +18,9 @@ from simdist.strategies.mp_plan import MpPlan, build_mp_plan, transformer_shape
 class MpBreakdown(Breakdown):
     """Breakdown of a model-parallel iteration, averaged over the pipeline stages: `pipeline_bubble` is the
     time a stage's GPU idles inside the pipeline (waiting for inputs), `tp_communication` its tensor-parallel
-    collectives (on the critical path), `dp_communication` its gradient all_reduces (of which the part after
-    the last backward is exposed), `pp_communication` the time transfers to or from it are in flight."""
+    collectives, `dp_communication` its gradient all_reduces or ZeRO collectives (of both, the part the
+    compute stream does not hide is in `exposed_communication`), `pp_communication` the time transfers to or
+    from it are in flight."""
 
     pipeline_bubble: float = 0.0
     tp_communication: float = 0.0
@@ -41,34 +42,102 @@ def mp_memory(scenario: Scenario, plan: MpPlan) -> MemoryUsage:
         precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.dp,
         tp=plan.tp, pp=plan.pp, zero=t.parallelism.zero, sequence_parallel=t.sequence_parallel,
         recompute=t.recompute, schedule=t.schedule, virtual_stages=plan.virtual_stages,
-        shape=transformer_shape(w.model), chunks=chunks)
+        shape=transformer_shape(w.model), chunks=chunks, extra_buffer_bytes=zero_buffer_bytes(scenario, plan))
     worst = check_stages_fit(est)
     return MemoryUsage(per_gpu_bytes=worst.total_bytes, fits=worst.fits, capacity_bytes=worst.capacity_bytes,
                        parts_bytes=dict(worst.parts_bytes))
 
 
-def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float) -> dict[str, float]:
-    """Per stage: compute, optimizer, tp, dp (and its exposed part), pp transfer time and the bubble."""
+def fused_graphs(plan: MpPlan, fabric, bucket_size_bytes: float):
+    """estimate's graphs with each chunk's blocking tp chain folded into one task (exact: the chain is
+    sequential on the stage's own class; pipeline_graph._Fuse), timed by the fabric's closed forms."""
+    from simdist.strategies.pipeline_graph import fused_pipeline_graphs
+
+    memo: dict[tuple, float] = {}
+
+    def tp_time(group: str, op, size_bytes: float) -> float:
+        key = (group, op, size_bytes)
+        if key not in memo:
+            memo[key] = fabric.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
+        return memo[key]
+
+    return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time)
+
+
+def runs_beside_compute(scenario: Scenario, plan: MpPlan) -> bool:
+    """Whether any collective of a stage can run while its compute does: tp_comm_overlap's, or with
+    communication.overlap the dp buckets of a chunk finished before the stage's last backward (interleaved
+    chunks), ZeRO-2's every-micro-batch reduce_scatters or ZeRO-3's prefetched gathers. Otherwise the tp
+    collectives block the compute and the dp ones follow the last backward (one chunk per stage)."""
+    if scenario.training.tp_comm_overlap:
+        return True
+    return plan.overlap and plan.dp > 1 and (plan.virtual_stages > 1 or plan.zero >= 2)
+
+
+def mp_interference(scenario: Scenario, plan: MpPlan):
+    """Compute-communication interference of the stage classes (compute.comm_slowdown, as engine.training.interference_of) for their
+    tp and dp collectives; pipeline sends and receives are none: point-to-point copies (NIC DMA, NVLink copy
+    engines) without reduction kernels on the GPU, as the parameter-server exchange is treated."""
+    from simdist.compute import comm_slowdown
+    from simdist.strategies.pipeline_graph import P2P_OP
+
+    if not runs_beside_compute(scenario, plan):
+        return None  # exact: no collective runs beside the compute of its class
+    base = comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [st.rank_class for st in plan.stages])
+    if base is None:
+        return None
+    return lambda index, op: 0.0 if op == P2P_OP.value else base(index, op)
+
+
+def zero_buffer_bytes(scenario: Scenario, plan: MpPlan) -> float:
+    """Gradients ZeRO holds unsharded beside its 1/dp shard: at stage 3 the largest unit's before their
+    reduce_scatter (as sharded_dp.sharded_memory counts them), at stage 2 one bucket being reduced
+    (DeepSpeed's reduce bucket: a micro-batch's gradients are reduced bucket by bucket and freed). Stage 1 keeps full gradients and reduce_scatters in
+    place in that buffer (Megatron-LM's distributed optimizer), as stage 0 all_reduces there: none."""
+    if plan.zero == 2:
+        return float(min(scenario.communication.bucket_size_bytes,
+                         max(c.grad_bytes for st in plan.stages for c in st.chunks)))
+    if plan.zero != 3:
+        return 0.0
+    return max((u.params for st in plan.stages for u in st.units), default=0.0) * plan.grad_elem_bytes
+
+
+def _covered_s(spans: list[tuple[float, float]], by: list[tuple[float, float]]) -> float:
+    """Seconds of the union of `spans` that the union of `by` also covers."""
+    return _union_s(spans) + _union_s(by) - _union_s(spans + by)
+
+
+def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float,
+                fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> dict[str, float]:
+    """Per stage: compute, optimizer, tp, dp (and their exposed parts), pp transfer time and the bubble
+    (`fused`: the tp calls inside estimate's fused tasks, as offsets from each one's start)."""
     compute = opt = 0.0
-    last_bwd = 0.0
-    opt_start = None
+    busy: list[tuple[float, float]] = []  # the compute stream's spans
     tp, dp, pp = [], [], []
     for t in graph.tasks:
         s, e = spans[t.id]
         if isinstance(t, Compute) and t.stream == Stream.COMPUTE:
+            inner = fused.get(t.id, ()) if fused else ()
             if t.kind == "optimizer":
                 opt += e - s
-                opt_start = s
             else:
-                compute += e - s
-                last_bwd = max(last_bwd, e)
+                compute += e - s - math.fsum(b - a for a, b in inner)
+            if inner:  # the chain's compute and tp calls, as the unfused graph has them
+                cuts = [s, *(x for a, b in inner for x in (s + a, s + b)), e]
+                busy += [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts), 2) if cuts[k + 1] > cuts[k]]
+                tp += [(s + a, s + b) for a, b in inner]
+            else:
+                busy.append((s, e))
         elif isinstance(t, Collective):
             {"tp": tp, "dp": dp}.get(t.group.split(".")[0], pp).append((s, e))
-    exposed_dp = max(0.0, (opt_start if opt_start is not None else last_bwd) - last_bwd) if dp else 0.0
-    tp_s = _union_s(tp)
-    bubble = max(0.0, period_s - compute - opt - tp_s - exposed_dp)
-    return {"compute": compute, "optimizer": opt, "tp": tp_s, "dp": _union_s(dp), "dp_exposed": exposed_dp,
-            "pp": _union_s(pp), "bubble": bubble, "comm": _union_s(tp + dp + pp)}
+    # exposed: communication the compute stream does not hide (tp_comm_overlap's exchanges and bulk
+    # collectives run beside their GEMMs; dp buckets beside backward; ZeRO's gathers beside the previous unit)
+    tp_s, dp_s = _union_s(tp), _union_s(dp)
+    exposed_tp = tp_s - _covered_s(tp, busy)
+    exposed_dp = dp_s - _covered_s(dp, busy + tp)
+    bubble = max(0.0, period_s - compute - opt - exposed_tp - exposed_dp)
+    return {"compute": compute, "optimizer": opt, "tp": tp_s, "tp_exposed": exposed_tp, "dp": dp_s,
+            "dp_exposed": exposed_dp, "pp": _union_s(pp), "bubble": bubble, "comm": _union_s(tp + dp + pp)}
 
 
 def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> RunResult:
@@ -76,6 +145,7 @@ def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> 
     from simdist.engine.closed_form import fold
     from simdist.engine.executor import Executor
     from simdist.engine.outcomes import link_records, top_links
+    from simdist.engine.outcomes import run_mfu
     from simdist.engine.simulation import Simulation, result_header
     from simdist.strategies.pipeline_graph import pipeline_graphs
     from simdist.topology.summary import link_assumptions
@@ -85,10 +155,16 @@ def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> 
     sim = Simulation(scenario, fidelity, context)
     ctx, run = sim.context, scenario.run
     fabric = ctx.model_parallel_fabric(plan.layout, plan)
-    graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)
+    slowdown = mp_interference(scenario, plan)
+    fused = [None] * len(plan.stages)
+    if fidelity != Fidelity.SIMULATE and slowdown is None:
+        graphs, fused = fused_graphs(plan, fabric, scenario.communication.bucket_size_bytes)
+    else:
+        graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)
     links, records = (), ()
     if fidelity == Fidelity.SIMULATE:
-        ex = Executor(sim.env, ctx.network, fabric.schedule_of, fabric.groups, critical_class=0, max_tracked=0)
+        ex = Executor(sim.env, ctx.network, fabric.schedule_of, fabric.groups, critical_class=0, max_tracked=0,
+                      slowdown=slowdown)
         log = ex.run(graphs, None if run.duration_s is not None else run.iterations, run.duration_s)
         steady = log.times[run.warmup:] or log.times[-1:]
         iteration_s, times = statistics.fmean(steady), tuple(log.times)
@@ -97,24 +173,24 @@ def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> 
         links = top_links(ctx)
         records = tuple(log.records) + link_records(ctx, links)
     else:
-        folded = fold(graphs, fabric.time_of, fabric.groups)
+        folded = fold(graphs, fabric.time_of, fabric.groups, slowdown)
         iteration_s = folded.end_s
         total = run.iterations
         if run.duration_s is not None:
             total = max(1, math.ceil(run.duration_s / iteration_s - 1e-9)) if iteration_s > 0 else 1
         times, n_sim, n_inf = (iteration_s,) * total, 1, total - 1
         spans = folded.spans
-    terms = [stage_terms(g, spans[g.rank_class.index], iteration_s) for g in graphs]
+    terms = [stage_terms(g, spans[g.rank_class.index], iteration_s, f) for g, f in zip(graphs, fused)]
     mean = {k: statistics.fmean(x[k] for x in terms) for k in terms[0]}
     bd = MpBreakdown(compute=mean["compute"], communication=mean["comm"],
-                     exposed_communication=mean["tp"] + mean["dp_exposed"], compression=0.0,
+                     exposed_communication=mean["tp_exposed"] + mean["dp_exposed"], compression=0.0,
                      optimizer=mean["optimizer"], pipeline_bubble=mean["bubble"], tp_communication=mean["tp"],
                      dp_communication=mean["dp"], pp_communication=mean["pp"])
     samples = plan.global_batch / iteration_s
     tokens = samples * plan.tokens_per_sample if plan.tokens_per_sample else None
     n = plan.layout.size
     extra = {
-        "mfu": plan.model_flops / (iteration_s * n * plan.peak_flops),
+        "mfu": run_mfu(scenario, samples),
         "achieved_tflops_per_gpu": plan.hardware_flops / (iteration_s * n) / 1e12,
         "strategy": strategy_summary(scenario, plan),
         "parallelism": parallelism_summary(scenario, plan, terms),
@@ -134,6 +210,7 @@ def strategy_summary(scenario: Scenario, plan: MpPlan) -> dict:
     return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
             "buckets": max(len(s.grad_buckets) for s in plan.stages) if plan.dp > 1 else 0,
             "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap, "compression": "none",
+            "zero": plan.zero,
             "global_batch": plan.global_batch, "batch_per_gpu": plan.micro_batch,
             "grad_accumulation": plan.micro_batches, "batch_split": "equal", "rank_classes": plan.pp}
 
@@ -146,7 +223,8 @@ def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> 
         "placement_order": ",".join(a.value for a in plan.layout.order),
         "schedule": plan.schedule.value, "virtual_stages": plan.virtual_stages,
         "micro_batch": plan.micro_batch, "micro_batches": plan.micro_batches,
-        "sequence_parallel": t.sequence_parallel, "recompute": t.recompute.value,
+        "sequence_parallel": t.sequence_parallel, "tp_comm_overlap": t.tp_comm_overlap,
+        "zero": plan.zero, "recompute": t.recompute.value,
         "p2p_bytes": plan.p2p_bytes, "p2p_gather_bytes": plan.p2p_gather_bytes,
         "warnings": list(plan.warnings),
         "stages": [{"stage": st.rank_class.index,

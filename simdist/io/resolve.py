@@ -54,7 +54,7 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         local_steps=t.local_steps, grad_accumulation=t.grad_accumulation, batch_split=BatchSplit(t.batch_split),
         optimizer=Optimizer(t.optimizer), convergence_factor=t.convergence_factor,
         placement_order=t.placement_order, sequence_parallel=t.sequence_parallel,
-        recompute=Recompute(t.recompute), virtual_stages=t.virtual_stages,
+        tp_comm_overlap=t.tp_comm_overlap, recompute=Recompute(t.recompute), virtual_stages=t.virtual_stages,
         hybrid_switch_iteration=switch_it, hybrid_switch_fraction=switch_frac,
         rebalance_every=t.rebalance_every if t.rebalance_every is not None else TrainingSpec().rebalance_every,
     )
@@ -96,6 +96,11 @@ def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:
     if t.sequence_parallel and par.tp == 1:
         issues.append(Issue("training.sequence_parallel", "got true; sequence parallelism splits the tensor-"
                                                           "parallel regions, so it needs training.parallelism.tp > 1"))
+    if t.tp_comm_overlap and not t.sequence_parallel:
+        issues.append(Issue("training.tp_comm_overlap", "got true; the chunked all_gather / reduce_scatter it "
+                                                        "overlaps with the GEMMs are sequence parallelism's (as "
+                                                        "Megatron-LM's --tp-comm-overlap), so it needs "
+                                                        "training.sequence_parallel: true"))
     if t.placement_order is not None and dp is not None and sum(x > 1 for x in (dp, par.tp, par.pp)) < 2:
         issues.append(Issue("training.placement_order", f"got {t.placement_order!r}; the order only matters when "
                                                         f"two of dp, tp, pp exceed 1 (dp {dp}, tp {par.tp}, pp {par.pp})"))

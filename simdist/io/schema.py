@@ -210,6 +210,9 @@ class TrainingModel(Strict):
     """Axes innermost first, e.g. 'tp,pp,dp'; default 'tp,dp,pp' (Megatron-LM: tp inside a node, pp outermost) (added key)."""
     sequence_parallel: StrictBool = False
     """Megatron sequence parallelism: reduce_scatter + all_gather instead of each tp all_reduce; needs tp > 1 (added key)."""
+    tp_comm_overlap: StrictBool = False
+    """Megatron's --tp-comm-overlap (Transformer Engine userbuffers): each block GEMM's sequence-parallel all_gather
+    / reduce_scatter runs in tp chunks beside the chunked GEMM it feeds; needs sequence_parallel (added key)."""
     recompute: Recompute = Recompute.NONE
     """Activation recomputation of transformer layers: none | selective (attention core) | full (added key)."""
     virtual_stages: PosInt = 1

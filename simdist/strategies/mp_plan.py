@@ -9,44 +9,54 @@ Megatron tp collectives (strategies.tensor_parallel), with full recomputation re
 sends use Megatron's scatter/gather (Narayanan et al. 2021, section 4.1): with tp > 1 each tp rank sends its
 1/tp slice and the receiving tp group all_gathers it over the node's links (sequence parallelism keeps the
 activations sequence-sharded, so no gather). Every stage's dp gradients are all_reduced in buckets after its
-last backward micro-batch, then the optimizer steps its shard.
+last backward micro-batch, then the optimizer steps its shard; with ZeRO (training.parallelism.zero) the
+stage's dp group shards them instead (pipeline_graph), the optimizer stepping 1/dp, and at stage 3 the segments
+are also cut at the units (blocks) whose parameters are gathered. With training.tp_comm_overlap each block
+GEMM and its sequence-parallel collectives become one overlapped segment (`_overlapped`).
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import ACTIVATION_BYTES, optimizer_step_time
+from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES as COMPUTE_BYTES, GEMM_KINDS, MIXED_PRECISIONS,
+                             gemm_shrink_factor, optimizer_step_time)
 from simdist.errors import ScenarioError
 from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
 from simdist.memory import TransformerShape
 from simdist.scenario import PipelineSchedule, Recompute, Scenario
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
-from simdist.strategies.tensor_parallel import Phase, TensorParallelPlan, When, tensor_parallel_plan
+from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
+                                                tensor_parallel_plan)
 
 _BLOCK = re.compile(r"^((?:blocks|encoder)\.\d+)\.")
 
 
-@dataclass(frozen=True)
-class TpCall:
-    """A tensor-parallel collective one tp group runs (`size_bytes`: the full tensor, nccl-tests convention)."""
+class Overlap(StrEnum):
+    """How a segment's tp collective runs against its compute (training.tp_comm_overlap)."""
 
-    op: CollectiveOp
-    size_bytes: float
-    what: str
+    NONE = ""  # compute, then the collective; the next segment waits for it
+    RING_AG = "ring_ag"  # the all_gather as tp - 1 ring exchanges, each beside the GEMM chunk of the piece it has
+    RING_RS = "ring_rs"  # the GEMM in tp chunks, each chunk's partial sums sent on beside the next chunk's GEMM
+    BULK = "bulk"  # the whole collective beside the whole compute (a column GEMM's dgrad and wgrad in backward)
 
 
 @dataclass(frozen=True)
 class Segment:
-    """Compute of `compute_s` seconds (layers `name`), then the tp collective `call` (None: none)."""
+    """Compute of `compute_s` seconds (layers `name`), then the tp collective `call` (None: none); with
+    `overlap` the call runs beside the compute instead (`compute_s` is then the chunked GEMMs' total).
+    `unit`: the stage's ZeRO-3 unit whose gathered parameters the compute needs (-1: none)."""
 
     compute_s: float
     name: str
-    call: TpCall | None = None
+    call: TpCollective | None = None
     kind: str = "forward"
+    unit: int = -1
+    overlap: Overlap = Overlap.NONE
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,16 @@ class ChunkWork:
 
 
 @dataclass(frozen=True)
+class StageUnit:
+    """A ZeRO-3 unit of a stage: a transformer block, or a chunk's other layers with parameters (its
+    embedding or head), gathered and resharded together over the stage's dp group."""
+
+    name: str
+    params: float  # of one tp rank
+    chunk: int
+
+
+@dataclass(frozen=True)
 class StagePlan:
     """A pipeline stage (one rank class: its tp ranks and dp replicas): its chunks and optimizer step."""
 
@@ -77,6 +97,7 @@ class StagePlan:
     params: float  # parameters of one tp rank of the stage
     optimizer_s: float
     grad_buckets: tuple[float, ...]  # bytes of each dp all_reduce, in launch order
+    units: tuple[StageUnit, ...] = ()  # ZeRO-3 only
 
 
 @dataclass(frozen=True)
@@ -93,11 +114,13 @@ class MpPlan:
     overlap: bool  # dp buckets of a chunk launch after its last backward (else after the stage's last)
     global_batch: int
     tokens_per_sample: int | None
-    model_flops: float  # per step: 3 x forward FLOPs of every sample (MFU's numerator)
     hardware_flops: float  # per step, with recomputation's extra forwards (the paper's achieved FLOP/s)
-    peak_flops: float  # one GPU's peak at the workload precision
     single_gpu_samples_per_s: float  # no communication, no bubble (scaling efficiency's reference)
     warnings: tuple[str, ...] = ()
+    zero: int = 0  # ZeRO stage over each stage's dp group
+    param_bytes: int = 2  # bytes per gathered parameter (the compute dtype)
+    grad_elem_bytes: int = 4  # bytes per reduced gradient element (workload.grad_dtype)
+    tp_comm_overlap: bool = False
 
     @property
     def pp(self) -> int:
@@ -148,37 +171,99 @@ def units(model) -> list[tuple[int, int]]:
 
 
 def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kind: str,
-              selective: bool = False) -> list[Segment]:
-    """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse)."""
+              selective: bool = False, unit_of: list[int] | None = None,
+              chunk_factor: list[float] | None = None) -> list[Segment]:
+    """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse), and
+    at ZeRO-3 unit boundaries (`unit_of`: layer -> stage unit). With `chunk_factor` (tp_comm_overlap: per
+    layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment."""
     out: list[Segment] = []
-    acc, first = 0.0, None
+    acc, first, last, cur = 0.0, None, None, -1
     order = range(lo, hi) if phase is Phase.FWD else range(hi - 1, lo - 1, -1)
-    last = None
 
     def flush(call):
         nonlocal acc, first
         label = f"{kind} {names[first]}..{names[last]}" if first is not None else f"{kind}"
-        out.append(Segment(acc, label, call, kind))
+        out.append(Segment(acc, label, call, kind, cur))
         acc, first = 0.0, None
 
     for i in order:
         layer = tpp.layers[i]
+        u = unit_of[i] if unit_of is not None else -1
+        if u != cur:
+            if first is not None:
+                flush(None)
+            cur = u
         calls = [c for c in layer.collectives if c.phase is phase]
+        t = layer.time.fwd_s if phase is Phase.FWD else layer.time.bwd_s
+        if chunk_factor is not None and calls and layer.role in (TpRole.COLUMN, TpRole.ROW):
+            if first is not None:
+                flush(None)
+            out += _overlapped(layer, calls, t, chunk_factor[i], f"{kind} {names[i]}", kind, cur, phase)
+            continue
         for c in calls:
             if c.when is When.BEFORE:
-                flush(TpCall(c.op, c.size_bytes, c.what))
+                flush(c)
         if first is None:
             first = i
         last = i
-        acc += layer.time.fwd_s if phase is Phase.FWD else layer.time.bwd_s
+        acc += t
         if selective and layer.role.value == "heads":
             acc += layer.time.fwd_s  # the attention core recomputed before its backward
         for c in calls:
             if c.when is When.AFTER:
-                flush(TpCall(c.op, c.size_bytes, c.what))
+                flush(c)
     if first is not None or acc:
         flush(None)
     return [s for s in out if s.compute_s > 0 or s.call is not None]
+
+
+def _overlapped(layer, calls, t: float, factor: float, label: str, kind: str, unit: int,
+                phase: Phase) -> list[Segment]:
+    """A block GEMM with its sequence-parallel collectives overlapped (Transformer Engine's userbuffers, as
+    Megatron-LM's --tp-comm-overlap configures them): the forward all_gather before a column GEMM and the
+    backward all_gather before a row GEMM run as ring exchanges beside the GEMM chunks, the forward
+    reduce_scatter after a row GEMM is pipelined with them; a column GEMM's backward runs its input
+    re-gather beside the dgrad GEMM and its input-gradient reduce_scatter beside the wgrad GEMM (bulk)."""
+    if len(calls) == 2:  # column backward: all_gather (for wgrad) before, reduce_scatter (of dgrad) after
+        ag, rs = sorted(calls, key=lambda c: c.when is When.AFTER)
+        half = t / 2  # dgrad and wgrad: one forward's FLOPs each
+        return [Segment(half, f"{label} dgrad", ag, kind, unit, Overlap.BULK),
+                Segment(half, f"{label} wgrad", rs, kind, unit, Overlap.BULK)]
+    (c,) = calls
+    mode = Overlap.RING_AG if c.op is CollectiveOp.ALL_GATHER else Overlap.RING_RS
+    return [Segment(t / factor, label, c, kind, unit, mode)]
+
+
+def _stage_units(tpp: TensorParallelPlan, model, chunks: list[tuple[int, int, int]]) -> tuple[
+        tuple["StageUnit", ...], dict[int, int]]:
+    """ZeRO-3 units of one stage's chunks ((chunk, lo, hi)): each block, and per chunk its other layers with
+    parameters; layers without parameters outside blocks join the unit before them (or after, at the start)."""
+    units: list[StageUnit] = []
+    unit_of: dict[int, int] = {}
+    for c, lo, hi in chunks:
+        own: dict[str, int] = {}
+        for i in range(lo, hi):
+            m = _BLOCK.match(model.layers[i].name)
+            key = m.group(1) if m else (f"root.{c}" if tpp.layers[i].shard.params else None)
+            if key is None:
+                continue
+            if key not in own:
+                own[key] = len(units)
+                units.append(StageUnit(key.replace(f".{c}", f" (chunk {c})") if key.startswith("root.") else key,
+                                       0.0, c))
+            j = own[key]
+            units[j] = StageUnit(units[j].name, units[j].params + tpp.layers[i].shard.params, c)
+            unit_of[i] = j
+        prev = None
+        for i in range(lo, hi):  # forward fill, then the leading ones from the first unit
+            if i in unit_of:
+                prev = unit_of[i]
+            elif prev is not None:
+                unit_of[i] = prev
+        lead = next((unit_of[i] for i in range(lo, hi) if i in unit_of), -1)
+        for i in range(lo, hi):
+            unit_of.setdefault(i, lead)
+    return tuple(units), unit_of
 
 
 def build_mp_plan(scenario: Scenario) -> MpPlan:
@@ -223,26 +308,32 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     ranges = [(us[a][0], us[b - 1][1]) for a, b in balance_stages(ucost, pp * v)]
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
     cal = s.compute_calibration
+    zero = par.zero
+    factors = _chunk_factors(tpp, gpu, precision, cal) if t.tp_comm_overlap else None
     stages = []
     for st in range(pp):
         ranks = tuple(sorted(r for g in layout.pp_groups() for r in [g[st]]))
         rank_class = RankClass(st, ranks, 0, gpu.key, t.micro_batch)
+        spans = [(c, *ranges[c * pp + st]) for c in range(v)]
+        zunits, unit_of = _stage_units(tpp, model, spans) if zero == 3 else ((), None)
+        uo = [unit_of.get(i, -1) for i in range(len(names))] if unit_of is not None else None
         chunks = []
-        for c in range(v):
+        for c, lo, hi in spans:
             vs = c * pp + st
-            lo, hi = ranges[vs]
-            fwd = _segments(tpp, lo, hi, Phase.FWD, names, "forward")
-            bwd = _segments(tpp, lo, hi, Phase.BWD, names, "backward", selective=rc is Recompute.SELECTIVE)
+            fwd = _segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors)
+            bwd = _segments(tpp, lo, hi, Phase.BWD, names, "backward", selective=rc is Recompute.SELECTIVE,
+                            unit_of=uo, chunk_factor=factors)
             if rc is Recompute.FULL:
-                bwd = [Segment(x.compute_s, x.name.replace("forward", "recompute", 1), x.call, "recompute")
+                bwd = [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute")
                        for x in fwd] + bwd
             gb = sum(tpp.layers[i].shard.params for i in range(lo, hi)) * grad_bytes
             chunks.append(ChunkWork(vs, (lo, hi), tuple(fwd), tuple(bwd), float(gb)))
         params = float(sum(tpp.layers[i].shard.params for c in chunks for i in range(*c.layers)))
-        opt = optimizer_step_time(int(params), gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value,
+        shard = math.ceil(params / dp) if zero else int(params)  # ZeRO: each dp rank steps its 1/dp
+        opt = optimizer_step_time(shard, gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value,
                                   calibration=cal)
         stages.append(StagePlan(rank_class, tuple(chunks), params, opt, _buckets(chunks, comm.bucket_size_bytes,
-                                                                                 comm.overlap)))
+                                                                                 comm.overlap), zunits))
     act = ACTIVATION_BYTES[precision]
     p2p = gather = 0.0
     if pp > 1:
@@ -258,13 +349,32 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
         extra = sum(x.fwd_flops for x in model.layers if _BLOCK.match(x.name))
     elif rc is Recompute.SELECTIVE:
         extra = sum(x.fwd_flops for x in model.layers if x.name.endswith("attn.core"))
-    peak = gpu.flops(precision)
     # the same GPUs with no communication and no bubble: every stage busy m micro-batches, then its step
     step_s = max(m * math.fsum(c.fwd_s + c.bwd_s for c in x.chunks) + x.optimizer_s for x in stages)
     single = global_batch / step_s if step_s > 0 else 0.0
+    warnings = layout.warnings
+    if zero >= 2 and pp > 1:
+        warnings += (f"training.parallelism.zero = {zero} with pp = {pp}: gradients are reduce_scattered every "
+                     f"micro-batch ({m} per step, {m} x ZeRO-1's dp gradient traffic)"
+                     + (" and parameters all_gathered twice per micro-batch" if zero == 3 else "")
+                     + "; DeepSpeed's pipeline engine refuses ZeRO-2/3 with pipeline parallelism for this reason",)
+    p = precision
     return MpPlan(layout, t.schedule, v, t.micro_batch, m, orders, tuple(stages), p2p, gather, comm.overlap,
-                  global_batch, model.tokens_per_sample, 3.0 * fwd_flops * global_batch,
-                  (3.0 * fwd_flops + extra) * global_batch, peak, single, layout.warnings)
+                  global_batch, model.tokens_per_sample, (3.0 * fwd_flops + extra) * global_batch, single,
+                  warnings, zero, COMPUTE_BYTES[p] if p in MIXED_PRECISIONS else 4, grad_bytes,
+                  t.tp_comm_overlap)
+
+
+def _chunk_factors(tpp: TensorParallelPlan, gpu, precision: str, cal) -> list[float]:
+    """Per layer: the efficiency of its tp-shard GEMM cut into tp sequence chunks (tp_comm_overlap's ring
+    pieces), relative to the uncut shard (compute.gemm_shrink_factor; 1 for layers that are not GEMMs)."""
+    n, b = tpp.tp, tpp.micro_batch
+    out = []
+    for x in tpp.layers:
+        f = x.shard.fwd_flops * b
+        gemm = x.role in (TpRole.COLUMN, TpRole.ROW) and x.shard.kind in GEMM_KINDS and f > 0
+        out.append(gemm_shrink_factor(f, f / n, gpu, precision, cal) if gemm else 1.0)
+    return out
 
 
 def _buckets(chunks, bucket_size_bytes: float, overlap: bool) -> tuple[float, ...]:

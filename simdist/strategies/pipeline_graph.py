@@ -2,28 +2,43 @@
 
 Per stage, in its schedule's order (GPipe, 1F1B, interleaved): each chunk forward or backward of a micro-batch
 is compute segments on the compute stream with the tp collectives between them (group `tp.s<stage>`, which
-the compute waits for: Megatron does not overlap them). A chunk's input arrives by a pipeline transfer, a
+the compute waits for: Megatron does not overlap them). With `training.tp_comm_overlap` the block GEMMs'
+sequence-parallel collectives run beside them instead (`_overlapped`): ring exchanges of 1/tp of the tensor
+(group `tp.s<stage>.x`) beside tp GEMM chunks, or a whole collective beside a whole GEMM (bulk); compute and
+communication then interfere as the executor models. A chunk's input arrives by a pipeline transfer, a
 collective on the boundary's group `pp<a>><b>` whose two members are the sending and the receiving stage:
 the receive is posted at the start (no dependencies), the send follows the producing compute on the send
 stream, so the transfer starts when the producer is done (Megatron's p2p pairs a send with a posted receive;
 the producer goes on computing). With Megatron's scatter/gather the receiving tp group then all_gathers the
-activation. After a chunk's last backward (or the stage's last, without overlap) its gradients are
-all_reduced over the stage's dp groups (group `dp.s<stage>`) in buckets on the communication stream, then
-the optimizer steps.
+activation.
+
+Gradients go over the stage's dp groups (group `dp.s<stage>`) on the communication stream, by ZeRO stage:
+0 all_reduces each chunk's buckets after its last backward micro-batch (or the stage's last, without
+overlap); 1 reduce_scatters them there instead and all_gathers the updated parameters after the optimizer
+step on the 1/dp shard (Megatron's distributed optimizer); 2 reduce_scatters every micro-batch's buckets
+(the gradients are sharded, so nothing accumulates locally); 3 also all_gathers each unit (block) before
+its forward and again before its backward of every micro-batch, prefetched one ahead, and reduce_scatters
+each unit's gradients after its backward, with no gather after the step.
 """
 from __future__ import annotations
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
-from simdist.strategies.mp_plan import MpPlan, StagePlan, chunk_of_bucket
+from simdist.strategies.mp_plan import MpPlan, Overlap, StagePlan, chunk_of_bucket
 from simdist.strategies.pipeline_schedule import TaskKind
 
 P2P_OP = CollectiveOp.BROADCAST  # a point-to-point copy (one source); the schedule is built per boundary
+AG, RS = CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
 
 
 def tp_group(stage: int) -> str:
     return f"tp.s{stage}"
+
+
+def tp_exchange_group(stage: int) -> str:
+    """The stage's tp groups as rings of neighbour copies (tp_comm_overlap's exchange steps)."""
+    return f"tp.s{stage}.x"
 
 
 def dp_group(stage: int) -> str:
@@ -44,15 +59,113 @@ def boundary_pairs(plan: MpPlan) -> list[tuple[int, int]]:
     return sorted(out)
 
 
+class _Dp:
+    """The stage's dp collectives as the graph is built: ZeRO-3's unit gathers in order of first use, each
+    issued (with overlap) when the first compute needing the previous one starts, and what compute must
+    wait for without overlap (every dp collective issued before it, as sharded_dp does)."""
+
+    def __init__(self, b: GraphBuilder, plan: MpPlan, st: StagePlan) -> None:
+        self.b, self.plan, self.st = b, plan, st
+        self.group = dp_group(st.rank_class.index)
+        self.overlap = plan.overlap
+        self.last: int | None = None  # the last dp collective issued
+        self.tail: list[int] = []  # every gradient collective (the optimizer waits for them)
+        self.keys: list[tuple] = []
+        self.index: dict[tuple, int] = {}
+        self.ids: dict[tuple, int] = {}
+        if plan.zero == 3:
+            for task in plan.orders[st.rank_class.index]:
+                fwd = task.kind is TaskKind.FWD
+                work = st.chunks[task.chunk]
+                for seg in work.fwd if fwd else work.bwd:
+                    key = (task.micro, "fwd" if fwd else "bwd", seg.unit)
+                    used = seg.compute_s > 0 or seg.overlap is not Overlap.NONE  # as _chunk asks `before`
+                    if seg.unit >= 0 and used and key not in self.index:
+                        self.index[key] = len(self.keys)
+                        self.keys.append(key)
+            if self.overlap and self.keys:
+                self._gather(0, ())
+
+    def _gather(self, n: int, deps) -> int:
+        m, ph, u = self.keys[n]
+        unit = self.st.units[u]
+        self.ids[self.keys[n]] = self.last = self.b.add(
+            Collective, f"{unit.name} parameters all_gather ({ph}, micro-batch {m}, {self.group})", deps,
+            Stream.COMM, group=self.group, op=AG, size_bytes=unit.params * self.plan.param_bytes,
+            key=f"ag/{m}/{ph}/{u}")
+        return self.ids[self.keys[n]]
+
+    def before(self, micro: int, phase: str, unit: int, prev: int | None) -> list[int]:
+        """What a compute of `unit` (-1: none) must wait for besides its data."""
+        deps: list[int] = []
+        if unit >= 0 and self.plan.zero == 3:
+            key = (micro, phase, unit)
+            n = self.index[key]
+            if key not in self.ids:  # no overlap: gathered when needed
+                self._gather(n, [d for d in (prev, self.last) if d is not None])
+            elif self.overlap and n + 1 < len(self.keys) and self.keys[n + 1] not in self.ids:
+                self._gather(n + 1, [d for d in (prev, self.ids[key]) if d is not None])  # prefetch one ahead
+            deps.append(self.ids[key])
+        if not self.overlap and self.last is not None:
+            deps.append(self.last)
+        return deps
+
+    def reduce(self, op: CollectiveOp, size_bytes: float, name: str, dep: int, key: str) -> None:
+        self.last = self.b.add(Collective, f"{name} ({self.group})", (dep,), Stream.COMM, group=self.group, op=op,
+                               size_bytes=size_bytes, key=key)
+        self.tail.append(self.last)
+
+
+def _overlapped(b: GraphBuilder, plan: MpPlan, stage: int, tag: str, i: int, seg, deps: list[int]) -> tuple[
+        int, list[int]]:
+    """One segment whose tp collective runs beside its compute; returns (last compute id, what follows waits
+    for). Ring: tp GEMM chunks and tp - 1 exchanges of 1/tp of the tensor, exchange k beside chunk k (an
+    all_gather's piece k arrives while chunk k - 1 computes; a reduce_scatter sends chunk k - 1's partial
+    sums while chunk k computes). Bulk: the whole collective beside the whole compute."""
+    call, n = seg.call, plan.tp
+    grp = tp_group(stage)
+    if seg.overlap is Overlap.BULK:
+        gemm = b.add(Compute, f"{tag} {seg.name}", deps, Stream.COMPUTE, duration_s=seg.compute_s, kind=seg.kind)
+        comm = b.add(Collective, f"{tag} {call.op.value} {call.what} beside {seg.name} ({grp})", deps, Stream.TP,
+                     group=grp, op=call.op, size_bytes=call.size_bytes, key=f"{tag}.{i}")
+        return gemm, [gemm, comm]
+    grp = tp_exchange_group(stage)
+    piece, chunk_s = call.size_bytes / n, seg.compute_s / n
+    gemm = comm = None
+    for k in range(n):
+        if seg.overlap is Overlap.RING_AG:
+            if k < n - 1:  # forward the piece received last (the first is this rank's own shard)
+                cdeps = deps if comm is None else [comm]
+                comm_next = b.add(Collective, f"{tag} {call.what} exchange {k + 1}/{n - 1} ({grp})", cdeps,
+                                  Stream.TP, group=grp, op=call.op, size_bytes=piece, key=f"{tag}.{i}.x{k}")
+            gdeps = deps if gemm is None else [gemm, comm]
+            gemm = b.add(Compute, f"{tag} {seg.name} chunk {k + 1}/{n}", gdeps, Stream.COMPUTE,
+                         duration_s=chunk_s, kind=seg.kind)
+            if k < n - 1:
+                comm = comm_next
+        else:
+            gdeps = deps if gemm is None else [gemm]
+            prev_gemm = gemm
+            gemm = b.add(Compute, f"{tag} {seg.name} chunk {k + 1}/{n}", gdeps, Stream.COMPUTE,
+                         duration_s=chunk_s, kind=seg.kind)
+            if k > 0:  # chunk k - 1's partial sums (plus those received) go on beside chunk k
+                comm = b.add(Collective, f"{tag} {call.what} exchange {k}/{n - 1} ({grp})",
+                             [prev_gemm] + ([comm] if comm is not None else []), Stream.TP, group=grp,
+                             op=call.op, size_bytes=piece, key=f"{tag}.{i}.x{k}")
+    after = [gemm] if seg.overlap is Overlap.RING_AG else [gemm, comm]
+    return gemm, after
+
+
 def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: int, chunk: int,
-           after: int | None) -> int:
-    """One chunk forward/backward of one micro-batch with its receive, tp collectives and send; returns the
-    id of its last compute segment."""
+           after: int | None, dp: _Dp, fuse: "_Fuse | None" = None) -> int:
+    """One chunk forward/backward of one micro-batch with its receive, tp collectives, ZeRO-3 gathers and
+    reduce_scatters and send; returns the id of its last compute segment."""
     p, stage = plan.pp, st.rank_class.index
     work = st.chunks[chunk]
     vs = work.virtual_stage
     last_vs = p * plan.virtual_stages - 1
     fwd = kind is TaskKind.FWD
+    phase = "fwd" if fwd else "bwd"
     tag = f"{'F' if fwd else 'B'}{micro}.v{vs}"
     deps: list[int] = [] if after is None else [after]
     src_vs = vs - 1 if fwd else vs + 1
@@ -67,17 +180,31 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
             deps = [b.add(Collective, f"{tag} all_gather {what} ({tp_group(stage)})", deps, Stream.TP,
                           group=tp_group(stage), op=CollectiveOp.ALL_GATHER, size_bytes=plan.p2p_gather_bytes,
                           key=f"{tag}.gather")]
+    segs = work.fwd if fwd else work.bwd
+    if fuse is not None and plan.zero != 3 and all(x.overlap is Overlap.NONE for x in segs):
+        last, deps = fuse.chain(b, tag, stage, segs, deps + dp.before(micro, phase, -1, after))
+        segs = ()
+    unit_done = {} if fwd or plan.zero != 3 else {s.unit: j for j, s in enumerate(segs) if s.unit >= 0}
     last = None
-    for i, seg in enumerate(work.fwd if fwd else work.bwd):
-        if seg.compute_s > 0:
-            last = b.add(Compute, f"{tag} {seg.name}", deps, Stream.COMPUTE, duration_s=seg.compute_s,
-                         kind=seg.kind)
-            deps = [last]
-        if seg.call is not None:
-            deps = [b.add(Collective, f"{tag} {seg.call.op.value} {seg.call.what} ({tp_group(stage)})", deps,
-                          Stream.TP, group=tp_group(stage), op=seg.call.op, size_bytes=seg.call.size_bytes,
-                          key=f"{tag}.{i}")]
-    if last is None or deps[-1] != last:  # a trailing collective: the chunk ends when it does
+    for i, seg in enumerate(segs):
+        if seg.compute_s > 0 or seg.overlap is not Overlap.NONE:
+            deps = deps + dp.before(micro, phase, seg.unit, last if last is not None else after)
+        if seg.overlap is not Overlap.NONE:
+            last, deps = _overlapped(b, plan, stage, tag, i, seg, deps)
+        else:
+            if seg.compute_s > 0:
+                last = b.add(Compute, f"{tag} {seg.name}", deps, Stream.COMPUTE, duration_s=seg.compute_s,
+                             kind=seg.kind)
+                deps = [last]
+            if seg.call is not None:
+                deps = [b.add(Collective, f"{tag} {seg.call.op.value} {seg.call.what} ({tp_group(stage)})", deps,
+                              Stream.TP, group=tp_group(stage), op=seg.call.op, size_bytes=seg.call.size_bytes,
+                              key=f"{tag}.{i}")]
+        if unit_done.get(seg.unit) == i and last is not None:
+            unit = st.units[seg.unit]
+            dp.reduce(RS, unit.params * plan.grad_elem_bytes, f"{tag} {unit.name} gradients reduce_scatter",
+                      last, f"rs/{micro}/{seg.unit}")
+    if last is None or deps != [last]:  # a trailing collective: the chunk ends when it does
         last = b.add(Compute, f"{tag} end", deps, Stream.COMPUTE, duration_s=0.0, kind="forward" if fwd
                      else "backward")
     dst_vs = vs + 1 if fwd else vs - 1
@@ -89,31 +216,102 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
     return last
 
 
-def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float) -> Graph:
-    """One iteration of one pipeline stage."""
+class _Fuse:
+    """`estimate` only, without interference: a chunk's compute segments and blocking tp collectives form a
+    chain nothing else joins (the tp group is the stage's own class, the compute waits for each call), so
+    all but its last tp call fold into one compute task of their summed closed-form times, exactly; the last
+    call stays a task so that the TP stream orders the next chunk's gather behind it, as before. `tp_spans`
+    keeps, per fused task, where its tp calls lie (offsets from its start) for the breakdown."""
+
+    def __init__(self, tp_time) -> None:
+        self.tp_time = tp_time  # (group, op, size_bytes) -> seconds on the idle fabric
+        self.tp_spans: dict[int, tuple[tuple[float, float], ...]] = {}
+
+    def chain(self, b: GraphBuilder, tag: str, stage: int, segs, deps: list[int]) -> tuple[int | None, list[int]]:
+        grp = tp_group(stage)
+        items = []  # (compute seconds or None, call or None)
+        for seg in segs:
+            if seg.compute_s > 0:
+                items.append((seg.compute_s, None))
+            if seg.call is not None:
+                items.append((None, seg.call))
+        lastcall = max((k for k, (_, c) in enumerate(items) if c is not None), default=len(items))
+        head, rest = items[:lastcall], items[lastcall:]
+        last = None
+        if head:
+            t, spans = 0.0, []
+            for sec, call in head:
+                if call is None:
+                    t += sec
+                else:
+                    d = self.tp_time(grp, call.op, call.size_bytes)
+                    spans.append((t, t + d))
+                    t += d
+            last = b.add(Compute, f"{tag} {segs[0].name} .. (fused)", deps, Stream.COMPUTE, duration_s=t,
+                         kind=segs[0].kind)
+            self.tp_spans[last] = tuple(spans)
+            deps = [last]
+        for k, (sec, call) in enumerate(rest):
+            if call is None:
+                last = b.add(Compute, f"{tag} {segs[-1].name} ({k})", deps, Stream.COMPUTE, duration_s=sec,
+                             kind=segs[-1].kind)
+                deps = [last]
+            else:
+                deps = [b.add(Collective, f"{tag} {call.op.value} {call.what} ({grp})", deps, Stream.TP, group=grp,
+                              op=call.op, size_bytes=call.size_bytes, key=f"{tag}.last")]
+        return last, deps
+
+
+def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fuse | None = None) -> Graph:
+    """One iteration of one pipeline stage (`fuse`: estimate's exact fusion of tp chains)."""
     b = GraphBuilder()
-    order = plan.orders[st.rank_class.index]
+    index = st.rank_class.index
+    order = plan.orders[index]
     last_bwd = {}
     for k, task in enumerate(order):
         if task.kind is TaskKind.BWD:
             last_bwd[task.chunk] = k
+    dp = _Dp(b, plan, st)
+    owners = chunk_of_bucket(st, bucket_size_bytes) if plan.dp > 1 else []
+    grad_op = CollectiveOp.ALL_REDUCE if plan.zero == 0 else RS
+    what = "all_reduce" if plan.zero == 0 else "reduce_scatter"
     prev = None
     chunk_done: dict[int, int] = {}
     for k, task in enumerate(order):
-        prev = _chunk(b, plan, st, task.kind, task.micro, task.chunk, prev)
-        if task.kind is TaskKind.BWD and last_bwd.get(task.chunk) == k:
+        prev = _chunk(b, plan, st, task.kind, task.micro, task.chunk, prev, dp, fuse)
+        if task.kind is not TaskKind.BWD:
+            continue
+        if last_bwd.get(task.chunk) == k:
             chunk_done[task.chunk] = prev
+        if plan.zero == 2 and plan.dp > 1:  # sharded gradients: every micro-batch's buckets reduce_scatter
+            for j, (size, ci) in enumerate(zip(st.grad_buckets, owners)):
+                if ci == task.chunk:
+                    dp.reduce(RS, size, f"B{task.micro}.c{ci} bucket{j} reduce_scatter", prev,
+                              f"g{j}/{task.micro}")
     tail = [prev] if prev is not None else []
-    if plan.dp > 1:
-        owners = chunk_of_bucket(st, bucket_size_bytes)
+    if plan.dp > 1 and plan.zero in (0, 1):
         for j, (size, ci) in enumerate(zip(st.grad_buckets, owners)):
             dep = chunk_done[ci] if plan.overlap else prev
-            tail.append(b.add(Collective, f"bucket{j} all_reduce ({dp_group(st.rank_class.index)})", (dep,),
-                              Stream.COMM, group=dp_group(st.rank_class.index), op=CollectiveOp.ALL_REDUCE,
-                              size_bytes=size, key=f"g{j}"))
-    b.add(Compute, "optimizer", tail, Stream.COMPUTE, duration_s=st.optimizer_s, kind="optimizer")
+            dp.reduce(grad_op, size, f"bucket{j} {what}", dep, f"g{j}")
+    opt = b.add(Compute, "optimizer" if plan.zero == 0 else "optimizer (shard)", tail + dp.tail,
+                Stream.COMPUTE, duration_s=st.optimizer_s, kind="optimizer")
+    if plan.dp > 1 and plan.zero in (1, 2):  # the updated shards back to every dp rank
+        for j, size in enumerate(st.grad_buckets):
+            b.add(Collective, f"bucket{j} parameters all_gather ({dp.group})", (opt,), Stream.COMM, group=dp.group,
+                  op=AG, size_bytes=size / plan.grad_elem_bytes * plan.param_bytes, key=f"ag/{j}")
     return b.build(st.rank_class)
 
 
 def pipeline_graphs(plan: MpPlan, bucket_size_bytes: float) -> list[Graph]:
     return [stage_graph(plan, st, bucket_size_bytes) for st in plan.stages]
+
+
+def fused_pipeline_graphs(plan: MpPlan, bucket_size_bytes: float, tp_time) -> tuple[list[Graph], list[dict]]:
+    """estimate's graphs with each chunk's tp chain fused (`_Fuse`; only without compute-communication
+    interference) and, per graph, the tp spans inside its fused tasks (task id -> offsets)."""
+    graphs, spans = [], []
+    for st in plan.stages:
+        fuse = _Fuse(tp_time)
+        graphs.append(stage_graph(plan, st, bucket_size_bytes, fuse))
+        spans.append(fuse.tp_spans)
+    return graphs, spans

@@ -112,15 +112,11 @@ def resolve_batch(scenario: Scenario, dp: int) -> int:
 
 def check_supported(scenario: Scenario) -> int:
     """The scope of the training engine; returns dp. tp and pp run as BSP with an all-reduce strategy
-    (strategies.mp_plan); ZeRO does not combine with them yet."""
+    (strategies.mp_plan), with ZeRO over each stage's dp group when set (strategies.sharded_dp.check_sharded)."""
     t = scenario.training
     p = t.parallelism
     n = scenario.cluster.num_gpus
     mp = p.tp != 1 or p.pp != 1
-    if mp and p.zero != 0:
-        raise ScenarioError.bad_value("training.parallelism.zero", p.zero,
-                                      "0 with tp or pp > 1 (ZeRO combined with tensor or pipeline parallelism is "
-                                      "not implemented)")
     dp = p.dp if p.dp is not None else n // (p.tp * p.pp)
     if dp * p.tp * p.pp != n:
         raise ScenarioError.bad_value("training.parallelism", {"dp": dp, "tp": p.tp, "pp": p.pp},

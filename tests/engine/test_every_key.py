@@ -156,6 +156,8 @@ CASES: dict[str, tuple] = {
     # model-parallel keys (they only matter with tp or pp > 1: refused otherwise, see resolve.py)
     "training.placement_order": (TRAIN, MP, {"training.placement_order": "pp,dp,tp"}, "changes"),
     "training.sequence_parallel": (TRAIN, MP, {"training.sequence_parallel": True}, "changes"),
+    "training.tp_comm_overlap": (TRAIN, {**MP, "training.sequence_parallel": True}, {"training.tp_comm_overlap": True},
+                                 "changes"),
     "training.recompute": (TRAIN, MP, {"training.recompute": "full"}, "changes"),
     "training.virtual_stages": (TRAIN, {**MP, "training.schedule": "interleaved", "training.virtual_stages": 2},
                                 {"training.virtual_stages": 4}, "changes"),
@@ -291,3 +293,18 @@ def test_key_changes_the_result_or_is_refused(key, tmp_path):
     with pytest.raises(ScenarioError) as err:
         run_with(base, {**context, **change})
     assert expected in str(err.value), f"{key}: the error should name {expected}: {err.value}"
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3, "fsdp"])
+def test_zero_changes_a_model_parallel_result(zero):
+    """training.parallelism.zero with tp and pp (dp 2 x tp 2 x pp 2) changes the time and the memory."""
+    mp = {**MP, "training.parallelism": {"tp": 2, "pp": 2, "zero": zero}}
+    base, other = run_with(TRAIN, MP), run_with(TRAIN, mp)
+    assert other.iteration_time_s != base.iteration_time_s
+    assert other.memory.parts_bytes != base.memory.parts_bytes
+
+
+def test_tp_comm_overlap_changes_the_iteration_time():
+    ctx = {**MP, "training.sequence_parallel": True}
+    assert run_with(TRAIN, {**ctx, "training.tp_comm_overlap": True}).iteration_time_s != \
+        run_with(TRAIN, ctx).iteration_time_s

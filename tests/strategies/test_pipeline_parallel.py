@@ -45,7 +45,7 @@ def uniform_plan(p: int, m: int, v: int, schedule: PipelineSchedule, fwd_s: floa
                                  (Segment(bwd_s / v, "backward", kind="backward"),), 0.0) for c in range(v))
         stages.append(StagePlan(RankClass(s, (s,), 0, "x", 1), chunks, 0.0, 0.0, ()))
     return MpPlan(layout, schedule, v, 1, m, schedule_order(schedule, p, m, v), tuple(stages), p2p_bytes, 0.0,
-                  False, m, None, 1.0, 1.0, 1.0, 1.0)
+                  False, m, None, 1.0, 1.0)
 
 
 def pp_groups(plan: MpPlan) -> dict:
@@ -175,7 +175,8 @@ def test_memory_that_does_not_fit_is_infeasible_with_the_numbers():
         run_with(GPT, big)
 
 
-def test_zero_with_tp_is_refused_by_name():
+def test_zero_with_tp_and_no_dp_is_refused_by_name():
+    """tp 8 x pp 2 on 16 GPUs leaves dp = 1: nothing to shard over (ZeRO with dp >= 2: test_mp_zero.py)."""
     with pytest.raises(ScenarioError, match="training.parallelism.zero"):
         run_with(GPT, {"training.parallelism": {"tp": 8, "pp": 2, "zero": 1}})
 
