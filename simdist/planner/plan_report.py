@@ -30,7 +30,8 @@ def format_plan(plan: Plan, spec: PlanSpec) -> str:
                     + ([r.get("goodput_ratio"), useful_rate(r, spec)] if goodput else [])
                     + ["simulate" if r.get("confirmed") else "estimate"])
     out = [f"plan: objective {plan.objective.value}; {plan.search}; space {plan.space} points, evaluated "
-           f"{plan.evaluated}, feasible {plan.feasible}"
+           f"{plan.evaluated}" + (f" ({plan.pruned} skipped: their compute bound could not reach the top or the "
+                                     "front)" if plan.pruned else "") + f", feasible {plan.feasible}"
            + (f" (dropped: {', '.join(f'{v} {k}' for k, v in sorted(plan.rejected.items()))})" if plan.rejected else ""),
            "", format_table(headers, rows, title="best candidates (confirmed by simulation first)")]
     front_unit = f"useful {unit}" if goodput else unit
@@ -55,6 +56,6 @@ def why_text(winner: dict[str, Any], runner_up: dict[str, Any], keys: Sequence[s
 
 def plan_json(plan: Plan) -> dict[str, Any]:
     return {"objective": plan.objective.value, "search": plan.search, "space": plan.space,
-            "evaluated": plan.evaluated, "feasible": plan.feasible, "rejected": plan.rejected,
+            "evaluated": plan.evaluated, "pruned": plan.pruned, "feasible": plan.feasible, "rejected": plan.rejected,
             "ranked": plan.ranked, "pareto_front": plan.front,
             "why": {"winner": plan.ranked[0], "runner_up": plan.ranked[1]} if len(plan.ranked) >= 2 else None}
