@@ -126,7 +126,8 @@ def main() -> None:
         confirmed = sum(1 for r in plan.ranked if r.get("confirmed"))
         print(f"plan over {label}: {plan.space} candidates considered, {plan.evaluated} estimated, {plan.pruned} "
               f"skipped by the compute bound ({plan.feasible} feasible), {confirmed} of the top 10 confirmed by "
-              f"simulation, in {wall:.1f} s (CPU {cpu:.1f} s in all) -> target >= 10,000 candidates < 60 s: "
+              f"simulation, in {wall:.1f} s (estimating {plan.seconds['estimate']:.1f} s, confirming "
+              f"{plan.seconds['confirm']:.1f} s; CPU {cpu:.1f} s in all) -> target >= 10,000 candidates < 60 s: "
               f"{'met' if ok else 'MISSED' if plan.space >= 10_000 else 'not measured (--quick)'}; best "
               f"{best['communication.strategy']} / {best['communication.compression.method']} / "
               f"{best.get('communication.bucket_size')} / overlap {best.get('communication.overlap')} / batch "

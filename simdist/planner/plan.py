@@ -14,6 +14,7 @@ import functools
 import json
 import math
 import random
+import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Sequence
@@ -63,6 +64,7 @@ class Plan:
     rejected: dict[str, int] = field(default_factory=dict)
     search: str = "exhaustive"
     pruned: int = 0  # candidates never estimated: their compute bound could not reach the top-k or the front
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time of the search's phases (estimate, confirm)
 
 
 def check_plan(spec: PlanSpec) -> None:
@@ -176,6 +178,7 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
                 rows[key] = row
 
     pruned = 0
+    started = time.perf_counter()
     with LocalRunner(job, frozenset(), jobs) as runner:  # one set of workers, warm, for every round
         if space <= spec.max_points:
             method = "exhaustive"
@@ -199,10 +202,12 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
             _local_search(spec, rows, run)
     feasible = [r for r in rows.values() if _feasible(r, spec, rejected)]
     feasible.sort(key=lambda r: (score(r, spec), r["point"]))
+    estimated = time.perf_counter()
     confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs)
+    seconds = {"estimate": estimated - started, "confirm": time.perf_counter() - estimated}
     ranked = confirmed + feasible[len(confirmed):spec.top] if spec.top > len(confirmed) else confirmed[:spec.top]
     front = pareto_front(feasible, [lambda r: -(useful_rate(r, spec) or 0.0), lambda r: r["cost_per_hour_usd"] or 0.0])
-    return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, method, pruned)
+    return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, method, pruned, seconds)
 
 
 def _points_at(axes: Sequence[Axis], indices: Sequence[int]) -> list[Point]:
