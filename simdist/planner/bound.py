@@ -1,17 +1,21 @@
 """An upper bound on a candidate's throughput from its compute alone, to skip candidates in `plan`.
 
-Every data-parallel step a rank takes runs its forward and backward passes: in the plan the engine
-builds (strategies/plan.py build_plan), rank class c spends at least `fwd_s + bwd_s` (already scaled
-by its slowdown) per micro-batch of `batch` samples, whatever the strategy, bucket size, codec or
-overlap does on top (communication, compression kernels, interference and the optimizer only add
-time). So a cluster processes at most
+Every data-parallel iteration a rank takes runs its forward and backward passes for each of its k
+micro-batches and then its optimizer step, which waits for the last bucket's exchange
+(strategies/data_parallel.py bsp_graph; local SGD's local steps likewise): in the plan the engine
+builds (strategies/plan.py build_plan), rank class c spends at least `k (fwd_s + bwd_s) + optimizer_s`
+(scaled by its slowdown; `optimizer_s` is 0 under a parameter server, whose servers apply the update)
+per iteration of k x `batch` samples, whatever the bucket size, codec or overlap does on top
+(communication, compression kernels and interference only add time). So a cluster processes at most
 
-    sum over classes of  len(ranks) x batch / (fwd_s + bwd_s)   samples per second,
+    sum over classes of  len(ranks) x batch x k / (k (fwd_s + bwd_s) + optimizer_s)   samples per second
 
-and tokens per second are that times the model's tokens per sample. Nothing under `communication.`
-changes a rank's compute, so one bound serves every candidate that differs from another only in
-communication keys (a "compute class"). `plan` estimates classes best bound first and skips a class
-whose bound cannot reach the top-k or the Pareto front of what it has already estimated.
+(the engine's own "linear" rate, `single_gpu_samples_per_s`, except for the PS case), and tokens per
+second are that times the model's tokens per sample. Nothing under `communication.` changes a rank's
+compute, and only the strategy (parameter server or not) changes its optimizer step, so one bound
+serves every candidate that differs from another only in communication keys other than the strategy
+(a "compute class"). `plan` estimates classes best bound first and skips a class whose bound cannot
+reach the top-k or the Pareto front of what it has already estimated.
 
 Bounded here: data-parallel training without ZeRO, model parallelism, dynamic batch split phases,
 failures or a benchmark workload (their engines build other plans); any other class gets no bound
@@ -23,7 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-COMPUTE_FREE_PREFIX = "communication."  # axis keys that never change a rank's compute
+COMPUTE_FREE_PREFIX = "communication."  # axis keys that never change a rank's compute ...
+COMPUTE_KEYS = ("communication.strategy",)  # ... except this one (a PS worker runs no optimizer step)
+
+
+def is_compute_free(key: str) -> bool:
+    """Whether an axis key leaves every candidate's compute bound unchanged."""
+    return key.startswith(COMPUTE_FREE_PREFIX) and key not in COMPUTE_KEYS
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,9 @@ def compute_bound(scenario: Any) -> ClassBound | None:
                 or is_model_parallel(scenario) or is_phased(scenario)):
             return None
         plan = build_plan(scenario)
-        rate = sum(len(c.rank_class.ranks) * c.rank_class.batch / (c.fwd_s + c.bwd_s) for c in plan.classes)
+        k = plan.micro_steps
+        rate = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * (c.fwd_s + c.bwd_s) + c.optimizer_s)
+                   for c in plan.classes)
         price = cluster_price_per_hour(scenario)
     except Exception:  # noqa: BLE001 - a candidate that cannot be planned is estimated (and gets its reason)
         return None

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from simdist.errors import Issue, ScenarioError
 from simdist.planner.axes import Axis, Point, expand
-from simdist.planner.bound import COMPUTE_FREE_PREFIX, ClassBound, compute_bound
+from simdist.planner.bound import ClassBound, compute_bound, is_compute_free
 from simdist.planner.evaluate import PRUNED, Job, evaluate_point, parse_constraints
 from simdist.planner.executors import LocalRunner, context_order, default_jobs
 from simdist.planner.pareto import pareto_front
@@ -256,7 +256,7 @@ def _bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of,
     """
     classes: dict[str, list[Point]] = {}
     for p in points:
-        classes.setdefault(_key({k: v for k, v in p.values if not k.startswith(COMPUTE_FREE_PREFIX)}), []).append(p)
+        classes.setdefault(_class_of(p), []).append(p)
     if spec.objective == Objective.GOODPUT or len(classes) * 4 > len(points):
         run(points)  # too few candidates per class for the bounds to pay for themselves
         return 0, ""
@@ -296,7 +296,7 @@ def _bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of,
 
 
 def _class_of(point: Point) -> str:
-    return _key({k: v for k, v in point.values if not k.startswith(COMPUTE_FREE_PREFIX)})
+    return _key({k: v for k, v in point.values if not is_compute_free(k)})
 
 
 def _bound_rate(b: ClassBound, spec: PlanSpec) -> float | None:

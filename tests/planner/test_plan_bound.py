@@ -11,7 +11,7 @@ from simdist.planner.axes import expand
 from simdist.planner.bound import compute_bound
 from simdist.planner.plan import search
 
-AXES = ["workload.batch_per_gpu=1,2,32,64", "communication.strategy=ring,tree",
+AXES = ["workload.batch_per_gpu=1,2,32,64", "communication.strategy=ring,tree,ps",
         "communication.bucket_size=5 MB,25 MB,100 MB", "communication.overlap=true,false"]
 
 
@@ -27,8 +27,8 @@ def test_bounded_plan_equals_the_exhaustive_one(base, options):
     spec = plan_spec({}, AXES, {**options, "confirm": 0, "top": 3})
     bounded = search(spec, base, load_point, jobs=1)
     full = search(replace(spec, prune=False), base, load_point, jobs=1)
-    assert full.pruned == 0 and full.evaluated == 48
-    assert bounded.pruned > 0 and bounded.evaluated + bounded.pruned == 48
+    assert full.pruned == 0 and full.evaluated == 72
+    assert bounded.pruned > 0 and bounded.evaluated + bounded.pruned == 72
     assert "skipped by a compute bound" in bounded.search
     assert _same(bounded.ranked, full.ranked)
     assert _same(bounded.front, full.front)
@@ -60,5 +60,5 @@ def test_a_bound_that_fails_on_an_estimated_point_stops_the_skipping(base, monke
     spec = plan_spec({}, AXES, {"confirm": 0, "top": 3})
     plan = search(spec, base, load_point, jobs=1)
     full = search(replace(spec, prune=False), base, load_point, jobs=1)
-    assert plan.pruned == 0 and plan.evaluated == 48 and "compute bound exceeded" in plan.search
+    assert plan.pruned == 0 and plan.evaluated == 72 and "compute bound exceeded" in plan.search
     assert _same(plan.ranked, full.ranked)
