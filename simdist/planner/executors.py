@@ -72,25 +72,6 @@ def _run_chunk(chunk: list[Point]) -> Outcomes:
     return evaluate_chunk(_JOB, chunk, _DONE)
 
 
-def warm_parent(job: Job, points: Sequence[Point]) -> None:
-    """Build the first point's estimate context here before the workers are forked, so that they
-    inherit it instead of each building the same cluster (~0.9 s of CPU at 1,024 GPUs per worker).
-    Only under the fork start method (a spawned worker inherits nothing) and for `estimate` jobs; a
-    point that does not load or build is left to its worker, which reports it."""
-    import multiprocessing
-
-    if not points or job.fidelity != "estimate" or multiprocessing.get_start_method() != "fork":
-        return
-    try:
-        from simdist.engine.context_cache import estimate_context
-
-        scenario = job.loader(job.base, job.overrides, points[0].as_dict(), job.base_dir, job.name)
-        if scenario.workload.benchmark is None:
-            estimate_context(scenario)
-    except Exception:  # noqa: BLE001 - the worker runs the point and gives it its reason
-        pass
-
-
 class LocalRunner:
     """`jobs` worker processes for one job, kept across several `run` calls (a plan's search rounds), so
     their built clusters stay warm; jobs <= 1 runs in this process. Use as a context manager."""
@@ -117,7 +98,6 @@ class LocalRunner:
             yield from run_inline(self.job, points, self.done)
             return
         if self._pool is None:
-            warm_parent(self.job, points)
             self._pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_init_worker,
                                              initargs=(self.job, self.done))
         pending = chunks(points, self.jobs)
