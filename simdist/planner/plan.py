@@ -178,27 +178,32 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
                 rows[key] = row
 
     pruned = 0
+
+    def bound_of(point: Point) -> ClassBound | None:
+        try:
+            scenario = loader(base, tuple(overrides), point.as_dict(), base_dir, name)
+        except ScenarioError:
+            return None
+        return compute_bound(scenario)
+
+    def estimate(points: list[Point]) -> str:
+        """Estimate `points` (skipping, under spec.prune, classes that cannot matter); a note on the skips."""
+        nonlocal pruned
+        if not spec.prune:
+            run(points)
+            return ""
+        pruned, note = _bounded_run(spec, points, run, rows, bound_of, jobs)
+        return note
+
     started = time.perf_counter()
     with LocalRunner(job, frozenset(), jobs) as runner:  # one set of workers, warm, for every round
         if space <= spec.max_points:
-            method = "exhaustive"
-            if spec.prune:
-                def bound_of(point: Point) -> ClassBound | None:
-                    try:
-                        scenario = loader(base, tuple(overrides), point.as_dict(), base_dir, name)
-                    except ScenarioError:
-                        return None
-                    return compute_bound(scenario)
-
-                pruned, note = _bounded_run(spec, expand(spec.axes), run, rows, bound_of, jobs)
-                method += note
-            else:
-                run(expand(spec.axes))
+            method = "exhaustive" + estimate(expand(spec.axes))
         else:
             rng = random.Random(spec.seed)
             sample = sorted(rng.sample(range(space), spec.max_points))
-            run(_points_at(spec.axes, sample))
-            method = f"random sample of {spec.max_points} of {space}, then local search"
+            note = estimate(_points_at(spec.axes, sample))
+            method = f"random sample of {spec.max_points} of {space}{note and ' (' + note[2:] + ')'}, then local search"
             _local_search(spec, rows, run)
     feasible = [r for r in rows.values() if _feasible(r, spec, rejected)]
     feasible.sort(key=lambda r: (score(r, spec), r["point"]))
