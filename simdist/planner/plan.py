@@ -4,8 +4,10 @@ The space is a set of axes (the same as a sweep's: GPU type and count, node inte
 bucket size, compression, ...). Every point is estimated (exhaustively up to `max_points`; beyond
 that a seeded random sample of `max_points` points, then a local search that changes one axis at a
 time around the best point until nothing improves); points that do not fit, break a constraint or
-cannot run are dropped with their reasons counted; the best `confirm` points by the objective are
-simulated and re-ranked on the simulated figures. The Pareto front is throughput against price per
+cannot run are dropped with their reasons counted; under `prune` (the default), compute classes
+whose compute-only throughput bound cannot reach the top-k or the front are not estimated at all
+(bound.py, _bounded_run). The best `confirm` points by the objective are simulated and re-ranked on
+the simulated figures. The Pareto front is throughput against price per
 hour over every feasible estimated point (useful throughput under the goodput objective).
 """
 from __future__ import annotations
