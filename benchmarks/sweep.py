@@ -11,7 +11,8 @@ simulation (target: >= 10,000 candidates < 60 s): strategy x codec x 10 bucket s
 The first plan estimates the space exhaustively, skipping compute classes (same values off
 `communication.*`) whose compute-only throughput bound cannot reach the top 10 (planner/bound.py): it
 prints how many candidates were estimated and how many skipped. The second searches the same space by a
-random sample of --sample candidates and the local search, and says whether it found the same winner.
+random sample of --sample candidates (estimated with the same skipping) and the local search, and says
+whether it found the same winner.
 The plan over ~830 new bucket sizes per strategy and codec is opt-in (--bucket-plan): every candidate
 builds new schedules (~200 ms of CPU each), so it takes over half an hour here.
 Run: .venv/bin/python benchmarks/sweep.py [--points 1000] [--plan-points 10000] [--jobs 2] [--quick]
@@ -124,8 +125,9 @@ def main() -> None:
         best = plan.ranked[0]
         ok = plan.space >= 10_000 and wall < 60
         confirmed = sum(1 for r in plan.ranked if r.get("confirmed"))
-        print(f"plan over {label}: {plan.space} candidates considered, {plan.evaluated} estimated, {plan.pruned} "
-              f"skipped by the compute bound ({plan.feasible} feasible), {confirmed} of the top 10 confirmed by "
+        print(f"plan over {label}: {plan.space} candidates in the space ({plan.search}): {plan.evaluated} "
+              f"estimated in all, {plan.pruned} skipped by the compute bound ({plan.feasible} feasible), "
+              f"{confirmed} of the top 10 confirmed by "
               f"simulation, in {wall:.1f} s (estimating {plan.seconds['estimate']:.1f} s, confirming "
               f"{plan.seconds['confirm']:.1f} s; CPU {cpu:.1f} s in all) -> target >= 10,000 candidates < 60 s: "
               f"{'met' if ok else 'MISSED' if plan.space >= 10_000 else 'not measured (--quick)'}; best "
