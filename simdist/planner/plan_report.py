@@ -30,8 +30,7 @@ def format_plan(plan: Plan, spec: PlanSpec) -> str:
                     + ([r.get("goodput_ratio"), useful_rate(r, spec)] if goodput else [])
                     + ["simulate" if r.get("confirmed") else "estimate"])
     out = [f"plan: objective {plan.objective.value}; {plan.search}; space {plan.space} points, evaluated "
-           f"{plan.evaluated}" + (f" ({plan.pruned} skipped: their compute bound could not reach the top or the "
-                                     "front)" if plan.pruned else "") + f", feasible {plan.feasible}"
+           f"{plan.evaluated}, feasible {plan.feasible}"
            + (f" (dropped: {', '.join(f'{v} {k}' for k, v in sorted(plan.rejected.items()))})" if plan.rejected else ""),
            "", format_table(headers, rows, title="best candidates (confirmed by simulation first)")]
     front_unit = f"useful {unit}" if goodput else unit
