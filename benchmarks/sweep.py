@@ -6,13 +6,21 @@ two sweeps of N estimate points on --jobs processes (target: 1,000 points < 10 s
 sizes (every point asks for collective sizes no other point did, so their schedules are built) and
 one over batch x compression x overlap (collective sizes repeat, so the built cluster and its timed
 collectives are reused); and `plan` over two spaces of M candidates with the top 10 confirmed by
-simulation (target: >= 10,000 candidates < 60 s): strategy x codec x bucket sizes, and strategy x codec
-x 10 bucket sizes x overlap x batch.
+simulation (target: >= 10,000 candidates < 60 s): strategy x codec x 10 bucket sizes x overlap x batch
+(and, with --bucket-plan, strategy x codec x bucket sizes).
+The first plan estimates the space exhaustively, skipping compute classes (same values off
+`communication.*`) whose compute-only throughput bound cannot reach the top 10 (planner/bound.py): it
+prints how many candidates were estimated and how many skipped. The second searches the same space by a
+random sample of --sample candidates (estimated with the same skipping) and the local search, and says
+whether it found the same winner.
+The plan over ~830 new bucket sizes per strategy and codec is opt-in (--bucket-plan): every candidate
+builds new schedules (~200 ms of CPU each), so it takes over half an hour here.
 Run: .venv/bin/python benchmarks/sweep.py [--points 1000] [--plan-points 10000] [--jobs 2] [--quick]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import resource
 import tempfile
 import time
@@ -22,6 +30,7 @@ from simdist.engine.context_cache import process_cache
 from simdist.engine.simulation import simulate
 from simdist.io.sweep_load import load_point, plan_spec, read_sweep_file, sweep_spec
 from simdist.planner.plan import search
+from simdist.planner.rows import key_text, point_key
 from simdist.planner.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,10 +58,12 @@ def main() -> None:
     ap.add_argument("--plan-points", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="100 sweep points and 400 plan candidates")
-    ap.add_argument("--no-bucket-plan", action="store_true", help="skip the plan over bucket sizes (the slowest)")
+    ap.add_argument("--sample", type=int, default=2000, help="candidates the sampled plan estimates at random")
+    ap.add_argument("--bucket-plan", action="store_true", help="also plan over ~830 bucket sizes (slow)")
+    ap.add_argument("--no-sweeps", action="store_true", help="only the one-point figures and the plans")
     args = ap.parse_args()
     if args.quick:
-        args.points, args.plan_points = 100, 400
+        args.points, args.plan_points, args.sample = 100, 400, 100
     base, _, base_dir, name = read_sweep_file(SCENARIO)
     values = {"cluster.nodes.0.count": NODES}
     scenario = load_point(base, (), values, str(base_dir), name)
@@ -63,14 +74,19 @@ def main() -> None:
     t_first = time.perf_counter() - t0
     t_est = _timed(lambda: simulate(scenario, fidelity="estimate"))
     t_sim = _timed(lambda: simulate(scenario, fidelity="simulate"), repeat=1)
+    t_key = _timed(lambda: point_key(scenario, "estimate"))
+    t_key_def = _timed(lambda: hashlib.sha256(key_text(scenario, "estimate").encode()).hexdigest())
+    print(f"planner overhead per point: resolve {t_load * 1e3:.2f} ms (schema + catalog), key "
+          f"{t_key * 1e3:.2f} ms (memoised sections; {t_key_def * 1e3:.2f} ms by the definition)")
     print(f"one point: resolve {t_load * 1e3:.1f} ms, estimate {t_est * 1e3:.1f} ms on the built cluster (the "
           f"first, which builds it: {t_first * 1e3:.0f} ms; target < 10 ms: {'met' if t_est < 0.01 else 'MISSED'}), "
           f"simulate {t_sim * 1e3:.0f} ms"
           f"  -> {1 / (t_load + t_est):.1f} estimate points/s and {1 / (t_load + t_sim):.2f} simulate points/s"
           " per process")
 
-    for label, axes in (("bucket sizes (new collective sizes every point)", [_bucket_axis(args.points)]),
-                        ("batch x codec x overlap (collective sizes repeat)", _repeating_axes(args.points))):
+    sweeps = () if args.no_sweeps else (("bucket sizes (new collective sizes every point)", [_bucket_axis(args.points)]),
+                        ("batch x codec x overlap (collective sizes repeat)", _repeating_axes(args.points)))
+    for label, axes in sweeps:
         with tempfile.TemporaryDirectory() as tmp:
             spec = sweep_spec({}, [f"cluster.nodes.0.count={NODES}", *axes])
             process_cache().clear()  # forked workers start cold, as under `simdist sweep`
@@ -92,24 +108,38 @@ def main() -> None:
     strategies, codecs = ["ring", "hierarchical", "tree"], ["none", "fp16", "int8", "powersgd"]
     buckets = max(1, args.plan_points // (len(strategies) * len(codecs)))
     batches = max(1, -(-args.plan_points // (len(strategies) * len(codecs) * 10 * 2)))
-    spaces = (("strategy x codec x 10 buckets x overlap x batch",
-               [_bucket_axis(10, step_mb=5.0), "communication.overlap=true,false", _batch_axis(batches)]),
-              ("strategy x codec x bucket sizes", [_bucket_axis(buckets)]))
-    for label, axes in spaces[:1] if args.no_bucket_plan else spaces:
-        pspec = plan_spec({}, [f"cluster.nodes.0.count={NODES}", "communication.strategy=" + ",".join(strategies),
-                               "communication.compression.method=" + ",".join(codecs), *axes],
-                          {"objective": "throughput", "confirm": 10, "top": 10, "max_points": 10 ** 6})
+    common = [f"cluster.nodes.0.count={NODES}", "communication.strategy=" + ",".join(strategies),
+              "communication.compression.method=" + ",".join(codecs)]
+    space = [*common, _bucket_axis(10, step_mb=5.0), "communication.overlap=true,false", _batch_axis(batches)]
+    runs = [("strategy x codec x 10 buckets x overlap x batch, exhaustive", space, 10 ** 6),
+            (f"the same space, random sample of {args.sample} + local search", space, args.sample)]
+    if args.bucket_plan:
+        runs.append(("strategy x codec x bucket sizes, exhaustive", [*common, _bucket_axis(buckets)], 10 ** 6))
+    winner = None
+    for label, axes, max_points in runs:
+        pspec = plan_spec({}, axes, {"objective": "throughput", "confirm": 10, "top": 10, "max_points": max_points})
         process_cache().clear()
         t0, c0 = time.perf_counter(), _cpu_s()
         plan = search(pspec, base, load_point, base_dir=str(base_dir), name=name, jobs=args.jobs)
         wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
         best = plan.ranked[0]
         ok = plan.space >= 10_000 and wall < 60
-        print(f"plan over {label}: {plan.space} candidates ({plan.search}; {plan.feasible} feasible), top 10 "
-              f"simulated, in {wall:.1f} s (CPU {cpu:.1f} s in all) -> target >= 10,000 candidates < 60 s: "
+        confirmed = sum(1 for r in plan.ranked if r.get("confirmed"))
+        print(f"plan over {label}: {plan.space} candidates in the space ({plan.search}): {plan.evaluated} "
+              f"estimated in all, {plan.pruned} skipped by the compute bound ({plan.feasible} feasible), "
+              f"{confirmed} of the top 10 confirmed by "
+              f"simulation, in {wall:.1f} s (estimating {plan.seconds['estimate']:.1f} s, confirming "
+              f"{plan.seconds['confirm']:.1f} s; CPU {cpu:.1f} s in all) -> target >= 10,000 candidates < 60 s: "
               f"{'met' if ok else 'MISSED' if plan.space >= 10_000 else 'not measured (--quick)'}; best "
               f"{best['communication.strategy']} / {best['communication.compression.method']} / "
-              f"{best['communication.bucket_size']}")
+              f"{best.get('communication.bucket_size')} / overlap {best.get('communication.overlap')} / batch "
+              f"{best.get('workload.batch_per_gpu')} (point {best['point']})")
+        if axes is space:
+            if winner is None:
+                winner = best["point"]
+            else:
+                print(f"  the sampled search's winner is {'the same as' if best['point'] == winner else 'NOT'} "
+                      f"the exhaustive plan's (point {winner})")
 
 
 def _cpu_s() -> float:

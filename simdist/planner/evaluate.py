@@ -6,6 +6,7 @@ A point that cannot run is a row with its reason (infeasible, invalid, error), n
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -48,6 +49,12 @@ def parse_constraints(texts: Sequence[str], known: Sequence[str], key: str = "--
     return exprs
 
 
+@functools.lru_cache(maxsize=64)
+def _conjuncts(texts: tuple[str, ...]) -> tuple[Expression, ...]:
+    """The top-level `and` terms of every constraint, parsed once per process (not once per point)."""
+    return tuple(c for t in texts for c in Expression(t).conjuncts())
+
+
 def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = frozenset()) -> tuple[str, dict | None]:
     """('row', row) for a point that ran or failed, (SKIPPED|PRUNED, None) otherwise."""
     from simdist.engine.simulation import simulate
@@ -64,7 +71,7 @@ def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = fro
                                                            job.fidelity)}
     fidelity = job.fidelity or scenario.run.fidelity.value
     known = {**values, **input_values(scenario)}
-    exprs = [c for t in job.constraints for c in Expression(t).conjuncts()]
+    exprs = _conjuncts(job.constraints)
     if not all(e.evaluate(known) for e in exprs if e.names <= set(known)):
         return PRUNED, None
     key = point_key(scenario, fidelity)

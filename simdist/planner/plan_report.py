@@ -55,6 +55,6 @@ def why_text(winner: dict[str, Any], runner_up: dict[str, Any], keys: Sequence[s
 
 def plan_json(plan: Plan) -> dict[str, Any]:
     return {"objective": plan.objective.value, "search": plan.search, "space": plan.space,
-            "evaluated": plan.evaluated, "feasible": plan.feasible, "rejected": plan.rejected,
+            "evaluated": plan.evaluated, "pruned": plan.pruned, "feasible": plan.feasible, "rejected": plan.rejected,
             "ranked": plan.ranked, "pareto_front": plan.front,
             "why": {"winner": plan.ranked[0], "runner_up": plan.ranked[1]} if len(plan.ranked) >= 2 else None}

@@ -59,7 +59,8 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
     """Run every point of `spec` not yet in `out` and return the whole table.
 
     `loader(base, overrides, values, base_dir, name)` resolves one point's scenario (io.sweep_load).
-    `progress(total, done_now)` is called with the number of points to run, then once per finished point.
+    `progress(total, done_now)` is called with the number of points to run, then once per finished chunk
+    with the number of points in it.
     """
     points = expand(spec.axes, spec.zipped)
     known = [a.key for a in spec.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS)
@@ -81,15 +82,17 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
     if progress:
         progress(len(points), 0)
     try:
-        for batch in batches:
+        for batch in batches:  # one chunk's outcomes: its rows go to the file in one write
+            finished = []
             for _, kind, row in batch:
                 if kind == PRUNED:
                     outcome.pruned += 1
                 elif kind != SKIPPED and row is not None:
-                    store.append(row)
-                    outcome.ran += 1
-                if progress:
-                    progress(len(points), 1)
+                    finished.append(row)
+            store.append_many(finished)
+            outcome.ran += len(finished)
+            if progress:
+                progress(len(points), len(batch))
     finally:
         store.close()
     outcome.rows = store.finish()

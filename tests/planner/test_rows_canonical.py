@@ -35,6 +35,12 @@ def reference(obj):
     return repr(obj)
 
 
+@dataclasses.dataclass(frozen=True)
+class Top:
+    a: "Spec"
+    name: str = "x"
+
+
 class Colour(enum.StrEnum):
     RED = "red"
 
@@ -63,3 +69,35 @@ def test_point_key_is_stable():
     s = load_scenario(ROOT / "scenarios/default.yaml")
     assert point_key(s, "estimate") == point_key(load_scenario(ROOT / "scenarios/default.yaml"), "estimate")
     assert point_key(s, "estimate") != point_key(s, "simulate")
+
+
+def test_point_key_hashes_the_defined_text(tmp_path):
+    """point_key assembles its text section by section from a memo: the text and so the key must be
+    exactly those of the definition, on the first sight of a section and on a memo hit."""
+    import hashlib
+    import json
+
+    from simdist.planner.rows import _key_text_fast, key_text
+
+    for path in ["scenarios/default.yaml", "scenarios/examples/fattree-64node-oversub.yaml"]:
+        s = load_scenario(ROOT / path)
+        for _ in range(2):
+            assert _key_text_fast(s, "estimate") == key_text(s, "estimate")
+            want = json.dumps({"scenario": reference(s), "fidelity": "estimate"}, sort_keys=True,
+                              separators=(",", ":"))
+            assert point_key(s, "estimate") == hashlib.sha256(want.encode()).hexdigest()[:16]
+
+
+def test_point_key_memo_keeps_equal_but_differently_typed_sections_apart():
+    """1 == 1.0 and 0.0 == -0.0, but their canonical texts differ, so their keys must too."""
+    from simdist.planner.rows import _key_text_fast, key_text
+
+    import pickle
+
+    pickle.dumps(Top(Spec(1, (), {})))  # the memo is in use (a local class would not pickle)
+    for first, second in [(1, 1.0), (0.0, -0.0), (True, 1)]:
+        x, y = Top(Spec(first, (), {})), Top(Spec(second, (), {}))
+        assert x == y
+        assert _key_text_fast(x, "estimate") == key_text(x, "estimate")
+        assert _key_text_fast(y, "estimate") == key_text(y, "estimate")
+        assert point_key(x, "estimate") != point_key(y, "estimate")
