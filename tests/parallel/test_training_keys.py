@@ -55,11 +55,10 @@ def test_meaningless_or_bad_values_refused(training, key, words) -> None:
     assert any(i.path == key and words in i.message for i in info.value.issues), str(info.value)
 
 
-def test_engine_refuses_zero_with_tp_and_runs_each_alone() -> None:
+def test_engine_runs_zero_with_tp_and_each_alone() -> None:
     from simdist.strategies.plan import check_supported
 
-    with pytest.raises(ScenarioError, match="training.parallelism.zero"):
-        check_supported(load_data(_with(parallelism={"zero": "fsdp", "tp": 2})))
+    assert check_supported(load_data(_with(parallelism={"zero": "fsdp", "tp": 2}))) == 8  # 16 GPUs / tp 2
     for parallelism in ({"tp": 2}, {"pp": 2}):
         s = load_data(_with(parallelism=parallelism))
         assert check_supported(s) == s.cluster.num_gpus // 2
