@@ -45,3 +45,5 @@ def test_checkpoint_sweep_peaks_at_the_young_daly_interval(path, tmp_path):
     optimum = simulate(load_data(data, name=name)).goodput["young_daly_interval_s"]
     nearest = min(rows, key=lambda r: abs(parse_duration(r["failures.recovery.checkpoint_interval"]) - optimum))
     assert best["point"] == nearest["point"]
+    # the terminal table shows goodput and names the peak
+    assert "goodput_ratio" in res.output and f"highest goodput: point {best['point']} " in res.output
