@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from simdist.topology.search import _bfs
+
 INF = math.inf
 
 
@@ -44,20 +46,7 @@ class TwinMetric:
         """Class hop distances from class c (a breadth-first search on the quotient)."""
         hit = self._rows.get(c)
         if hit is None:
-            hit = {c: 0}
-            frontier = [c]
-            d = 0
-            qadj = self.qadj
-            while frontier:
-                d += 1
-                nxt = []
-                for u in frontier:
-                    for w in qadj[u]:
-                        if w not in hit:
-                            hit[w] = d
-                            nxt.append(w)
-                frontier = nxt
-            self._rows[c] = hit
+            hit = self._rows[c] = _bfs(self.qadj, c, 1)
         return hit
 
     def distance(self, a: str, v: str) -> float:
