@@ -79,7 +79,7 @@ def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = fro
         return SKIPPED, None
     head["key"] = key
     try:
-        result = simulate(scenario, fidelity=fidelity)
+        result = simulate(scenario, fidelity=fidelity, baseline=False)  # rows carry no relative_time_to_target
     except InfeasibleError as err:
         return "row", {**head, **failed_values(STATUS_INFEASIBLE, str(err), fidelity, scenario)}
     except ScenarioError as err:
