@@ -7,14 +7,13 @@ the expected unit, with a "did you mean" for common spellings such as '100Gbps'.
 from __future__ import annotations
 
 import difflib
-import re
 from typing import Annotated, Any, Callable
 
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 from simdist.errors import ScenarioError
-from simdist.units import Dimension, parse_bandwidth, parse_duration, parse_size
+from simdist.units import parse_bandwidth, parse_duration, parse_size
 
 SIMDIST_ERROR = "simdist"  # pydantic error type whose message is final (already says got/expected)
 
@@ -35,7 +34,7 @@ def unknown_key_message(value: str, choices: list[str], what: str) -> str:
     return f"got {value!r}; expected a {what} catalog key (see `simdist catalog`){hint}"
 
 
-def _quantity(parser: Callable[..., float], dim: Dimension, **kwargs: Any) -> BeforeValidator:
+def _quantity(parser: Callable[..., float], **kwargs: Any) -> BeforeValidator:
     def check(value: object) -> float:
         try:
             return parser(value, "", **kwargs)
@@ -53,11 +52,11 @@ def _no_bool(value: object) -> object:
     return value
 
 
-Size = Annotated[float, _quantity(parse_size, Dimension.SIZE)]  # bytes, > 0
-SizeOrZero = Annotated[float, _quantity(parse_size, Dimension.SIZE, allow_zero=True)]
-Bandwidth = Annotated[float, _quantity(parse_bandwidth, Dimension.BANDWIDTH)]  # bytes/s, > 0
-Duration = Annotated[float, _quantity(parse_duration, Dimension.TIME)]  # seconds, >= 0
-PositiveDuration = Annotated[float, _quantity(parse_duration, Dimension.TIME, allow_zero=False)]
+Size = Annotated[float, _quantity(parse_size)]  # bytes, > 0
+SizeOrZero = Annotated[float, _quantity(parse_size, allow_zero=True)]
+Bandwidth = Annotated[float, _quantity(parse_bandwidth)]  # bytes/s, > 0
+Duration = Annotated[float, _quantity(parse_duration)]  # seconds, >= 0
+PositiveDuration = Annotated[float, _quantity(parse_duration, allow_zero=False)]
 
 PosInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegInt = Annotated[int, Field(strict=True, ge=0)]
