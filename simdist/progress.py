@@ -12,6 +12,8 @@ import time
 from typing import Iterator, TextIO
 
 _SHOW = contextvars.ContextVar("simdist_progress_shown", default=True)
+_OPEN = [0]  # bars drawing now in this process: a bar inside another one's work (a case's iterations under
+# the published suite's cases, a point's replicas under an in-process sweep) stays silent, so lines never interleave
 
 
 @contextlib.contextmanager
@@ -32,7 +34,9 @@ class Progress:
                  enabled: bool | None = None, delay_s: float = 0.0) -> None:
         self.total, self.label, self.done = total, label, 0
         self.stream = stream or sys.stderr
-        self.enabled = (self.stream.isatty() and _SHOW.get()) if enabled is None else enabled
+        self.enabled = (self.stream.isatty() and _SHOW.get() and not _OPEN[0]) if enabled is None else enabled
+        self._open = bool(self.enabled)
+        _OPEN[0] += self._open
         self._start = time.monotonic()
         self._drawn = 0.0
         self.note = ""  # appended to the line, e.g. '12 cluster states simulated'
@@ -41,6 +45,8 @@ class Progress:
 
     def advance(self, n: int = 1) -> None:
         self.done += n
+        if self.done >= self.total:
+            self._release()  # finished work no longer silences other bars, closed or not
         now = time.monotonic()
         if now - self._start < self.delay_s:
             return
@@ -60,10 +66,17 @@ class Progress:
         note = f"  {self.note}" if self.note else ""
         return f"[{bar:<{width}}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  {eta_text}{note}  "
 
+    def _release(self) -> None:
+        if self._open:  # the count drops once
+            _OPEN[0] -= 1
+            self._open = False
+
     def close(self) -> None:
+        self._release()
         if self.enabled and self._shown:
             self.stream.write("\n")
             self.stream.flush()
+            self._shown = False
 
 
 def _duration(s: float) -> str:

@@ -39,3 +39,17 @@ def test_a_delayed_bar_leaves_nothing_for_quick_work():
     bar.advance(3)
     bar.close()
     assert out.getvalue() == ""
+
+
+def test_a_bar_inside_another_bars_work_stays_silent():
+    out = Terminal()
+    outer = Progress(2, label="cases", stream=out)
+    inner = Progress(3, label="iterations", stream=out)
+    inner.advance(3)
+    inner.close()
+    outer.advance(2)
+    outer.close()
+    assert "iterations" not in out.getvalue() and "2/2 cases" in out.getvalue()
+    after = Progress(1, label="points", stream=out)  # once the outer one is closed, bars draw again
+    after.advance()
+    assert "1/1 points" in out.getvalue()

@@ -53,35 +53,37 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
     from simdist.progress import Progress
 
     bar = Progress(len(by_layout), label="cluster layouts measured")
-    for layout, idx in by_layout.items():
-        cases = [c for i in idx for c in plans[i][2].cases]  # type: ignore[attr-defined]
-        pp = p2p_case(layout.hosts, layout.nodes_per_leaf) if p2p and layout.hosts >= 2 else None  # type: ignore[attr-defined]
-        cases += [pp] if pp is not None else []
-        ddp = [c for c in cases if c.kind is CaseKind.DDP]  # the probe runs the (first) DDP case's MLP:
-        probe = codec_case(ddp[0].hidden, ddp[0].depth, ddp[0].powersgd_rank) if codec and ddp else None  # codec cost depends on shapes
-        cases += [probe] if probe is not None else []
-        res = run_cases(cases, launcher, layout if launcher is Launcher.EMULAB else None,  # type: ignore[arg-type]
-                        world_size=layout.hosts, timeout_s=timeout_s, workdir=workdir)  # type: ignore[attr-defined]
-        env = dict(res["environment"])  # type: ignore[arg-type]
-        launches = env.pop("launches", [])
-        env |= {k: v for k, v in (launches[0] if launches else {}).items() if k in ("torch_version", "hostname", "backend")}
-        results = iter(res["cases"])  # type: ignore[arg-type]
-        bar.advance()
-        for i in idx:
-            path, scenario, plan = plans[i]
-            for case in plan.cases:  # type: ignore[attr-defined]
-                records[i] = {"file": path, "name": Path(path).stem, "metric": plan.metric,  # type: ignore[attr-defined]
-                              "case": case.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
-                              "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
-                              "environment": env}
-        first = plans[idx[0]][0]
-        for extra, metric in ((pp, "p2p"), (probe, "codec")):
-            if extra is not None:
-                records.append({"file": first, "name": f"{metric}-{Path(first).stem}", "metric": metric,
-                                "case": extra.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
-                                "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
-                                "environment": env})
-    bar.close()
+    try:
+        for layout, idx in by_layout.items():
+            cases = [c for i in idx for c in plans[i][2].cases]  # type: ignore[attr-defined]
+            pp = p2p_case(layout.hosts, layout.nodes_per_leaf) if p2p and layout.hosts >= 2 else None  # type: ignore[attr-defined]
+            cases += [pp] if pp is not None else []
+            ddp = [c for c in cases if c.kind is CaseKind.DDP]  # the probe runs the (first) DDP case's MLP:
+            probe = codec_case(ddp[0].hidden, ddp[0].depth, ddp[0].powersgd_rank) if codec and ddp else None  # codec cost depends on shapes
+            cases += [probe] if probe is not None else []
+            res = run_cases(cases, launcher, layout if launcher is Launcher.EMULAB else None,  # type: ignore[arg-type]
+                            world_size=layout.hosts, timeout_s=timeout_s, workdir=workdir)  # type: ignore[attr-defined]
+            env = dict(res["environment"])  # type: ignore[arg-type]
+            launches = env.pop("launches", [])
+            env |= {k: v for k, v in (launches[0] if launches else {}).items() if k in ("torch_version", "hostname", "backend")}
+            results = iter(res["cases"])  # type: ignore[arg-type]
+            bar.advance()
+            for i in idx:
+                path, scenario, plan = plans[i]
+                for case in plan.cases:  # type: ignore[attr-defined]
+                    records[i] = {"file": path, "name": Path(path).stem, "metric": plan.metric,  # type: ignore[attr-defined]
+                                  "case": case.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
+                                  "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
+                                  "environment": env}
+            first = plans[idx[0]][0]
+            for extra, metric in ((pp, "p2p"), (probe, "codec")):
+                if extra is not None:
+                    records.append({"file": first, "name": f"{metric}-{Path(first).stem}", "metric": metric,
+                                    "case": extra.to_dict(), "result": next(results), "layout": layout.describe(),  # type: ignore[attr-defined]
+                                    "launcher": str(launcher), "rate_scale": rate_scale, "measured_at": stamp,
+                                    "environment": env})
+    finally:
+        bar.close()
     return [r for r in records if r is not None]
 
 

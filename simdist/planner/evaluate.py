@@ -58,6 +58,7 @@ def _conjuncts(texts: tuple[str, ...]) -> tuple[Expression, ...]:
 def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = frozenset()) -> tuple[str, dict | None]:
     """('row', row) for a point that ran or failed, (SKIPPED|PRUNED, None) otherwise."""
     from simdist.engine.simulation import simulate
+    from simdist.progress import quiet
 
     values = point.as_dict()
     head = {"point": point.index, **values}
@@ -79,7 +80,8 @@ def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = fro
         return SKIPPED, None
     head["key"] = key
     try:
-        result = simulate(scenario, fidelity=fidelity, baseline=False)  # rows carry no relative_time_to_target
+        with quiet():  # the sweep draws the one bar; a worker's runs (inheriting the terminal) draw none
+            result = simulate(scenario, fidelity=fidelity, baseline=False)  # rows carry no relative_time_to_target
     except InfeasibleError as err:
         return "row", {**head, **failed_values(STATUS_INFEASIBLE, str(err), fidelity, scenario)}
     except ScenarioError as err:

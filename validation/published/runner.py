@@ -127,10 +127,12 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
 
     bar = Progress(len(data.cases), label="published cases")
     rows = []
-    for case in data.cases:
-        rows.append(_row(case, run))
-        bar.advance()
-    bar.close()
+    try:
+        for case in data.cases:
+            rows.append(_row(case, run))
+            bar.advance()
+    finally:
+        bar.close()
     done = [r for r in rows if r["error"] is not None]
     fit = [r for r in rows if data.fit_subset in r["tags"]]
     held = [r for r in rows if data.fit_subset not in r["tags"]]
