@@ -70,7 +70,7 @@ def timeline(result, gpus: int = 4, path: str | None = None):
     """
     tracks = timeline_tracks(result, gpus)
     fig, (ax,) = _new_figure(width=11.0, height=1.2 + 0.45 * len(tracks))
-    draw_timeline(ax, result, gpus)
+    draw_timeline(ax, result, gpus, tracks)
     return _done(fig, path)
 
 
@@ -103,13 +103,14 @@ def _phase_color(name: str) -> str:
     return _PHASE_COLORS.get(name.split(" ", 1)[0], "tab:red")
 
 
-def draw_timeline(ax, result, gpus: int = 4) -> None:
-    """The timeline of `result`'s last iteration on `ax`, with its legend and a title naming how many GPUs show."""
+def draw_timeline(ax, result, gpus: int = 4, tracks: list[str] | None = None) -> None:
+    """The timeline of `result`'s last iteration on `ax`, with its legend and a title naming how many GPUs show
+    (`tracks`: timeline_tracks(result, gpus), when the caller already has them)."""
     from matplotlib.patches import Patch
 
     last, recs = _last_iteration(result)
     t0 = min(r.start_s for r in recs)
-    tracks = timeline_tracks(result, gpus)
+    tracks = timeline_tracks(result, gpus) if tracks is None else tracks
     for y, track in enumerate(tracks):
         spans = [(r.start_s - t0, r.end_s - r.start_s, r.name) for r in recs if r.track == track]
         ax.broken_barh([(s * 1e3, d * 1e3) for s, d, _ in spans], (y - 0.3, 0.6),

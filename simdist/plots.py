@@ -236,7 +236,7 @@ def _plot_training(scenario, result, path: str) -> None:
     tracks = timeline_tracks(result) if result.records else []
     plt, fig, (ax_tl, ax_bd) = _figure(2, width=14.0, height=max(4.2, 1.6 + 0.4 * len(tracks)))
     if tracks:
-        draw_timeline(ax_tl, result)
+        draw_timeline(ax_tl, result, tracks=tracks)
     else:
         ax_tl.set_axis_off()
         ax_tl.set_title("no timeline: estimate fidelity simulates no events")
