@@ -99,3 +99,21 @@ def test_cli_validate_published_refuses_options_it_would_ignore() -> None:
     for extra in (["--calibration", "p.json"], ["--out", "d"], ["--rate-scale", "0.5"], ["x.yaml"]):
         result = CliRunner().invoke(main, ["validate", "--published", *extra])
         assert result.exit_code == 2, (extra, result.output)
+
+
+def test_fit_tagged_cases_are_left_out_of_every_out_of_sample_figure(tmp_path: Path) -> None:
+    """A case tagged with the fitting subset's name counts in `mape` but not in `out_of_sample_mape`, overall
+    and per category / metric (where `fitted_cases` counts it)."""
+    path = _small_file(tmp_path, 3)
+    raw = yaml.safe_load(path.read_text())
+    raw["cases"][0]["tags"] = ["fit"]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    report = runner.run_suite(path)
+    rows = report["cases"]
+    held = [r["error"] for r in rows[1:]]
+    assert report["fitting_subset"]["cases"] == [rows[0]["name"]]
+    assert report["out_of_sample_mape"] == sum(held) / len(held)
+    assert report["fitting_subset"]["in_sample_mape"] == rows[0]["error"]
+    busbw = report["by_category"]["busbw"]
+    assert busbw["fitted_cases"] == 1 and busbw["out_of_sample_mape"] == sum(held) / len(held)
+    assert busbw["mape"] == sum(r["error"] for r in rows) / len(rows)

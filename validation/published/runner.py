@@ -108,14 +108,17 @@ def _mape(rows: list[dict]) -> float | None:
     return sum(errs) / len(errs) if errs else None
 
 
-def _grouped(rows: list[dict], key: str) -> dict:
-    """MAPE, max error, cases within 25 % and failures per value of `key` (category or metric)."""
+def _grouped(rows: list[dict], key: str, fit_tag: str = "fit") -> dict:
+    """MAPE, max error, cases within 25 % and failures per value of `key` (category or metric), and the
+    MAPE of that group's cases outside the fitting subset (`out_of_sample_mape`, None when all are in it)."""
     out = {}
     for value in sorted({r[key] for r in rows}):
         mine = [r for r in rows if r[key] == value]
         errs = [r["error"] for r in mine if r["error"] is not None]
         out[value] = {"cases": len(mine), "mape": _mape(mine), "max_error": max(errs) if errs else None,
-                      "within_25pct": sum(e <= 0.25 for e in errs), "failed": len(mine) - len(errs)}
+                      "within_25pct": sum(e <= 0.25 for e in errs), "failed": len(mine) - len(errs),
+                      "out_of_sample_mape": _mape([r for r in mine if fit_tag not in r["tags"]]),
+                      "fitted_cases": sum(fit_tag in r["tags"] for r in mine)}
     return out
 
 
@@ -137,7 +140,7 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
     fit = [r for r in rows if data.fit_subset in r["tags"]]
     held = [r for r in rows if data.fit_subset not in r["tags"]]
     checked, wrong = ranking(rows)
-    by_cat = _grouped(rows, "category")
+    by_cat = _grouped(rows, "category", data.fit_subset)
     return {
         "suite": "published", "data": str(data.path), "fidelity": "scenario's run.fidelity (simulate), uncalibrated",
         "cases": rows,
@@ -148,7 +151,7 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
         "fitting_subset": {"name": data.fit_subset, "cases": [r["name"] for r in fit], "fitted": data.fitted,
                            "in_sample_mape": _mape(fit)},
         "by_category": by_cat,
-        "by_metric": _grouped(rows, "metric"),
+        "by_metric": _grouped(rows, "metric", data.fit_subset),
         "ranking": {"pairs_checked": checked, "misordered": wrong},
         "failed": [r["name"] for r in rows if r["failure"]],
         "unexplained": [r["name"] for r in done if r["error"] > 0.25 and not r.get("reason")],
@@ -177,9 +180,11 @@ def format_report(report: dict) -> str:
     lines = [format_table(["case", "metric", "measured", "predicted", "measured/predicted", "error", "failure"],
                           rows), ""]
     for key in ("category", "metric"):
-        agg = [[c, str(v["cases"]), _pct(v["mape"]), _pct(v["max_error"]), f"{v['within_25pct']}", str(v["failed"])]
+        agg = [[c, str(v["cases"]), _pct(v["mape"]), _pct(v.get("out_of_sample_mape")),
+                str(v.get("fitted_cases", 0)), _pct(v["max_error"]), f"{v['within_25pct']}", str(v["failed"])]
                for c, v in report[f"by_{key}"].items()]
-        lines += [format_table([key, "cases", "MAPE", "max error", "within 25 %", "failed"], agg), ""]
+        lines += [format_table([key, "cases", "MAPE", "out of sample", "fitted", "max error", "within 25 %",
+                                "failed"], agg), ""]
     fs = report["fitting_subset"]
     misordered = report["ranking"]["misordered"]
     lines += [
