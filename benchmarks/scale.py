@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -149,6 +148,8 @@ KEEP_NO_BYTECODE = False
 
 def _child(args: list[str], timeout_s: float) -> "tuple[dict | None, float, str]":
     """Run this script as a child; (its last JSON line or None, launch epoch, error text)."""
+    import subprocess  # here, not at the top: the children (what is timed) never import it
+
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if not KEEP_NO_BYTECODE:  # Python's default: compiled modules are cached, as in any install
         env.pop("PYTHONDONTWRITEBYTECODE", None)
