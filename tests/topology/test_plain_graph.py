@@ -1,10 +1,7 @@
 """LinkGraph (topology.plain) against networkx: the builders give the same graph in the same order, the
-same directed links, routes and bisection whether they build on a LinkGraph or an nx.Graph; the
-built-in fabrics never import networkx."""
+same directed links, routes and bisection whether they build on a LinkGraph or an nx.Graph (that
+the built-in fabrics never import networkx: tests/test_startup.py)."""
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import networkx as nx
 import pytest
@@ -115,15 +112,3 @@ def test_graph_api_matches_networkx():
     for g in (q, s):
         g.remove_edges_from([("a", "b"), ("e", "f")])
     assert _state(q) == _state(s) and p.has_edge("a", "b")
-
-
-def test_built_in_fabrics_do_not_import_networkx():
-    """Loading a scenario and building and routing a fat tree leaves networkx unimported (~0.15 s saved)."""
-    code = ("import sys\n"
-            "from simdist.io.load import load_scenario\n"
-            "from simdist.engine.simulation import simulate\n"
-            "sc = load_scenario('scenarios/default.yaml', ['cluster.nodes.0.count=4'])\n"
-            "simulate(sc, fidelity='simulate')\n"
-            "print('networkx' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "False"
