@@ -19,7 +19,7 @@ through public entry points only: simdist.io.load.load_scenario with overrides, 
   python benchmarks/scale.py --max-gpus 16384 --timeout 300
   python benchmarks/scale.py --only resnet50:ring:fat_tree:base --max-gpus 131072
   python benchmarks/scale.py --profile resnet50:ring:fat_tree:base:4096   # cProfile summary of one point
-  python benchmarks/scale.py --startup                    # start-up at 512 GPUs (median of 5 processes)
+  python benchmarks/scale.py --startup                    # start-up at 512 GPUs (median of 9 processes)
   python benchmarks/scale.py --targets --timeout 300      # just the rows issue 10's targets name
 """
 from __future__ import annotations
@@ -114,14 +114,51 @@ def _point(spec: str) -> dict:
             "estimate_iteration_s": est.iteration_time_s, "maxrss_GiB": rss_sim}
 
 
-def _startup() -> dict:
-    """Child process: imports, load, topology and the routes of one ring all_reduce at 512 GPUs."""
+def _cpu() -> float:
     import resource
 
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# start-up phases in the order the child reaches them (each the CPU seconds since the previous one); the
+# third-party packages are imported first, one by one, only so their share can be told apart: the modules
+# loaded, and so the total, are the same as the simdist imports alone would load
+STARTUP_PHASES = (
+    ("interpreter", "interpreter, site, this script's imports (argparse, json, tempfile)"),
+    ("numpy", "numpy (one OpenBLAS thread: `import simdist` sets OPENBLAS_NUM_THREADS=1 first)"),
+    ("pydantic", "pydantic and pydantic_core"),
+    ("simpy", "simpy (with importlib.metadata, which pydantic's plugin loader needs too)"),
+    ("yaml", "PyYAML"),
+    ("schema", "the scenario schema: simdist.io.schema* model classes (each builds its validator) and the "
+               "simdist modules they import (scenario, hardware specs, units, collectives.schedule)"),
+    ("simdist", "the rest of simdist.io.load and simdist.engine.simulation's imports"),
+    ("load", "load_scenario: read, validate, resolve catalogs, check the cluster"),
+    ("cluster", "Simulation(...): the engine modules it imports, topology, router, network model"),
+    ("routes", "the ring all_reduce's schedule and its 16 steps' routes compiled"),
+)
+
+
+def _startup() -> dict:
+    """Child process: imports, load, topology and the routes of one ring all_reduce at 512 GPUs."""
+    marks = [_cpu()]
+    import simdist  # noqa: F401 - light; first, so numpy starts with the BLAS threads simdist asks for
+    import numpy  # noqa: F401
+    marks.append(_cpu())
+    import pydantic  # noqa: F401
+    import pydantic.fields  # noqa: F401
+    marks.append(_cpu())
+    import simpy  # noqa: F401
+    marks.append(_cpu())
+    import yaml  # noqa: F401
+    marks.append(_cpu())
+    import simdist.io.schema  # noqa: F401
+    marks.append(_cpu())
     from simdist.collectives.schedule import CollectiveOp
     from simdist.engine.simulation import Simulation
     from simdist.io.load import load_scenario
     from simdist.scenario import Fidelity
+    marks.append(_cpu())
 
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         json.dump(scenario("resnet50", "ring", "fat_tree", "base", 512), f)
@@ -130,15 +167,16 @@ def _startup() -> dict:
     finally:
         os.unlink(f.name)
     loaded = time.time()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    loaded_cpu = usage.ru_utime + usage.ru_stime
+    marks.append(_cpu())
     ctx = Simulation(sc, Fidelity.SIMULATE).context
+    marks.append(_cpu())
     sched = ctx.cached_schedule(CollectiveOp.ALL_REDUCE, 25 * 2 ** 20)
     steps = [ctx.network.steps.get(step) for chain in sched.chains for step in chain]
     done = time.time()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"loaded_epoch": loaded, "done_epoch": done, "loaded_cpu_s": loaded_cpu,
-            "cpu_s": usage.ru_utime + usage.ru_stime, "steps": len(steps)}
+    marks.append(_cpu())
+    phases = [marks[0]] + [b - a for a, b in zip(marks, marks[1:])]
+    return {"loaded_epoch": loaded, "done_epoch": done, "loaded_cpu_s": marks[7], "cpu_s": marks[-1],
+            "steps": len(steps), "phases": dict(zip((k for k, _ in STARTUP_PHASES), phases))}
 
 
 # Children cache compiled bytecode (Python's default) even where PYTHONDONTWRITEBYTECODE is set, so a
@@ -175,10 +213,11 @@ def run_point(spec: str, timeout_s: float) -> dict:
                 "exit_s": time.time() - launch}
 
 
-def run_startup(repeats: int = 5) -> dict:
+def run_startup(repeats: int = 9) -> dict:
     """Start-up at 512 GPUs, median over `repeats` fresh processes: launch -> scenario loaded, and
     launch -> topology built and the ring's routes compiled."""
     loaded, done, cpu, loaded_cpu = [], [], [], []
+    phases: dict[str, list[float]] = {k: [] for k, _ in STARTUP_PHASES}
     for _ in range(repeats):
         r, launch, error = _child(["--startup-child"], 120)
         if r is None:
@@ -187,9 +226,21 @@ def run_startup(repeats: int = 5) -> dict:
         done.append(r["done_epoch"] - launch)
         cpu.append(r["cpu_s"])
         loaded_cpu.append(r["loaded_cpu_s"])
+        for k, v in r["phases"].items():
+            phases[k].append(v)
     mid = repeats // 2
     return {"load_s": sorted(loaded)[mid], "startup_s": sorted(done)[mid], "min_s": min(done), "max_s": max(done),
-            "cpu_s": sorted(cpu)[mid], "load_cpu_s": sorted(loaded_cpu)[mid]}
+            "cpu_s": sorted(cpu)[mid], "load_cpu_s": sorted(loaded_cpu)[mid],
+            "phases_cpu_s": {k: sorted(v)[mid] for k, v in phases.items()}}
+
+
+def startup_table(startup: dict) -> list[str]:
+    """Where the start-up's CPU goes: the median of each phase over the processes (the medians need not
+    add up to the median total)."""
+    lines = ["", "start-up CPU by phase (median of the processes, seconds):"]
+    for key, what in STARTUP_PHASES:
+        lines.append(f"  {startup['phases_cpu_s'][key]:6.3f}  {key:<11} {what}")
+    return lines
 
 
 def _row(r: dict, prev: dict | None) -> str:
@@ -271,7 +322,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per point")
     parser.add_argument("--only", action="append", default=[], help="model:strategy:fabric:variant (repeatable)")
     parser.add_argument("--targets", action="store_true", help="only the rows and sizes issue 10's targets name")
-    parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (5 processes)")
+    parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (9 processes)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     parser.add_argument("--profile", help="model:strategy:fabric:variant:gpus: cProfile one point in this process")
     parser.add_argument("--no-bytecode", action="store_true",
@@ -296,7 +347,9 @@ def main() -> None:
         return
     startup = run_startup() if args.startup or args.targets else None
     if startup is not None:
-        print(f"start-up, 512 GPUs (launch -> routes of a ring all_reduce), median of 5: {startup}", flush=True)
+        print(f"start-up, 512 GPUs (launch -> routes of a ring all_reduce), median of 9: {startup}", flush=True)
+    if startup is not None and "error" not in startup:
+        print("\n".join(startup_table(startup)), flush=True)
     if args.startup:
         print("\n".join(summary({}, startup)))
         return
