@@ -20,6 +20,7 @@ through public entry points only: simdist.io.load.load_scenario with overrides, 
   python benchmarks/scale.py --only resnet50:ring:fat_tree:base --max-gpus 131072
   python benchmarks/scale.py --profile resnet50:ring:fat_tree:base:4096   # cProfile summary of one point
   python benchmarks/scale.py --startup                    # start-up at 512 GPUs (median of 9 processes)
+  python benchmarks/scale.py --versus ../main --repeats 10  # start-up and 1,024 GPUs against another checkout
   python benchmarks/scale.py --targets --timeout 300      # just the rows issue 10's targets name
 """
 from __future__ import annotations
@@ -183,11 +184,12 @@ def _startup() -> dict:
 KEEP_NO_BYTECODE = False
 
 
-def _child(args: list[str], timeout_s: float) -> "tuple[dict | None, float, str]":
-    """Run this script as a child; (its last JSON line or None, launch epoch, error text)."""
+def _child(args: list[str], timeout_s: float, root: Path = ROOT) -> "tuple[dict | None, float, str]":
+    """Run this script (of the checkout at `root`) as a child; (its last JSON line or None, launch
+    epoch, error text)."""
     import subprocess  # here, not at the top: the children (what is timed) never import it
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if not KEEP_NO_BYTECODE:  # Python's default: compiled modules are cached, as in any install
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     launch = time.time()
@@ -195,7 +197,7 @@ def _child(args: list[str], timeout_s: float) -> "tuple[dict | None, float, str]
         # -m: run from the cached bytecode, as any imported module is (a script given by path is compiled
         # in every process, ~0.01 s here, which is the benchmark's cost, not simdist's)
         out = subprocess.run([sys.executable, "-m", "benchmarks.scale", *args], capture_output=True, text=True,
-                             timeout=timeout_s, env=env)
+                             timeout=timeout_s, env=env, cwd=root)
     except subprocess.TimeoutExpired:
         return None, launch, f"timeout after {timeout_s:g} s"
     if out.returncode != 0:
@@ -241,6 +243,32 @@ def startup_table(startup: dict) -> list[str]:
     lines = ["", "start-up CPU by phase (median of the processes, seconds):"]
     for key, what in STARTUP_PHASES:
         lines.append(f"  {startup['phases_cpu_s'][key]:6.3f}  {key:<11} {what}")
+    return lines
+
+
+def versus(other: Path, repeats: int, spec: str) -> list[str]:
+    """This checkout against the one at `other` (e.g. main, as a git worktree): the start-up child and
+    the point `spec`, alternating between the two checkouts process by process so both see the same load
+    (on a shared machine the load moves from one minute to the next); medians and minima of CPU and wall."""
+    import statistics
+
+    lines = []
+    for kind, args in (("start-up, 512 GPUs", ["--startup-child"]), (spec, ["--child", spec])):
+        got: dict[Path, list[tuple[float, float]]] = {ROOT: [], other: []}
+        loads = []
+        for _ in range(repeats):
+            for root in (other, ROOT):
+                r, launch, error = _child(args, 600, root)
+                if r is None:
+                    return lines + [f"{kind}: {root}: {error}"]
+                got[root].append((r["cpu_s"], r["done_epoch"] - launch))
+            loads.append(os.getloadavg()[0])
+        for root, label in ((other, "other"), (ROOT, "this ")):
+            cpu = [c for c, _ in got[root]]
+            wall = [w for _, w in got[root]]
+            lines.append(f"{kind}: {label} ({root}): CPU median {statistics.median(cpu):.3f} s (min {min(cpu):.3f}),"
+                         f" wall median {statistics.median(wall):.3f} s (min {min(wall):.3f})")
+        lines.append(f"  {repeats} processes each; load average (1 min) {min(loads):.1f}-{max(loads):.1f}")
     return lines
 
 
@@ -338,6 +366,9 @@ def main() -> None:
     parser.add_argument("--profile", help="model:strategy:fabric:variant:gpus: cProfile one point in this process")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE for the children (they compile every module each time)")
+    parser.add_argument("--versus", type=Path, help="another checkout (e.g. main's): its start-up and 1,024-GPU "
+                        "point against this one's, process by process in turn")
+    parser.add_argument("--repeats", type=int, default=10, help="processes per checkout with --versus")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--startup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -355,6 +386,9 @@ def main() -> None:
 
         cProfile.runctx("_point(spec)", globals(), {"spec": args.profile}, "/tmp/simdist-scale.prof")
         pstats.Stats("/tmp/simdist-scale.prof").sort_stats("cumulative").print_stats(30)
+        return
+    if args.versus:
+        print("\n".join(versus(args.versus.resolve(), args.repeats, "resnet50:ring:fat_tree:base:1024")))
         return
     startup = run_startup() if args.startup or args.targets else None
     if startup is not None:
