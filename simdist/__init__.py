@@ -14,7 +14,7 @@ import sys as _sys
 # numpy's bundled OpenBLAS starts a thread per core when numpy is imported, and those threads cost more
 # CPU at start-up (~0.05 s here) than simdist ever gets back: it runs no large matrix products. One
 # BLAS thread unless the user chose otherwise, and only when numpy is not loaded yet (after that the
-# variable has no effect). docs/performance.md, "Start-up".
+# variable has no effect). docs/performance.md, "Start-up and the 1,024-GPU point".
 if "numpy" not in _sys.modules:
     _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
