@@ -113,6 +113,29 @@ class EdgeView:
         return self._iter(nbunch, data, default)
 
 
+class DegreeView:
+    """`g.degree`, as networkx's: called with a vertex or indexed by one, its degree; else (vertex,
+    degree) pairs."""
+
+    __slots__ = ("_g",)
+
+    def __init__(self, graph: "LinkGraph") -> None:
+        self._g = graph
+
+    def __getitem__(self, v: Any) -> int:
+        row = self._g._adj[v]
+        return len(row) + (v in row)
+
+    def __call__(self, v: Any = None):
+        return iter(self) if v is None else self[v]
+
+    def __iter__(self) -> Iterator:
+        return ((u, len(row) + (u in row)) for u, row in self._g._adj.items())
+
+    def __len__(self) -> int:
+        return len(self._g._adj)
+
+
 class LinkGraph:
     """An undirected simple graph with vertex and edge attributes, stored and ordered like nx.Graph."""
 
@@ -162,12 +185,11 @@ class LinkGraph:
     def neighbors(self, v: Any) -> Iterator:
         return iter(self._adj[v])
 
-    def degree(self, v: Any = None):
-        """Edges at `v` (a self-loop counts twice, as in networkx); without `v`, (vertex, degree) pairs."""
-        if v is None:
-            return ((u, len(row) + (u in row)) for u, row in self._adj.items())
-        row = self._adj[v]
-        return len(row) + (v in row)
+    @property
+    def degree(self) -> "DegreeView":
+        """`g.degree(v)` or `g.degree[v]`: edges at v (a self-loop counts twice, as in networkx);
+        `g.degree()` or iterating `g.degree`: (vertex, degree) pairs."""
+        return DegreeView(self)
 
     def number_of_nodes(self) -> int:
         return len(self._node)

@@ -100,6 +100,7 @@ def test_graph_api_matches_networkx():
     assert list(p) == list(r) and len(p) == len(r) and ("a" in p) == ("a" in r) and ([] in p) is False
     assert p.number_of_nodes() == r.number_of_nodes() and p.number_of_edges() == r.number_of_edges()
     assert [p.degree(v) for v in p] == [r.degree(v) for v in r] and list(p.degree()) == list(r.degree())
+    assert [p.degree[v] for v in p] == [r.degree[v] for v in r] and list(p.degree) == list(r.degree)
     assert list(p.neighbors("a")) == list(r.neighbors("a")) and dict(p["c"]) == dict(r["c"])
     assert list(p.edges("c", data=True)) == list(r.edges("c", data=True))
     assert list(p.edges(["a", "c", "zz"])) == list(r.edges(["a", "c", "zz"]))
