@@ -61,6 +61,9 @@ class NodeView:
             return iter(self._g._node.items())
         return ((v, d.get(data, default)) for v, d in self._g._node.items())
 
+    def data(self, data: bool | str = True, default: Any = None):
+        return self(data, default)
+
     def __repr__(self) -> str:
         return f"NodeView({tuple(self._g._node)})"
 

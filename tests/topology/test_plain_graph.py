@@ -108,6 +108,7 @@ def test_graph_api_matches_networkx():
     assert p.edges["a", "b"] == r.edges["a", "b"] and (("b", "a") in p.edges) == (("b", "a") in r.edges)
     assert p.has_edge("a", "d") and not p.has_edge("a", "e") and not p.has_edge("zz", "a")
     assert list(p.nodes(data="x")) == list(r.nodes(data="x")) and p.nodes["f"] == r.nodes["f"]
+    assert list(p.nodes.data()) == list(r.nodes.data()) and list(p.edges.data("w")) == list(r.edges.data("w"))
     assert _state(p.subgraph(["d", "a", "c"])) == _state(r.subgraph(["d", "a", "c"]))
     q, s = p.copy(), r.copy()
     for g in (q, s):
