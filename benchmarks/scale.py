@@ -19,16 +19,15 @@ through public entry points only: simdist.io.load.load_scenario with overrides, 
   python benchmarks/scale.py --max-gpus 16384 --timeout 300
   python benchmarks/scale.py --only resnet50:ring:fat_tree:base --max-gpus 131072
   python benchmarks/scale.py --profile resnet50:ring:fat_tree:base:4096   # cProfile summary of one point
-  python benchmarks/scale.py --startup                    # start-up at 512 GPUs (median of 5 processes)
+  python benchmarks/scale.py --startup                    # start-up at 512 GPUs (median of 9 processes)
+  python benchmarks/scale.py --versus ../main --repeats 10  # start-up and 1,024 GPUs against another checkout
   python benchmarks/scale.py --targets --timeout 300      # just the rows issue 10's targets name
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -115,14 +114,51 @@ def _point(spec: str) -> dict:
             "estimate_iteration_s": est.iteration_time_s, "maxrss_GiB": rss_sim}
 
 
-def _startup() -> dict:
-    """Child process: imports, load, topology and the routes of one ring all_reduce at 512 GPUs."""
+def _cpu() -> float:
     import resource
 
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# start-up phases in the order the child reaches them (each the CPU seconds since the previous one); the
+# third-party packages are imported first, one by one, only so their share can be told apart: the modules
+# loaded, and so the total, are the same as the simdist imports alone would load
+STARTUP_PHASES = (
+    ("interpreter", "interpreter, site (the venv's editable-install finder), this script's imports (json, tempfile)"),
+    ("numpy", "numpy (one OpenBLAS thread: `import simdist` sets OPENBLAS_NUM_THREADS=1 first)"),
+    ("pydantic", "pydantic and pydantic_core"),
+    ("simpy", "simpy (with importlib.metadata, which pydantic's plugin loader needs too)"),
+    ("yaml", "PyYAML"),
+    ("schema", "the scenario schema: simdist.io.schema* model classes (each builds its validator) and the "
+               "simdist modules they import (scenario, hardware specs, units, collectives.schedule)"),
+    ("simdist", "the rest of simdist.io.load and simdist.engine.simulation's imports"),
+    ("load", "load_scenario: read, validate, resolve catalogs, check the cluster"),
+    ("cluster", "Simulation(...): the engine modules it imports, topology, router, network model"),
+    ("routes", "the ring all_reduce's schedule and its 16 steps' routes compiled"),
+)
+
+
+def _startup() -> dict:
+    """Child process: imports, load, topology and the routes of one ring all_reduce at 512 GPUs."""
+    marks = [_cpu()]
+    import simdist  # noqa: F401 - light; first, so numpy starts with the BLAS threads simdist asks for
+    import numpy  # noqa: F401
+    marks.append(_cpu())
+    import pydantic  # noqa: F401
+    import pydantic.fields  # noqa: F401
+    marks.append(_cpu())
+    import simpy  # noqa: F401
+    marks.append(_cpu())
+    import yaml  # noqa: F401
+    marks.append(_cpu())
+    import simdist.io.schema  # noqa: F401
+    marks.append(_cpu())
     from simdist.collectives.schedule import CollectiveOp
     from simdist.engine.simulation import Simulation
     from simdist.io.load import load_scenario
     from simdist.scenario import Fidelity
+    marks.append(_cpu())
 
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         json.dump(scenario("resnet50", "ring", "fat_tree", "base", 512), f)
@@ -131,15 +167,16 @@ def _startup() -> dict:
     finally:
         os.unlink(f.name)
     loaded = time.time()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    loaded_cpu = usage.ru_utime + usage.ru_stime
+    marks.append(_cpu())
     ctx = Simulation(sc, Fidelity.SIMULATE).context
+    marks.append(_cpu())
     sched = ctx.cached_schedule(CollectiveOp.ALL_REDUCE, 25 * 2 ** 20)
     steps = [ctx.network.steps.get(step) for chain in sched.chains for step in chain]
     done = time.time()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"loaded_epoch": loaded, "done_epoch": done, "loaded_cpu_s": loaded_cpu,
-            "cpu_s": usage.ru_utime + usage.ru_stime, "steps": len(steps)}
+    marks.append(_cpu())
+    phases = [marks[0]] + [b - a for a, b in zip(marks, marks[1:])]
+    return {"loaded_epoch": loaded, "done_epoch": done, "loaded_cpu_s": marks[7], "cpu_s": marks[-1],
+            "steps": len(steps), "phases": dict(zip((k for k, _ in STARTUP_PHASES), phases))}
 
 
 # Children cache compiled bytecode (Python's default) even where PYTHONDONTWRITEBYTECODE is set, so a
@@ -147,15 +184,20 @@ def _startup() -> dict:
 KEEP_NO_BYTECODE = False
 
 
-def _child(args: list[str], timeout_s: float) -> "tuple[dict | None, float, str]":
-    """Run this script as a child; (its last JSON line or None, launch epoch, error text)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def _child(args: list[str], timeout_s: float, root: Path = ROOT) -> "tuple[dict | None, float, str]":
+    """Run this script (of the checkout at `root`) as a child; (its last JSON line or None, launch
+    epoch, error text)."""
+    import subprocess  # here, not at the top: the children (what is timed) never import it
+
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if not KEEP_NO_BYTECODE:  # Python's default: compiled modules are cached, as in any install
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     launch = time.time()
     try:
-        out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                             timeout=timeout_s, env=env)
+        # -m: run from the cached bytecode, as any imported module is (a script given by path is compiled
+        # in every process, ~0.01 s here, which is the benchmark's cost, not simdist's)
+        out = subprocess.run([sys.executable, "-m", "benchmarks.scale", *args], capture_output=True, text=True,
+                             timeout=timeout_s, env=env, cwd=root)
     except subprocess.TimeoutExpired:
         return None, launch, f"timeout after {timeout_s:g} s"
     if out.returncode != 0:
@@ -174,10 +216,11 @@ def run_point(spec: str, timeout_s: float) -> dict:
                 "exit_s": time.time() - launch}
 
 
-def run_startup(repeats: int = 5) -> dict:
+def run_startup(repeats: int = 9) -> dict:
     """Start-up at 512 GPUs, median over `repeats` fresh processes: launch -> scenario loaded, and
     launch -> topology built and the ring's routes compiled."""
     loaded, done, cpu, loaded_cpu = [], [], [], []
+    phases: dict[str, list[float]] = {k: [] for k, _ in STARTUP_PHASES}
     for _ in range(repeats):
         r, launch, error = _child(["--startup-child"], 120)
         if r is None:
@@ -186,9 +229,47 @@ def run_startup(repeats: int = 5) -> dict:
         done.append(r["done_epoch"] - launch)
         cpu.append(r["cpu_s"])
         loaded_cpu.append(r["loaded_cpu_s"])
+        for k, v in r["phases"].items():
+            phases[k].append(v)
     mid = repeats // 2
     return {"load_s": sorted(loaded)[mid], "startup_s": sorted(done)[mid], "min_s": min(done), "max_s": max(done),
-            "cpu_s": sorted(cpu)[mid], "load_cpu_s": sorted(loaded_cpu)[mid]}
+            "cpu_s": sorted(cpu)[mid], "load_cpu_s": sorted(loaded_cpu)[mid],
+            "phases_cpu_s": {k: sorted(v)[mid] for k, v in phases.items()}}
+
+
+def startup_table(startup: dict) -> list[str]:
+    """Where the start-up's CPU goes: the median of each phase over the processes (the medians need not
+    add up to the median total)."""
+    lines = ["", "start-up CPU by phase (median of the processes, seconds):"]
+    for key, what in STARTUP_PHASES:
+        lines.append(f"  {startup['phases_cpu_s'][key]:6.3f}  {key:<11} {what}")
+    return lines
+
+
+def versus(other: Path, repeats: int, spec: str) -> list[str]:
+    """This checkout against the one at `other` (e.g. main, as a git worktree): the start-up child and
+    the point `spec`, alternating between the two checkouts process by process so both see the same load
+    (on a shared machine the load moves from one minute to the next); medians and minima of CPU and wall."""
+    import statistics
+
+    lines = []
+    for kind, args in (("start-up, 512 GPUs", ["--startup-child"]), (spec, ["--child", spec])):
+        got: dict[Path, list[tuple[float, float]]] = {ROOT: [], other: []}
+        loads = []
+        for _ in range(repeats):
+            for root in (other, ROOT):
+                r, launch, error = _child(args, 600, root)
+                if r is None:
+                    return lines + [f"{kind}: {root}: {error}"]
+                got[root].append((r["cpu_s"], r["done_epoch"] - launch))
+            loads.append(os.getloadavg()[0])
+        for root, label in ((other, "other"), (ROOT, "this ")):
+            cpu = [c for c, _ in got[root]]
+            wall = [w for _, w in got[root]]
+            lines.append(f"{kind}: {label} ({root}): CPU median {statistics.median(cpu):.3f} s (min {min(cpu):.3f}),"
+                         f" wall median {statistics.median(wall):.3f} s (min {min(wall):.3f})")
+        lines.append(f"  {repeats} processes each; load average (1 min) {min(loads):.1f}-{max(loads):.1f}")
+    return lines
 
 
 def _row(r: dict, prev: dict | None) -> str:
@@ -264,17 +345,30 @@ def summary(results: dict[str, dict], startup: dict | None) -> list[str]:
 
 
 def main() -> None:
+    # the children (what is timed) are told apart before argparse is imported: parsing this script's
+    # options is the benchmark's cost, not simdist's (~5 ms with gettext)
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        print(json.dumps(_point(sys.argv[2])))
+        return
+    if sys.argv[1:] == ["--startup-child"]:
+        print(json.dumps(_startup()))
+        return
+    import argparse
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="sizes up to 4,096 GPUs")
     parser.add_argument("--max-gpus", type=int, default=max(SIZES), help="largest size to run")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per point")
     parser.add_argument("--only", action="append", default=[], help="model:strategy:fabric:variant (repeatable)")
     parser.add_argument("--targets", action="store_true", help="only the rows and sizes issue 10's targets name")
-    parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (5 processes)")
+    parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (9 processes)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     parser.add_argument("--profile", help="model:strategy:fabric:variant:gpus: cProfile one point in this process")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE for the children (they compile every module each time)")
+    parser.add_argument("--versus", type=Path, help="another checkout (e.g. main's): its start-up and 1,024-GPU "
+                        "point against this one's, process by process in turn")
+    parser.add_argument("--repeats", type=int, default=10, help="processes per checkout with --versus")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--startup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -293,9 +387,14 @@ def main() -> None:
         cProfile.runctx("_point(spec)", globals(), {"spec": args.profile}, "/tmp/simdist-scale.prof")
         pstats.Stats("/tmp/simdist-scale.prof").sort_stats("cumulative").print_stats(30)
         return
+    if args.versus:
+        print("\n".join(versus(args.versus.resolve(), args.repeats, "resnet50:ring:fat_tree:base:1024")))
+        return
     startup = run_startup() if args.startup or args.targets else None
     if startup is not None:
-        print(f"start-up, 512 GPUs (launch -> routes of a ring all_reduce), median of 5: {startup}", flush=True)
+        print(f"start-up, 512 GPUs (launch -> routes of a ring all_reduce), median of 9: {startup}", flush=True)
+    if startup is not None and "error" not in startup:
+        print("\n".join(startup_table(startup)), flush=True)
     if args.startup:
         print("\n".join(summary({}, startup)))
         return

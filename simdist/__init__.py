@@ -8,6 +8,16 @@ so `import simdist` loads neither the schema (pydantic, yaml) nor the engine.
 """
 __version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it (tool.setuptools.dynamic)
 
+import os as _os
+import sys as _sys
+
+# numpy's bundled OpenBLAS starts a thread per core when numpy is imported, and those threads cost more
+# CPU at start-up (~0.05 s here) than simdist ever gets back: it runs no large matrix products. One
+# BLAS thread unless the user chose otherwise, and only when numpy is not loaded yet (after that the
+# variable has no effect). docs/performance.md, "Start-up and the 1,024-GPU point".
+if "numpy" not in _sys.modules:
+    _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 _LAZY = {  # public name -> module that defines it
     "load": "simdist.api",
     "simulate": "simdist.api",

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
-
 from simdist.collectives.protocols import NVLINK_ARCH_INDEX, HopKind
 from simdist.collectives.schedule import Group
 
@@ -34,7 +32,16 @@ class NodeFabric:
     arch_index: int | None = None  # NCCL's compCapIndex from the NVLink generation (None: not known)
 
 
-def _node_vertices(graph: nx.Graph, node: int) -> list[str]:
+def _reachable(adj: dict[str, set[str]], start: str) -> set[str]:
+    """The vertices `start` reaches over `adj` (a breadth-first search; `start` included)."""
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        frontier = [w for v in frontier for w in adj.get(v, ()) if w not in seen and not seen.add(w)]
+    return seen
+
+
+def _node_vertices(graph, node: int) -> list[str]:
     prefix = f"node{node}/"
     return [v for v in graph.nodes if isinstance(v, str) and v.startswith(prefix)]
 
@@ -48,8 +55,7 @@ def from_topology(topology, group: Group) -> NodeFabric:
     node = topology.endpoint_node[group.ranks[0]]
     local = _node_vertices(g, node)
     gpus = [v for v in local if "/gpu" in v]
-    nvl = nx.Graph()
-    nvl.add_nodes_from(gpus)
+    nvl: dict[str, set[str]] = {v: set() for v in gpus}  # the NVLink graph: vertex -> neighbours
     nvl_bw = {v: 0.0 for v in gpus}
     nvls = False
     pascal = False  # NVLink1 = Pascal (sm_60): NCCL enables LL128 from Volta (sm_70) on
@@ -61,14 +67,15 @@ def from_topology(topology, group: Group) -> NodeFabric:
         pascal = pascal or gen == "nvlink1"
         if gen in NVLINK_ARCH_INDEX:
             arch = NVLINK_ARCH_INDEX[gen] if arch is None else min(arch, NVLINK_ARCH_INDEX[gen])
-        nvl.add_edge(u, v)
+        nvl.setdefault(u, set()).add(v)
+        nvl.setdefault(v, set()).add(u)
         bw = d["link"].effective_Bps * d.get("multiplicity", 1)
         for x in (u, v):
             if x in nvl_bw:
                 nvl_bw[x] += bw
         if "nvswitch" in u + v and d["link"].name.split("x")[0] in NVLS_LINKS:
             nvls = True
-    all_nvlink = len(gpus) > 1 and set(gpus) <= nx.node_connected_component(nvl, gpu_vertex)
+    all_nvlink = len(gpus) > 1 and set(gpus) <= _reachable(nvl, gpu_vertex)
     if all_nvlink:
         intra_Bps = min(nvl_bw.values())
     else:

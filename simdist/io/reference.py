@@ -5,7 +5,11 @@ cannot drift from what the loader accepts.
 """
 from __future__ import annotations
 
+import ast
 import enum
+import functools
+import inspect
+import textwrap
 import types
 import typing
 from dataclasses import dataclass
@@ -123,6 +127,37 @@ def _models_in(tp: Any) -> list[tuple[str, type[BaseModel]]]:
     return []
 
 
+@functools.cache
+def _own_docstrings(cls: type) -> dict[str, str]:
+    """{field: docstring} of the string literals that follow the annotated assignments in `cls`'s own
+    body (PEP 257 attribute docstrings), read from its source."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = next((n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__), [])
+    out: dict[str, str] = {}
+    for stmt, nxt in zip(body, body[1:]):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            out[stmt.target.id] = inspect.cleandoc(nxt.value.value)
+    return out
+
+
+def field_description(model: type[BaseModel], name: str) -> str:
+    """A field's description: its Field(description=...), else the attribute docstring under it in the
+    nearest class of `model`'s MRO that declares it. The schema does not ask pydantic to read the
+    docstrings (use_attribute_docstrings parses every model's source at import, ~30-40 ms of each
+    start-up); only this reference needs them."""
+    field = model.model_fields[name]
+    if field.description:
+        return field.description
+    for cls in model.__mro__:
+        if name in getattr(cls, "__annotations__", {}):
+            return _own_docstrings(cls).get(name, "")
+    return ""
+
+
 def keys(model: type[BaseModel] = ScenarioModel, prefix: str = "") -> list[KeyDoc]:
     """Every key under `model`, depth first, in schema order (inline forms of a union each listed)."""
     out: list[KeyDoc] = []
@@ -133,7 +168,7 @@ def keys(model: type[BaseModel] = ScenarioModel, prefix: str = "") -> list[KeyDo
         if path not in seen:
             seen.add(path)
             out.append(KeyDoc(path, _kind(tp, list(field.metadata)), _default(field, tp),
-                              " ".join((field.description or "").split())))
+                              " ".join(field_description(model, name).split())))
         for suffix, sub in _models_in(tp):
             for doc in keys(sub, f"{path}{suffix}."):
                 if doc.path not in seen:

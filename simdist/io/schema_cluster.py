@@ -1,7 +1,7 @@
 """The cluster part of the strict scenario schema (DESIGN.md section 3) and the shared schema machinery.
 
-`Strict` is the base of every section (unknown keys are errors, attribute docstrings become field
-descriptions); `key_or` builds "catalog key or inline mapping" fields whose catalog keys are checked
+`Strict` is the base of every section (unknown keys are errors; attribute docstrings describe the
+keys, read by io.reference); `key_or` builds "catalog key or inline mapping" fields whose catalog keys are checked
 against the catalogs passed in pydantic's validation context (`{"gpu_keys": [...], ...}`).
 """
 from __future__ import annotations
@@ -35,9 +35,10 @@ class NicTransport(StrEnum):
 
 
 class Strict(BaseModel):
-    """Base of every scenario section: unknown keys are errors, values are not coerced silently."""
+    """Base of every scenario section: unknown keys are errors, values are not coerced silently.
+    Attribute docstrings describe the keys; io.reference reads them when it documents the schema."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def fail(message: str) -> PydanticCustomError:

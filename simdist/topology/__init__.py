@@ -1,1 +1,1 @@
-"""Topology builders (networkx graphs of nodes, switches and links) and routing with ECMP."""
+"""Topology builders (graphs of nodes, switches and links: topology.plain.LinkGraph) and routing with ECMP."""

@@ -11,8 +11,6 @@ second half of the machines (in machine order), which is exact for that cut.
 """
 from __future__ import annotations
 
-import networkx as nx
-
 from simdist.topology.graph import Topology
 
 
@@ -57,6 +55,8 @@ def max_flow_bisection_Bps(topology: Topology) -> float:
     if half == 0:
         return 0.0
     side = {m: (0 if i < half else 1) for i, m in enumerate(names)}
+    import networkx as nx  # only here: the closed forms above cover the built-in fabrics
+
     g = topology.graph
     d = nx.DiGraph()
     for u, v, data in g.edges(data=True):

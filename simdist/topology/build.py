@@ -1,4 +1,4 @@
-"""build_topology: a ClusterSpec (plus optional dedicated server hosts) as one networkx graph.
+"""build_topology: a ClusterSpec (plus optional dedicated server hosts) as one graph (a LinkGraph, topology.plain).
 
 Machines are the worker nodes in ClusterSpec order, then `server_hosts` parameter servers (each a
 "server{s}/cpu0" endpoint with `server_nic`, default the first node group's NIC). The fabric builder
@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable
 
-import networkx as nx
-
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, RoutingKind, TopologyKind
 from simdist.topology.custom import build_custom
@@ -28,9 +26,10 @@ from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior
 from simdist.topology.machines import Machine
+from simdist.topology.plain import LinkGraph
 from simdist.topology.validate import validate_cluster
 
-FabricBuilder = Callable[[nx.Graph, FabricSpec, list[Machine]], str]
+FabricBuilder = Callable[[LinkGraph, FabricSpec, list[Machine]], str]
 
 FABRIC_BUILDERS: dict[TopologyKind, FabricBuilder] = {
     TopologyKind.SINGLE_SWITCH: build_single_switch,
@@ -85,7 +84,7 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
         issues.append(Issue("communication.ps.nic.count", f"got {server_nic.count!r}; expected >= 1"))
     if issues:
         raise ScenarioError(issues)
-    g = nx.Graph()
+    g = LinkGraph()
     endpoints: list[str] = []
     endpoint_node: list[int] = []
     machines: list[Machine] = []

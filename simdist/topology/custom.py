@@ -9,12 +9,17 @@ optional `efficiency` (0 < e <= 1) and `multiplicity` (parallel cables); missing
 """
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import FabricSpec, LinkSpec
 from simdist.topology.machines import Machine, add_link, attach
 from simdist.units import parse_bandwidth, parse_duration
+
+if TYPE_CHECKING:  # networkx is imported only when a GraphML fabric is read (it costs ~0.15 s)
+    import networkx as nx
+
+    from simdist.topology.plain import LinkGraph
 
 PATH = "cluster.fabric.graphml"
 
@@ -27,6 +32,8 @@ def read_graphml(path: str | None) -> nx.Graph:
     """The GraphML file as an undirected graph, or a ScenarioError naming cluster.fabric.graphml."""
     if not path:
         raise ScenarioError.bad_value(PATH, path, "the path of a GraphML file for topology custom")
+    import networkx as nx
+
     try:
         graph = nx.read_graphml(path)
         undeclared = _undeclared_endpoints(path)
@@ -62,6 +69,8 @@ def disconnected_hosts(graph: nx.Graph) -> list[str]:
     hosts = host_vertices(graph)
     if not hosts:
         return []
+    import networkx as nx
+
     reach = nx.node_connected_component(graph, hosts[0])
     return [h for h in hosts if h not in reach]
 
@@ -107,7 +116,7 @@ def edge_link(data: dict, fabric: FabricSpec, where: str) -> LinkSpec:
     return base.with_(bandwidth_Bps=bw, latency_s=lat, efficiency=eff)
 
 
-def build_custom(g: nx.Graph, fabric: FabricSpec, machines: list[Machine]) -> str:
+def build_custom(g: LinkGraph, fabric: FabricSpec, machines: list[Machine]) -> str:
     """Copy the GraphML fabric into `g` and cable machine i's NICs to the i-th host vertex."""
     src = read_graphml(fabric.graphml)
     bad = [str(v) for v in src.nodes if "/" in str(v)]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import math
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from simdist.hardware.specs import FabricSpec, TopologyKind
 from simdist.topology.machines import Machine, add_link
+
+if TYPE_CHECKING:
+    from simdist.topology.plain import LinkGraph
 
 NDIMS = {TopologyKind.RING: 1, TopologyKind.TORUS2D: 2, TopologyKind.TORUS3D: 3}
 MAX_ASPECT = 4
@@ -59,7 +61,7 @@ def shape_for(fabric: FabricSpec, n: int) -> tuple[int, ...]:
     return tuple(fabric.dims) if fabric.dims else default_dims(n, ndims)
 
 
-def build_direct(g: nx.Graph, fabric: FabricSpec, machines: list[Machine]) -> str:
+def build_direct(g: LinkGraph, fabric: FabricSpec, machines: list[Machine]) -> str:
     """Ring or torus over the machines (see module rules)."""
     dims = shape_for(fabric, len(machines))
     n = len(machines)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from simdist.hardware.specs import FabricSpec, LinkSpec
 from simdist.topology.machines import Machine, add_link, attach
+
+if TYPE_CHECKING:
+    from simdist.topology.plain import LinkGraph
 
 RADIX = 64  # ports of a realistic fabric switch (e.g. 64 x 400G)
 MAX_UPPER = RADIX // 2  # distinct upper switches one switch reaches
@@ -56,7 +58,7 @@ def spread_uplinks(capacity_Bps: float, link: LinkSpec, limit: int = MAX_UPPER) 
     return Uplinks(switches, mult, link)
 
 
-def build_single_switch(g: nx.Graph, fabric: FabricSpec, machines: list[Machine]) -> str:
+def build_single_switch(g: LinkGraph, fabric: FabricSpec, machines: list[Machine]) -> str:
     """Every NIC on one switch "switch" (a non-blocking crossbar)."""
     g.add_node("switch")
     for m in machines:
@@ -72,7 +74,7 @@ def choose_levels(fabric: FabricSpec, leaves: int, up: Uplinks) -> int:
     return 2 if leaves * up.multiplicity <= RADIX else 3
 
 
-def build_fat_tree(g: nx.Graph, fabric: FabricSpec, machines: list[Machine]) -> str:
+def build_fat_tree(g: LinkGraph, fabric: FabricSpec, machines: list[Machine]) -> str:
     """Leaves of `nodes_per_leaf` machines under spines (2 levels) or aggregation + core (3 levels)."""
     per_leaf = fabric.nodes_per_leaf or min(len(machines), RADIX // 2) or 1
     n_leaves = max(1, math.ceil(len(machines) / per_leaf))

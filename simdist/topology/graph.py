@@ -1,4 +1,4 @@
-"""The built topology: an undirected networkx graph whose every edge is a full-duplex link.
+"""The built topology: an undirected graph whose every edge is a full-duplex link.
 
 Vertices are strings ("node3/gpu5", "node3/nvswitch", "node3/nic0", "leaf0", "spine1", ...).
 Every edge carries `link` (a LinkSpec) and `kind` (nvlink | pcie | socket | nic | fabric).
@@ -8,11 +8,18 @@ Endpoints are what collectives address: the GPUs in global order, then dedicated
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
 
-import networkx as nx
 import numpy as np
 
 from simdist.hardware.specs import LinkSpec
+from simdist.topology.plain import LinkGraph
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+# what a Topology's graph may be: the builders' LinkGraph, or an nx.Graph built by hand (both read alike)
+AnyGraph = Union[LinkGraph, "nx.Graph"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,7 +39,7 @@ class DirectedLinks:
         return f"{u}->{v}"
 
     @classmethod
-    def from_graph(cls, graph: nx.Graph) -> "DirectedLinks":
+    def from_graph(cls, graph: AnyGraph) -> "DirectedLinks":
         """Edges in graph.edges() order (each node's neighbours in insertion order, an edge once),
         both directions of each numbered consecutively; a link class's figures are read once."""
         ends: list[tuple[str, str]] = []
@@ -41,7 +48,7 @@ class DirectedLinks:
         figures: dict[tuple[int, int], tuple[float, float]] = {}  # (id(link), multiplicity) -> (cap, lat)
         flow_cap: list[float] = []
         seen: set = set()
-        adj = getattr(graph, "_adj", None) or graph.adj  # networkx's own dict of dicts: no view per row
+        adj = getattr(graph, "_adj", None) or graph.adj  # the graph's own dict of dicts: no view per row
         for u, nbrs in adj.items():
             for v, data in nbrs.items():
                 if v in seen:
@@ -68,7 +75,7 @@ class DirectedLinks:
 class Topology:
     """A whole cluster as a graph, plus the endpoint numbering collectives use."""
 
-    graph: nx.Graph
+    graph: AnyGraph  # LinkGraph from the builders; an nx.Graph built by hand works alike
     endpoints: tuple[str, ...]  # vertex of each endpoint id: GPUs (global order), then server hosts
     endpoint_node: tuple[int, ...]  # node (machine) index of each endpoint
     num_gpus: int

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
-
 from simdist.errors import ScenarioError
 from simdist.hardware.specs import IntraNodeLayout, IntraNodeSpec, LinkSpec, NodeGroupSpec
+from simdist.topology.plain import LinkGraph
 
 # Published DGX-1 NVLink wiring (nvidia-smi topo -m). V100: 6 bricks per GPU, some pairs doubled.
 DGX1_V100_BRICKS: dict[tuple[int, int], int] = {
@@ -76,14 +75,14 @@ def half_hop(link: LinkSpec) -> LinkSpec:
     return link.with_(latency_s=link.latency_s / 2)
 
 
-def _add(g: nx.Graph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
+def _add(g: LinkGraph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
     if multiplicity > 1:
         g.add_edge(u, v, link=link, kind=kind, multiplicity=multiplicity)
     else:
         g.add_edge(u, v, link=link, kind=kind)
 
 
-def _pcie_tree(g: nx.Graph, p: str, intra: IntraNodeSpec, gpus: list[str], nics: int, path: str,
+def _pcie_tree(g: LinkGraph, p: str, intra: IntraNodeSpec, gpus: list[str], nics: int, path: str,
                gpus_on_pcie: bool = True) -> list[str]:
     """GPUs under PCIe switches under sockets; returns the PCIe switch vertices (NICs go on them)."""
     pcie = intra.pcie_link
@@ -108,7 +107,7 @@ def _pcie_tree(g: nx.Graph, p: str, intra: IntraNodeSpec, gpus: list[str], nics:
     return switches
 
 
-def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cluster.nodes.0") -> tuple[list[str], list[str]]:
+def add_node_interior(g: LinkGraph, n: int, group: NodeGroupSpec, path: str = "cluster.nodes.0") -> tuple[list[str], list[str]]:
     """Add node `n`'s GPUs, switches, sockets and NICs to `g`; return (gpu vertices, nic vertices)."""
     intra = group.intra_node
     p = f"node{n}"
@@ -152,13 +151,13 @@ def add_node_interior(g: nx.Graph, n: int, group: NodeGroupSpec, path: str = "cl
     return gpus, nics
 
 
-def _attach_nics(g: nx.Graph, nics: list[str], switches: list[str], pcie: LinkSpec | None) -> None:
+def _attach_nics(g: LinkGraph, nics: list[str], switches: list[str], pcie: LinkSpec | None) -> None:
     assert pcie is not None
     for m, nic in enumerate(nics):
         _add(g, nic, switches[m * len(switches) // len(nics)], half_hop(pcie), "pcie")
 
 
-def add_server_interior(g: nx.Graph, s: int, nic_count: int, nic_link: LinkSpec) -> tuple[str, list[str]]:
+def add_server_interior(g: LinkGraph, s: int, nic_count: int, nic_link: LinkSpec) -> tuple[str, list[str]]:
     """A dedicated server host: endpoint "server{s}/cpu0" with non-limiting hops to its NICs."""
     cpu = f"server{s}/cpu0"
     nics = [f"server{s}/nic{m}" for m in range(nic_count)]
@@ -168,7 +167,7 @@ def add_server_interior(g: nx.Graph, s: int, nic_count: int, nic_link: LinkSpec)
     return cpu, nics
 
 
-class _Recording(nx.Graph):
+class _Recording(LinkGraph):
     """A graph that also logs its add_edge calls in order (what NodeTemplate replays)."""
 
     def __init__(self) -> None:
@@ -201,7 +200,7 @@ class NodeTemplate:
         gpus, nics = add_node_interior(graph, 0, group, path)
         return cls(graph, gpus, nics)
 
-    def stamp(self, g: nx.Graph, n: int) -> tuple[list[str], list[str]]:
+    def stamp(self, g: LinkGraph, n: int) -> tuple[list[str], list[str]]:
         """Add node n's interior to `g` (none of its vertices may exist yet); (gpu vertices, nic vertices)."""
         p = f"node{n}/"
         g.add_nodes_from((p + v, {k: (p + x if k == "rail" else x) for k, x in d.items()}) for v, d in self._nodes)

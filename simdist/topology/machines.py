@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from simdist.hardware.specs import LinkSpec
+
+if TYPE_CHECKING:  # any graph with networkx's add_edge/has_edge/edges: a LinkGraph or an nx.Graph
+    from simdist.topology.plain import LinkGraph
 
 
 @dataclass(frozen=True)
@@ -22,13 +24,13 @@ class Machine:
         return len(self.nics) * self.nic_link.bandwidth_Bps
 
 
-def attach(g: nx.Graph, machine: Machine, switch: str) -> None:
+def attach(g: LinkGraph, machine: Machine, switch: str) -> None:
     """Cable every NIC of `machine` to `switch` with the NIC's own link (kind 'nic')."""
     for nic in machine.nics:
         g.add_edge(nic, switch, link=machine.nic_link, kind="nic")
 
 
-def add_link(g: nx.Graph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
+def add_link(g: LinkGraph, u: str, v: str, link: LinkSpec, kind: str, multiplicity: int = 1) -> None:
     """One edge; `multiplicity` parallel cables are one edge with the attribute (capacity x m)."""
     if g.has_edge(u, v):  # a second cable between the same pair (small rings/tori)
         data = g.edges[u, v]
