@@ -1,14 +1,17 @@
 """`simdist plan`: search the allowed space with `estimate`, confirm the best with `simulate`.
 
 The space is a set of axes (the same as a sweep's: GPU type and count, node interior, NIC, strategy,
-bucket size, compression, ...). Every point is estimated (exhaustively up to `max_points`; beyond
-that a seeded random sample of `max_points` points, then a local search that changes one axis at a
-time around the best point until nothing improves); points that do not fit, break a constraint or
+bucket size, compression, ...). How it is searched (`search`): `exhaustive` estimates every point;
+`halving` runs successive halving over the fidelity ladder bound -> estimate -> simulate:1 -> simulate
+(halving.py); `sample` estimates a seeded random sample of `max_points` points, then a local search
+that changes one axis at a time around the best point until nothing improves; `auto` (the default) is
+exhaustive up to `max_points` and halving beyond. Points that do not fit, break a constraint or
 cannot run are dropped with their reasons counted; under `prune` (the default), compute classes
 whose compute-only throughput bound cannot reach the top-k or the front are not estimated at all
 (bound.py, _bounded_run). The best `confirm` points by the objective are simulated and re-ranked on
 the simulated figures. The Pareto front is throughput against price per
 hour over every feasible estimated point (useful throughput under the goodput objective).
+Every ranked row says the highest rung it reached (`rung`: estimate, simulate:N or simulate).
 """
 from __future__ import annotations
 
@@ -26,8 +29,10 @@ from simdist.planner.axes import Axis, Point, expand
 from simdist.planner.bound import ClassBound, compute_bound, is_compute_free
 from simdist.planner.evaluate import PRUNED, Job, evaluate_point, parse_constraints
 from simdist.planner.executors import LocalRunner, context_order, default_jobs
+from simdist.planner.halving import (DEFAULT_ETA, DEFAULT_RUNGS, Rung, best, check_eta, entering, parse_rungs,
+                                     rung_caps, tie_order)
 from simdist.planner.pareto import pareto_front
-from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS, STATUS_OK, canonical
+from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS, STATUS_OK, canonical, input_values
 
 
 class Objective(StrEnum):
@@ -35,6 +40,13 @@ class Objective(StrEnum):
     COST = "cost"  # dollars per sample (token), lower is better
     TIME_TO_TRAIN = "time_to_train"  # seconds to a sample or token budget, lower is better
     GOODPUT = "goodput"  # useful throughput under the scenario's failures (rate x goodput ratio), higher is better
+
+
+class SearchMethod(StrEnum):
+    AUTO = "auto"  # exhaustive up to max_points, successive halving beyond
+    EXHAUSTIVE = "exhaustive"  # every point (whatever max_points says)
+    HALVING = "halving"  # successive halving over the fidelity ladder (halving.py)
+    SAMPLE = "sample"  # a seeded random sample of max_points, then the local search
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,9 @@ class PlanSpec:
     max_points: int = 20_000
     seed: int = 0
     prune: bool = True  # skip compute classes whose throughput bound cannot reach the top-k or the front
+    search: SearchMethod = SearchMethod.AUTO
+    eta: int = DEFAULT_ETA  # successive halving keeps the best 1/eta at each rung
+    rungs: tuple[str, ...] = DEFAULT_RUNGS  # successive halving's fidelity ladder
 
 
 @dataclass
@@ -67,6 +82,7 @@ class Plan:
     search: str = "exhaustive"
     pruned: int = 0  # candidates never estimated: their compute bound could not reach the top-k or the front
     seconds: dict[str, float] = field(default_factory=dict)  # wall time of the search's phases (estimate, confirm)
+    rungs: list[dict[str, Any]] = field(default_factory=list)  # per rung: name, candidates entering, evaluated
 
 
 def check_plan(spec: PlanSpec) -> None:
@@ -78,6 +94,8 @@ def check_plan(spec: PlanSpec) -> None:
     for name in ("top", "confirm", "max_points"):
         if getattr(spec, name) < (1 if name != "confirm" else 0):
             raise ScenarioError.bad_value(f"--{name.replace('_', '-')}", getattr(spec, name), "a positive count")
+    check_eta(spec.eta)
+    parse_rungs(spec.rungs)
 
 
 def check_goodput(spec: PlanSpec, base: dict, loader, overrides: Sequence[str], base_dir: str, name: str) -> None:
@@ -177,16 +195,27 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
                 rows[key] = {}
             elif row is not None:
                 row["time_to_train_s"] = time_to_train_s(row, spec) if row["status"] == STATUS_OK else None
+                row["rung"] = "estimate"
                 rows[key] = row
 
     pruned = 0
+    bounds: dict[str, ClassBound | None] = {}  # per compute class, computed once (bound rung and skipping)
+    inputs: dict[str, dict | None] = {}  # per compute class: gpus, nodes, cost_per_hour (None: it does not load)
 
     def bound_of(point: Point) -> ClassBound | None:
-        try:
-            scenario = loader(base, tuple(overrides), point.as_dict(), base_dir, name)
-        except ScenarioError:
-            return None
-        return compute_bound(scenario)
+        ck = _class_of(point)
+        if ck not in bounds:
+            try:
+                scenario = loader(base, tuple(overrides), point.as_dict(), base_dir, name)
+            except ScenarioError:
+                bounds[ck], inputs[ck] = None, None
+            else:
+                bounds[ck], inputs[ck] = compute_bound(scenario), input_values(scenario)
+        return bounds[ck]
+
+    def inputs_of(point: Point) -> dict | None:
+        bound_of(point)
+        return inputs[_class_of(point)]
 
     def estimate(points: list[Point]) -> str:
         """Estimate `points` (skipping, under spec.prune, classes that cannot matter); a note on the skips."""
@@ -194,27 +223,172 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
         if not spec.prune:
             run(points)
             return ""
-        pruned, note = _bounded_run(spec, points, run, rows, bound_of, jobs)
+        skipped, note = _bounded_run(spec, points, run, rows, bound_of, jobs)
+        pruned += skipped
         return note
 
+    method = SearchMethod(spec.search)
+    if method == SearchMethod.AUTO:
+        method = SearchMethod.EXHAUSTIVE if space <= spec.max_points else SearchMethod.HALVING
+    rungs = parse_rungs(spec.rungs) if method == SearchMethod.HALVING else ()
+    rung_log: list[dict[str, Any]] = []
     started = time.perf_counter()
     with LocalRunner(job, frozenset(), jobs) as runner:  # one set of workers, warm, for every round
-        if space <= spec.max_points:
-            method = "exhaustive" + estimate(expand(spec.axes))
-        else:
-            rng = random.Random(spec.seed)
-            sample = sorted(rng.sample(range(space), spec.max_points))
+        if method == SearchMethod.EXHAUSTIVE:
+            text = "exhaustive" + estimate(expand(spec.axes))
+            rung_log.append({"rung": "estimate", "entered": space, "evaluated": len(rows)})
+        elif method == SearchMethod.SAMPLE:
+            n = min(space, spec.max_points)
+            sample = sorted(random.Random(spec.seed).sample(range(space), n))
             note = estimate(_points_at(spec.axes, sample))
-            method = f"random sample of {spec.max_points} of {space}{note and ' (' + note[2:] + ')'}, then local search"
+            text = f"random sample of {n} of {space}{note and ' (' + note[2:] + ')'}, then local search"
             _local_search(spec, rows, run)
+            rung_log.append({"rung": "estimate", "entered": n, "evaluated": len(rows)})
+        else:
+            text = _halving_estimate(spec, rungs, space, bound_of, inputs_of, job.constraints, estimate, rows, run,
+                                     rung_log)
     feasible = [r for r in rows.values() if _feasible(r, spec, rejected)]
     feasible.sort(key=lambda r: (score(r, spec), r["point"]))
     estimated = time.perf_counter()
-    confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs)
+    if method == SearchMethod.HALVING:
+        ranked, sim_text = _halving_simulate(feasible, rungs, job, spec, jobs, rung_log)
+        text += sim_text
+    else:
+        confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs)
+        if confirmed:
+            rung_log.append({"rung": "simulate", "entered": len(confirmed), "evaluated": len(confirmed)})
+        ranked = confirmed + feasible[len(confirmed):spec.top] if spec.top > len(confirmed) else confirmed[:spec.top]
+    ranked = ranked[:spec.top]
     seconds = {"estimate": estimated - started, "confirm": time.perf_counter() - estimated}
-    ranked = confirmed + feasible[len(confirmed):spec.top] if spec.top > len(confirmed) else confirmed[:spec.top]
     front = pareto_front(feasible, [lambda r: -(useful_rate(r, spec) or 0.0), lambda r: r["cost_per_hour_usd"] or 0.0])
-    return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, method, pruned, seconds)
+    return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, text, pruned, seconds,
+                rung_log)
+
+
+def _halving_estimate(spec: PlanSpec, rungs: Sequence[Rung], space: int, bound_of, inputs_of,
+                      constraints: Sequence[str], estimate, rows: dict, run, log: list[dict[str, Any]]) -> str:
+    """The rungs up to and including the estimate rung: the bound rung over the whole space (when the
+    ladder starts with one) keeps the best of it by its class bound, then those are estimated (with the
+    exact compute-bound skipping) and the local search runs around the best; returns the plan's header text."""
+    caps = rung_caps(rungs, spec.max_points, spec.confirm, spec.eta)
+    est_at = next(i for i, r in enumerate(rungs) if r.kind == "estimate")
+    parts = [f"successive halving (eta {spec.eta}, rungs {','.join(r.name for r in rungs)})"]
+    if rungs[0].kind == "bound":
+        n = entering(space, spec.eta, caps[est_at])
+        kept, classes, unbounded, excluded = _bound_rung(spec, n, bound_of, inputs_of, constraints)
+        log.append({"rung": "bound", "entered": space, "evaluated": classes, "unbounded_classes": unbounded,
+                    "excluded_by_constraints": excluded, "promoted": len(kept)})
+        parts.append(f"bound {space} ({classes} compute classes{f', {unbounded} without a bound' if unbounded else ''}"
+                     f"{f'; {excluded} excluded by constraints' if excluded else ''})")
+    else:
+        n = min(space, caps[est_at] or space)
+        kept = sorted(random.Random(spec.seed).sample(range(space), n))
+        parts.append(f"random sample of {n} of {space}")
+    note = estimate(_points_at(spec.axes, kept))
+    before = len(rows)
+    _local_search(spec, rows, run)
+    log.append({"rung": "estimate", "entered": len(kept), "evaluated": len(rows), "local_search": len(rows) - before})
+    parts.append(f"estimate {len(kept)}" + (f" ({note[2:]})" if note else "")
+                 + (f" + {len(rows) - before} by the local search" if len(rows) > before else ""))
+    return " -> ".join(parts)
+
+
+def _bound_rung(spec: PlanSpec, n: int, bound_of, inputs_of, constraints: Sequence[str]
+                ) -> tuple[list[int], int, int, int]:
+    """The flat indices of the `n` candidates with the best class bounds among those the constraints on
+    inputs admit (candidates of classes without a bound first, those that do not load last; ties broken
+    by a seeded random order); the number of classes, how many had no bound, and how many candidates the
+    constraints excluded (the excluded count covers the classes examined only)."""
+    from simdist.planner.evaluate import _conjuncts
+
+    free = [i for i, a in enumerate(spec.axes) if is_compute_free(a.key)]
+    fixed = [i for i, a in enumerate(spec.axes) if i not in free]
+    sizes = [len(a.values) for a in spec.axes]
+    n_free = math.prod(sizes[i] for i in free)
+    n_classes = math.prod(sizes[i] for i in fixed)
+    free_keys = {spec.axes[i].key for i in free}
+    pre_names = {a.key for a in spec.axes} | set(INPUT_NAMES)
+    terms = [e for e in _conjuncts(tuple(constraints)) if e.names <= pre_names]
+    class_terms = [e for e in terms if not e.names & free_keys]
+    member_terms = [e for e in terms if e.names & free_keys]
+    scores: list[tuple[float, int]] = []
+    unbounded = excluded = 0
+    known: dict[int, dict] = {}
+    for c in range(n_classes):
+        point = _points_at(spec.axes, [_compose(c, 0, fixed, free, sizes)])[0]
+        b = _bound_score(bound_of(point), spec)
+        got = inputs_of(point)
+        if got is not None:
+            known[c] = {**point.as_dict(), **got}
+            if not all(e.evaluate(known[c]) for e in class_terms):
+                excluded += n_free
+                continue
+        unbounded += b is None and got is not None
+        scores.append((math.inf if got is None else -math.inf if b is None else b[0], c))
+    ties = tie_order([c for _, c in scores], spec.seed)
+    order = best(scores, len(scores), ties)
+    by_class = dict((c, sc) for sc, c in scores)
+    kept: list[int] = []
+    rng = random.Random(spec.seed)
+    i = 0
+    while i < len(order) and len(kept) < n:
+        j = i  # a group of classes with equal scores: all of it, or a seeded random part of it
+        while j < len(order) and by_class[order[j]] == by_class[order[i]]:
+            j += 1
+        members = [(c, m) for c in order[i:j] for m in range(n_free)]
+        if member_terms:
+            admitted = [(c, m) for c, m in members if c not in known or all(
+                e.evaluate({**known[c], **_points_at(spec.axes, [_compose(c, m, fixed, free, sizes)])[0].as_dict()})
+                for e in member_terms)]
+            excluded += len(members) - len(admitted)
+            members = admitted
+        need = n - len(kept)
+        picked = members if len(members) <= need else [members[k] for k in sorted(rng.sample(range(len(members)), need))]
+        kept += [_compose(c, m, fixed, free, sizes) for c, m in picked]
+        i = j
+    return sorted(kept), n_classes, unbounded, excluded
+
+
+def _compose(cls: int, member: int, fixed: list[int], free: list[int], sizes: list[int]) -> int:
+    """The flat index of the candidate with class index `cls` (mixed radix over the compute axes) and member
+    index `member` (over the compute-free axes), the last axis varying fastest."""
+    digits = [0] * len(sizes)
+    for group, value in ((fixed, cls), (free, member)):
+        for i in reversed(group):
+            value, digits[i] = divmod(value, sizes[i])
+    flat = 0
+    for i, d in enumerate(digits):
+        flat = flat * sizes[i] + d
+    return flat
+
+
+def _halving_simulate(feasible: list[dict], rungs: Sequence[Rung], job: Job, spec: PlanSpec, jobs: int,
+                      log: list[dict[str, Any]]) -> tuple[list[dict], str]:
+    """The simulation rungs: each takes the best ceil(n / eta) feasible candidates of the rung before it
+    (at most its cap), simulates them and ranks them on the simulated figures. Returns the ranking (the
+    last rung's candidates first, then each earlier rung's others, best rung first) and header text."""
+    caps = rung_caps(rungs, spec.max_points, spec.confirm, spec.eta)
+    est_at = next(i for i, r in enumerate(rungs) if r.kind == "estimate")
+    entered = log[-1]["entered"]
+    levels: list[list[dict]] = [feasible]
+    parts = []
+    for i in range(est_at + 1, len(rungs)):
+        n = entering(entered, spec.eta, caps[i])
+        pool = levels[-1]
+        chosen = pool[:n]
+        if not chosen:
+            break
+        simulated = _confirm(chosen, job, spec, jobs, rungs[i])
+        ok = [r for r in simulated if r.get("rung") == rungs[i].name]
+        ok_sorted = [r for r in ok if _reason(r, spec) is None] + [r for r in ok if _reason(r, spec) is not None]
+        failed = [r for r in simulated if r.get("rung") != rungs[i].name]
+        levels[-1] = pool[n:]
+        levels.append(ok_sorted + failed)
+        log.append({"rung": rungs[i].name, "entered": len(chosen), "evaluated": len(ok)})
+        parts.append(f"{rungs[i].name} {len(chosen)}")
+        entered = len(chosen)
+    ranked = [r for level in reversed(levels) for r in level]
+    return ranked, (" -> " + " -> ".join(parts)) if parts else ""
 
 
 def _points_at(axes: Sequence[Axis], indices: Sequence[int]) -> list[Point]:
@@ -381,22 +555,43 @@ def _parsed(text: str):
     return Expression(text)
 
 
-def _confirm(rows: list[dict], job: Job, spec: PlanSpec, jobs: int) -> list[dict]:
-    """Simulate the best estimated rows and re-rank them on the simulated figures."""
+@dataclass(frozen=True)
+class ShortRun:
+    """A loader whose scenarios run `iterations` measured iterations after their warmup and one failure
+    replica (the simulate:N rung); a run given by duration without failures runs by iterations instead."""
+
+    loader: Any
+    iterations: int
+
+    def __call__(self, base, overrides, values, base_dir, name):
+        s = self.loader(base, overrides, values, base_dir, name)
+        r = s.run
+        return replace(s, run=replace(r, iterations=r.warmup + self.iterations, replicas=1,
+                                      duration_s=r.duration_s if s.failures is not None else None))
+
+
+def _confirm(rows: list[dict], job: Job, spec: PlanSpec, jobs: int, rung: Rung | None = None) -> list[dict]:
+    """Simulate the best estimated rows and re-rank them on the simulated figures (`rung`: a short run;
+    None or `simulate`: the scenario's own run, which marks the rows confirmed)."""
     if not rows:
         return []
+    rung = rung or Rung("simulate")
     points = [Point(r["point"], tuple((a.key, r[a.key]) for a in spec.axes)) for r in rows]
     sim_job = replace(job, fidelity="simulate", constraints=())
+    if rung.iterations is not None:
+        sim_job = replace(sim_job, loader=ShortRun(job.loader, rung.iterations))
     out = []
     with LocalRunner(sim_job, frozenset(), min(jobs, len(points))) as runner:
         outcomes = _evaluate(runner, points)
+    full = rung.iterations is None
     for est, (kind, row) in zip(rows, outcomes):
         if row is None or row["status"] != STATUS_OK:
             out.append({**est, "confirmed": False, "confirm_error": (row or {}).get("reason", kind)})
             continue
         row["time_to_train_s"] = time_to_train_s(row, spec)
-        row["estimate_iteration_time_s"] = est["iteration_time_s"]
-        row["confirmed"] = True
+        row["estimate_iteration_time_s"] = est.get("estimate_iteration_time_s", est["iteration_time_s"])
+        row["confirmed"] = full
+        row["rung"] = rung.name
         out.append(row)
-    out.sort(key=lambda r: (0 if r.get("confirmed") else 1, score(r, spec), r["point"]))
+    out.sort(key=lambda r: (0 if r.get("rung") == rung.name else 1, score(r, spec), r["point"]))
     return out
