@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from simdist.errors import Issue, ScenarioError
 from simdist.planner.axes import Axis, Point, expand
-from simdist.planner.bound import ClassBound, compute_bound, is_compute_free
+from simdist.planner.bound import ClassBound, compute_bound, is_compute_free, no_bound_reason
 from simdist.planner.evaluate import PRUNED, Job, evaluate_point, parse_constraints
 from simdist.planner.executors import LocalRunner, context_order, default_jobs
 from simdist.planner.halving import (DEFAULT_ETA, DEFAULT_RUNGS, Rung, best, check_eta, entering, parse_rungs,
@@ -201,6 +201,7 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
     pruned = 0
     bounds: dict[str, ClassBound | None] = {}  # per compute class, computed once (bound rung and skipping)
     inputs: dict[str, dict | None] = {}  # per compute class: gpus, nodes, cost_per_hour (None: it does not load)
+    reasons: dict[str, str] = {}  # per compute class without a bound: why
 
     def bound_of(point: Point) -> ClassBound | None:
         ck = _class_of(point)
@@ -208,9 +209,11 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
             try:
                 scenario = loader(base, tuple(overrides), point.as_dict(), base_dir, name)
             except ScenarioError:
-                bounds[ck], inputs[ck] = None, None
+                bounds[ck], inputs[ck], reasons[ck] = None, None, "does not load"
             else:
                 bounds[ck], inputs[ck] = compute_bound(scenario), input_values(scenario)
+                if bounds[ck] is None:
+                    reasons[ck] = no_bound_reason(scenario) or "its plan cannot be built"
         return bounds[ck]
 
     def inputs_of(point: Point) -> dict | None:
@@ -223,7 +226,7 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
         if not spec.prune:
             run(points)
             return ""
-        skipped, note = _bounded_run(spec, points, run, rows, bound_of, jobs)
+        skipped, note = _bounded_run(spec, points, run, rows, bound_of, jobs, reasons)
         pruned += skipped
         return note
 
@@ -426,22 +429,32 @@ def _local_search(spec: PlanSpec, rows: dict, run) -> None:
             return
 
 
-def _bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of, jobs: int) -> tuple[int, str]:
+def _bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of, jobs: int,
+                 reasons: dict[str, str] | None = None) -> tuple[int, str]:
     """Estimate `points` compute class by compute class (bound.py), best bound first, skipping each class
     whose bound is beaten by what is estimated already; returns (candidates skipped, a note for the plan).
 
     A class is skipped only when its best possible score is strictly worse than the k-th best feasible
     score so far (k = max(top, confirm): ranked and confirmed rows are exactly those of estimating all)
     and an estimated feasible row with a strictly higher rate at no higher price dominates it (so it is
-    not on the Pareto front either). The goodput objective is not bounded (its ratio comes from failures).
+    not on the Pareto front either). Under the goodput objective the bound is the healthy rate's: the
+    useful rate is that rate times a goodput ratio <= 1 (bound.py). Classes without a bound are always
+    estimated, and the note counts them with the reason.
     """
     classes: dict[str, list[Point]] = {}
     for p in points:
         classes.setdefault(_class_of(p), []).append(p)
-    if spec.objective == Objective.GOODPUT or len(classes) * 4 > len(points):
+    if len(classes) * 4 > len(points):
         run(points)  # too few candidates per class for the bounds to pay for themselves
         return 0, ""
     bounds = {ck: _bound_score(bound_of(pts[0]), spec) for ck, pts in classes.items()}
+    why: dict[str, int] = {}
+    for ck in classes:
+        if bounds[ck] is None:
+            r = (reasons or {}).get(ck, "no bound")
+            why[r] = why.get(r, 0) + len(classes[ck])
+    unbounded = (f"; {sum(why.values())} without a bound, always estimated ("
+                 + ", ".join(f"{n} {r}" for r, n in sorted(why.items())) + ")") if why else ""
     order = sorted(classes, key=lambda ck: (bounds[ck] is not None, bounds[ck][0] if bounds[ck] else 0.0))
     k = max(spec.top, spec.confirm, 1)
     size = min(max(256, 64 * jobs), max(k, len(points) // 8))  # a round keeps every worker busy, but a
@@ -473,7 +486,7 @@ def _bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of,
                        "candidates were estimated")
     note = (f"; {len(points) - len(skipped)} estimated, {len(skipped)} skipped by a compute bound "
             f"({len(classes)} compute classes)") if skipped else ""
-    return len(skipped), note
+    return len(skipped), note + unbounded
 
 
 def _class_of(point: Point) -> str:
@@ -495,7 +508,7 @@ def _bound_score(b: ClassBound | None, spec: PlanSpec) -> tuple[float, float, fl
     r = _bound_rate(b, spec)
     if r is None:  # no figure for the objective: every candidate of the class is dropped anyway
         return (math.inf, 0.0, b.price_per_hour or 0.0)
-    if spec.objective == Objective.THROUGHPUT:
+    if spec.objective in (Objective.THROUGHPUT, Objective.GOODPUT):  # useful rate <= rate (goodput ratio <= 1)
         best = -r
     elif spec.objective == Objective.COST:
         best = b.price_per_hour / 3600.0 / r if b.price_per_hour else math.inf
