@@ -14,7 +14,7 @@ import yaml
 
 from simdist.errors import ScenarioError
 from simdist.io.sweep_load import load_point, plan_spec, sweep_spec
-from simdist.planner.halving import entering, parse_rungs, rung_caps
+from simdist.planner.halving import DEFAULT_RUNGS, entering, parse_rungs, rung_caps
 from simdist.planner.plan import search
 from simdist.planner.sweep import run_sweep
 
@@ -26,7 +26,8 @@ SMALL = ["workload.batch_per_gpu=1,2,32,64", "communication.strategy=ring,tree,p
 def test_halving_finds_the_hand_optimum(base):
     # as test_plan's hand answer: at most 8 GPUs, the fastest is 2 nodes on 100 Gb/s; the constraint on
     # GPUs is applied at the bound rung, so the 4 (of 12) 16-GPU candidates never take a place there
-    spec = plan_spec({}, HAND, {"max_gpus": 8, "confirm": 1, "max_points": 4, "search": "halving", "eta": 2})
+    spec = plan_spec({}, HAND, {"max_gpus": 8, "confirm": 1, "max_points": 4, "search": "halving", "eta": 2,
+                                "rungs": "bound,estimate,simulate:1,simulate"})
     plan = search(spec, base, load_point, jobs=1)
     best = plan.ranked[0]
     assert (best["cluster.nodes.0.count"], best["cluster.nodes.0.nic.bandwidth"]) == (2, "100 Gb/s")
@@ -40,7 +41,8 @@ def test_halving_finds_the_hand_optimum(base):
 def test_the_top_k_it_confirms_is_the_brute_force_top_k(base, tmp_path):
     """Brute force: simulate every one of the 24 candidates; halving simulates (in full) only 3 of them."""
     k = 3
-    spec = plan_spec({}, SMALL, {"confirm": k, "top": k, "max_points": 12, "search": "halving", "eta": 2})
+    spec = plan_spec({}, SMALL, {"confirm": k, "top": k, "max_points": 12, "search": "halving", "eta": 2,
+                                 "rungs": ["bound", "estimate", "simulate:1", "simulate"]})
     plan = search(spec, base, load_point, jobs=2)
     rows = run_sweep(sweep_spec({}, SMALL), base, load_point, str(tmp_path / "all.csv"), fidelity="simulate",
                      jobs=2).rows
@@ -67,7 +69,8 @@ def test_halving_is_deterministic_with_a_seed(base):
 
 
 def test_every_ranked_row_says_its_rung(base):
-    spec = plan_spec({}, SMALL, {"confirm": 2, "top": 10, "max_points": 12, "search": "halving", "eta": 2})
+    spec = plan_spec({}, SMALL, {"confirm": 2, "top": 10, "max_points": 12, "search": "halving", "eta": 2,
+                                 "rungs": "bound,estimate,simulate:1,simulate"})
     plan = search(spec, base, load_point, jobs=1)
     rungs = [r["rung"] for r in plan.ranked]
     assert rungs[:2] == ["simulate", "simulate"] and "simulate:1" in rungs and rungs[-1] == "estimate"
@@ -79,6 +82,7 @@ def test_every_ranked_row_says_its_rung(base):
 def test_rung_sizes():
     rungs = parse_rungs("bound,estimate,simulate:1,simulate")
     assert rung_caps(rungs, 2000, 10, 3) == [None, 2000, 30, 10]
+    assert parse_rungs(DEFAULT_RUNGS) == parse_rungs("bound,estimate,simulate")
     assert entering(10_080, 3, 2000) == 2000 and entering(2000, 3, 30) == 30 and entering(4, 3, None) == 2
 
 
@@ -120,6 +124,6 @@ def test_cli_search_switches(base, tmp_path):
     full = json.loads(subprocess.run([*cli, "--search", "exhaustive", "--no-prune", "--json"], capture_output=True,
                                      text=True, env=env).stdout)
     assert full["search"] == "exhaustive" and full["pruned"] == 0 and full["evaluated"] == 8
-    text = subprocess.run([*cli, "--search", "halving", "--max-points", "4"], capture_output=True, text=True,
-                          env=env).stdout
+    text = subprocess.run([*cli, "--search", "halving", "--max-points", "4", "--rungs",
+                           "bound,estimate,simulate:1,simulate"], capture_output=True, text=True, env=env).stdout
     assert "rung" in text and "simulate:1" in text
