@@ -127,3 +127,18 @@ def test_cli_search_switches(base, tmp_path):
     text = subprocess.run([*cli, "--search", "halving", "--max-points", "4", "--rungs",
                            "bound,estimate,simulate:1,simulate"], capture_output=True, text=True, env=env).stdout
     assert "rung" in text and "simulate:1" in text
+
+
+def test_halving_under_failures_ranks_by_goodput_on_every_rung():
+    """simulate:N runs one failure replica over the run's duration; the last rung the scenario's own run."""
+    import copy
+
+    from tests.planner.test_plan_goodput import AXES as GOODPUT_AXES, BASE as GOODPUT_BASE
+
+    spec = plan_spec({}, GOODPUT_AXES, {"objective": "goodput", "confirm": 1, "max_points": 4, "eta": 2,
+                                        "search": "halving", "rungs": "bound,estimate,simulate:1,simulate"})
+    plan = search(spec, copy.deepcopy(GOODPUT_BASE), load_point, jobs=1)
+    best = plan.ranked[0]
+    assert (best["failures.recovery.checkpoint_interval"], best["communication.strategy"]) == ("2 h", "ring")
+    assert best["rung"] == "simulate" and 0 < best["goodput_ratio"] < 1
+    assert [r["rung"] for r in plan.rungs] == ["bound", "estimate", "simulate:1", "simulate"]
