@@ -348,7 +348,9 @@ def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
 @click.option("--eta", type=int, default=None, help="Successive halving keeps the best 1/eta at each rung (default 3).")
 @click.option("--rungs", default=None, metavar="R1,R2,...",
               help="Successive halving's fidelity ladder, from bound, estimate, simulate:N, simulate "
-                   "(default bound,estimate,simulate:1,simulate).")
+                   "(default bound,estimate,simulate).")
+@click.option("--seed", type=int, default=None,
+              help="Seed of the halving's tie-breaks and of the sample (default 0): the same seed, the same plan.")
 @click.option("--prune/--no-prune", default=None,
               help="Skip compute classes whose exact compute bound cannot reach the top candidates or the Pareto "
                    "front (default on; --no-prune estimates every candidate the search picks).")
@@ -358,7 +360,7 @@ def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
               help="PNG or SVG: the Pareto front of throughput against price, the chosen plan marked.")
 @_handle_errors
 def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, max_gpus, deadline, samples, tokens,
-         top, confirm, max_points, search_method, eta, rungs, prune, jobs, as_json, plot) -> None:
+         top, confirm, max_points, search_method, eta, rungs, seed, prune, jobs, as_json, plot) -> None:
     """Search the allowed configurations for the best plan: estimate all, simulate the best, Pareto front."""
     if plot:
         from simdist.plots import check_plot_path
@@ -373,7 +375,7 @@ def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, 
                                    "budget_per_hour": budget_per_hour, "max_gpus": max_gpus, "deadline": deadline,
                                    "samples": samples, "tokens": tokens, "top": top, "confirm": confirm,
                                    "max_points": max_points, "search": search_method, "eta": eta, "rungs": rungs,
-                                   "prune": prune})
+                                   "seed": seed, "prune": prune})
     result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
     if plot:
         from simdist.planner.plan import Objective, useful_rate

@@ -114,10 +114,11 @@ def test_cli_search_switches(base, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     cli = [sys.executable, "-m", "simdist.cli", "plan", str(path), "--jobs", "1", "--confirm", "1"]
     helptext = subprocess.run([*cli[:4], "--help"], capture_output=True, text=True, env=env).stdout
-    for flag in ("--search", "--eta", "--rungs", "--no-prune"):
+    for flag in ("--search", "--eta", "--rungs", "--no-prune", "--seed"):
         assert flag in helptext
     out = json.loads(subprocess.run([*cli, "--search", "halving", "--eta", "2", "--rungs", "bound,estimate,simulate",
-                                     "--max-points", "4", "--json"], capture_output=True, text=True, env=env).stdout)
+                                     "--max-points", "4", "--seed", "3", "--json"], capture_output=True, text=True,
+                                    env=env).stdout)
     assert out["search"].startswith("successive halving (eta 2, rungs bound,estimate,simulate)")
     assert [r["rung"] for r in out["rungs"]] == ["bound", "estimate", "simulate"]
     assert out["ranked"][0]["rung"] == "simulate"
