@@ -10,9 +10,11 @@ simulation (target: >= 10,000 candidates < 60 s): strategy x codec x 10 bucket s
 (and, with --bucket-plan, strategy x codec x bucket sizes).
 The first plan estimates the space exhaustively, skipping compute classes (same values off
 `communication.*`) whose compute-only throughput bound cannot reach the top 10 (planner/bound.py): it
-prints how many candidates were estimated and how many skipped. The second searches the same space by a
-random sample of --sample candidates (estimated with the same skipping) and the local search, and says
-whether it found the same winner.
+prints how many candidates were estimated and how many skipped. The others search the same space by
+successive halving over bound -> estimate -> simulate:1 -> simulate (planner/halving.py; at most
+--sample, then at most 20,000, estimated), and by a random sample of --sample candidates (estimated with
+the same skipping) and the local search, and say whether they found the exhaustive plan's winner and how
+many of its top 10.
 The plan over ~830 new bucket sizes per strategy and codec is opt-in (--bucket-plan): every candidate
 builds new schedules (~200 ms of CPU each), so it takes over half an hour here.
 Run: .venv/bin/python benchmarks/sweep.py [--points 1000] [--plan-points 10000] [--jobs 2] [--quick]
@@ -111,13 +113,18 @@ def main() -> None:
     common = [f"cluster.nodes.0.count={NODES}", "communication.strategy=" + ",".join(strategies),
               "communication.compression.method=" + ",".join(codecs)]
     space = [*common, _bucket_axis(10, step_mb=5.0), "communication.overlap=true,false", _batch_axis(batches)]
-    runs = [("strategy x codec x 10 buckets x overlap x batch, exhaustive", space, 10 ** 6),
-            (f"the same space, random sample of {args.sample} + local search", space, args.sample)]
+    runs = [("strategy x codec x 10 buckets x overlap x batch, exhaustive", space, 10 ** 6, "exhaustive"),
+            (f"the same space, successive halving (at most {args.sample} estimated)", space, args.sample, "halving"),
+            ("the same space, successive halving (default --max-points, 20,000)", space, 20_000, "halving"),
+            (f"the same space, random sample of {args.sample} + local search", space, args.sample, "sample")]
     if args.bucket_plan:
-        runs.append(("strategy x codec x bucket sizes, exhaustive", [*common, _bucket_axis(buckets)], 10 ** 6))
+        runs.append(("strategy x codec x bucket sizes, exhaustive", [*common, _bucket_axis(buckets)], 10 ** 6,
+                     "exhaustive"))
     winner = None
-    for label, axes, max_points in runs:
-        pspec = plan_spec({}, axes, {"objective": "throughput", "confirm": 10, "top": 10, "max_points": max_points})
+    top10: list[int] = []
+    for label, axes, max_points, how in runs:
+        pspec = plan_spec({}, axes, {"objective": "throughput", "confirm": 10, "top": 10, "max_points": max_points,
+                                     "search": how})
         process_cache().clear()
         t0, c0 = time.perf_counter(), _cpu_s()
         plan = search(pspec, base, load_point, base_dir=str(base_dir), name=name, jobs=args.jobs)
@@ -135,11 +142,15 @@ def main() -> None:
               f"{best.get('communication.bucket_size')} / overlap {best.get('communication.overlap')} / batch "
               f"{best.get('workload.batch_per_gpu')} (point {best['point']})")
         if axes is space:
+            mine = [r["point"] for r in plan.ranked]
             if winner is None:
-                winner = best["point"]
+                winner, top10 = best["point"], mine
             else:
-                print(f"  the sampled search's winner is {'the same as' if best['point'] == winner else 'NOT'} "
-                      f"the exhaustive plan's (point {winner})")
+                same = sum(1 for p in mine if p in top10)
+                print(f"  its winner is {'the same as' if best['point'] == winner else 'NOT'} the exhaustive plan's "
+                      f"(point {winner}); {same} of its top 10 are in the exhaustive top 10, "
+                      f"{'in the same order' if mine == top10 else 'not all in the same order'}; rungs "
+                      + ", ".join(f"{r['rung']} {r['entered']}" for r in plan.rungs))
 
 
 def _cpu_s() -> float:

@@ -339,14 +339,28 @@ def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
 @click.option("--tokens", type=float, default=None, help="Tokens to train (for time_to_train and --deadline).")
 @click.option("--top", type=int, default=None, help="Candidates to list (default 10).")
 @click.option("--confirm", type=int, default=None, help="Best candidates to confirm by simulation (default 10).")
-@click.option("--max-points", type=int, default=None, help="Exhaustive up to this many points (default 20000).")
+@click.option("--max-points", type=int, default=None,
+              help="auto search: exhaustive up to this many points, halving beyond; the most a halving or sample "
+                   "search estimates (default 20000).")
+@click.option("--search", "search_method", type=click.Choice(["auto", "exhaustive", "halving", "sample"]), default=None,
+              help="How to search (default auto: exhaustive up to --max-points, successive halving beyond; sample: "
+                   "a seeded random sample of --max-points and a local search).")
+@click.option("--eta", type=int, default=None, help="Successive halving keeps the best 1/eta at each rung (default 3).")
+@click.option("--rungs", default=None, metavar="R1,R2,...",
+              help="Successive halving's fidelity ladder, from bound, estimate, simulate:N, simulate "
+                   "(default bound,estimate,simulate).")
+@click.option("--seed", type=int, default=None,
+              help="Seed of the halving's tie-breaks and of the sample (default 0): the same seed, the same plan.")
+@click.option("--prune/--no-prune", default=None,
+              help="Skip compute classes whose exact compute bound cannot reach the top candidates or the Pareto "
+                   "front (default on; --no-prune estimates every candidate the search picks).")
 @click.option("--jobs", type=int, default=0, help="Worker processes (default: the number of cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="PNG or SVG: the Pareto front of throughput against price, the chosen plan marked.")
 @_handle_errors
 def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, max_gpus, deadline, samples, tokens,
-         top, confirm, max_points, jobs, as_json, plot) -> None:
+         top, confirm, max_points, search_method, eta, rungs, seed, prune, jobs, as_json, plot) -> None:
     """Search the allowed configurations for the best plan: estimate all, simulate the best, Pareto front."""
     if plot:
         from simdist.plots import check_plot_path
@@ -360,7 +374,8 @@ def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, 
     spec = plan_spec(block, axes, {"objective": objective, "constraints": constraints,
                                    "budget_per_hour": budget_per_hour, "max_gpus": max_gpus, "deadline": deadline,
                                    "samples": samples, "tokens": tokens, "top": top, "confirm": confirm,
-                                   "max_points": max_points})
+                                   "max_points": max_points, "search": search_method, "eta": eta, "rungs": rungs,
+                                   "seed": seed, "prune": prune})
     result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
     if plot:
         from simdist.planner.plan import Objective, useful_rate

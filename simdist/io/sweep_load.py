@@ -76,7 +76,7 @@ def sweep_spec(block: dict, axis_texts: Sequence[str] = (), zip_texts: Sequence[
 
 
 _PLAN_KEYS = ("axes", "constraints", "objective", "samples", "tokens", "budget_per_hour", "max_gpus", "deadline",
-              "top", "confirm", "max_points")
+              "top", "confirm", "max_points", "search", "eta", "rungs", "prune", "seed")
 
 
 def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None = None) -> PlanSpec:
@@ -103,9 +103,36 @@ def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None 
     except ValueError:
         raise ScenarioError.bad_value("plan.objective", opts.get("objective"),
                                       f"one of {', '.join(o.value for o in Objective)}") from None
-    kw = {k: int(_positive(opts[k], k)) for k in ("top", "confirm", "max_points") if k in opts}
+    kw = {k: int(_positive(opts[k], k)) for k in ("top", "confirm", "max_points", "seed") if k in opts}
     budget = {k: float(_positive(opts[k], k)) for k in ("samples", "tokens") if k in opts}
+    kw.update(_search_options(opts))
     return PlanSpec(axes=space.axes, objective=objective, constraints=tuple(constraints), **budget, **kw)
+
+
+def _search_options(opts: dict) -> dict:
+    """plan.search (auto | exhaustive | halving | sample), plan.eta, plan.rungs (a list or a comma-separated
+    text) and plan.prune (a boolean), checked (planner/halving.py says what they do); plan.seed is read
+    with the counts."""
+    from simdist.planner.halving import check_eta, parse_rungs
+    from simdist.planner.plan import SearchMethod
+
+    out: dict = {}
+    if "search" in opts:
+        try:
+            out["search"] = SearchMethod(opts["search"])
+        except ValueError:
+            raise ScenarioError.bad_value("plan.search", opts["search"],
+                                          f"one of {', '.join(m.value for m in SearchMethod)}") from None
+    if "eta" in opts:
+        check_eta(opts["eta"], "plan.eta")
+        out["eta"] = opts["eta"]
+    if "rungs" in opts:
+        out["rungs"] = tuple(r.name for r in parse_rungs(opts["rungs"], "plan.rungs"))
+    if "prune" in opts:
+        if not isinstance(opts["prune"], bool):
+            raise ScenarioError.bad_value("plan.prune", opts["prune"], "true or false")
+        out["prune"] = opts["prune"]
+    return out
 
 
 def _positive(value: Any, key: str) -> float:

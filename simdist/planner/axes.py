@@ -8,12 +8,14 @@ each value is read by the caller's scalar parser (YAML in the CLI), so `25 MB`, 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from simdist.errors import Issue, ScenarioError
+from simdist.planner.rows import canonical
 
 _GENERATOR = re.compile(r"^\s*(range|geom)\s*\((.*)\)\s*$")
 MAX_POINTS = 10_000_000
@@ -166,3 +168,20 @@ def expand(axes: Sequence[Axis], zipped: Sequence[Sequence[str]] = ()) -> list[P
         raise ScenarioError(Issue("--axis", f"the sweep has {total} points; at most {MAX_POINTS}"))
     return [Point(i, tuple(kv for part in combo for kv in part))
             for i, combo in enumerate(itertools.product(*factors))]
+
+
+def values_key(values: Any) -> str:
+    """A point's axis values as a stable text (the plan's key for a candidate)."""
+    return json.dumps(canonical(dict(values)), sort_keys=True)
+
+
+def points_at(axes: Sequence[Axis], indices: Sequence[int]) -> list[Point]:
+    """Points of the Cartesian product at flat indices (the last axis varying fastest), without expanding it."""
+    out = []
+    for flat in indices:
+        values, rest = [], flat
+        for a in reversed(axes):
+            rest, i = divmod(rest, len(a.values))
+            values.append((a.key, a.values[i]))
+        out.append(Point(flat, tuple(reversed(values))))
+    return out

@@ -17,23 +17,43 @@ serves every candidate that differs from another only in communication keys othe
 (a "compute class"). `plan` estimates classes best bound first and skips a class whose bound cannot
 reach the top-k or the Pareto front of what it has already estimated.
 
-Bounded here: data-parallel training without ZeRO, model parallelism, dynamic batch split phases,
-failures or a benchmark workload (their engines build other plans); any other class gets no bound
-and is always estimated. `plan` also checks every estimated candidate against its class's bound
-and stops skipping (estimating everything it skipped) if one ever exceeds it.
+Bounded here, each by the plan its engine builds:
+
+* data-parallel training (`build_plan`), with ZeRO/FSDP by its sharded plan (`build_sharded_plan`: its
+  classes carry the recomputation in backward and the optimizer step on the shard, and the sharded
+  collectives only add time);
+* tensor/pipeline parallelism (`build_mp_plan`): every stage runs each of its chunks' forward and backward
+  segments (recomputation included) for every micro-batch, then its optimizer step, so an iteration of
+  `global_batch` samples takes at least the busiest stage's `micro_batches x sum over chunks (fwd_s + bwd_s)
+  + optimizer_s` (tp collectives, pipeline sends, bubbles and dp exchanges only add), and the rate is at most
+  global_batch over that;
+* failures: a result under failures reports the healthy run's rate (`engine/goodput.py healthy_scenario`,
+  the scenario without its failures) and a goodput ratio <= 1 (useful time over wall time), so the healthy
+  scenario's bound bounds both the rate and the useful rate (rate x ratio) the goodput objective ranks by.
+  No keys under `failures.` change the healthy run, so they are compute-free too.
+
+Not bounded (`no_bound_reason` says which; the plan always estimates them and reports how many): a
+dynamic batch split (it moves samples between ranks, and a rank's compute rate at another batch is not
+bounded by its rate at this one: the compute model does not promise per-sample time falls with batch),
+hybrid sync (two phases, each its own engine path), a benchmark workload (no training rate), and a
+candidate whose plan cannot be built (it is estimated and gets its reason).
+`plan` also checks every estimated candidate against its class's bound and stops skipping
+(estimating everything it skipped) if one ever exceeds it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-COMPUTE_FREE_PREFIX = "communication."  # axis keys that never change a rank's compute ...
+COMPUTE_FREE_PREFIXES = ("communication.", "failures")  # axis keys that never change a rank's compute ...
 COMPUTE_KEYS = ("communication.strategy",)  # ... except this one (a PS worker runs no optimizer step)
 
 
 def is_compute_free(key: str) -> bool:
-    """Whether an axis key leaves every candidate's compute bound unchanged."""
-    return key.startswith(COMPUTE_FREE_PREFIX) and key not in COMPUTE_KEYS
+    """Whether an axis key leaves every candidate's compute bound unchanged (the healthy run's, under failures)."""
+    return (key.startswith(COMPUTE_FREE_PREFIXES[0]) or key == "failures" or key.startswith("failures.")) \
+        and key not in COMPUTE_KEYS
 
 
 @dataclass(frozen=True)
@@ -45,25 +65,57 @@ class ClassBound:
     price_per_hour: float | None
 
 
+def no_bound_reason(scenario: Any) -> str | None:
+    """Why `compute_bound` gives no bound for `scenario` (None: it may give one)."""
+    from simdist.engine.hybrid import is_phased
+    from simdist.scenario import SyncMode
+
+    if scenario.workload.benchmark is not None or scenario.workload.model is None:
+        return "a benchmark workload"
+    s = _healthy(scenario)
+    if s.training.sync is SyncMode.HYBRID:
+        return "hybrid sync"
+    if is_phased(s):
+        return "dynamic batch split"
+    return None
+
+
+def _healthy(scenario: Any) -> Any:
+    if scenario.failures is None:
+        return scenario
+    from simdist.engine.goodput import healthy_scenario
+
+    return healthy_scenario(scenario)
+
+
 def compute_bound(scenario: Any) -> ClassBound | None:
     """The class bound of `scenario`, or None where the bound above is not known to hold."""
-    from simdist.engine.hybrid import is_phased
     from simdist.results.cost import cluster_price_per_hour
-    from simdist.strategies.mp_plan import is_model_parallel
+    from simdist.strategies.mp_plan import build_mp_plan, is_model_parallel
     from simdist.strategies.plan import build_plan
 
+    if no_bound_reason(scenario):
+        return None
     try:
-        if (scenario.workload.benchmark is not None or scenario.workload.model is None
-                or scenario.failures is not None or scenario.training.parallelism.zero
-                or is_model_parallel(scenario) or is_phased(scenario)):
-            return None
-        plan = build_plan(scenario)
-        k = plan.micro_steps
-        rate = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * (c.fwd_s + c.bwd_s) + c.optimizer_s)
-                   for c in plan.classes)
+        s = _healthy(scenario)
+        if is_model_parallel(s):
+            mp = build_mp_plan(s)
+            busiest = max(mp.micro_batches * math.fsum(c.fwd_s + c.bwd_s for c in st.chunks) + st.optimizer_s
+                          for st in mp.stages)
+            rate, tokens = (mp.global_batch / busiest if busiest > 0 else math.inf), mp.tokens_per_sample
+        else:
+            plan = build_plan(s)
+            if s.training.parallelism.zero:
+                from simdist.strategies.sharded_dp import build_sharded_plan
+
+                plan = build_sharded_plan(s, plan).plan
+            k = plan.micro_steps
+            rate = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * (c.fwd_s + c.bwd_s) + c.optimizer_s)
+                       for c in plan.classes)
+            tokens = plan.tokens_per_sample
         price = cluster_price_per_hour(scenario)
     except Exception:  # noqa: BLE001 - a candidate that cannot be planned is estimated (and gets its reason)
         return None
-    if not rate > 0:
+    if not (rate > 0 and math.isfinite(rate)):
         return None
-    return ClassBound(rate, plan.tokens_per_sample, price)
+    return ClassBound(rate, tokens, price)

@@ -21,6 +21,7 @@ from simdist.planner.rows import (STATUS_ERROR, STATUS_INFEASIBLE, STATUS_INVALI
 # loader(base_data, overrides, point_values, base_dir, name) -> Scenario; raises ScenarioError
 Loader = Callable[[dict, Sequence[str], dict, str, str], Any]
 SKIPPED = "skipped"  # already in the file
+INPUT_DONE = "in:"  # prefix, in the done set, of the input keys (resume.py) of points already in the file
 PRUNED = "pruned"  # excluded by a constraint on its inputs
 
 
@@ -36,6 +37,7 @@ class Job:
     fidelity: str = ""  # "" = each point's run.fidelity
     constraints: tuple[str, ...] = ()
     input_names: frozenset[str] = field(default_factory=frozenset)  # variables known before a point runs
+    input_prefix: str = ""  # resume.fingerprint of the sweep: rows carry input keys ("" = none, plans)
 
 
 def parse_constraints(texts: Sequence[str], known: Sequence[str], key: str = "--constraint") -> list[Expression]:
@@ -56,29 +58,38 @@ def _conjuncts(texts: tuple[str, ...]) -> tuple[Expression, ...]:
 
 
 def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = frozenset()) -> tuple[str, dict | None]:
-    """('row', row) for a point that ran or failed, (SKIPPED|PRUNED, None) otherwise."""
+    """('row', row) for a point that ran or failed, (PRUNED, None) for one a constraint excludes, (SKIPPED,
+    None) for one already done, or (SKIPPED, {key, input_key}) for one found done only once resolved."""
     from simdist.engine.simulation import simulate
     from simdist.progress import quiet
 
     values = point.as_dict()
     head = {"point": point.index, **values}
+    extra = {}
+    if job.input_prefix:  # a resumed point whose inputs are unchanged is skipped before it is resolved
+        from simdist.planner.resume import input_key
+
+        extra["input_key"] = input_key(job.input_prefix, values)
+        if INPUT_DONE + extra["input_key"] in done:
+            return SKIPPED, None
     try:
         scenario = job.loader(job.base, job.overrides, values, job.base_dir, job.name)
     except ScenarioError as err:
         key = "invalid-" + hashlib.sha256(json.dumps(canonical(values), sort_keys=True).encode()).hexdigest()[:8]
         if key in done:
-            return SKIPPED, None
+            return SKIPPED, ({"key": key, **extra} if extra else None)
         return "row", {**head, "key": key, **failed_values(STATUS_INVALID, "; ".join(map(str, err.issues)),
-                                                           job.fidelity)}
+                                                           job.fidelity), **extra}
     fidelity = job.fidelity or scenario.run.fidelity.value
     known = {**values, **input_values(scenario)}
     exprs = _conjuncts(job.constraints)
     if not all(e.evaluate(known) for e in exprs if e.names <= set(known)):
         return PRUNED, None
     key = point_key(scenario, fidelity)
-    if key in done:
-        return SKIPPED, None
+    if key in done:  # done, but not known by its inputs: the sweep indexes it (resume.py)
+        return SKIPPED, ({"key": key, **extra} if extra else None)
     head["key"] = key
+    head.update(extra)
     try:
         with quiet():  # the sweep draws the one bar; a worker's runs (inheriting the terminal) draw none
             result = simulate(scenario, fidelity=fidelity, baseline=False)  # rows carry no relative_time_to_target

@@ -17,7 +17,7 @@ def format_plan(plan: Plan, spec: PlanSpec) -> str:
     keys = [a.key for a in spec.axes]
     unit = "tokens/s" if spec.tokens or any(r.get("tokens_per_s") for r in plan.ranked) else "samples/s"
     headers = ["rank", *keys, "gpus", unit, "iteration_s", "$/hour", "$/Msample" if unit == "samples/s" else "$/Mtoken",
-               "time_to_train_h", "fidelity"]
+               "time_to_train_h", "rung"]
     goodput = plan.objective == Objective.GOODPUT
     if goodput:
         headers[-1:-1] = ["goodput_ratio", f"useful {unit}"]
@@ -28,11 +28,12 @@ def format_plan(plan: Plan, spec: PlanSpec) -> str:
         rows.append([i, *_inputs(r, keys), r["gpus"], rate(r, spec), r["iteration_time_s"], r["cost_per_hour_usd"],
                      per, ttt / 3600 if ttt else None]
                     + ([r.get("goodput_ratio"), useful_rate(r, spec)] if goodput else [])
-                    + ["simulate" if r.get("confirmed") else "estimate"])
+                    + [r.get("rung") or ("simulate" if r.get("confirmed") else "estimate")])
     out = [f"plan: objective {plan.objective.value}; {plan.search}; space {plan.space} points, evaluated "
            f"{plan.evaluated}, feasible {plan.feasible}"
            + (f" (dropped: {', '.join(f'{v} {k}' for k, v in sorted(plan.rejected.items()))})" if plan.rejected else ""),
-           "", format_table(headers, rows, title="best candidates (confirmed by simulation first)")]
+           "", format_table(headers, rows, title="best candidates (confirmed by simulation first; rung: the "
+                                                 "highest fidelity each reached)")]
     front_unit = f"useful {unit}" if goodput else unit
     front = [[*_inputs(r, keys), r["gpus"], useful_rate(r, spec), r["cost_per_hour_usd"]] for r in plan.front]
     out += ["", format_table([*keys, "gpus", front_unit, "$/hour"], front,
@@ -56,5 +57,6 @@ def why_text(winner: dict[str, Any], runner_up: dict[str, Any], keys: Sequence[s
 def plan_json(plan: Plan) -> dict[str, Any]:
     return {"objective": plan.objective.value, "search": plan.search, "space": plan.space,
             "evaluated": plan.evaluated, "pruned": plan.pruned, "feasible": plan.feasible, "rejected": plan.rejected,
+            "rungs": plan.rungs,
             "ranked": plan.ranked, "pareto_front": plan.front,
             "why": {"winner": plan.ranked[0], "runner_up": plan.ranked[1]} if len(plan.ranked) >= 2 else None}

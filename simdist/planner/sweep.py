@@ -1,7 +1,8 @@
 """A sweep end to end: expand the axes, skip finished points, run the rest on an executor, append rows.
 
 The output table has one row per point: `point`, `key`, the axis values, then RESULT_COLUMNS. A rerun
-with the same sweep and file only runs what is missing (points are keyed by their resolved scenario),
+with the same sweep and file only runs what is missing (points are keyed by their resolved scenario;
+a point whose inputs are unchanged is skipped without resolving it, by its input key: resume.py),
 and a sweep with other axes, constraints, base scenario or fidelity into the same file is refused.
 """
 from __future__ import annotations
@@ -9,12 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from simdist.planner.axes import Axis, Point, expand
-from simdist.planner.evaluate import PRUNED, SKIPPED, Job, parse_constraints
+from simdist.planner.evaluate import INPUT_DONE, PRUNED, SKIPPED, Job, parse_constraints
 from simdist.planner.executors import context_order, default_jobs, run_local
 from simdist.planner.rows import HEAD_COLUMNS, INPUT_NAMES, RESULT_COLUMNS, canonical
+from simdist.planner.resume import ResumeIndex, fingerprint, index_path
 from simdist.planner.store import SweepStore, write_parquet
 
 
@@ -65,12 +68,14 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
     points = expand(spec.axes, spec.zipped)
     known = [a.key for a in spec.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS)
     parse_constraints(spec.constraints, known)
+    prefix = fingerprint(base, overrides, fidelity, loader, base_dir, [v for a in spec.axes for v in a.values])
     job = Job(base=base, loader=loader, base_dir=base_dir, name=name, overrides=tuple(overrides),
-              fidelity=fidelity, constraints=tuple(spec.constraints))
+              fidelity=fidelity, constraints=tuple(spec.constraints), input_prefix=prefix or "")
     columns = columns_for(spec)
     journal = out if fmt == "csv" else out + ".journal.csv"
     store = SweepStore(journal, columns, signature(spec, job)).open()
-    done = frozenset(store.done)
+    index = ResumeIndex(index_path(Path(journal)), prefix).open(fresh=not store.done) if prefix else None
+    done = frozenset(store.done) | ({INPUT_DONE + k for k in index.done_inputs(store.done)} if index else set())
     outcome = SweepOutcome(columns, [], len(points), resumed=store.resumed)
     jobs = jobs or default_jobs()
     if executor == "ray":
@@ -83,18 +88,25 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
         progress(len(points), 0)
     try:
         for batch in batches:  # one chunk's outcomes: its rows go to the file in one write
-            finished = []
+            finished, known = [], []
             for _, kind, row in batch:
                 if kind == PRUNED:
                     outcome.pruned += 1
-                elif kind != SKIPPED and row is not None:
+                elif kind == SKIPPED:
+                    if row is not None:  # done, found by its resolved key: index it for the next resume
+                        known.append(row)
+                elif row is not None:
                     finished.append(row)
             store.append_many(finished)
+            if index is not None:  # after the rows: an index line never names a row the file lacks
+                index.append((r.get("input_key", ""), str(r["key"])) for r in finished + known)
             outcome.ran += len(finished)
             if progress:
                 progress(len(points), len(batch))
     finally:
         store.close()
+        if index is not None:
+            index.close()
     outcome.rows = store.finish()
     for r in outcome.rows:
         outcome.by_status[r["status"]] = outcome.by_status.get(r["status"], 0) + 1

@@ -5,6 +5,7 @@ size from it. Hyper-parameters and their sources are listed in docs/model.md ("m
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from simdist.workload import cnn
@@ -106,4 +107,15 @@ def get_model(key: str, seq_len: int | None = None, **options) -> ModelSpec:
     unknown = sorted(set(options) - set(KERNEL_OPTIONS))
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)}; expected some of {', '.join(KERNEL_OPTIONS)}")
-    return build(seq_len if seq_len is not None and default is not None else default, **options)
+    return _built(key, seq_len if seq_len is not None and default is not None else default,
+                  tuple(sorted((k, type(v).__name__, v) for k, v in options.items())))
+
+
+@functools.lru_cache(maxsize=32)
+def _built(key: str, seq_len: int | None, options: tuple[tuple[str, str, object], ...]) -> ModelSpec:
+    """The model built once per process per (key, sequence length, kernel options): a sweep resolves the same
+    model at every point, and building its layers was most of resolving one. Safe to share: a ModelSpec is a
+    frozen dataclass whose layers are a tuple of frozen LayerSpecs (their kernels and shapes tuples too). The
+    options carry their type names, so dropout 0 and 0.0 (equal, and equal hashes) stay two entries."""
+    return _CATALOG[key][0](seq_len, **{k: v for k, _, v in options})
+

@@ -5,11 +5,36 @@ enough resolution for gradient buckets and for the roofline to tell matmuls from
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
 from simdist.workload import layers as L
 from simdist.workload.specs import Kernel, LayerSpec, ModelSpec
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def built_once(build):
+    """`build` (a model generator of scalar arguments) run once per process per argument list: a sweep
+    resolves the same model at every point, and building its layers was most of resolving one. Sharing
+    the result is safe: a ModelSpec is frozen, its layers a tuple of frozen LayerSpecs. Arguments carry
+    their types in the key (dropout 0 and 0.0 are two entries); a call with any other argument builds."""
+    cache: dict[tuple, ModelSpec] = {}
+
+    @functools.wraps(build)
+    def cached(*args, **kwargs):
+        if not all(type(v) in _SCALARS for v in (*args, *kwargs.values())):
+            return build(*args, **kwargs)
+        key = (tuple((type(v).__name__, v) for v in args),
+               tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
+        hit = cache.get(key)
+        if hit is None:
+            if len(cache) >= 32:
+                cache.pop(next(iter(cache)))
+            hit = cache[key] = build(*args, **kwargs)
+        return hit
+    return cached
 
 
 @dataclass(frozen=True)
@@ -162,6 +187,7 @@ def lm_loss(name: str, s: int, vocab: int) -> LayerSpec:
     return LayerSpec(name, "other", 0, L.SOFTMAX_FLOPS_PER_ELEM * s * vocab, s * vocab, s, s * vocab, ())
 
 
+@built_once
 def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: int, ffn_hidden: int | None = None,
                    name: str | None = None, *, kv_heads: int | None = None, positions: str = "learned",
                    max_positions: int | None = None, mlp: str = "gelu", norm: str = "layernorm", bias: bool = True,
@@ -199,6 +225,7 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
     return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric GPT decoder")
 
 
+@built_once
 def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, seq_len: int = 512,
                     ffn_hidden: int | None = None, name: str | None = None, *, max_positions: int = 512,
                     type_vocab: int = 2, pretraining_heads: bool = True, flash_attention: bool = False,
@@ -235,6 +262,7 @@ def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, se
     return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric BERT encoder")
 
 
+@built_once
 def vit(layers: int = 12, hidden: int = 768, heads: int = 12, patch: int = 16, image_size: int = 224,
         classes: int = 1000, ffn_hidden: int | None = None, name: str = "vit-b16", *,
         flash_attention: bool = False, dropout: float = 0.0, fused_kernels: bool = True) -> ModelSpec:

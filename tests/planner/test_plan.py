@@ -46,7 +46,7 @@ def test_pareto_front_equals_the_brute_force_front(base, tmp_path):
 
 
 def test_local_search_beyond_max_points_still_finds_the_optimum(base):
-    spec = plan_spec({}, AXES, {"max_gpus": 8, "confirm": 0, "max_points": 3})
+    spec = plan_spec({}, AXES, {"max_gpus": 8, "confirm": 0, "max_points": 3, "search": "sample"})
     plan = search(spec, base, load_point, jobs=1)
     assert plan.search.startswith("random sample of 3 of 12")
     assert plan.evaluated < 12

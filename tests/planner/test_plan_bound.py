@@ -67,7 +67,7 @@ def test_a_bound_that_fails_on_an_estimated_point_stops_the_skipping(base, monke
 def test_a_sampled_plan_skips_too_and_ranks_the_same(base):
     """Beyond max_points the random sample is estimated class by class with the same skipping, and the
     local search after it ends where it ends without skipping."""
-    spec = plan_spec({}, AXES, {"confirm": 0, "top": 3, "max_points": 60})
+    spec = plan_spec({}, AXES, {"confirm": 0, "top": 3, "max_points": 60, "search": "sample"})
     bounded = search(spec, base, load_point, jobs=1)
     full = search(replace(spec, prune=False), base, load_point, jobs=1)
     assert bounded.search.startswith("random sample of 60 of 72 (") and "skipped by a compute bound" in bounded.search
