@@ -18,6 +18,7 @@ to reroute around dead links or end the run with InfeasibleError instead of leav
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Hashable
@@ -40,7 +41,6 @@ class _Flow:
     tag: Hashable = None  # what the group is (the network model's recipe to route it again)
     share: float = 1.0  # fraction of `group`'s bytes still to move when it was put on these links
     parts: list | None = None  # independent members: the live parts sharing `done` (this one among them)
-    covered: np.ndarray | None = None  # links whose saturation was seen to freeze all of its members
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +62,34 @@ class BusyInterval:
     links: np.ndarray
 
 
+_SOLVED_ENTRIES = 256  # memoised solves (rates by the groups in flight)
+_PRUNE_ENTRIES = 4096  # solves with fewer (group, link) entries are cheap enough as they are
+_PRUNE_MARGIN = 1e-9  # a link is left out only when its bound is below capacity by this relative margin
+
+
+def _may_saturate(capacity: np.ndarray, entry_group: np.ndarray, entry_link: np.ndarray, entry_count: np.ndarray,
+                  lengths: np.ndarray, caps: np.ndarray, capped: np.ndarray) -> np.ndarray | None:
+    """The entries whose link can saturate: a group's max-min rate is at most u_g = min over its links of
+    capacity / count (its own load alone fills that link), so a link whose load at those bounds,
+    sum_g count x u_g, stays below its capacity never saturates, and leaving it out of the solve changes
+    no level, no saturation and no rate (the same floats: the fill's minimum share is never on it).
+    None when every entry stays. The first sum(lengths) entries are the groups' own, group after group."""
+    n_main = int(lengths.sum())
+    u = np.full(lengths.size, np.inf)
+    routed = np.flatnonzero(lengths > 0)
+    if routed.size:
+        with np.errstate(divide="ignore"):
+            ratio = capacity[entry_link[:n_main]] / entry_count[:n_main]
+        starts = (np.cumsum(lengths) - lengths)[routed]
+        u[routed] = np.minimum.reduceat(ratio, starts)
+    if capped.size:
+        u[capped] = np.minimum(u[capped], caps[capped])
+    bound = np.bincount(entry_link, weights=entry_count * u[entry_group], minlength=capacity.size)
+    cap = capacity[entry_link]
+    keep = ~(bound[entry_link] < cap * (1.0 - _PRUNE_MARGIN))
+    return None if keep.all() else keep
+
+
 class Fabric:
     """The shared state of a flow-level network: active groups, their rates and carried bytes."""
 
@@ -78,6 +106,8 @@ class Fabric:
         self._t = env.now
         self._version = 0
         self._solve_requested = False
+        self._capacity_version = 0
+        self._solved: OrderedDict[tuple, tuple] = OrderedDict()  # rates by the groups in flight (see _solve)
         # called with the stalled flights (rate 0, bytes left) after a solve; may move or cancel them
         self.on_stall: Callable[[list["Flight"]], None] | None = None
 
@@ -176,6 +206,7 @@ class Fabric:
         """Change one directed link's capacity now; rates of groups in flight are re-solved."""
         self._advance()
         self.capacity_Bps[link_id] = capacity_Bps
+        self._capacity_version += 1
         self._request_solve()
 
     def carried_bytes(self) -> np.ndarray:
@@ -215,10 +246,26 @@ class Fabric:
             self._rate = np.zeros(0)
             return
         self.solves += 1
+        # max-min rates depend only on the groups' links, counts and caps and on the capacities: the same
+        # groups in flight as at an earlier solve (every bucket's push and pull: their groups' arrays are
+        # shared) get that solve's rates (the same floats) without solving again
         while True:
-            self._rate, froze, entry_group, entry_link = self._rates()
-            if froze is None or not self._split(froze, entry_group, entry_link):
+            key = self._key()
+            hit = self._solved.get(key)
+            if hit is None:
+                self._rate, froze, entry_group, entry_link = self._rates()
+                splits = self._splits(froze, entry_group, entry_link) if froze is not None else []
+                # the groups are kept with the outcome, so the ids in the key stay theirs
+                hit = self._solved[key] = (self._rate.copy(), splits, [f.group for f in self._flows])
+                if len(self._solved) > _SOLVED_ENTRIES:
+                    self._solved.popitem(last=False)
+            else:
+                self._solved.move_to_end(key)
+                self._rate = hit[0].copy()
+            if not hit[1]:
                 break
+            for i, parts in hit[1]:
+                self._split_flow(i, parts)
         moving = self._rate > 0
         if moving.any():
             dt = float((self._remaining[moving] / self._rate[moving]).min())
@@ -245,46 +292,52 @@ class Fabric:
             entry_group = np.concatenate([entry_group, capped])
             entry_link = np.concatenate([entry_link, virtual])
             entry_count = np.concatenate([entry_count, np.ones(capped.size)])
+        if entry_link.size > _PRUNE_ENTRIES:
+            keep = _may_saturate(capacity, entry_group, entry_link, entry_count, lengths, caps, capped)
+            if keep is not None:
+                entry_group, entry_link, entry_count = entry_group[keep], entry_link[keep], entry_count[keep]
         split = any(f.parts is not None and len(f.group.members) > 1 for f in flows)
         froze = np.zeros(entry_link.size, dtype=bool) if split else None
         rates = maxmin_rates_flat(capacity, entry_group, entry_link, entry_count, len(flows), froze)
         return rates, froze, entry_group, entry_link
 
-    def _split(self, froze: np.ndarray, entry_group: np.ndarray, entry_link: np.ndarray) -> bool:
-        """Split every independent group that a saturated link froze although only some of its members
-        cross one (those members, the rest); True if one was split (the rates must be solved again)."""
+    def _key(self) -> tuple:
+        """What the max-min rates of the groups in flight depend on: their links, counts and caps (the arrays
+        are shared by every bucket's push and pull, so by identity) and the capacities."""
+        return (self._capacity_version,
+                *[(id(f.group.links), id(f.group.counts), f.group.cap_Bps) for f in self._flows])
+
+    def _splits(self, froze: np.ndarray, entry_group: np.ndarray, entry_link: np.ndarray) -> list:
+        """(flow position, (crossing members, the others)) of every independent group that a saturated link
+        froze although only some of its members cross one; empty when the rates stand as solved."""
         n_links = self.capacity_Bps.size
         hit = np.flatnonzero(froze)
         order = np.argsort(entry_group[hit], kind="stable")
         groups, links = entry_group[hit][order], entry_link[hit][order]
         bounds = np.searchsorted(groups, np.arange(len(self._flows) + 1))
-        split = False
-        for i in range(len(self._flows)):
-            flow = self._flows[i]
+        out = []
+        for i, flow in enumerate(self._flows):
             if flow.parts is None or len(flow.group.members) < 2:
                 continue
             sat = links[bounds[i]:bounds[i + 1]]
             if not sat.size or (sat >= n_links).any():  # unlimited, or its members' own cap: all alike
                 continue
-            if flow.covered is not None and np.isin(flow.covered, sat).all():
-                continue
-            mask = np.zeros(n_links, dtype=bool)
-            mask[sat] = True
-            m = flow.group.members
-            crossing = m.crossing(mask)
-            if crossing.all():
-                flow.covered = sat
-                continue
-            g = flow.group
-            flow.group = m.subset(m.index[crossing]).group(g.size_bytes, g.cap_Bps)
-            flow.covered = sat
-            rest = _Flow(m.subset(m.index[~crossing]).group(g.size_bytes, g.cap_Bps), flow.done, flow.start_s,
-                         flow.tag, flow.share, flow.parts)
-            flow.parts.append(rest)
-            self._flows.append(rest)
-            self._remaining = np.append(self._remaining, self._remaining[i])
-            split = True
-        return split
+            parts = flow.group.members.split(np.unique(sat))
+            if parts is not None:
+                out.append((i, parts))
+        return out
+
+    def _split_flow(self, i: int, parts: tuple) -> None:
+        """Replace flow i by its two parts (same bytes left, same completion event, same start)."""
+        flow = self._flows[i]
+        g = flow.group
+        flow.group = parts[0].group(g.size_bytes, g.cap_Bps)
+        rest = _Flow(parts[1].group(g.size_bytes, g.cap_Bps), flow.done, flow.start_s, flow.tag, flow.share,
+                     flow.parts)
+        flow.parts.append(rest)
+        self._flows.append(rest)
+        self._remaining = np.append(self._remaining, self._remaining[i])
+        self._rate = np.append(self._rate, self._rate[i])
 
     def _on_timer(self, version: int, _event: simpy.Event) -> None:
         if version != self._version:

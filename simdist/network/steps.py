@@ -17,7 +17,7 @@ import hashlib
 import itertools
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 import numpy as np
@@ -51,13 +51,17 @@ class Members:
     paths one after another, each entry carrying 1/spread of its bytes) and which members the group holds.
 
     `index` are transfer indices of the step (sorted); `flat[bounds[i]:bounds[i + 1]]` are transfer i's links.
-    Groups split from one step share `flat` and `bounds` and differ in `index`."""
+    Groups split from one step share `flat`, `bounds` and `shapes` and differ in `index`. `shapes` (shared by
+    every step on the same routes, e.g. each bucket's push to one server) memoises, per index array, its
+    links and counts and how a set of saturated links splits it, so the same split of the next bucket costs
+    a dictionary look-up."""
 
     flat: np.ndarray
     bounds: np.ndarray
     index: np.ndarray
     spread: int
     num_links: int  # directed links of the topology (ids are below it)
+    shapes: dict = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return int(self.index.size)
@@ -79,18 +83,40 @@ class Members:
         return np.add.reduceat(hits, first) > 0 if hits.size else np.zeros(self.index.size, dtype=bool)
 
     def subset(self, index: np.ndarray) -> "Members":
-        return Members(self.flat, self.bounds, index, self.spread, self.num_links)
+        return Members(self.flat, self.bounds, index, self.spread, self.num_links, self.shapes)
+
+    def _shape(self) -> tuple[np.ndarray, np.ndarray]:
+        key = ("shape", id(self.index))
+        hit = self.shapes.get(key)
+        if hit is None or hit[0] is not self.index:
+            entries, _ = self._entries(self.index)
+            links, inverse = _unique_inverse(self.flat[entries], self.num_links)
+            if self.spread == 1:
+                counts = np.bincount(inverse, minlength=links.size).astype(float)
+            else:
+                counts = np.bincount(inverse, weights=np.full(inverse.size, 1.0 / self.spread), minlength=links.size)
+            hit = self.shapes[key] = (self.index, links, counts)  # keeps `index` alive, so its id is not reused
+        return hit[1], hit[2]
 
     def group(self, size_bytes: float, cap_Bps: float = float("inf")) -> FlowGroup:
         """The flow group of these members, each moving `size_bytes` (all repetitions): per link how many
         members cross it (1/spread per sprayed path) and the bytes it carries."""
-        entries, _ = self._entries(self.index)
-        links, inverse = _unique_inverse(self.flat[entries], self.num_links)
-        if self.spread == 1:
-            counts = np.bincount(inverse, minlength=links.size).astype(float)
-        else:
-            counts = np.bincount(inverse, weights=np.full(inverse.size, 1.0 / self.spread), minlength=links.size)
+        links, counts = self._shape()
         return FlowGroup(links, counts, float(size_bytes), counts * float(size_bytes), cap_Bps, self)
+
+    def split(self, saturated: np.ndarray) -> "tuple[Members, Members] | None":
+        """(members crossing one of the `saturated` links, the others), or None when every member crosses one."""
+        key = ("split", id(self.index), saturated.tobytes())
+        hit = self.shapes.get(key)
+        if hit is None or hit[0] is not self.index:
+            mask = np.zeros(self.num_links, dtype=bool)
+            mask[saturated] = True
+            crossing = self.crossing(mask)
+            parts = None if crossing.all() else (self.subset(self.index[crossing]), self.subset(self.index[~crossing]))
+            if len(self.shapes) > 4096:
+                self.shapes.clear()
+            hit = self.shapes[key] = (self.index, parts)
+        return hit[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,16 +261,24 @@ def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: 
     total = sizes[live] * repeat
     keys = np.column_stack((total, cap))
     classes = np.unique(keys, axis=0) if live.size > 1 else keys
+    shapes = routes.__dict__.get("_shapes")
+    if shapes is None:
+        shapes = {}
+        object.__setattr__(routes, "_shapes", shapes)
     out: list[FlowGroup] = []
     for w, c in classes:
         index = live[(total == w) & (cap == c)]
+        known = shapes.get(("index", index.tobytes()))  # the same members as an earlier step's group: its array
+        if known is None:
+            known = shapes[("index", index.tobytes())] = index
+        index = known
         cap_Bps = float(c) if np.isfinite(c) else float("inf")
         if index.size == 1:
             i = int(index[0])
             g = _single(routes.pair_paths(i), float(sizes[i]), repeat)
             out.append(_capped(g, cap_Bps))
             continue
-        members = Members(routes.flat, member_bounds, index, k, int(topology.links.latency_s.size))
+        members = Members(routes.flat, member_bounds, index, k, int(topology.links.latency_s.size), shapes)
         out.append(members.group(float(w), cap_Bps))
     return tuple(out)
 
