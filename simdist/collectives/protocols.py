@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from simdist.collectives.schedule import Group, Schedule, Step, Transfer
+from simdist.collectives.schedule import Group, Schedule, Step, Transfer, TransferArray
 
 
 class Protocol(StrEnum):
@@ -140,8 +140,12 @@ def _inflate(step: Step, fraction: float, memo: dict | None = None) -> Step:
     memo = {} if memo is None else memo
     hit = memo.get(id(step.transfers))
     if hit is None or hit[0] is not step.transfers:
-        hit = memo[id(step.transfers)] = (step.transfers, tuple(
-            Transfer(t.src, t.dst, t.size_bytes / fraction) for t in step.transfers))
+        tr = step.transfers
+        if isinstance(tr, TransferArray):  # the arrays divided at once (the same floats), no Transfer objects
+            inflated = TransferArray(tr.src, tr.dst, tr.size_bytes / fraction)
+        else:
+            inflated = tuple(Transfer(t.src, t.dst, t.size_bytes / fraction) for t in tr)
+        hit = memo[id(tr)] = (tr, inflated)
     return replace(step, transfers=hit[1])
 
 
