@@ -179,6 +179,8 @@ class Fabric:
         if not np.isclose(group.size_bytes, parts[0].group.size_bytes, rtol=1e-12):
             raise ValueError("a moved flow group must keep its size")
         if group.members is None or parts[0].group.members is None:
+            if len(parts) != 1:
+                return  # parts of independent members onto one plain group: no member map; they wait (see on_stall)
             (flow,) = parts
             left = self._detach_one(flow)
             self._pending.append(_Flow(group, done, self.env.now, flow.tag, left / group.size_bytes))

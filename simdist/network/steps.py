@@ -45,6 +45,9 @@ class FlowGroup:
     members: "Members | None" = None  # independent members (each its own max-min flow); None: lockstep
 
 
+_SHAPES = 4096  # memoised shapes and splits per routed step (then forgotten all at once)
+
+
 @dataclass(frozen=True, eq=False)
 class Members:
     """The independent members of a flow group: each member's directed links (a sprayed member's `spread`
@@ -95,6 +98,8 @@ class Members:
                 counts = np.bincount(inverse, minlength=links.size).astype(float)
             else:
                 counts = np.bincount(inverse, weights=np.full(inverse.size, 1.0 / self.spread), minlength=links.size)
+            if len(self.shapes) > _SHAPES:
+                self.shapes.clear()
             hit = self.shapes[key] = (self.index, links, counts)  # keeps `index` alive, so its id is not reused
         return hit[1], hit[2]
 
@@ -113,7 +118,7 @@ class Members:
             mask[saturated] = True
             crossing = self.crossing(mask)
             parts = None if crossing.all() else (self.subset(self.index[crossing]), self.subset(self.index[~crossing]))
-            if len(self.shapes) > 4096:
+            if len(self.shapes) > _SHAPES:
                 self.shapes.clear()
             hit = self.shapes[key] = (self.index, parts)
         return hit[1]
