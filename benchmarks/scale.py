@@ -22,6 +22,7 @@ through public entry points only: simdist.io.load.load_scenario with overrides, 
   python benchmarks/scale.py --startup                    # start-up at 512 GPUs (median of 9 processes)
   python benchmarks/scale.py --versus ../main --repeats 10  # start-up and 1,024 GPUs against another checkout
   python benchmarks/scale.py --targets --timeout 300      # just the rows issue 10's targets name
+  python benchmarks/scale.py --ps-targets --timeout 600   # the sharded-PS rows against the same targets
 """
 from __future__ import annotations
 
@@ -293,6 +294,43 @@ TARGET_PLAN = ([(("resnet50", "ring", "fat_tree", "base"), SIZES)]
                + [(("resnet50", "ring", "fat_tree", v), (1024, 4096, 16384)) for v in ("straggler", "mixed")])
 
 
+# the sharded-PS rows (8 colocated server shards), held to the same targets as the ring row: --ps-targets
+PS_ROWS = (("resnet50", "ps", "fat_tree", "base"), ("gpt2-xl", "ps", "fat_tree", "base"))
+PS_TARGET_PLAN = [(row, SIZES) for row in PS_ROWS]
+
+
+def ps_summary(results: dict[str, dict]) -> list[str]:
+    """The ring row's targets (wall and memory per size, growth exponent) for every sharded-PS row that ran."""
+    limits = {1024: (0.5, None), 16384: (5.0, None), 65536: (20.0, 4.0), 131072: (60.0, 12.0)}
+    lines = []
+    for row in PS_ROWS:
+        name = ":".join(row)
+        ran = [(g, results[f"{name}:{g}"]) for g in SIZES if f"{name}:{g}" in results]
+        if not ran:
+            continue
+        lines.append(f"  sharded PS, {row[0]} (8 colocated shards):")
+        for gpus, r in ran:
+            if gpus not in limits:
+                continue
+            t_max, gib_max = limits[gpus]
+            if "error" in r:
+                lines.append(f"    {gpus:,} GPUs < {t_max:g} s: {r['error']} MISSED")
+                continue
+            text = (f"    {gpus:,} GPUs < {t_max:g} s: {r['process_s']:.2f} s (CPU {r['cpu_s']:.2f} s)"
+                    f" {_ok(r['process_s'] < t_max)}")
+            if gib_max is not None:
+                text += f"; < {gib_max:g} GiB: {r['maxrss_GiB']:.2f} GiB {_ok(r['maxrss_GiB'] < gib_max)}"
+            lines.append(text)
+        ok = [(g, r) for g, r in ran if "error" not in r]
+        for what, col in (("wall", "process_s"), ("CPU", "cpu_s")):
+            growth = [(a, b, math.log(rb[col] / ra[col]) / math.log(b / a)) for (a, ra), (b, rb) in zip(ok, ok[1:])]
+            if growth:
+                worst = max(g for _, _, g in growth)
+                steps = ", ".join(f"{a // 1024}k->{b // 1024}k {g:.2f}" for a, b, g in growth)
+                lines.append(f"    growth exponent <= 1.1 ({what}): worst {worst:.2f} ({steps}) {_ok(worst <= 1.1)}")
+    return lines
+
+
 def _ok(flag: bool) -> str:
     return "met" if flag else "MISSED"
 
@@ -361,6 +399,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per point")
     parser.add_argument("--only", action="append", default=[], help="model:strategy:fabric:variant (repeatable)")
     parser.add_argument("--targets", action="store_true", help="only the rows and sizes issue 10's targets name")
+    parser.add_argument("--ps-targets", action="store_true",
+                        help="the sharded-PS rows (ResNet-50 and GPT-2 XL) at every size, against the ring's targets")
     parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (9 processes)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     parser.add_argument("--profile", help="model:strategy:fabric:variant:gpus: cProfile one point in this process")
@@ -399,8 +439,9 @@ def main() -> None:
         print("\n".join(summary({}, startup)))
         return
     cap = min(args.max_gpus, 4096) if args.quick else args.max_gpus
-    if args.targets:
-        plan = [(row, tuple(g for g in sizes if g <= cap)) for row, sizes in TARGET_PLAN]
+    if args.targets or args.ps_targets:
+        plan = [(row, tuple(g for g in sizes if g <= cap))
+                for row, sizes in (TARGET_PLAN if args.targets else []) + (PS_TARGET_PLAN if args.ps_targets else [])]
     else:
         rows = [tuple(o.split(":")) for o in args.only] or MATRIX
         plan = [(row, tuple(g for g in SIZES if g <= cap)) for row in rows]
@@ -419,7 +460,7 @@ def main() -> None:
             if "error" in r and r["error"].startswith("timeout"):
                 break  # larger sizes of this row would time out too
             prev = r
-    print("\n".join(summary(results, startup)))
+    print("\n".join(summary(results, startup) + ps_summary(results)))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from simdist.collectives.schedule import Group, Schedule, Step, Transfer
+
+import numpy as np
+
+from simdist.collectives.schedule import Group, Schedule, Step, Transfer, TransferArray
 
 
 class Protocol(StrEnum):
@@ -132,6 +135,9 @@ def node_index(group: Group) -> dict[int, int]:
     return {r: i for i, node in enumerate(group.nodes) for r in node}
 
 
+_ARRAY_FROM = 64  # transfers from which an inflated tuple becomes a TransferArray (reads the same, costs less)
+
+
 def _inflate(step: Step, fraction: float, memo: dict | None = None) -> Step:
     """`step` with every transfer's bytes divided by `fraction`; `memo` (by the transfers tuple's identity)
     lets steps that share one tuple (a ring all-reduce's two phases) share the inflated one too."""
@@ -140,8 +146,17 @@ def _inflate(step: Step, fraction: float, memo: dict | None = None) -> Step:
     memo = {} if memo is None else memo
     hit = memo.get(id(step.transfers))
     if hit is None or hit[0] is not step.transfers:
-        hit = memo[id(step.transfers)] = (step.transfers, tuple(
-            Transfer(t.src, t.dst, t.size_bytes / fraction) for t in step.transfers))
+        tr = step.transfers
+        if isinstance(tr, TransferArray):  # the arrays divided at once (the same floats), no Transfer objects
+            inflated = TransferArray(tr.src, tr.dst, tr.size_bytes / fraction)
+        elif len(tr) >= _ARRAY_FROM:  # a large tuple (a tree's steps): read once into arrays, divided at once
+            n = len(tr)
+            inflated = TransferArray(np.fromiter((t.src for t in tr), dtype=np.int64, count=n),
+                                     np.fromiter((t.dst for t in tr), dtype=np.int64, count=n),
+                                     np.fromiter((t.size_bytes for t in tr), dtype=np.float64, count=n) / fraction)
+        else:
+            inflated = tuple(Transfer(t.src, t.dst, t.size_bytes / fraction) for t in tr)
+        hit = memo[id(tr)] = (tr, inflated)
     return replace(step, transfers=hit[1])
 
 

@@ -24,7 +24,9 @@ from typing import Sequence
 
 from simdist.collectives._steps import merge_parallel
 from simdist.collectives.flat import flat_chain
-from simdist.collectives.schedule import CollectiveOp, Group, Step, Transfer
+import numpy as np
+
+from simdist.collectives.schedule import CollectiveOp, Group, Step, Transfer, TransferArray
 
 
 class PsAggregation(StrEnum):
@@ -70,6 +72,18 @@ def _partitions(part_bytes: float, partition_bytes: float | None) -> int:
     return max(1, math.ceil(part_bytes / partition_bytes - 1e-9))
 
 
+def _pieces(transfers, k: float):
+    """Every transfer's size divided by `k` (an array stays an array)."""
+    if isinstance(transfers, TransferArray):
+        return TransferArray(transfers.src, transfers.dst, transfers.size_bytes / k)
+    return tuple(Transfer(t.src, t.dst, t.size_bytes / k) for t in transfers)
+
+
+def _array(src, dst, size: float) -> TransferArray:
+    """Transfers src[i] -> dst[i] of `size` bytes each, as arrays (one object, not one per worker)."""
+    return TransferArray(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64), float(size))
+
+
 def pipelined_push_pull(push: tuple[Transfer, ...], pull: tuple[Transfer, ...], partitions: int,
                         delay_s: float, reduce_bytes: float, what: str) -> tuple[Step, ...]:
     """Push then pull of `push`/`pull` (whole sizes), cut into `partitions` pieces pipelined one deep: push
@@ -79,8 +93,7 @@ def pipelined_push_pull(push: tuple[Transfer, ...], pull: tuple[Transfer, ...], 
         return (Step(push, lockstep=False, delay_s=delay_s, reduce_bytes=reduce_bytes, label=f"push {what}"),
                 Step(pull, lockstep=False, label=f"pull {what}"))
     k = float(partitions)
-    piece_push = tuple(Transfer(t.src, t.dst, t.size_bytes / k) for t in push)
-    piece_pull = tuple(Transfer(t.src, t.dst, t.size_bytes / k) for t in pull)
+    piece_push, piece_pull = _pieces(push, k), _pieces(pull, k)
     return (
         Step(piece_push, lockstep=False, delay_s=delay_s / k, reduce_bytes=reduce_bytes / k,
              label=f"push {what}, partition 1 of {partitions}"),
@@ -100,14 +113,15 @@ def ps_chains(
     _check(servers, delay_s)
     shard = size_bytes / len(servers)
     parts = _partitions(shard, partition_bytes)
+    ranks = np.asarray(group.ranks, dtype=np.int64)
     chains = []
     for sv in servers:
-        workers = tuple(w for w in group.ranks if w != sv)
+        workers = ranks[ranks != sv]
         steps: tuple[Step, ...] = ()
-        if workers:
-            steps = pipelined_push_pull(tuple(Transfer(w, sv, shard) for w in workers),
-                                        tuple(Transfer(sv, w, shard) for w in workers), parts, delay_s,
-                                        shard * len(workers), f"server {sv}")
+        if workers.size:
+            server = np.full(workers.size, sv, dtype=np.int64)
+            steps = pipelined_push_pull(_array(workers, server, shard), _array(server, workers, shard), parts,
+                                        delay_s, shard * workers.size, f"server {sv}")
         elif delay_s > 0:
             steps = (Step((), lockstep=False, delay_s=delay_s, label=f"server {sv} update"),)
         chains.append(steps)
@@ -127,13 +141,15 @@ def ps_node_chains(
         raise ValueError(f"ps aggregation 'node' needs the same number of GPUs on every node, got {sorted(sizes)}")
     per_node = sizes.pop() if sizes else 1
     part = size_bytes / per_node / len(servers)  # one GPU's slice of one server's shard
-    push = tuple(Transfer(w, sv, part) for node in group.nodes for w in node for sv in servers if w != sv)
-    pull = tuple(Transfer(sv, w, part) for node in group.nodes for w in node for sv in servers if w != sv)
+    workers = np.repeat(np.asarray([w for node in group.nodes for w in node], dtype=np.int64), len(servers))
+    shards = np.tile(np.asarray(servers, dtype=np.int64), workers.size // len(servers) if servers else 0)
+    off = workers != shards  # (worker, server) pairs in worker-major order, a worker's own shard left out
+    push, pull = _array(workers[off], shards[off], part), _array(shards[off], workers[off], part)
     local = [node for node in group.nodes if len(node) > 1]
     steps: list[Step] = list(merge_parallel([flat_chain(intra, CollectiveOp.REDUCE_SCATTER, size_bytes, node)
                                              for node in local]))
-    if push:
-        senders = {t.src for t in push}
+    if len(push):
+        senders = np.unique(push.src)
         steps += pipelined_push_pull(push, pull, _partitions(part, partition_bytes), delay_s,
                                      part * len(senders), "node-aggregated slices")
     elif delay_s > 0:

@@ -30,6 +30,7 @@ from collections import deque
 
 import numpy as np
 
+from simdist.collectives.schedule import TransferArray
 from simdist.topology.graph import Topology
 
 
@@ -51,6 +52,15 @@ def _leaf_of_machine(topology: Topology) -> dict[int, str] | None:
                 if out.setdefault(m, b) != b:
                     return None
     return out
+
+
+def _ends(transfers) -> tuple[np.ndarray, np.ndarray]:
+    """(sources, destinations) of a step's transfers as index arrays: a TransferArray's own arrays, else
+    read off the Transfer objects."""
+    if isinstance(transfers, TransferArray):
+        return transfers.src, transfers.dst
+    return (np.fromiter((t.src for t in transfers), dtype=np.int64, count=len(transfers)),
+            np.fromiter((t.dst for t in transfers), dtype=np.int64, count=len(transfers)))
 
 
 class FabricEquivalence:
@@ -126,8 +136,8 @@ class FabricEquivalence:
                 for step in chain:
                     if not step.transfers:
                         continue
-                    src = machine[np.fromiter((t.src for t in step.transfers), dtype=int)]
-                    dst = machine[np.fromiter((t.dst for t in step.transfers), dtype=int)]
+                    ends = _ends(step.transfers)
+                    src, dst = machine[ends[0]], machine[ends[1]]
                     for lv, part in parts.items():
                         a, b = part[src], part[dst]
                         cross = a != b

@@ -53,7 +53,8 @@ class AnalyticalNetwork(LinkControl):
 
     def _stage_time(self, stage: list[CompiledStep]) -> list[float]:
         """Times of steps that run concurrently (step i of each chain), sharing links statically
-        (vectorised over every group of the stage: a PS step holds one group per transfer)."""
+        (vectorised over every group of the stage). A group of independent members (a PS push) gets the least
+        share over its members' links, which is its slowest member's rate: the step's time, as per transfer."""
         groups = [g for cs in stage for g in cs.groups]
         if not groups:
             return [cs.latency_s + cs.delay_s for cs in stage]

@@ -25,14 +25,18 @@ def unique_inverse(ids: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def maxmin_rates_flat(capacity_Bps: np.ndarray, entry_group: np.ndarray, entry_link: np.ndarray,
-                      entry_count: np.ndarray, num_groups: int) -> np.ndarray:
+                      entry_count: np.ndarray, num_groups: int, froze: np.ndarray | None = None) -> np.ndarray:
     """Rates of `num_groups` groups; entry i says group entry_group[i] crosses link entry_link[i]
-    entry_count[i] times. Groups with no entries get +inf (nothing limits them)."""
+    entry_count[i] times. Groups with no entries get +inf (nothing limits them). `froze` (a boolean
+    array of one entry per entry, filled in place) marks the entries whose link saturated at the
+    level that froze their group: what a group of independent members (Fabric) checks to know whether
+    all its members are frozen there or only some (then it splits and is solved again)."""
     rates = np.full(num_groups, np.inf)
     if num_groups == 0:
         return rates
     entry_count = np.asarray(entry_count, dtype=float)
     keep = entry_count > 0
+    where = np.flatnonzero(keep) if froze is not None else None  # original index of each live entry
     group = np.asarray(entry_group, dtype=np.int64)[keep]
     count = entry_count[keep]
     # work on the used links only, renumbered 0..U-1
@@ -53,8 +57,12 @@ def maxmin_rates_flat(capacity_Bps: np.ndarray, entry_group: np.ndarray, entry_l
         hit = group[on_saturated]
         rates[hit] = level
         frozen[hit] = True
+        if where is not None:
+            froze[where[on_saturated]] = True
         live = ~frozen[group]
         group, link, count = group[live], link[live], count[live]
+        if where is not None:
+            where = where[live]
     return rates
 
 

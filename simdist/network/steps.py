@@ -1,9 +1,15 @@
 """A schedule step compiled onto directed links: its flow groups, their link counts and latency.
 
-A lockstep step is ONE group (all transfers share a rate, the pace of a pipelined ring); an
-independent step has one group per transfer. Each group moves `repeat x size` bytes per member,
-so a repeated step is solved once, not once per repetition. Compiled steps are cached by Step
-identity and by value, so equal steps of later schedules are not routed again.
+A lockstep step is ONE group (all transfers share a rate, the pace of a pipelined ring). An
+independent step (lockstep=False: PS pushes and pulls, gloo's gathers) is one group of independent
+members too, with `members` saying which links each member crosses: the fabric gives its members one
+rate while the max-min solution gives them one, and splits the group where it does not (a member that
+a saturated link freezes while the others may still rise), so the rates are exactly those of one group
+per transfer at the cost of the distinct rates, not of the transfers (a 1,024-worker push to a server
+is one or two groups, not 1,023). Members of different sizes or per-flow caps start in different groups.
+Each group moves `repeat x size` bytes per member, so a repeated step is solved once, not once per
+repetition. Compiled steps are cached by Step identity and by value, so equal steps of later
+schedules are not routed again.
 """
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ import hashlib
 import itertools
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 import numpy as np
@@ -36,6 +42,86 @@ class FlowGroup:
     size_bytes: float  # bytes each member moves (all repetitions)
     link_bytes: np.ndarray  # bytes the group puts on each of `links` in total
     cap_Bps: float = float("inf")  # per-member rate limit: the least per-flow cap of its links (graph.flow_cap_Bps)
+    members: "Members | None" = None  # independent members (each its own max-min flow); None: lockstep
+
+
+_SHAPES = 4096  # memoised shapes and splits per routed step (then forgotten all at once)
+
+
+@dataclass(frozen=True, eq=False)
+class Members:
+    """The independent members of a flow group: each member's directed links (a sprayed member's `spread`
+    paths one after another, each entry carrying 1/spread of its bytes) and which members the group holds.
+
+    `index` are transfer indices of the step (sorted); `flat[bounds[i]:bounds[i + 1]]` are transfer i's links.
+    Groups split from one step share `flat`, `bounds` and `shapes` and differ in `index`. `shapes` (shared by
+    every step on the same routes, e.g. each bucket's push to one server) memoises, per index array, its
+    links and counts and how a set of saturated links splits it, so the same split of the next bucket costs
+    a dictionary look-up."""
+
+    flat: np.ndarray
+    bounds: np.ndarray
+    index: np.ndarray
+    spread: int
+    num_links: int  # directed links of the topology (ids are below it)
+    shapes: dict = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.index.size)
+
+    def _entries(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(entry ids into flat of the members `index`, member after member; each member's first position)."""
+        starts, ends = self.bounds[index], self.bounds[index + 1]
+        lengths = ends - starts
+        first = np.cumsum(lengths) - lengths
+        if index.size == len(self.bounds) - 1:  # every transfer: the entries are flat itself
+            return np.arange(int(self.bounds[-1])), first
+        total = int(lengths.sum())
+        return np.arange(total) - np.repeat(first - starts, lengths), first
+
+    def crossing(self, link_mask: np.ndarray) -> np.ndarray:
+        """Per member of this group: whether one of its links is set in `link_mask` (a boolean per link)."""
+        entries, first = self._entries(self.index)
+        hits = link_mask[self.flat[entries]].astype(np.int64)
+        return np.add.reduceat(hits, first) > 0 if hits.size else np.zeros(self.index.size, dtype=bool)
+
+    def subset(self, index: np.ndarray) -> "Members":
+        return Members(self.flat, self.bounds, index, self.spread, self.num_links, self.shapes)
+
+    def _shape(self) -> tuple[np.ndarray, np.ndarray]:
+        key = ("shape", id(self.index))
+        hit = self.shapes.get(key)
+        if hit is None or hit[0] is not self.index:
+            entries, _ = self._entries(self.index)
+            links, inverse = _unique_inverse(self.flat[entries], self.num_links)
+            if self.spread == 1:
+                counts = np.bincount(inverse, minlength=links.size).astype(float)
+            else:
+                counts = np.bincount(inverse, weights=np.full(inverse.size, 1.0 / self.spread), minlength=links.size)
+            if len(self.shapes) > _SHAPES:
+                self.shapes.clear()
+            hit = self.shapes[key] = (self.index, links, counts)  # keeps `index` alive, so its id is not reused
+        return hit[1], hit[2]
+
+    def group(self, size_bytes: float, cap_Bps: float = float("inf")) -> FlowGroup:
+        """The flow group of these members, each moving `size_bytes` (all repetitions): per link how many
+        members cross it (1/spread per sprayed path) and the bytes it carries."""
+        links, counts = self._shape()
+        return FlowGroup(links, counts, float(size_bytes), counts * float(size_bytes), cap_Bps, self)
+
+    def split(self, saturated: np.ndarray) -> "tuple[Members, Members] | None":
+        """(members crossing one of the `saturated` links, the others), or None when every member crosses one."""
+        key = ("split", id(self.index), saturated.tobytes())
+        hit = self.shapes.get(key)
+        if hit is None or hit[0] is not self.index:
+            mask = np.zeros(self.num_links, dtype=bool)
+            mask[saturated] = True
+            crossing = self.crossing(mask)
+            parts = None if crossing.all() else (self.subset(self.index[crossing]), self.subset(self.index[~crossing]))
+            if len(self.shapes) > _SHAPES:
+                self.shapes.clear()
+            hit = self.shapes[key] = (self.index, parts)
+        return hit[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,12 +238,54 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
             g = routes.group(sizes, step.repeat)
             groups = [g] if g is not None else []
         else:
-            groups = [_single(routes.pair_paths(i), float(sz), step.repeat) for i, sz in enumerate(sizes)
-                      if sz > 0 and routes.lengths[i * routes.spread:(i + 1) * routes.spread].max() > 0]
+            return CompiledStep(step.repeat * latency, _independent(routes, sizes, step.repeat, paths.topology),
+                                step.delay_s)
     caps = paths.topology.links.flow_cap_Bps
     if caps is not None:  # each member is one connection: it moves no faster than its links' per-flow cap
         groups = [_capped(g, float(caps[g.links].min())) for g in groups]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
+
+
+def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: Topology) -> tuple[FlowGroup, ...]:
+    """The groups of an independent step: its live members (size > 0, a non-empty path) by (bytes, per-flow
+    cap), one group of independent members each (a lone member: a plain group, as one transfer was)."""
+    k = routes.spread
+    per_member = routes.lengths.reshape(-1, k).max(axis=1) if k > 1 else routes.lengths
+    live = np.flatnonzero((sizes > 0) & (per_member > 0))
+    if not live.size:
+        return ()
+    caps = topology.links.flow_cap_Bps
+    member_bounds = routes.bounds[::k]
+    if caps is None:
+        cap = np.full(live.size, np.inf)
+    else:  # a member's cap: the least per-flow cap of the links of all its paths
+        routed = np.flatnonzero(per_member > 0)  # segments from one routed member's start to the next's
+        mins = np.full(per_member.size, np.inf)
+        mins[routed] = np.minimum.reduceat(caps[routes.flat], member_bounds[:-1][routed])
+        cap = mins[live]
+    total = sizes[live] * repeat
+    keys = np.column_stack((total, cap))
+    classes = np.unique(keys, axis=0) if live.size > 1 else keys
+    shapes = routes.__dict__.get("_shapes")
+    if shapes is None:
+        shapes = {}
+        object.__setattr__(routes, "_shapes", shapes)
+    out: list[FlowGroup] = []
+    for w, c in classes:
+        index = live[(total == w) & (cap == c)]
+        known = shapes.get(("index", index.tobytes()))  # the same members as an earlier step's group: its array
+        if known is None:
+            known = shapes[("index", index.tobytes())] = index
+        index = known
+        cap_Bps = float(c) if np.isfinite(c) else float("inf")
+        if index.size == 1:
+            i = int(index[0])
+            g = _single(routes.pair_paths(i), float(sizes[i]), repeat)
+            out.append(_capped(g, cap_Bps))
+            continue
+        members = Members(routes.flat, member_bounds, index, k, int(topology.links.latency_s.size), shapes)
+        out.append(members.group(float(w), cap_Bps))
+    return tuple(out)
 
 
 def _capped(group: FlowGroup, cap_Bps: float) -> FlowGroup:
