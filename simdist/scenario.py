@@ -105,6 +105,16 @@ class BenchmarkSpec:
 
 
 @dataclass(frozen=True)
+class InputPipelineSpec:
+    """The host-side data loader (workload.input_pipeline): each GPU's loader decodes and augments its samples
+    on the node's CPU cores, prefetching ahead of the GPU (simdist.input_pipeline says how it bounds a step)."""
+
+    cpu_s_per_sample: float  # core-seconds of loader work per sample
+    workers_per_gpu: int  # loader processes or threads per GPU (DataLoader num_workers, DALI/tf.data threads)
+    host_cores: int  # physical CPU cores per node, shared by the loaders and the training processes
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """A model to train, or a communication benchmark (exactly one of the two)."""
 
@@ -115,6 +125,10 @@ class WorkloadSpec:
     precision: Precision = Precision.FP32
     grad_dtype: Precision = Precision.FP32
     seq_len: int | None = None
+    input_pipeline: InputPipelineSpec | None = None  # None: data is ready on the GPU (synthetic data)
+    # samples/s the user measured on ONE GPU of the cluster's kind at batch_per_gpu, no communication: the GPU
+    # compute is scaled so simdist's single-GPU step takes batch / this (None: the roofline compute model)
+    single_gpu_throughput: float | None = None
 
 
 @dataclass(frozen=True)

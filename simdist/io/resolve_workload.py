@@ -13,7 +13,7 @@ from simdist.errors import Issue, ScenarioError
 from simdist.io.fields import unknown_key_message
 from simdist.io.resolve_cluster import guarded
 from simdist.io.schema import BertWrapper, GptWrapper, LayersModel, TorchModel, WorkloadModel
-from simdist.scenario import BenchmarkSpec, Precision, WorkloadSpec
+from simdist.scenario import BenchmarkSpec, InputPipelineSpec, Precision, WorkloadSpec
 from simdist.workload.specs import ModelSpec
 
 
@@ -120,5 +120,16 @@ def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | No
         benchmark = BenchmarkSpec(CollectiveOp(w.benchmark.op), tuple(w.benchmark.sizes))
     elif model is None:
         return None
+    pipeline = None
+    if w.input_pipeline is not None:
+        if benchmark is not None:
+            issues.append(Issue("workload.input_pipeline", "a collective benchmark has no data loader; remove the key"))
+        p = w.input_pipeline
+        pipeline = InputPipelineSpec(cpu_s_per_sample=p.cpu_per_sample, workers_per_gpu=p.workers_per_gpu,
+                                     host_cores=p.host_cores)
+    if w.single_gpu_throughput is not None and benchmark is not None:
+        issues.append(Issue("workload.single_gpu_throughput", "a collective benchmark has no compute to anchor; "
+                                                              "remove the key"))
     return WorkloadSpec(model=model, benchmark=benchmark, batch_per_gpu=w.batch_per_gpu, global_batch=w.global_batch,
-                        precision=Precision(w.precision), grad_dtype=Precision(w.grad_dtype), seq_len=w.seq_len)
+                        precision=Precision(w.precision), grad_dtype=Precision(w.grad_dtype), seq_len=w.seq_len,
+                        input_pipeline=pipeline, single_gpu_throughput=w.single_gpu_throughput)

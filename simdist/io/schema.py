@@ -119,6 +119,25 @@ def _no_bool_dropout(v: Any) -> Any:
     return float(v) if isinstance(v, int) else v
 
 
+# Core-seconds per sample of an ImageNet training loader (Pillow decode of a 500 x 375, ~110 KB JPEG,
+# RandomResizedCrop to 224, flip, to uint8), measured on one core of the development machine (AMD EPYC,
+# Zen 3, 2.6 GHz) with benchmarks/input_pipeline_cpu.py: 2.14 ms. UNCERTAIN for other CPUs (older cores
+# are slower per clock) and other pipelines (DALI, tf.data's fast integer DCT): set the measured figure.
+IMAGENET_CPU_S_PER_SAMPLE = 2.14e-3
+
+
+class InputPipelineModel(Strict):
+    """A host-side data loader feeding every GPU (real-data training; omit for synthetic data)."""
+
+    cpu_per_sample: PositiveDuration = IMAGENET_CPU_S_PER_SAMPLE
+    """Core-seconds of loader work per sample, e.g. '2.14 ms' (default: ImageNet JPEG decode + RandomResizedCrop +
+    flip with Pillow, measured on a Zen 3 core by benchmarks/input_pipeline_cpu.py) (added key)."""
+    workers_per_gpu: PosInt
+    """Loader processes or threads per GPU: PyTorch DataLoader num_workers, DALI num_threads, tf.data parallel calls."""
+    host_cores: PosInt
+    """Physical CPU cores per node (the server's datasheet), shared by every GPU's loaders and training process."""
+
+
 class WorkloadModel(Strict):
     """A model to train, or a communication benchmark (exactly one)."""
 
@@ -146,6 +165,12 @@ class WorkloadModel(Strict):
     PyTorch eager's separate kernels (false)."""
     grad_dtype: Precision = Precision.FP32
     """Dtype gradients are reduced in before compression."""
+    input_pipeline: InputPipelineModel | None = None
+    """{cpu_per_sample, workers_per_gpu, host_cores}: the host data loader that bounds a step when the node's CPU
+    cores cannot decode samples as fast as its GPUs train on them (docs/model.md "Input pipeline") (added key)."""
+    single_gpu_throughput: PosFloat | None = None
+    """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
+    is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""
 
     @field_validator("model")
     @classmethod
