@@ -169,7 +169,7 @@ def check_supported(scenario: Scenario) -> int:
 def check_host_keys(scenario: Scenario, mp: bool) -> None:
     """Scope of workload.input_pipeline and workload.single_gpu_throughput (each refused where it would not act)."""
     w, t = scenario.workload, scenario.training
-    lockstep = t.sync in (SyncMode.BSP, SyncMode.LOCAL_SGD) and t.batch_split.value != "dynamic"
+    lockstep = t.sync in (SyncMode.BSP, SyncMode.LOCAL_SGD)  # hybrid runs an asp phase, refused there
     for key, value in (("input_pipeline", w.input_pipeline), ("single_gpu_throughput", w.single_gpu_throughput)):
         if value is None:
             continue
@@ -178,7 +178,7 @@ def check_host_keys(scenario: Scenario, mp: bool) -> None:
                                           "engine applies it)")
         if not lockstep:
             raise ScenarioError.bad_value(f"workload.{key}", "...", "unset unless training.sync is bsp or local_sgd "
-                                          "with batch_split equal or proportional")
+                                          "(asp, ssp and hybrid's asp phase have no common step to bound)")
     if w.input_pipeline is not None:
         most = max(g.gpus_per_node for g in scenario.cluster.node_groups)
         if w.input_pipeline.host_cores <= most:
