@@ -173,12 +173,13 @@ def check_host_keys(scenario: Scenario, mp: bool) -> None:
     for key, value in (("input_pipeline", w.input_pipeline), ("single_gpu_throughput", w.single_gpu_throughput)):
         if value is None:
             continue
+        shown = value if isinstance(value, float) else "{...}"
         if mp:
-            raise ScenarioError.bad_value(f"workload.{key}", "...", "unset with tp or pp > 1 (the data-parallel "
+            raise ScenarioError.bad_value(f"workload.{key}", shown, "unset with tp or pp > 1 (the data-parallel "
                                           "engine applies it)")
         if not lockstep:
-            raise ScenarioError.bad_value(f"workload.{key}", "...", "unset unless training.sync is bsp or local_sgd "
-                                          "(asp, ssp and hybrid's asp phase have no common step to bound)")
+            raise ScenarioError.bad_value(f"workload.{key}", shown, f"unset with training.sync {t.sync.value} (only "
+                                          "bsp and local_sgd have a common step to bound; hybrid runs an asp phase)")
     if w.input_pipeline is not None:
         most = max(g.gpus_per_node for g in scenario.cluster.node_groups)
         if w.input_pipeline.host_cores <= most:
