@@ -127,9 +127,22 @@ def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | No
         p = w.input_pipeline
         pipeline = InputPipelineSpec(cpu_s_per_sample=p.cpu_per_sample, workers_per_gpu=p.workers_per_gpu,
                                      host_cores=p.host_cores)
+    if w.memory_format != "nhwc" and model is not None:
+        from simdist.compute import MIXED_PRECISIONS
+
+        if not any(layer.kind == "conv" for layer in model.layers):
+            issues.append(Issue("workload.memory_format", f"got {w.memory_format!r}; the model has no convolutions "
+                                                          "(the layout only changes conv layers): remove the key"))
+        elif Precision(w.precision).value not in MIXED_PRECISIONS:
+            issues.append(Issue("workload.memory_format", f"got {w.memory_format!r} with precision {Precision(w.precision).value}; "
+                                                          "only mixed-precision (fp16, bf16, fp8) convolutions pay "
+                                                          "layout transposes: remove the key"))
+    elif w.memory_format != "nhwc" and benchmark is not None:
+        issues.append(Issue("workload.memory_format", "a collective benchmark has no convolutions; remove the key"))
     if w.single_gpu_throughput is not None and benchmark is not None:
         issues.append(Issue("workload.single_gpu_throughput", "a collective benchmark has no compute to anchor; "
                                                               "remove the key"))
     return WorkloadSpec(model=model, benchmark=benchmark, batch_per_gpu=w.batch_per_gpu, global_batch=w.global_batch,
                         precision=Precision(w.precision), grad_dtype=Precision(w.grad_dtype), seq_len=w.seq_len,
-                        input_pipeline=pipeline, single_gpu_throughput=w.single_gpu_throughput)
+                        input_pipeline=pipeline, single_gpu_throughput=w.single_gpu_throughput,
+                        memory_format=w.memory_format)

@@ -8,7 +8,7 @@ rules (dp*tp*pp = GPUs, batch divisibility, topology fit) live in resolve.py.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, ValidationInfo, field_validator
 
@@ -168,6 +168,10 @@ class WorkloadModel(Strict):
     input_pipeline: InputPipelineModel | None = None
     """{cpu_per_sample, workers_per_gpu, host_cores}: the host data loader that bounds a step when the node's CPU
     cores cannot decode samples as fast as its GPUs train on them (docs/model.md "Input pipeline") (added key)."""
+    memory_format: Literal["nhwc", "nchw"] = "nhwc"
+    """Activation layout of convolutions: nhwc (PyTorch channels_last, TF NHWC: tensor cores' native layout) or
+    nchw (PyTorch's default, tf_cnn_benchmarks' data_format NCHW), where mixed-precision convolutions pay cuDNN's
+    layout transposes around every call; refused where it changes nothing (no conv layers, fp32/tf32) (added key)."""
     single_gpu_throughput: PosFloat | None = None
     """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
     is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""

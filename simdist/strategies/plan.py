@@ -170,6 +170,9 @@ def check_host_keys(scenario: Scenario, mp: bool) -> None:
     """Scope of workload.input_pipeline and workload.single_gpu_throughput (each refused where it would not act)."""
     w, t = scenario.workload, scenario.training
     lockstep = t.sync in (SyncMode.BSP, SyncMode.LOCAL_SGD)  # hybrid runs an asp phase, refused there
+    if w.memory_format != "nhwc" and (mp or t.parallelism.zero):
+        raise ScenarioError.bad_value("workload.memory_format", w.memory_format, "nhwc with tp, pp or ZeRO (their "
+                                      "compute does not take the layout; a conv model runs data-parallel)")
     for key, value in (("input_pipeline", w.input_pipeline), ("single_gpu_throughput", w.single_gpu_throughput)):
         if value is None:
             continue
@@ -209,7 +212,8 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
         raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
                                       "used with workload.batch_per_gpu (the batch it was measured at)")
     gpu, cal = scenario.cluster.node_groups[group].gpu, scenario.compute_calibration
-    times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal)
+    times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal,
+                        memory_format=w.memory_format)
     o = optimizer_step_time(w.model.params, gpu, scenario.training.optimizer.value, w.precision.value,
                             grad_dtype=w.grad_dtype.value, calibration=cal)
     k = scenario.training.grad_accumulation
@@ -251,7 +255,7 @@ class _Kinds:
             s = self.scenario
             w, cal = s.workload, s.compute_calibration
             gpu = s.cluster.node_groups[group].gpu
-            times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal)
+            times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal, memory_format=w.memory_format)
             o = optimizer_step_time(w.model.params, gpu, s.training.optimizer.value, w.precision.value,
                                     grad_dtype=w.grad_dtype.value, calibration=cal)
             # backward runs from the last layer to the first: time until layer i's gradients exist

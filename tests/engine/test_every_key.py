@@ -141,6 +141,7 @@ CASES: dict[str, tuple] = {
                                                 "changes"),
     "workload.input_pipeline.host_cores": (TRAIN, LOADER, {"workload.input_pipeline.host_cores": 4}, "changes"),
     "workload.single_gpu_throughput": (TRAIN, {}, {"workload.single_gpu_throughput": 500}, "changes"),
+    "workload.memory_format": (TRAIN, {}, {"workload.memory_format": "nchw"}, "changes"),
     "training.parallelism.dp": (TRAIN, {}, {"training.parallelism.dp": 4}, "training.parallelism"),
     "training.parallelism.tp": (TRAIN, {**MPW, "training.parallelism": {"pp": 2}}, {"training.parallelism.tp": 2},
                                 "changes"),
