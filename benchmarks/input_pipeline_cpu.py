@@ -10,7 +10,13 @@ other processes sharing the cores do not inflate it. Usage:
 
     python benchmarks/input_pipeline_cpu.py [--images 200] [--repeats 3]
 
-prints the median core-milliseconds per sample (what `workload.input_pipeline.cpu_s_per_sample` holds).
+prints the CPU it ran on (/proc/cpuinfo: model name, family/model/stepping, SMT) and the median
+core-milliseconds per sample (what `workload.input_pipeline.cpu_per_sample` holds; the default is measured on
+simdist/hardware/data/host_cpus.yaml's reference CPU, and simdist scales it to a node's CPU by per-core
+integer throughput). `--pipeline tf` runs DeepLearningExamples' TensorFlow ConvNets training preprocessing
+instead (utils/image_processing.py: tf.image.decode_jpeg with dct_method INTEGER_FAST and fancy_upscaling off,
+sample_distorted_bounding_box crop, random flip, bilinear resize to 224 x 224), one op at a time in eager mode
+with TensorFlow's intra-op threads set to 1 (needs TensorFlow installed; it is not a simdist dependency).
 """
 from __future__ import annotations
 
@@ -73,19 +79,63 @@ def sample(jpeg: bytes, rnd: random.Random) -> np.ndarray:
     return np.asarray(img)
 
 
+def cpu_description() -> str:
+    """The CPU as /proc/cpuinfo names it (Linux), with family/model/stepping (a hypervisor may mask the name)."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        import platform
+
+        return platform.processor() or "unknown CPU"
+    first = text.split("\n\n")[0]
+    info = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in first.splitlines()))
+    cpus = text.count("processor\t:")
+    return (f"{info.get('model name', '?')} (vendor {info.get('vendor_id', '?')}, family {info.get('cpu family', '?')} "
+            f"model {info.get('model', '?')} stepping {info.get('stepping', '?')}, {cpus} logical CPUs, "
+            f"siblings {info.get('siblings', '?')} / cores {info.get('cpu cores', '?')} per package)")
+
+
+def tf_sampler():
+    """DeepLearningExamples TensorFlow ConvNets' training preprocessing of one JPEG (see the module docstring)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+    def run(jpeg: bytes, rnd: random.Random):
+        image = tf.image.decode_jpeg(jpeg, channels=3, fancy_upscaling=False, dct_method="INTEGER_FAST")
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            tf.shape(image), bounding_boxes=tf.zeros([1, 0, 4]), min_object_covered=0.1,
+            aspect_ratio_range=[0.75, 1.33], area_range=[0.05, 1.0], max_attempts=100,
+            use_image_if_no_bounding_boxes=True, seed=rnd.randrange(1 << 30))
+        image = tf.slice(image, begin, size)
+        if rnd.random() < 0.5:
+            image = tf.image.flip_left_right(image)
+        return tf.image.resize(image, [224, 224], method="bilinear").numpy()
+
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--pipeline", choices=("pillow", "tf"), default="pillow")
     args = ap.parse_args()
     jpegs = synthetic_jpegs(args.images)
     rnd = random.Random(0)
+    fn = sample if args.pipeline == "pillow" else tf_sampler()
+    clock = time.thread_time if args.pipeline == "pillow" else time.process_time  # TF runs ops on its own threads
+    if args.pipeline == "tf":
+        fn(jpegs[0], rnd)  # first call builds the kernels
     runs = []
     for _ in range(args.repeats):
-        t0 = time.thread_time()
+        t0 = clock()
         for j in jpegs:
-            sample(j, rnd)
-        runs.append((time.thread_time() - t0) / len(jpegs))
+            fn(j, rnd)
+        runs.append((clock() - t0) / len(jpegs))
+    print(f"CPU: {cpu_description()}")
+    print(f"pipeline: {args.pipeline}")
     kb = statistics.fmean(len(j) for j in jpegs) / 1024
     print(f"{len(jpegs)} JPEGs 500x375, mean {kb:.0f} KB; core-ms per sample: "
           f"median {statistics.median(runs) * 1e3:.2f} (runs {', '.join(f'{r * 1e3:.2f}' for r in runs)})")

@@ -112,6 +112,10 @@ class InputPipelineSpec:
     cpu_s_per_sample: float  # core-seconds of loader work per sample
     workers_per_gpu: int  # loader processes or threads per GPU (DataLoader num_workers, DALI/tf.data threads)
     host_cores: int  # physical CPU cores per node, shared by the loaders and the training processes
+    # host_cpus.yaml key of the CPU cpu_s_per_sample was measured on (None: the node's own CPU, no scaling);
+    # the default cost carries the catalog's reference CPU (the machine benchmarks/input_pipeline_cpu.py ran on)
+    measured_on: str | None = None
+    host_cpu: str | None = None  # host_cpus.yaml key of the nodes' CPU (None: the intra-node entry's, host_cpus.yaml nodes)
 
 
 @dataclass(frozen=True)

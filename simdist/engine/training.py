@@ -137,7 +137,7 @@ def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):
     from simdist.input_pipeline import loader_bound
 
     samples = max(c.rank_class.batch for c in plan.classes) * plan.micro_steps
-    gpus = tuple(g.gpus_per_node for g in scenario.cluster.node_groups)
+    gpus = tuple((g.gpus_per_node, g.intra_node.key) for g in scenario.cluster.node_groups)  # CPU per node
     bound = loader_bound(scenario.workload.input_pipeline, gpus, samples, out.iteration_s)
     if not bound.bound:
         return out, bound

@@ -120,9 +120,10 @@ def _no_bool_dropout(v: Any) -> Any:
 
 
 # Core-seconds per sample of an ImageNet training loader (Pillow decode of a 500 x 375, ~110 KB JPEG,
-# RandomResizedCrop to 224, flip, to uint8), measured on one core of the development machine (AMD EPYC,
-# Zen 3, 2.6 GHz) with benchmarks/input_pipeline_cpu.py: 2.14 ms. UNCERTAIN for other CPUs (older cores
-# are slower per clock) and other pipelines (DALI, tf.data's fast integer DCT): set the measured figure.
+# RandomResizedCrop to 224, flip, to uint8), measured on one core of the development machine (AMD EPYC, Zen 4
+# Genoa, 2.6 GHz: host_cpus.yaml `epyc-genoa-dev`) with benchmarks/input_pipeline_cpu.py: 2.14 ms; scaled to
+# the node's CPU by per-core integer throughput (simdist.input_pipeline). UNCERTAIN for other pipelines (DALI,
+# tf.data's fast integer DCT): set the measured figure.
 IMAGENET_CPU_S_PER_SAMPLE = 2.14e-3
 
 
@@ -136,6 +137,13 @@ class InputPipelineModel(Strict):
     """Loader processes or threads per GPU: PyTorch DataLoader num_workers, DALI num_threads, tf.data parallel calls."""
     host_cores: PosInt
     """Physical CPU cores per node (the server's datasheet), shared by every GPU's loaders and training process."""
+    measured_on: str | None = None
+    """host_cpus.yaml key of the CPU cpu_per_sample was measured on: the cost is scaled by its per-core integer
+    score over the nodes' CPU's (default: the reference CPU for the default cost; a given cpu_per_sample is taken
+    as measured on the nodes' own CPU) (added key)."""
+    host_cpu: str | None = None
+    """host_cpus.yaml key of the nodes' CPU (default: the intra-node entry's CPU, host_cpus.yaml nodes; a node
+    without one is reported and not scaled) (added key)."""
 
 
 class WorkloadModel(Strict):

@@ -223,7 +223,7 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     if pipeline is not None:
         from simdist.input_pipeline import loader_samples_per_s
 
-        alone = loader_samples_per_s(pipeline, 1)
+        alone = loader_samples_per_s(pipeline, 1, scenario.cluster.node_groups[group].intra_node.key)
         if alone < w.single_gpu_throughput:
             raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
                                           f"at most what the input pipeline delivers to one GPU ({alone:.4g} "
@@ -286,15 +286,15 @@ def rank_batches(scenario: Scenario, dp: int | None = None, kinds: "_Kinds | Non
                          lambda key, b: kinds.step_s(int(key), b), observed_slowdowns(scenario))
 
 
-def single_gpu_rate(scenario: Scenario, samples: float, step_s: float) -> float:
+def single_gpu_rate(scenario: Scenario, samples: float, step_s: float, group: int = 0) -> float:
     """Samples/s of one GPU training alone (the scaling-efficiency baseline): its step, or its input pipeline
-    with the whole node's CPU cores when that is slower (simdist.input_pipeline)."""
+    with the whole node's CPU cores (node group `group`'s CPU) when that is slower (simdist.input_pipeline)."""
     rate = samples / step_s
     pipeline = scenario.workload.input_pipeline
     if pipeline is not None:
         from simdist.input_pipeline import loader_samples_per_s
 
-        rate = min(rate, loader_samples_per_s(pipeline, 1))
+        rate = min(rate, loader_samples_per_s(pipeline, 1, scenario.cluster.node_groups[group].intra_node.key))
     return rate
 
 
@@ -344,7 +344,7 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
             ready_s=tuple(d * x if comm.overlap else bw * x for d in bucket_done),
             encode_s=codec_s[gpu.key][0], decode_s=codec_s[gpu.key][1]))
-        single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o))
+        single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o), g)
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
         from simdist.hardware.specs import HOST_CPU_SERVER

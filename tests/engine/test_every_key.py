@@ -140,6 +140,13 @@ CASES: dict[str, tuple] = {
     "workload.input_pipeline.workers_per_gpu": (TRAIN, LOADER, {"workload.input_pipeline.workers_per_gpu": 3},
                                                 "changes"),
     "workload.input_pipeline.host_cores": (TRAIN, LOADER, {"workload.input_pipeline.host_cores": 4}, "changes"),
+    # the loader's cost measured on the reference CPU, scaled to a slower host CPU (the node's is unknown here)
+    "workload.input_pipeline.host_cpu": (TRAIN, {"workload.input_pipeline": {**LOADER["workload.input_pipeline"],
+                                                                            "measured_on": "epyc-genoa-dev"}},
+                                         {"workload.input_pipeline.host_cpu": "xeon-e5-2698-v4"}, "changes"),
+    "workload.input_pipeline.measured_on": (TRAIN, {"workload.input_pipeline": {**LOADER["workload.input_pipeline"],
+                                                                               "host_cpu": "xeon-e5-2698-v4"}},
+                                            {"workload.input_pipeline.measured_on": "epyc-genoa-dev"}, "changes"),
     "workload.single_gpu_throughput": (TRAIN, {}, {"workload.single_gpu_throughput": 500}, "changes"),
     "workload.memory_format": (TRAIN, {}, {"workload.memory_format": "nchw"}, "changes"),
     "training.parallelism.dp": (TRAIN, {}, {"training.parallelism.dp": 4}, "training.parallelism"),
