@@ -6,8 +6,10 @@ it keeps up and bounds the step when it cannot:
 
 * a GPU's loader runs `workers_per_gpu` workers, but the node's `host_cores` physical cores are shared by the
   loaders of every GPU training on it and by each GPU's training process, whose own thread (Python, kernel
-  launches, the pinned-memory copy) keeps one core busy. With g GPUs of a node training, one GPU's loader gets
-  min(workers, (host_cores - g) / g) cores; one GPU alone gets min(workers, host_cores - 1);
+  launches, the pinned-memory copy) keeps one hardware thread busy: a whole core without SMT, 1 / t of one on
+  a CPU with t threads per core (host_cpus.yaml), where it shares a core with a loader thread. With g GPUs of a
+  node training, one GPU's loader gets min(workers, (host_cores - g / t) / g) cores; one GPU alone gets
+  min(workers, host_cores - 1 / t);
 * it then delivers cores / cpu_s_per_sample samples per second, and a step takes, in steady state,
   max(the GPU's step, samples per step / that rate) (the loader overlaps the GPU entirely: prefetching).
 
@@ -105,18 +107,34 @@ def scaled_cost(pipeline: InputPipelineSpec, intra_node_key: str | None = None) 
                                                    "per-core SPECrate2017_int_base")
 
 
-def loader_cores(pipeline: InputPipelineSpec, gpus_on_node: int) -> float:
-    """CPU cores one GPU's loader runs on while `gpus_on_node` GPUs of its node train."""
+def threads_per_core(pipeline: InputPipelineSpec, intra_node_key: str | None = None) -> float:
+    """Hardware threads per physical core of the nodes' CPU (host_cpus.yaml threads / cores; 1.0 unknown)."""
+    host = pipeline.host_cpu or (node_cpu(intra_node_key) if intra_node_key else None)
+    if host is None:
+        return 1.0
+    cpu = host_cpus()[host]
+    return cpu.threads / cpu.cores
+
+
+def loader_cores(pipeline: InputPipelineSpec, gpus_on_node: int, smt: float = 1.0) -> float:
+    """CPU cores one GPU's loader runs on while `gpus_on_node` GPUs of its node train.
+
+    Each GPU's training process keeps one hardware thread busy. With `smt` threads per core (2 on the DGX
+    CPUs) that thread is a sibling of a loader thread and takes its share of the core, 1 / smt of it (the
+    per-core score counts a core with every thread busy); without SMT (or unknown) it takes a whole core."""
     if gpus_on_node < 1:
         raise ValueError(f"gpus_on_node: got {gpus_on_node!r}; expected >= 1")
-    free = (pipeline.host_cores - gpus_on_node) / gpus_on_node  # one core per training process
+    if smt < 1.0:
+        raise ValueError(f"smt: got {smt!r}; expected >= 1 hardware thread per core")
+    free = (pipeline.host_cores - gpus_on_node / smt) / gpus_on_node  # one hardware thread per training process
     return max(0.0, min(float(pipeline.workers_per_gpu), free))
 
 
 def loader_samples_per_s(pipeline: InputPipelineSpec, gpus_on_node: int, intra_node_key: str | None = None) -> float:
     """Samples per second one GPU's loader delivers on a node of that intra-node entry (0 when the training
     processes take every core)."""
-    return loader_cores(pipeline, gpus_on_node) / scaled_cost(pipeline, intra_node_key).cpu_s_per_sample
+    cores = loader_cores(pipeline, gpus_on_node, threads_per_core(pipeline, intra_node_key))
+    return cores / scaled_cost(pipeline, intra_node_key).cpu_s_per_sample
 
 
 @dataclass(frozen=True)
@@ -154,5 +172,6 @@ def loader_bound(pipeline: InputPipelineSpec, gpus_per_node: tuple, samples_per_
     worst = min(groups, key=lambda g: loader_samples_per_s(pipeline, *g))
     rate = loader_samples_per_s(pipeline, *worst)
     loader_s = samples_per_rank / rate if rate > 0 else float("inf")
-    return LoaderBound(loader_s, gpu_iteration_s, loader_cores(pipeline, worst[0]), rate,
+    return LoaderBound(loader_s, gpu_iteration_s, loader_cores(pipeline, worst[0], threads_per_core(pipeline, worst[1])),
+                       rate,
                        scaled_cost(pipeline, worst[1]))

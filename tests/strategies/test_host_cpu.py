@@ -74,3 +74,15 @@ def test_unknown_cpus_and_a_measured_on_that_contradicts_the_default_cost_are_re
     with pytest.raises(ScenarioError) as e:
         load_scenario(DDP, [f"workload.input_pipeline={value}"])
     assert key in str(e.value)
+
+
+def test_a_training_process_takes_one_hardware_thread_a_fraction_of_an_smt_core():
+    from simdist.input_pipeline import loader_cores, threads_per_core
+
+    p = InputPipelineSpec(cpu_s_per_sample=4e-3, workers_per_gpu=16, host_cores=48)
+    assert threads_per_core(p, "nvswitch-v100") == 2.0  # 2 x Platinum 8168: 48 cores, 96 threads
+    assert threads_per_core(p, "pcie-gen3") == 1.0      # CPU unknown: a whole core per process
+    assert loader_cores(p, 16, 2.0) == pytest.approx((48 - 16 / 2) / 16)
+    assert loader_cores(p, 16) == pytest.approx((48 - 16) / 16)
+    with pytest.raises(ValueError):
+        loader_cores(p, 16, 0.5)
