@@ -132,7 +132,7 @@ class InputPipelineModel(Strict):
 
     cpu_per_sample: PositiveDuration = IMAGENET_CPU_S_PER_SAMPLE
     """Core-seconds of loader work per sample, e.g. '2.14 ms' (default: ImageNet JPEG decode + RandomResizedCrop +
-    flip with Pillow, measured on a Zen 3 core by benchmarks/input_pipeline_cpu.py) (added key)."""
+    flip with Pillow, measured on the Zen 4 reference core by benchmarks/input_pipeline_cpu.py and scaled to the nodes' CPU) (added key)."""
     workers_per_gpu: PosInt
     """Loader processes or threads per GPU: PyTorch DataLoader num_workers, DALI num_threads, tf.data parallel calls."""
     host_cores: PosInt
