@@ -137,10 +137,30 @@ def first_trainable_layer(model: ModelSpec) -> int:
     return next((i for i, layer in enumerate(model.layers) if layer.params > 0), len(model.layers))
 
 
+MEMORY_FORMATS = ("nhwc", "nchw")
+
+
+def layout_transposes_elems(layer, memory_format: str, precision: str, dgrad: bool) -> tuple[float, float]:
+    """Activation elements per sample that layout transposes move in one conv layer's (forward, backward).
+
+    Tensor cores run convolutions in NHWC. With activations in NCHW (PyTorch without channels_last,
+    tf_cnn_benchmarks' data_format NCHW) in mixed precision, cuDNN transposes each call's input to NHWC before
+    the convolution and its output back to NCHW after (NVIDIA's description, as MosaicML's "Channels Last"
+    method card draws it); every transpose reads and writes its tensor. Forward: input and output. Backward:
+    the data gradient (output gradient in, input gradient out) and the weight gradient (input and output
+    gradient in), each its own call; the first trainable layer has no data gradient. Nothing in NHWC, in
+    fp32/tf32 (UNCERTAIN for tf32: not charged) or for other layer kinds.
+    """
+    if memory_format == "nhwc" or layer.kind != "conv" or precision not in MIXED_PRECISIONS:
+        return 0.0, 0.0
+    both = layer.input_elems + layer.output_elems
+    return 2.0 * both, 2.0 * both * (2 if dgrad else 1)
+
+
 def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
                 calibration: ComputeCalibration | None = None,
                 efficiency_factors: Sequence[float] | None = None,
-                accumulation_bytes: int = 0) -> list[LayerTime]:
+                accumulation_bytes: int = 0, memory_format: str = "nhwc") -> list[LayerTime]:
     """Per-layer forward/backward time of a `batch`-sample micro-batch, in forward order.
 
     Backward is 2 x forward FLOPs (input gradient + weight gradient). Layers before the first layer with
@@ -151,7 +171,11 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     `accumulation_bytes` > 0: the micro-batch's weight gradients are added into an accumulation buffer of that
     many bytes per element by a separate kernel per gradient tensor (Megatron-LM 2021's `main_grad.add_(grad)`
     hook, PyTorch autograd's AccumulateGrad): each reads the new gradient and reads and writes the buffer.
+    `memory_format` "nchw" adds, in mixed precision, the layout transposes cuDNN runs around every convolution
+    (layout_transposes_elems; one kernel per transposed tensor); "nhwc" (the default) runs them natively.
     """
+    if memory_format not in MEMORY_FORMATS:
+        raise ValueError(f"memory_format: got {memory_format!r}; expected one of {', '.join(MEMORY_FORMATS)}")
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"batch: got {batch!r}; expected a positive integer")
     if efficiency_factors is not None:
@@ -179,15 +203,20 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         else:
             fwd_bytes = batch * (layer.input_elems + layer.output_elems) * a + layer.params * w
             fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
+        dgrad = i > first
+        t_fwd, t_bwd = layout_transposes_elems(layer, memory_format, p, dgrad)
+        if t_fwd:  # each transpose reads and writes its tensor: 2 launches forward, 2 per backward call
+            fwd += batch * t_fwd * a / bw + 2 * launch
+        transposes_bwd = batch * t_bwd * a / bw + (4 if dgrad else 2) * launch if t_bwd else 0.0
         if i < first:
             out.append(LayerTime(fwd, 0.0))
             continue
-        dgrad = i > first
         wgrad = layer.params > 0
         accumulate = 0.0
         if accumulation_bytes and wgrad:
             accumulate = (layer.params * (w + 2 * accumulation_bytes) / bw
                           + max(1, len(layer.grad_shapes)) * launch)
+        accumulate += transposes_bwd  # (NCHW in mixed precision: the backward calls' layout transposes)
         if layer.bwd_kernels and dgrad:
             weights = layer.params * w * (1 + int(wgrad))
             out.append(LayerTime(fwd, _kernels_s(layer.bwd_kernels, batch, weights, gpu, p, calibration, factor,

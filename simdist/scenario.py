@@ -105,6 +105,20 @@ class BenchmarkSpec:
 
 
 @dataclass(frozen=True)
+class InputPipelineSpec:
+    """The host-side data loader (workload.input_pipeline): each GPU's loader decodes and augments its samples
+    on the node's CPU cores, prefetching ahead of the GPU (simdist.input_pipeline says how it bounds a step)."""
+
+    cpu_s_per_sample: float  # core-seconds of loader work per sample
+    workers_per_gpu: int  # loader processes or threads per GPU (DataLoader num_workers, DALI/tf.data threads)
+    host_cores: int  # physical CPU cores per node, shared by the loaders and the training processes
+    # host_cpus.yaml key of the CPU cpu_s_per_sample was measured on (None: the node's own CPU, no scaling);
+    # the default cost carries the catalog's reference CPU (the machine benchmarks/input_pipeline_cpu.py ran on)
+    measured_on: str | None = None
+    host_cpu: str | None = None  # host_cpus.yaml key of the nodes' CPU (None: the intra-node entry's, host_cpus.yaml nodes)
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """A model to train, or a communication benchmark (exactly one of the two)."""
 
@@ -115,6 +129,11 @@ class WorkloadSpec:
     precision: Precision = Precision.FP32
     grad_dtype: Precision = Precision.FP32
     seq_len: int | None = None
+    input_pipeline: InputPipelineSpec | None = None  # None: data is ready on the GPU (synthetic data)
+    # samples/s the user measured on ONE GPU of the cluster's kind at batch_per_gpu, no communication: the GPU
+    # compute is scaled so simdist's single-GPU step takes batch / this (None: the roofline compute model)
+    single_gpu_throughput: float | None = None
+    memory_format: str = "nhwc"  # activation layout of convolutions: nhwc (tensor cores' own) | nchw (transposed)
 
 
 @dataclass(frozen=True)

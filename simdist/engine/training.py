@@ -103,6 +103,9 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
         out = _run_async(sim, plan)
     else:
         out = _run_lockstep(sim, plan, scenario.training.local_steps if sync == SyncMode.LOCAL_SGD else None)
+    loader, gpu_out = None, out  # the breakdown stays the GPUs' (an input wait is not exposed communication)
+    if scenario.workload.input_pipeline is not None:  # the host data loader bounds the step (simdist.input_pipeline)
+        out, loader = _input_bound(scenario, plan, out)
     tp = throughput(plan, out.iteration_s)
     extra = {"strategy": strategy_summary(scenario, plan, sharded),
              "links_used": link_assumptions(scenario.cluster),
@@ -113,12 +116,33 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
              "node_groups": node_groups(scenario, plan, out),
              "statistical_efficiency": statistical_efficiency(sim.context, plan, tp.samples_per_s, with_baseline),
              "mfu": run_mfu(scenario, tp.samples_per_s)}
+    if loader is not None:
+        extra["input_pipeline"] = loader.to_dict(scenario.workload.input_pipeline)
+    if scenario.workload.single_gpu_throughput is not None:
+        extra["single_gpu_throughput"] = {"measured_samples_per_s": scenario.workload.single_gpu_throughput,
+                                          "batch_per_gpu": scenario.workload.batch_per_gpu}
     if sharded is not None:
         out.sync["wire_bytes_per_iteration"] = sharded_payload_bytes(sharded)
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=out.iteration_s, throughput=tp,
                      scaling_efficiency=(plan.global_batch / out.iteration_s) / plan.single_gpu_samples_per_s,
-                     breakdown_s=breakdown(out, sharded is not None), memory=memory, links=out.links, extra=extra,
+                     breakdown_s=breakdown(gpu_out, sharded is not None), memory=memory, links=out.links, extra=extra,
                      iterations=out.times, records=out.records)
+
+
+def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):
+    """The step held to the slowest node's input pipeline: a prefetching loader overlaps the GPU entirely, so a
+    step takes max(simulated step, samples per rank per step / the loader's rate); per-iteration times likewise."""
+    import dataclasses
+
+    from simdist.input_pipeline import loader_bound
+
+    samples = max(c.rank_class.batch for c in plan.classes) * plan.micro_steps
+    gpus = tuple((g.gpus_per_node, g.intra_node.key) for g in scenario.cluster.node_groups)  # CPU per node
+    bound = loader_bound(scenario.workload.input_pipeline, gpus, samples, out.iteration_s)
+    if not bound.bound:
+        return out, bound
+    floor = bound.loader_s
+    return dataclasses.replace(out, iteration_s=floor, times=tuple(max(t, floor) for t in out.times)), bound
 
 
 def interference_of(scenario: Scenario, graphs):

@@ -13,7 +13,7 @@ from simdist.errors import Issue, ScenarioError
 from simdist.io.fields import unknown_key_message
 from simdist.io.resolve_cluster import guarded
 from simdist.io.schema import BertWrapper, GptWrapper, LayersModel, TorchModel, WorkloadModel
-from simdist.scenario import BenchmarkSpec, Precision, WorkloadSpec
+from simdist.scenario import BenchmarkSpec, InputPipelineSpec, Precision, WorkloadSpec
 from simdist.workload.specs import ModelSpec
 
 
@@ -120,5 +120,43 @@ def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | No
         benchmark = BenchmarkSpec(CollectiveOp(w.benchmark.op), tuple(w.benchmark.sizes))
     elif model is None:
         return None
+    pipeline = None
+    if w.input_pipeline is not None:
+        if benchmark is not None:
+            issues.append(Issue("workload.input_pipeline", "a collective benchmark has no data loader; remove the key"))
+        p = w.input_pipeline
+        from simdist.input_pipeline import host_cpus, reference_cpu
+
+        measured_on = p.measured_on
+        if measured_on is None and "cpu_per_sample" not in p.model_fields_set:
+            measured_on = reference_cpu()  # the default cost was measured on the catalog's reference CPU
+        known = host_cpus()
+        for key, value in (("measured_on", p.measured_on), ("host_cpu", p.host_cpu)):
+            if value is not None and value not in known:
+                issues.append(Issue(f"workload.input_pipeline.{key}", f"got {value!r}; expected a host CPU of the "
+                                                                       f"catalog: {', '.join(sorted(known))}"))
+        if p.measured_on not in (None, reference_cpu()) and "cpu_per_sample" not in p.model_fields_set:
+            issues.append(Issue("workload.input_pipeline.measured_on", f"got {p.measured_on!r} with the default "
+                                f"cpu_per_sample, which was measured on {reference_cpu()!r}: set cpu_per_sample "
+                                "to the figure measured on that CPU, or remove the key"))
+        pipeline = InputPipelineSpec(cpu_s_per_sample=p.cpu_per_sample, workers_per_gpu=p.workers_per_gpu,
+                                     host_cores=p.host_cores, measured_on=measured_on, host_cpu=p.host_cpu)
+    if w.memory_format != "nhwc" and model is not None:
+        from simdist.compute import MIXED_PRECISIONS
+
+        if not any(layer.kind == "conv" for layer in model.layers):
+            issues.append(Issue("workload.memory_format", f"got {w.memory_format!r}; the model has no convolutions "
+                                                          "(the layout only changes conv layers): remove the key"))
+        elif Precision(w.precision).value not in MIXED_PRECISIONS:
+            issues.append(Issue("workload.memory_format", f"got {w.memory_format!r} with precision {Precision(w.precision).value}; "
+                                                          "only mixed-precision (fp16, bf16, fp8) convolutions pay "
+                                                          "layout transposes: remove the key"))
+    elif w.memory_format != "nhwc" and benchmark is not None:
+        issues.append(Issue("workload.memory_format", "a collective benchmark has no convolutions; remove the key"))
+    if w.single_gpu_throughput is not None and benchmark is not None:
+        issues.append(Issue("workload.single_gpu_throughput", "a collective benchmark has no compute to anchor; "
+                                                              "remove the key"))
     return WorkloadSpec(model=model, benchmark=benchmark, batch_per_gpu=w.batch_per_gpu, global_batch=w.global_batch,
-                        precision=Precision(w.precision), grad_dtype=Precision(w.grad_dtype), seq_len=w.seq_len)
+                        precision=Precision(w.precision), grad_dtype=Precision(w.grad_dtype), seq_len=w.seq_len,
+                        input_pipeline=pipeline, single_gpu_throughput=w.single_gpu_throughput,
+                        memory_format=w.memory_format)

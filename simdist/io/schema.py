@@ -8,7 +8,7 @@ rules (dp*tp*pp = GPUs, batch divisibility, topology fit) live in resolve.py.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, ValidationInfo, field_validator
 
@@ -119,6 +119,33 @@ def _no_bool_dropout(v: Any) -> Any:
     return float(v) if isinstance(v, int) else v
 
 
+# Core-seconds per sample of an ImageNet training loader (Pillow decode of a 500 x 375, ~110 KB JPEG,
+# RandomResizedCrop to 224, flip, to uint8), measured on one core of the development machine (AMD EPYC, Zen 4
+# Genoa, 2.6 GHz: host_cpus.yaml `epyc-genoa-dev`) with benchmarks/input_pipeline_cpu.py: 2.14 ms; scaled to
+# the node's CPU by per-core integer throughput (simdist.input_pipeline). UNCERTAIN for other pipelines (DALI,
+# tf.data's fast integer DCT): set the measured figure.
+IMAGENET_CPU_S_PER_SAMPLE = 2.14e-3
+
+
+class InputPipelineModel(Strict):
+    """A host-side data loader feeding every GPU (real-data training; omit for synthetic data)."""
+
+    cpu_per_sample: PositiveDuration = IMAGENET_CPU_S_PER_SAMPLE
+    """Core-seconds of loader work per sample, e.g. '2.14 ms' (default: ImageNet JPEG decode + RandomResizedCrop +
+    flip with Pillow, measured on the Zen 4 reference core by benchmarks/input_pipeline_cpu.py and scaled to the nodes' CPU) (added key)."""
+    workers_per_gpu: PosInt
+    """Loader processes or threads per GPU: PyTorch DataLoader num_workers, DALI num_threads, tf.data parallel calls."""
+    host_cores: PosInt
+    """Physical CPU cores per node (the server's datasheet), shared by every GPU's loaders and training process."""
+    measured_on: str | None = None
+    """host_cpus.yaml key of the CPU cpu_per_sample was measured on: the cost is scaled by its per-core integer
+    score over the nodes' CPU's (default: the reference CPU for the default cost; a given cpu_per_sample is taken
+    as measured on the nodes' own CPU) (added key)."""
+    host_cpu: str | None = None
+    """host_cpus.yaml key of the nodes' CPU (default: the intra-node entry's CPU, host_cpus.yaml nodes; a node
+    without one is reported and not scaled) (added key)."""
+
+
 class WorkloadModel(Strict):
     """A model to train, or a communication benchmark (exactly one)."""
 
@@ -146,6 +173,16 @@ class WorkloadModel(Strict):
     PyTorch eager's separate kernels (false)."""
     grad_dtype: Precision = Precision.FP32
     """Dtype gradients are reduced in before compression."""
+    input_pipeline: InputPipelineModel | None = None
+    """{cpu_per_sample, workers_per_gpu, host_cores}: the host data loader that bounds a step when the node's CPU
+    cores cannot decode samples as fast as its GPUs train on them (docs/model.md "Input pipeline") (added key)."""
+    memory_format: Literal["nhwc", "nchw"] = "nhwc"
+    """Activation layout of convolutions: nhwc (PyTorch channels_last, TF NHWC: tensor cores' native layout) or
+    nchw (PyTorch's default, tf_cnn_benchmarks' data_format NCHW), where mixed-precision convolutions pay cuDNN's
+    layout transposes around every call; refused where it changes nothing (no conv layers, fp32/tf32) (added key)."""
+    single_gpu_throughput: PosFloat | None = None
+    """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
+    is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""
 
     @field_validator("model")
     @classmethod

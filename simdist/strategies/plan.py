@@ -148,6 +148,7 @@ def check_supported(scenario: Scenario) -> int:
         if scenario.communication.fusion_cycle_s:
             raise ScenarioError.bad_value("communication.fusion_cycle", scenario.communication.fusion_cycle_s,
                                           "0 with tp or pp > 1 (Horovod's fusion cycle is a data-parallel launcher)")
+    check_host_keys(scenario, mp)
     if p.zero != 0:
         from simdist.strategies.sharded_dp import check_sharded
 
@@ -165,11 +166,82 @@ def check_supported(scenario: Scenario) -> int:
     return dp
 
 
+def check_host_keys(scenario: Scenario, mp: bool) -> None:
+    """Scope of workload.input_pipeline and workload.single_gpu_throughput (each refused where it would not act)."""
+    w, t = scenario.workload, scenario.training
+    lockstep = t.sync in (SyncMode.BSP, SyncMode.LOCAL_SGD)  # hybrid runs an asp phase, refused there
+    if w.memory_format != "nhwc" and (mp or t.parallelism.zero):
+        raise ScenarioError.bad_value("workload.memory_format", w.memory_format, "nhwc with tp, pp or ZeRO (their "
+                                      "compute does not take the layout; a conv model runs data-parallel)")
+    for key, value in (("input_pipeline", w.input_pipeline), ("single_gpu_throughput", w.single_gpu_throughput)):
+        if value is None:
+            continue
+        shown = value if isinstance(value, float) else "{...}"
+        if mp:
+            raise ScenarioError.bad_value(f"workload.{key}", shown, "unset with tp or pp > 1 (the data-parallel "
+                                          "engine applies it)")
+        if not lockstep:
+            raise ScenarioError.bad_value(f"workload.{key}", shown, f"unset with training.sync {t.sync.value} (only "
+                                          "bsp and local_sgd have a common step to bound; hybrid runs an asp phase)")
+    if w.input_pipeline is not None:
+        most = max(g.gpus_per_node for g in scenario.cluster.node_groups)
+        if w.input_pipeline.host_cores <= most:
+            raise ScenarioError.bad_value("workload.input_pipeline.host_cores", w.input_pipeline.host_cores,
+                                          f"more cores than GPUs per node ({most}): each GPU's training process "
+                                          "keeps one core busy")
+    if w.single_gpu_throughput is not None:
+        kinds = {g.gpu.key for g in scenario.cluster.node_groups}
+        if len(kinds) > 1:
+            raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
+                                          f"unset with several GPU kinds ({', '.join(sorted(kinds))}): it is "
+                                          "measured on one")
+        if t.parallelism.zero:
+            raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
+                                          "unset with ZeRO / FSDP (their per-layer compute is not anchored)")
+
+
+def anchor_scale(scenario: Scenario, group: int) -> float:
+    """workload.single_gpu_throughput: the factor on node group `group`'s GPU compute (layers and optimizer) that
+    makes its single-GPU step at the scenario's batch_per_gpu take batch / the measured throughput (1.0 unset)."""
+    w = scenario.workload
+    if w.single_gpu_throughput is None:
+        return 1.0
+    from simdist.compute import layer_times, optimizer_step_time
+
+    if w.batch_per_gpu is None:
+        raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
+                                      "used with workload.batch_per_gpu (the batch it was measured at)")
+    gpu, cal = scenario.cluster.node_groups[group].gpu, scenario.compute_calibration
+    times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal,
+                        memory_format=w.memory_format)
+    o = optimizer_step_time(w.model.params, gpu, scenario.training.optimizer.value, w.precision.value,
+                            grad_dtype=w.grad_dtype.value, calibration=cal)
+    k = scenario.training.grad_accumulation
+    predicted = k * sum(x.total_s for x in times) + o
+    measured = k * w.batch_per_gpu / w.single_gpu_throughput
+    pipeline = w.input_pipeline
+    if pipeline is not None:
+        from simdist.input_pipeline import loader_samples_per_s
+
+        alone = loader_samples_per_s(pipeline, 1, scenario.cluster.node_groups[group].intra_node.key)
+        if alone < w.single_gpu_throughput:
+            raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
+                                          f"at most what the input pipeline delivers to one GPU ({alone:.4g} "
+                                          "samples/s), or a faster pipeline")
+    return measured / predicted
+
+
 class _Kinds:
     """Per (node group, batch): layer times, optimizer step and per-bucket ready times, computed once."""
 
     def __init__(self, scenario: Scenario, buckets: list[Bucket]) -> None:
         self.scenario, self.buckets, self._cache = scenario, buckets, {}
+        self._anchors: dict[int, float] = {}  # node group -> workload.single_gpu_throughput's compute factor
+
+    def _anchor(self, group: int) -> float:
+        if group not in self._anchors:
+            self._anchors[group] = anchor_scale(self.scenario, group)
+        return self._anchors[group]
 
     def step_s(self, group: int, batch: int) -> float:
         f, b, _, _ = self.get(group, batch)
@@ -183,7 +255,7 @@ class _Kinds:
             s = self.scenario
             w, cal = s.workload, s.compute_calibration
             gpu = s.cluster.node_groups[group].gpu
-            times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal)
+            times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal, memory_format=w.memory_format)
             o = optimizer_step_time(w.model.params, gpu, s.training.optimizer.value, w.precision.value,
                                     grad_dtype=w.grad_dtype.value, calibration=cal)
             # backward runs from the last layer to the first: time until layer i's gradients exist
@@ -192,8 +264,9 @@ class _Kinds:
             for i in range(len(times) - 1, -1, -1):
                 acc += times[i].bwd_s
                 done_after[i] = acc
-            self._cache[key] = (sum(x.fwd_s for x in times), sum(x.bwd_s for x in times), o,
-                                [done_after[bk.ready_after_layer] for bk in self.buckets])
+            a = self._anchor(group)
+            self._cache[key] = (a * sum(x.fwd_s for x in times), a * sum(x.bwd_s for x in times), a * o,
+                                [a * done_after[bk.ready_after_layer] for bk in self.buckets])
         return self._cache[key]
 
 
@@ -211,6 +284,18 @@ def rank_batches(scenario: Scenario, dp: int | None = None, kinds: "_Kinds | Non
         kinds = _Kinds(scenario, [])
     return split_batches(scenario.training.batch_split, batch, [str(g) for g in groups],
                          lambda key, b: kinds.step_s(int(key), b), observed_slowdowns(scenario))
+
+
+def single_gpu_rate(scenario: Scenario, samples: float, step_s: float, group: int = 0) -> float:
+    """Samples/s of one GPU training alone (the scaling-efficiency baseline): its step, or its input pipeline
+    with the whole node's CPU cores (node group `group`'s CPU) when that is slower (simdist.input_pipeline)."""
+    rate = samples / step_s
+    pipeline = scenario.workload.input_pipeline
+    if pipeline is not None:
+        from simdist.input_pipeline import loader_samples_per_s
+
+        rate = min(rate, loader_samples_per_s(pipeline, 1, scenario.cluster.node_groups[group].intra_node.key))
+    return rate
 
 
 def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
@@ -259,7 +344,7 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
             ready_s=tuple(d * x if comm.overlap else bw * x for d in bucket_done),
             encode_s=codec_s[gpu.key][0], decode_s=codec_s[gpu.key][1]))
-        single += len(ranks) * b * k / (x * (k * (f + bw) + o))
+        single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o), g)
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
         from simdist.hardware.specs import HOST_CPU_SERVER

@@ -46,6 +46,8 @@ TORCH = {"workload.model": {"torch": "tests.workload.tiny_models:tiny_cnn", "inp
 MPW = {"workload": {"model": {"gpt": {"layers": 8, "hidden": 256, "heads": 4, "vocab": 1000}}, "seq_len": 128,
                     "global_batch": 8, "precision": "fp16"}}
 MP = {**MPW, "training.parallelism": {"tp": 2, "pp": 2}}  # 8 GPUs: dp 2 x tp 2 x pp 2
+# 2 GPUs per node on 8 cores, 2 workers each at 4 ms per sample: 500 samples/s per GPU, below the V100's step
+LOADER = {"workload.input_pipeline": {"workers_per_gpu": 2, "host_cores": 8, "cpu_per_sample": "4 ms"}}
 MIXED_NODES = [TRAIN["cluster"]["nodes"][0], {**TRAIN["cluster"]["nodes"][0], "gpu": "a100-sxm4-80gb", "count": 2}]
 FAIL_RUN = {"run": {"duration": "3 d", "fidelity": "estimate", "warmup": 1}, "cluster.nodes": MIXED_NODES}  # nodes 0-3 V100, 4-5 A100
 GRAPHML = """<?xml version="1.0" encoding="UTF-8"?>
@@ -133,6 +135,20 @@ CASES: dict[str, tuple] = {
     "workload.flash_attention": (TRAIN, GPT, {"workload.flash_attention": True}, "changes"),
     "workload.dropout": (TRAIN, GPT, {"workload.dropout": 0.0}, "changes"),
     "workload.fused_kernels": (TRAIN, GPT, {"workload.fused_kernels": False}, "changes"),
+    "workload.input_pipeline.cpu_per_sample": (TRAIN, LOADER, {"workload.input_pipeline.cpu_per_sample": "2 ms"},
+                                               "changes"),
+    "workload.input_pipeline.workers_per_gpu": (TRAIN, LOADER, {"workload.input_pipeline.workers_per_gpu": 3},
+                                                "changes"),
+    "workload.input_pipeline.host_cores": (TRAIN, LOADER, {"workload.input_pipeline.host_cores": 4}, "changes"),
+    # the loader's cost measured on the reference CPU, scaled to a slower host CPU (the node's is unknown here)
+    "workload.input_pipeline.host_cpu": (TRAIN, {"workload.input_pipeline": {**LOADER["workload.input_pipeline"],
+                                                                            "measured_on": "epyc-genoa-dev"}},
+                                         {"workload.input_pipeline.host_cpu": "xeon-e5-2698-v4"}, "changes"),
+    "workload.input_pipeline.measured_on": (TRAIN, {"workload.input_pipeline": {**LOADER["workload.input_pipeline"],
+                                                                               "host_cpu": "xeon-e5-2698-v4"}},
+                                            {"workload.input_pipeline.measured_on": "epyc-genoa-dev"}, "changes"),
+    "workload.single_gpu_throughput": (TRAIN, {}, {"workload.single_gpu_throughput": 500}, "changes"),
+    "workload.memory_format": (TRAIN, {}, {"workload.memory_format": "nchw"}, "changes"),
     "training.parallelism.dp": (TRAIN, {}, {"training.parallelism.dp": 4}, "training.parallelism"),
     "training.parallelism.tp": (TRAIN, {**MPW, "training.parallelism": {"pp": 2}}, {"training.parallelism.tp": 2},
                                 "changes"),

@@ -43,7 +43,8 @@ class Metric(StrEnum):
 
 METRICS: dict[str, Metric] = {m.value: m for m in Metric}
 CASE_KEYS = {"name", "category", "metric", "measured", "source", "quote", "config", "scenario", "baseline",
-             "size", "group", "tags", "reason", "reserved_check", "note"}
+             "size", "group", "tags", "reason", "reserved_check", "note", "anchor"}
+ANCHOR_KEYS = {"single_gpu_throughput", "quote"}
 REQUIRED = ("name", "category", "metric", "measured", "source", "quote", "config", "scenario", "reserved_check")
 SOURCE_KEYS = {"repo", "issue", "pr", "file", "commit", "paper", "section", "url", "where"}
 SCENARIO_KEYS = {"file", "set"}
@@ -80,6 +81,10 @@ class PublishedCase:
     tags: tuple[str, ...] = ()
     reason: str | None = None
     note: str | None = None
+    # the source's own single-GPU samples/s (scaling-efficiency cases): the suite also predicts the case with
+    # workload.single_gpu_throughput set to it and reports that "anchored" figure apart from the plain one
+    anchor: float | None = None
+    anchor_quote: str | None = None
 
     def source_text(self) -> str:
         """One line naming the source: repository + issue/PR/file, or paper + section."""
@@ -147,12 +152,24 @@ def _case(raw: Any, i: int) -> PublishedCase:
         raise ScenarioError(Issue(f"{where}.size", "a busbw_GBps case needs the message size it was measured "
                                                    "at (e.g. '512 MB'); other metrics take none"))
     tags = raw.get("tags") or []
+    anchor = raw.get("anchor")
+    if anchor is not None:
+        a = anchor.get("single_gpu_throughput") if isinstance(anchor, Mapping) else None
+        if (not isinstance(anchor, Mapping) or set(anchor) != ANCHOR_KEYS or isinstance(a, bool)
+                or not isinstance(a, (int, float)) or a <= 0 or not str(anchor.get("quote") or "").strip()):
+            raise ScenarioError(Issue(f"{where}.anchor", f"got {anchor!r}; expected {{single_gpu_throughput: "
+                                                         "samples/s > 0, quote: the source's text with it}"))
+        if metric is not Metric.SCALING_EFFICIENCY:
+            raise ScenarioError(Issue(f"{where}.anchor", "only scaling_efficiency cases take an anchor (their "
+                                                         "single-GPU baseline)"))
     return PublishedCase(
         name=str(raw["name"]), category=str(raw["category"]), metric=metric, measured=float(measured),
         source=dict(source), quote=str(raw["quote"]).strip(), config=str(raw["config"]).strip(),
         scenario=_scenario_ref(raw["scenario"], f"{where}.scenario"), reserved_check=str(raw["reserved_check"]),
         baseline=baseline, size=raw.get("size"), group=raw.get("group"), tags=tuple(str(t) for t in tags),
-        reason=raw.get("reason"), note=raw.get("note"))
+        reason=raw.get("reason"), note=raw.get("note"),
+        anchor=float(anchor["single_gpu_throughput"]) if anchor else None,
+        anchor_quote=str(anchor["quote"]).strip() if anchor else None)
 
 
 def load_cases(path: str | Path = CASES_FILE) -> CaseFile:
