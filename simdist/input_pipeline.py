@@ -26,55 +26,15 @@ reads, GPU-side decoding (DALI's mixed decoder, A100's hardware JPEG decoder) th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 from simdist.scenario import InputPipelineSpec
 
-_CATALOG = Path(__file__).parent / "hardware" / "data" / "host_cpus.yaml"
 
-
-@dataclass(frozen=True)
-class HostCpu:
-    """One host CPU of host_cpus.yaml: per_core_score = SPECrate2017_int_base / physical cores."""
-
-    key: str
-    model: str
-    sockets: int
-    cores: int
-    threads: int
-    per_core_score: float
-    source: str
-
-
-@lru_cache(maxsize=1)
-def _catalog() -> tuple[dict[str, HostCpu], str, dict[str, str]]:
-    import yaml
-
-    raw = yaml.safe_load(_CATALOG.read_text())
-    cpus = {k: HostCpu(k, **v) for k, v in raw["cpus"].items()}
-    nodes = dict(raw.get("nodes") or {})
-    for node, cpu in nodes.items():
-        if cpu not in cpus:
-            raise ValueError(f"host_cpus.yaml nodes.{node}: got {cpu!r}; expected one of {', '.join(sorted(cpus))}")
-    if raw["reference"] not in cpus:
-        raise ValueError(f"host_cpus.yaml reference: got {raw['reference']!r}; expected a cpus key")
-    return cpus, raw["reference"], nodes
-
-
-def host_cpus() -> dict[str, HostCpu]:
-    """The catalog's host CPUs by key."""
-    return _catalog()[0]
-
-
-def reference_cpu() -> str:
-    """The CPU the default cost per sample (schema IMAGENET_CPU_S_PER_SAMPLE) was measured on."""
-    return _catalog()[1]
-
-
-def node_cpu(intra_node_key: str) -> str | None:
-    """The host CPU of an intra-node catalog entry (None: the catalog does not know it)."""
-    return _catalog()[2].get(intra_node_key)
+def _host(pipeline: InputPipelineSpec, intra_node_key: str | None) -> str | None:
+    """The nodes' CPU key: `host_cpu`, else the intra-node entry's (None: unknown, or no catalog resolved)."""
+    if pipeline.host_cpu or pipeline.cpus is None:
+        return pipeline.host_cpu
+    return pipeline.cpus.node_cpu(intra_node_key) if intra_node_key else None
 
 
 @dataclass(frozen=True)
@@ -93,26 +53,26 @@ class CpuScaling:
 
 def scaled_cost(pipeline: InputPipelineSpec, intra_node_key: str | None = None) -> CpuScaling:
     """The loader's core-seconds per sample on the CPU of a node of intra-node entry `intra_node_key`."""
-    cpus = host_cpus()
-    host = pipeline.host_cpu or (node_cpu(intra_node_key) if intra_node_key else None)
+    host = _host(pipeline, intra_node_key)
     cost = pipeline.cpu_s_per_sample
     if pipeline.measured_on is None:
         return CpuScaling(cost, host, 1.0, "cpu_per_sample taken as measured on the nodes' own CPU (no scaling)")
-    if host is None:
+    if host is None or pipeline.cpus is None:
         return CpuScaling(cost, None, 1.0, f"the nodes' CPU is unknown (intra node {intra_node_key!r} has no "
                                            f"host_cpus.yaml entry, no host_cpu set): cost as measured on "
                                            f"{pipeline.measured_on} (fallback, no scaling)")
-    factor = cpus[pipeline.measured_on].per_core_score / cpus[host].per_core_score
+    cpus = pipeline.cpus
+    factor = cpus.cpu(pipeline.measured_on).per_core_score / cpus.cpu(host).per_core_score
     return CpuScaling(cost * factor, host, factor, f"measured on {pipeline.measured_on}, scaled to {host} by "
                                                    "per-core SPECrate2017_int_base")
 
 
 def threads_per_core(pipeline: InputPipelineSpec, intra_node_key: str | None = None) -> float:
     """Hardware threads per physical core of the nodes' CPU (host_cpus.yaml threads / cores; 1.0 unknown)."""
-    host = pipeline.host_cpu or (node_cpu(intra_node_key) if intra_node_key else None)
-    if host is None:
+    host = _host(pipeline, intra_node_key)
+    if host is None or pipeline.cpus is None:
         return 1.0
-    cpu = host_cpus()[host]
+    cpu = pipeline.cpus.cpu(host)
     return cpu.threads / cpu.cores
 
 

@@ -13,7 +13,7 @@ from simdist.collectives.algorithms import Algorithm as StrategyKind  # communic
 from simdist.collectives.ps import PsAggregation, PsServer  # noqa: F401 - communication.ps.* spellings
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ComputeCalibration
-from simdist.hardware.specs import ClusterSpec
+from simdist.hardware.specs import ClusterSpec, HostCpuCatalog
 from simdist.workload.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -116,6 +116,7 @@ class InputPipelineSpec:
     # the default cost carries the catalog's reference CPU (the machine benchmarks/input_pipeline_cpu.py ran on)
     measured_on: str | None = None
     host_cpu: str | None = None  # host_cpus.yaml key of the nodes' CPU (None: the intra-node entry's, host_cpus.yaml nodes)
+    cpus: HostCpuCatalog | None = None  # the host CPU catalog (None: no CPU known, the cost is never scaled)
 
 
 @dataclass(frozen=True)

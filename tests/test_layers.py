@@ -15,7 +15,7 @@ LAYERS = {
     "simdist.units": 0, "simdist.errors": 0, "simdist.tables": 0, "simdist.progress": 0,
     "simdist.hardware": 1, "simdist.workload": 1, "simdist.results.records": 1,
     "simdist.topology": 2, "simdist.collectives": 2, "simdist.compression": 2, "simdist.scenario": 2,
-    "simdist.compute": 2, "simdist.memory": 2,
+    "simdist.compute": 2, "simdist.memory": 2, "simdist.input_pipeline": 2,
     "simdist.cluster": 3, "simdist.network": 3, "simdist.layout": 3, "simdist.graph": 3,
     "simdist.strategies": 4, "simdist.failures": 4,
     "simdist.results": 5,

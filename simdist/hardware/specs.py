@@ -98,6 +98,38 @@ class IntraNodeLayout(StrEnum):
 
 
 @dataclass(frozen=True)
+class HostCpuSpec:
+    """One host CPU of the catalog (host_cpus.yaml): per_core_score = SPECrate2017_int_base / physical cores."""
+
+    key: str
+    model: str
+    sockets: int
+    cores: int
+    threads: int
+    per_core_score: float
+    source: str
+
+
+@dataclass(frozen=True)
+class HostCpuCatalog:
+    """The host CPUs a scenario's data loader may run on, the reference CPU the default cost per sample was
+    measured on, and which CPU each intra-node catalog entry has (resolved by simdist.io.catalog)."""
+
+    cpus: tuple[HostCpuSpec, ...]
+    reference: str
+    nodes: tuple[tuple[str, str], ...]  # (intra-node catalog key, host CPU key)
+
+    def cpu(self, key: str) -> HostCpuSpec:
+        return next(c for c in self.cpus if c.key == key)
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(c.key for c in self.cpus)
+
+    def node_cpu(self, intra_node_key: str) -> str | None:
+        return dict(self.nodes).get(intra_node_key)
+
+
+@dataclass(frozen=True)
 class IntraNodeSpec:
     """The inside of a node: layout, the GPU-GPU link class, PCIe, sockets and where NICs attach."""
 

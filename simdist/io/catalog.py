@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any, Callable, Collection, Mapping
 
 from simdist.errors import Issue, ScenarioError
-from simdist.hardware.specs import GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
+from simdist.hardware.specs import GpuSpec, HostCpuCatalog, HostCpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
                            parse_flops, parse_size)
 
@@ -461,6 +461,21 @@ def _read(name: str) -> Any:
         return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~15x faster
     except (OSError, yaml.YAMLError) as e:
         raise ScenarioError(Issue(file, f"cannot read the catalog file: {e}")) from None
+
+
+@functools.lru_cache(maxsize=1)
+def host_cpu_catalog() -> HostCpuCatalog:
+    """host_cpus.yaml: the host CPUs, the reference CPU and each intra-node entry's CPU (checked here)."""
+    raw = _read("host_cpus.yaml")
+    cpus = tuple(HostCpuSpec(k, **v) for k, v in raw["cpus"].items())
+    keys = {c.key for c in cpus}
+    nodes = tuple((node, cpu) for node, cpu in (raw.get("nodes") or {}).items())
+    for node, cpu in nodes:
+        if cpu not in keys:
+            raise ValueError(f"{DATA_DIR}/host_cpus.yaml nodes.{node}: got {cpu!r}; expected one of {', '.join(sorted(keys))}")
+    if raw["reference"] not in keys:
+        raise ValueError(f"{DATA_DIR}/host_cpus.yaml reference: got {raw['reference']!r}; expected a cpus key")
+    return HostCpuCatalog(cpus, raw["reference"], nodes)
 
 
 @functools.cache

@@ -125,22 +125,24 @@ def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | No
         if benchmark is not None:
             issues.append(Issue("workload.input_pipeline", "a collective benchmark has no data loader; remove the key"))
         p = w.input_pipeline
-        from simdist.input_pipeline import host_cpus, reference_cpu
+        from simdist.io.catalog import host_cpu_catalog
 
+        cpus = host_cpu_catalog()
         measured_on = p.measured_on
         if measured_on is None and "cpu_per_sample" not in p.model_fields_set:
-            measured_on = reference_cpu()  # the default cost was measured on the catalog's reference CPU
-        known = host_cpus()
+            measured_on = cpus.reference  # the default cost was measured on the catalog's reference CPU
+        known = cpus.keys()
         for key, value in (("measured_on", p.measured_on), ("host_cpu", p.host_cpu)):
             if value is not None and value not in known:
                 issues.append(Issue(f"workload.input_pipeline.{key}", f"got {value!r}; expected a host CPU of the "
                                                                        f"catalog: {', '.join(sorted(known))}"))
-        if p.measured_on not in (None, reference_cpu()) and "cpu_per_sample" not in p.model_fields_set:
+        if p.measured_on not in (None, cpus.reference) and "cpu_per_sample" not in p.model_fields_set:
             issues.append(Issue("workload.input_pipeline.measured_on", f"got {p.measured_on!r} with the default "
-                                f"cpu_per_sample, which was measured on {reference_cpu()!r}: set cpu_per_sample "
+                                f"cpu_per_sample, which was measured on {cpus.reference!r}: set cpu_per_sample "
                                 "to the figure measured on that CPU, or remove the key"))
         pipeline = InputPipelineSpec(cpu_s_per_sample=p.cpu_per_sample, workers_per_gpu=p.workers_per_gpu,
-                                     host_cores=p.host_cores, measured_on=measured_on, host_cpu=p.host_cpu)
+                                     host_cores=p.host_cores, measured_on=measured_on, host_cpu=p.host_cpu,
+                                     cpus=cpus)
     if w.memory_format != "nhwc" and model is not None:
         from simdist.compute import MIXED_PRECISIONS
 
