@@ -299,35 +299,42 @@ PS_ROWS = (("resnet50", "ps", "fat_tree", "base"), ("gpt2-xl", "ps", "fat_tree",
 PS_TARGET_PLAN = [(row, SIZES) for row in PS_ROWS]
 
 
+LIMITS = {1024: (0.5, None), 16384: (5.0, None), 65536: (20.0, 4.0), 131072: (60.0, 12.0)}  # wall s, GiB
+
+
+def row_targets(results: dict[str, dict], name: str, indent: str) -> list[str]:
+    """One row's wall and memory targets per size (issue 10's, LIMITS) and its growth exponent, wall and CPU."""
+    lines = []
+    for gpus, (t_max, gib_max) in LIMITS.items():
+        r = results.get(f"{name}:{gpus}")
+        if r is None:
+            continue
+        if "error" in r:
+            lines.append(f"{indent}{gpus:,} GPUs < {t_max:g} s: {r['error']} MISSED")
+            continue
+        text = (f"{indent}{gpus:,} GPUs < {t_max:g} s: {r['process_s']:.2f} s (CPU {r['cpu_s']:.2f} s)"
+                f" {_ok(r['process_s'] < t_max)}")
+        if gib_max is not None:
+            text += f"; < {gib_max:g} GiB: {r['maxrss_GiB']:.2f} GiB {_ok(r['maxrss_GiB'] < gib_max)}"
+        lines.append(text)
+    ok = [(g, results[f"{name}:{g}"]) for g in SIZES if "error" not in results.get(f"{name}:{g}", {"error": 1})]
+    for what, col in (("wall", "process_s"), ("CPU", "cpu_s")):
+        growth = [(a, b, math.log(rb[col] / ra[col]) / math.log(b / a)) for (a, ra), (b, rb) in zip(ok, ok[1:])]
+        if growth:
+            worst = max(g for _, _, g in growth)
+            steps = ", ".join(f"{a // 1024}k->{b // 1024}k {g:.2f}" for a, b, g in growth)
+            lines.append(f"{indent}growth exponent <= 1.1 ({what}): worst {worst:.2f} ({steps}) {_ok(worst <= 1.1)}")
+    return lines
+
+
 def ps_summary(results: dict[str, dict]) -> list[str]:
     """The ring row's targets (wall and memory per size, growth exponent) for every sharded-PS row that ran."""
-    limits = {1024: (0.5, None), 16384: (5.0, None), 65536: (20.0, 4.0), 131072: (60.0, 12.0)}
     lines = []
     for row in PS_ROWS:
         name = ":".join(row)
-        ran = [(g, results[f"{name}:{g}"]) for g in SIZES if f"{name}:{g}" in results]
-        if not ran:
-            continue
-        lines.append(f"  sharded PS, {row[0]} (8 colocated shards):")
-        for gpus, r in ran:
-            if gpus not in limits:
-                continue
-            t_max, gib_max = limits[gpus]
-            if "error" in r:
-                lines.append(f"    {gpus:,} GPUs < {t_max:g} s: {r['error']} MISSED")
-                continue
-            text = (f"    {gpus:,} GPUs < {t_max:g} s: {r['process_s']:.2f} s (CPU {r['cpu_s']:.2f} s)"
-                    f" {_ok(r['process_s'] < t_max)}")
-            if gib_max is not None:
-                text += f"; < {gib_max:g} GiB: {r['maxrss_GiB']:.2f} GiB {_ok(r['maxrss_GiB'] < gib_max)}"
-            lines.append(text)
-        ok = [(g, r) for g, r in ran if "error" not in r]
-        for what, col in (("wall", "process_s"), ("CPU", "cpu_s")):
-            growth = [(a, b, math.log(rb[col] / ra[col]) / math.log(b / a)) for (a, ra), (b, rb) in zip(ok, ok[1:])]
-            if growth:
-                worst = max(g for _, _, g in growth)
-                steps = ", ".join(f"{a // 1024}k->{b // 1024}k {g:.2f}" for a, b, g in growth)
-                lines.append(f"    growth exponent <= 1.1 ({what}): worst {worst:.2f} ({steps}) {_ok(worst <= 1.1)}")
+        if any(f"{name}:{g}" in results for g in SIZES):
+            lines.append(f"  sharded PS, {row[0]} (8 colocated shards):")
+            lines += row_targets(results, name, "    ")
     return lines
 
 
@@ -344,26 +351,7 @@ def summary(results: dict[str, dict], startup: dict | None) -> list[str]:
                      f" CPU {startup['cpu_s']:.2f} s, {startup['load_cpu_s']:.2f} s to load)"
                      f" {_ok(startup['startup_s'] < 0.3)}")
     base = "resnet50:ring:fat_tree:base"
-    limits = {1024: (0.5, None), 16384: (5.0, None), 65536: (20.0, 4.0), 131072: (60.0, 12.0)}
-    for gpus, (t_max, gib_max) in limits.items():
-        r = results.get(f"{base}:{gpus}")
-        if r is None:
-            continue
-        if "error" in r:
-            lines.append(f"  {gpus:,} GPUs < {t_max:g} s: {r['error']} MISSED")
-            continue
-        text = (f"  {gpus:,} GPUs < {t_max:g} s: {r['process_s']:.2f} s (CPU {r['cpu_s']:.2f} s)"
-                f" {_ok(r['process_s'] < t_max)}")
-        if gib_max is not None:
-            text += f"; < {gib_max:g} GiB: {r['maxrss_GiB']:.2f} GiB {_ok(r['maxrss_GiB'] < gib_max)}"
-        lines.append(text)
-    ok = [(g, results[f"{base}:{g}"]) for g in SIZES if "error" not in results.get(f"{base}:{g}", {"error": 1})]
-    for what, col in (("wall", "process_s"), ("CPU", "cpu_s")):
-        growth = [(a, b, math.log(rb[col] / ra[col]) / math.log(b / a)) for (a, ra), (b, rb) in zip(ok, ok[1:])]
-        if growth:
-            worst = max(g for _, _, g in growth)
-            steps = ", ".join(f"{a // 1024}k->{b // 1024}k {g:.2f}" for a, b, g in growth)
-            lines.append(f"  growth exponent <= 1.1 ({what}): worst {worst:.2f} ({steps}) {_ok(worst <= 1.1)}")
+    lines += row_targets(results, base, "  ")
     for fabric in ("ring", "torus2d"):
         r = results.get(f"resnet50:ring:{fabric}:base:65536")
         if r is not None:

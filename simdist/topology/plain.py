@@ -232,19 +232,19 @@ class LinkGraph:
             else:
                 self._node[v].update(extra)
 
-    def add_edge(self, u: Any, v: Any, **attr: Any) -> None:
-        if u not in self._node:
-            self._adj[u] = {}
-            self._node[u] = {}
-        if v not in self._node:
-            self._adj[v] = {}
-            self._node[v] = {}
+    def _edge_data(self, u: Any, v: Any) -> dict:
+        """The attribute dict of edge u-v, shared by both directions (the edge and its nodes made if new)."""
+        for x in (u, v):
+            if x not in self._node:
+                self._adj[x] = {}
+                self._node[x] = {}
         data = self._adj[u].get(v)
         if data is None:
-            data = {}
-        data.update(attr)
-        self._adj[u][v] = data
-        self._adj[v][u] = data
+            data = self._adj[u][v] = self._adj[v][u] = {}
+        return data
+
+    def add_edge(self, u: Any, v: Any, **attr: Any) -> None:
+        self._edge_data(u, v).update(attr)
 
     def add_edges_from(self, edges: Iterable, **attr: Any) -> None:
         """(u, v) or (u, v, attributes) items; each edge gets its own attribute dict (copied)."""
@@ -254,19 +254,9 @@ class LinkGraph:
             else:
                 u, v = e
                 dd = {}
-            if u not in self._node:
-                self._adj[u] = {}
-                self._node[u] = {}
-            if v not in self._node:
-                self._adj[v] = {}
-                self._node[v] = {}
-            data = self._adj[u].get(v)
-            if data is None:
-                data = {}
+            data = self._edge_data(u, v)
             data.update(attr)
             data.update(dd)
-            self._adj[u][v] = data
-            self._adj[v][u] = data
 
     def remove_edge(self, u: Any, v: Any) -> None:
         del self._adj[u][v]
