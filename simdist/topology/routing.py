@@ -35,6 +35,7 @@ from typing import Sequence
 
 from simdist.errors import InfeasibleError
 from simdist.topology.gcpause import gc_paused
+from simdist.topology.classroutes import ClassRoutes
 from simdist.topology.graph import Topology
 from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
 from simdist.topology.torus_metric import TorusMetric
@@ -88,8 +89,12 @@ def shared_router(topology: Topology) -> "Router":
 class Router:
     """Routes endpoint-to-endpoint flows onto directed link ids; per-pair results are cached."""
 
-    def __init__(self, topology: Topology, down: "frozenset[tuple[str, str]]" = frozenset()) -> None:
+    def __init__(self, topology: Topology, down: "frozenset[tuple[str, str]]" = frozenset(),
+                 classes: bool = True) -> None:
         self.topology = topology
+        # cross-machine routes from per-class caches (topology.classroutes: the same paths); False: the
+        # general walk for every pair (the reference the tests compare against)
+        self._classes = ClassRoutes(self) if classes else None
         self.down = frozenset(down) | frozenset((v, u) for u, v in down)
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         graph = topology.graph
@@ -156,7 +161,7 @@ class Router:
 
     def without(self, down: "frozenset[tuple[str, str]]") -> "Router":
         """A router like this one that never uses the cables in `down` (vertex pairs, either direction)."""
-        return Router(self.topology, down)
+        return Router(self.topology, down, classes=self._classes is not None)
 
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
@@ -547,7 +552,8 @@ class Router:
             fixed = self._fixed_local(m, s, t)
             if fixed is not None:
                 return fixed
-        if s in self._lane and self._machine[s] != self._machine[t]:
+        links = self._links if self._classes is None or m == self._machine[t] else self._classes.links
+        if s in self._lane and m != self._machine[t]:
             nodes = self.topology.endpoint_node
-            return tuple(self._links(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s]))
-        return tuple(self._links(s, t, flow_hash(src, dst, flow_key), 0))
+            return tuple(links(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s]))
+        return tuple(links(s, t, flow_hash(src, dst, flow_key), 0))

@@ -1,0 +1,214 @@
+"""Routing between machines by equivalence class: the Router's own answers, computed once per class.
+
+On switched fabrics (fat trees, leaf-spine, a single switch) every machine's NICs are stubs: cabled to
+switches only. Router.path then spends its time on per-pair work whose answers depend only on classes
+of pairs, not on the pair: the rail waypoints, and the equal-cost next hops at each vertex of the
+walk, which the Router recomputes for every new (source, destination) pair in a fresh DAG.
+
+This module walks the same path with the same hashed (or D-mod-K) picks, but takes each decision's
+inputs from caches keyed by what the Router's own memos key them by, so the answers are the Router's
+by construction:
+
+* a machine's *class* is (its template id, its gateway signature: each gateway's local name and fabric
+  hops, which name the leaf it hangs from); the Router's `_source_dist` answer for a source machine and
+  a destination is memoised by (template, signature, the destination's exits key), so distances from
+  any vertex of a machine to a destination are a function of (class, local name, exits key);
+* distances inside a machine are a function of (template, both local names);
+* so the waypoints of (s, t) are a function of (class of s's machine, local names of s and its rail,
+  exits keys of t and of t's rail, t's template and the local names of t and its rail);
+* a switch's next hops toward t are a function of (t's exits key, the switch), except at a switch t's
+  machine hangs from (where the entries into t's machine are t's own: cached per (t, switch));
+* a stub NIC's hops out to the fabric are a function of (class, local name, t's exits key).
+
+Anything else (a machine whose gateway is a transit router, as on ring and torus fabrics; a walk that
+enters a machine through another NIC; a stretch inside one machine) is handed to the Router itself, so
+every route is identical link for link to Router's general path (tests/topology/test_class_routes.py
+checks it pair by pair, dead cables included).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from simdist.errors import InfeasibleError
+from simdist.topology.search import INF, _mix
+
+if TYPE_CHECKING:
+    from simdist.topology.routing import Router
+
+
+class ClassRoutes:
+    """Router.path's cross-machine routes from per-class caches (see the module docstring)."""
+
+    def __init__(self, router: "Router") -> None:
+        self.r = router
+        self._cls: dict[str, "int | None"] = {}  # machine -> class id, None when a gateway is a transit router
+        self._cls_ids: dict[tuple, int] = {}
+        self._via: dict[tuple, tuple[bool, bool]] = {}
+        self._core_hops: dict[tuple, "tuple[str, ...] | None"] = {}  # (exits key, switch) -> hops; None: entries
+        self._entry_hops: dict[tuple[str, str], tuple[str, ...]] = {}  # (t, switch) -> hops
+        self._out_hops: dict[tuple, tuple[str, ...]] = {}  # (class, local name, exits key) -> fabric hops
+        self._stub: dict[str, bool] = {}  # vertex -> a stub gateway of a classed machine
+        self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
+        self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
+        self._tid: dict[str, "tuple | None"] = {}  # destination vertex -> its waypoint class
+
+    # -- classes ---------------------------------------------------------------------------------
+    def machine_class(self, m: "str | None") -> "int | None":
+        hit = self._cls.get(m, False)
+        if hit is False:
+            hit = None
+            if m is not None:
+                sig = self.r._gw_sig(m)
+                if sig is not None:
+                    key = (self.r._tmpl(m), sig)
+                    hit = self._cls_ids.setdefault(key, len(self._cls_ids))
+            self._cls[m] = hit
+        return hit
+
+    def _is_stub(self, v: str) -> bool:
+        hit = self._stub.get(v)
+        if hit is None:
+            r = self.r
+            m = r._machine[v]
+            hit = False
+            if m is not None and self.machine_class(m) is not None:
+                hit = r._lname[v] in r._tmpl_gw[r._tmpl(m)]
+            self._stub[v] = hit
+        return hit
+
+    # -- waypoints -------------------------------------------------------------------------------
+    def _source_id(self, s: str) -> "tuple | None":
+        r = self.r
+        m = r._machine[s]
+        c = self.machine_class(m)
+        rs = r._rail.get(s)
+        hit = None
+        if c is not None and (rs is None or r._machine[rs] == m):
+            hit = (c, r._lname[s], rs and r._lname[rs])
+        self._sid[s] = hit
+        return hit
+
+    def _target_id(self, t: str) -> "tuple | None":
+        r = self.r
+        m = r._machine[t]
+        rt = r._rail.get(t)
+        hit = None
+        if self.machine_class(m) is not None and (rt is None or r._machine[rt] == m):
+            hit = (r._exits_of(t)[1], rt and r._exits_of(rt)[1], r._tmpl(m), r._lname[t], rt and r._lname[rt])
+        self._tid[t] = hit
+        return hit
+
+    def waypoints(self, s: str, t: str) -> tuple[str, ...]:
+        """Router.waypoints(s, t) for s, t in different machines."""
+        sid = self._sid.get(s, False)
+        if sid is False:
+            sid = self._source_id(s)
+        tid = self._tid.get(t, False)
+        if tid is False:
+            tid = self._target_id(t)
+        r = self.r
+        if sid is None or tid is None:
+            return r.waypoints(s, t)
+        rs, rt = r._rail.get(s), r._rail.get(t)
+        key = (sid, tid)
+        hit = self._via.get(key)
+        if hit is None:
+            via = r.waypoints(s, t)
+            hit = self._via[key] = (rs is not None and rs in via, rt is not None and rt in via)
+        if hit[0]:
+            return (rs, rt) if hit[1] else (rs,)
+        return (rt,) if hit[1] else ()
+
+    # -- the walk between two stub NICs ------------------------------------------------------------
+    def _switch_hops(self, a: str, b: str, v: str, ekey: int) -> tuple[str, ...]:
+        """Router._next_hops(a, b, v) at a switch v: per (b's exits key, v), or per (b, v) where b's
+        machine hangs from v (the hops then include b's own entries)."""
+        r = self.r
+        hops = self._core_hops.get((ekey, v), False)
+        if hops is False:
+            hops = r._next_hops(a, b, v)
+            here = v in r._exits_of(b)[0]
+            self._core_hops[(ekey, v)] = None if here else hops
+            if here:
+                self._entry_hops[(b, v)] = hops
+            return hops
+        if hops is None:
+            hops = self._entry_hops.get((b, v))
+            if hops is None:
+                hops = self._entry_hops[(b, v)] = r._next_hops(a, b, v)
+        return hops
+
+    def _hops(self, a: str, b: str, v: str, ekey: int) -> tuple[str, ...]:
+        """Router._next_hops(a, b, v) on a walk from stub NIC a to stub NIC b of another machine."""
+        r = self.r
+        mv = r._machine[v]
+        if mv is None and v in r._core:
+            return self._switch_hops(a, b, v, ekey)
+        if mv is not None and mv != r._machine[b] and self._is_stub(v):  # out of a source-side NIC
+            key = (self.machine_class(mv), r._lname[v], ekey)
+            hops = self._out_hops.get(key)
+            if hops is None:
+                hops = self._out_hops[key] = r._next_hops(a, b, v)
+            return hops
+        return r._next_hops(a, b, v)  # anything else (inside b's machine): the Router's own answer
+
+    def walk(self, a: str, b: str, flow_hash_: int, offset: int, reachable: bool) -> list[str]:
+        """Router._walk(a, b, flow_hash_, offset, reachable) for stub NICs a, b of different machines."""
+        r = self.r
+        if not reachable and r.distance(a, b) == INF:
+            raise InfeasibleError(f"no route from {a} to {b}")
+        vid, machine = r._vid, r._machine
+        ekey = r._exits_of(b)[1]
+        core_hops = self._core_hops
+        path = [a]
+        v = a
+        digits = r._port.get(b, vid[b]) if r._port else None
+        while v != b:
+            hops = core_hops.get((ekey, v)) if machine[v] is None else None
+            if hops is None:
+                hops = self._hops(a, b, v, ekey)
+            n = len(hops)
+            if n == 1:
+                v = hops[0]
+            elif n == 0:
+                raise InfeasibleError(f"no route from {a} to {b} (stuck at {v})")
+            elif digits is not None and machine[v] is None:
+                v = hops[digits % n]
+                digits //= n
+            else:
+                v = hops[(_mix(flow_hash_ ^ vid[v]) + offset) % n]
+            path.append(v)
+        return path
+
+    def _fixed(self, m: str, s: str, t: str) -> "tuple[int, ...] | None":
+        """Router._fixed_local(m, s, t), kept per vertex pair."""
+        hit = self._fixed_abs.get((s, t), False)
+        if hit is False:
+            hit = self._fixed_abs[(s, t)] = self.r._fixed_local(m, s, t)
+        return hit
+
+    def links(self, s: str, t: str, flow_hash_: int, offset: int) -> list[int]:
+        """Router._links(s, t, flow_hash_, offset) for s, t in different machines."""
+        r = self.r
+        index = r.topology.links.index
+        machine = r._machine
+        stub = self._stub
+        out: list[int] = []
+        here = s
+        via = self.waypoints(s, t)
+        for v in via + (t,):
+            m = machine[here]
+            if m is not None and m == machine[v]:
+                fixed = self._fixed(m, here, v)
+                if fixed is not None:
+                    out.extend(fixed)
+                    here = v
+                    continue
+                p = r._walk(here, v, flow_hash_, offset, reachable=bool(via))
+            elif (stub.get(here) or self._is_stub(here)) and (stub.get(v) or self._is_stub(v)):
+                p = self.walk(here, v, flow_hash_, offset, reachable=bool(via))
+            else:
+                p = r._walk(here, v, flow_hash_, offset, reachable=bool(via))
+            out.extend(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
+            here = v
+        return out
