@@ -48,6 +48,11 @@ class ClassRoutes:
         self._entry_hops: dict[tuple[str, str], tuple[str, ...]] = {}  # (t, switch) -> hops
         self._out_hops: dict[tuple, tuple[str, ...]] = {}  # (class, local name, exits key) -> fabric hops
         self._stub: dict[str, bool] = {}  # vertex -> a stub gateway of a classed machine
+        # down-chains: (exits key, switch) -> (links, the switch b hangs from) over single-choice switches,
+        # and (b, that switch) -> the links into b
+        self._tails: dict[tuple, "tuple[tuple[int, ...], str] | None"] = {}
+        self._entries: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
+        self._ekeys: dict[str, int] = {}
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
         self._tid: dict[str, "tuple | None"] = {}  # destination vertex -> its waypoint class
@@ -152,33 +157,110 @@ class ClassRoutes:
             return hops
         return r._next_hops(a, b, v)  # anything else (inside b's machine): the Router's own answer
 
-    def walk(self, a: str, b: str, flow_hash_: int, offset: int, reachable: bool) -> list[str]:
-        """Router._walk(a, b, flow_hash_, offset, reachable) for stub NICs a, b of different machines."""
+    def _tail(self, b: str, v: str, ekey: int) -> "tuple[tuple[int, ...], str] | None":
+        """From switch v toward destinations with exits key `ekey`: when every switch on the way has
+        one next hop, (their links, the switch u b's machine hangs from), else None; kept per (ekey, v)."""
+        r = self.r
+        index = r.topology.links.index
+        links: list[int] = []
+        u = v
+        hit = None
+        while r._machine[u] is None and u in r._core:
+            hops = self._switch_hops(b, b, u, ekey)
+            if self._core_hops[(ekey, u)] is None:  # b's entries start here
+                hit = (tuple(links), u)
+                break
+            if len(hops) != 1:
+                break
+            links.append(index[(u, hops[0])])
+            u = hops[0]
+        self._tails[(ekey, v)] = hit
+        return hit
+
+    def _entry(self, b: str, u: str, ekey: int) -> "tuple[int, ...] | None":
+        """The links from switch u (b's machine hangs from it) to b when every hop has one choice, else
+        None; kept per (b, u)."""
+        r = self.r
+        machine, index = r._machine, r.topology.links.index
+        mb = machine[b]
+        links: list[int] = []
+        w = u
+        hit = None
+        while True:
+            if w == b:
+                hit = tuple(links)
+                break
+            mw = machine[w]
+            if mw is None and w in r._core:
+                hops = self._switch_hops(b, b, w, ekey)
+            elif mw == mb:
+                hops = self._inside_hops(b, w)
+            else:
+                break
+            if len(hops) != 1:
+                break
+            links.append(index[(w, hops[0])])
+            w = hops[0]
+        self._entries[(b, u)] = hit
+        return hit
+
+    def _inside_hops(self, b: str, u: str) -> tuple[str, ...]:
+        """Router._next_hops(x, b, u) for u inside b's machine and x in another machine (the branch
+        that depends on b and u only)."""
+        r = self.r
+        mt = r._machine[b]
+        if u in r._core:
+            return ()  # a transit vertex: not a down-chain this cache describes
+        tid = r._tmpl(mt)
+        ln = r._lname
+        names = r._local_next(tid, r._local(b), ("t", tid, ln[b], ln[u]), ln[u])
+        return tuple(f"{mt}/{w}" for w in names)
+
+    def walk_links(self, a: str, b: str, flow_hash_: int, offset: int, reachable: bool) -> list[int]:
+        """Router._walk(a, b, flow_hash_, offset, reachable) for stub NICs a, b of different machines,
+        as directed link ids."""
         r = self.r
         if not reachable and r.distance(a, b) == INF:
             raise InfeasibleError(f"no route from {a} to {b}")
-        vid, machine = r._vid, r._machine
-        ekey = r._exits_of(b)[1]
-        core_hops = self._core_hops
-        path = [a]
+        vid, machine, index = r._vid, r._machine, r.topology.links.index
+        ekey = self._ekeys.get(b)
+        if ekey is None:
+            ekey = self._ekeys[b] = r._exits_of(b)[1]
+        core_hops, tails, entries = self._core_hops, self._tails, self._entries
+        out: list[int] = []
         v = a
         digits = r._port.get(b, vid[b]) if r._port else None
         while v != b:
-            hops = core_hops.get((ekey, v)) if machine[v] is None else None
-            if hops is None:
+            if machine[v] is None:
+                tail = tails.get((ekey, v), False)
+                if tail is False:
+                    tail = self._tail(b, v, ekey) if v in r._core else None
+                if tail is not None:
+                    entry = entries.get((b, tail[1]), False)
+                    if entry is False:
+                        entry = self._entry(b, tail[1], ekey)
+                    if entry is not None:
+                        out.extend(tail[0])
+                        out.extend(entry)
+                        return out
+                hops = core_hops.get((ekey, v))
+                if hops is None:
+                    hops = self._hops(a, b, v, ekey)
+            else:
                 hops = self._hops(a, b, v, ekey)
             n = len(hops)
             if n == 1:
-                v = hops[0]
+                w = hops[0]
             elif n == 0:
                 raise InfeasibleError(f"no route from {a} to {b} (stuck at {v})")
             elif digits is not None and machine[v] is None:
-                v = hops[digits % n]
+                w = hops[digits % n]
                 digits //= n
             else:
-                v = hops[(_mix(flow_hash_ ^ vid[v]) + offset) % n]
-            path.append(v)
-        return path
+                w = hops[(_mix(flow_hash_ ^ vid[v]) + offset) % n]
+            out.append(index[(v, w)])
+            v = w
+        return out
 
     def _fixed(self, m: str, s: str, t: str) -> "tuple[int, ...] | None":
         """Router._fixed_local(m, s, t), kept per vertex pair."""
@@ -206,7 +288,9 @@ class ClassRoutes:
                     continue
                 p = r._walk(here, v, flow_hash_, offset, reachable=bool(via))
             elif (stub.get(here) or self._is_stub(here)) and (stub.get(v) or self._is_stub(v)):
-                p = self.walk(here, v, flow_hash_, offset, reachable=bool(via))
+                out.extend(self.walk_links(here, v, flow_hash_, offset, reachable=bool(via)))
+                here = v
+                continue
             else:
                 p = r._walk(here, v, flow_hash_, offset, reachable=bool(via))
             out.extend(index[(p[i], p[i + 1])] for i in range(len(p) - 1))

@@ -95,6 +95,7 @@ class Router:
         # cross-machine routes from per-class caches (topology.classroutes: the same paths); False: the
         # general walk for every pair (the reference the tests compare against)
         self._classes = ClassRoutes(self) if classes else None
+        self._mhash: dict[tuple[int, int, int], int] = {}  # (src node, dst node, key) -> flow hash
         self.down = frozenset(down) | frozenset((v, u) for u, v in down)
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         graph = topology.graph
@@ -555,5 +556,9 @@ class Router:
         links = self._links if self._classes is None or m == self._machine[t] else self._classes.links
         if s in self._lane and m != self._machine[t]:
             nodes = self.topology.endpoint_node
-            return tuple(links(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s]))
+            key = (nodes[src], nodes[dst], flow_key)  # one hash per machine pair, whichever rail
+            h = self._mhash.get(key)
+            if h is None:
+                h = self._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
+            return tuple(links(s, t, h, self._lane[s]))
         return tuple(links(s, t, flow_hash(src, dst, flow_key), 0))
