@@ -53,6 +53,7 @@ class ClassRoutes:
         self._tails: dict[tuple, "tuple[tuple[int, ...], str] | None"] = {}
         self._entries: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._ekeys: dict[str, int] = {}
+        self._first: dict[tuple[str, int], tuple[str, ...]] = {}  # (machine vertex, exits key) -> _hops
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
         self._tid: dict[str, "tuple | None"] = {}  # destination vertex -> its waypoint class
@@ -226,7 +227,7 @@ class ClassRoutes:
         ekey = self._ekeys.get(b)
         if ekey is None:
             ekey = self._ekeys[b] = r._exits_of(b)[1]
-        core_hops, tails, entries = self._core_hops, self._tails, self._entries
+        core_hops, tails, entries, first = self._core_hops, self._tails, self._entries, self._first
         out: list[int] = []
         v = a
         digits = r._port.get(b, vid[b]) if r._port else None
@@ -246,6 +247,10 @@ class ClassRoutes:
                 hops = core_hops.get((ekey, v))
                 if hops is None:
                     hops = self._hops(a, b, v, ekey)
+            elif v == a:  # out of the source NIC: a function of (a, b's exits key)
+                hops = first.get((v, ekey))
+                if hops is None:
+                    hops = first[(v, ekey)] = self._hops(a, b, v, ekey)
             else:
                 hops = self._hops(a, b, v, ekey)
             n = len(hops)
@@ -274,14 +279,16 @@ class ClassRoutes:
         r = self.r
         index = r.topology.links.index
         machine = r._machine
-        stub = self._stub
+        stub, fixed_abs = self._stub, self._fixed_abs
         out: list[int] = []
         here = s
         via = self.waypoints(s, t)
         for v in via + (t,):
             m = machine[here]
             if m is not None and m == machine[v]:
-                fixed = self._fixed(m, here, v)
+                fixed = fixed_abs.get((here, v), False)
+                if fixed is False:
+                    fixed = self._fixed(m, here, v)
                 if fixed is not None:
                     out.extend(fixed)
                     here = v
