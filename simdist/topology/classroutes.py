@@ -53,6 +53,8 @@ class ClassRoutes:
         self._tails: dict[tuple, "tuple[tuple[int, ...], str] | None"] = {}
         self._entries: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._ekeys: dict[str, int] = {}
+        self._ekey_cls: dict[tuple, int] = {}
+        self._entry_cls: dict[tuple, "tuple | None"] = {}  # (class of b's machine, local name of b, switch)
         self._first: dict[tuple[str, int], tuple[str, ...]] = {}  # (machine vertex, exits key) -> _hops
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
@@ -82,6 +84,19 @@ class ClassRoutes:
             self._stub[v] = hit
         return hit
 
+    def exits_key(self, v: str) -> int:
+        """Router._exits_of(v)[1] for v in a classed machine: the Router shares exits by (template, local
+        name, gateway signature), so one per (machine class, local name)."""
+        hit = self._ekeys.get(v)
+        if hit is None:
+            r = self.r
+            key = (self.machine_class(r._machine[v]), r._lname[v])
+            hit = self._ekey_cls.get(key)
+            if hit is None or key[0] is None:
+                hit = self._ekey_cls[key] = r._exits_of(v)[1]
+            self._ekeys[v] = hit
+        return hit
+
     # -- waypoints -------------------------------------------------------------------------------
     def _source_id(self, s: str) -> "tuple | None":
         r = self.r
@@ -100,7 +115,7 @@ class ClassRoutes:
         rt = r._rail.get(t)
         hit = None
         if self.machine_class(m) is not None and (rt is None or r._machine[rt] == m):
-            hit = (r._exits_of(t)[1], rt and r._exits_of(rt)[1], r._tmpl(m), r._lname[t], rt and r._lname[rt])
+            hit = (self.exits_key(t), rt and self.exits_key(rt), r._tmpl(m), r._lname[t], rt and r._lname[rt])
         self._tid[t] = hit
         return hit
 
@@ -180,6 +195,37 @@ class ClassRoutes:
 
     def _entry(self, b: str, u: str, ekey: int) -> "tuple[int, ...] | None":
         """The links from switch u (b's machine hangs from it) to b when every hop has one choice, else
+        None; kept per (b, u). A forced chain is the same for every b of one machine class and local
+        name (the Router's exits are shared by them), so its vertices are kept per class, by local name."""
+        r = self.r
+        mb = r._machine[b]
+        ckey = (self.machine_class(mb), r._lname[b], u)
+        chain = self._entry_cls.get(ckey, False)
+        if chain is False or ckey[0] is None:
+            hit = self._entry_walk(b, u, ekey)
+            if hit is not None and ckey[0] is not None:
+                ends = r.topology.links.ends
+                chain = tuple(None if r._machine[ends[i][1]] is None else r._lname[ends[i][1]] for i in hit)
+                self._entry_cls[ckey] = tuple(ends[i][1] if c is None else (c,) for i, c in zip(hit, chain))
+            elif ckey[0] is not None:
+                self._entry_cls[ckey] = None
+        elif chain is None:
+            hit = None
+        else:
+            index = r.topology.links.index
+            prefix = mb + "/"
+            out = []
+            w = u
+            for step in chain:
+                x = step if isinstance(step, str) else prefix + step[0]
+                out.append(index[(w, x)])
+                w = x
+            hit = tuple(out)
+        self._entries[(b, u)] = hit
+        return hit
+
+    def _entry_walk(self, b: str, u: str, ekey: int) -> "tuple[int, ...] | None":
+        """The links from switch u (b's machine hangs from it) to b when every hop has one choice, else
         None; kept per (b, u)."""
         r = self.r
         machine, index = r._machine, r.topology.links.index
@@ -202,7 +248,6 @@ class ClassRoutes:
                 break
             links.append(index[(w, hops[0])])
             w = hops[0]
-        self._entries[(b, u)] = hit
         return hit
 
     def _inside_hops(self, b: str, u: str) -> tuple[str, ...]:
@@ -226,7 +271,7 @@ class ClassRoutes:
         vid, machine, index = r._vid, r._machine, r.topology.links.index
         ekey = self._ekeys.get(b)
         if ekey is None:
-            ekey = self._ekeys[b] = r._exits_of(b)[1]
+            ekey = self.exits_key(b)
         core_hops, tails, entries, first = self._core_hops, self._tails, self._entries, self._first
         out: list[int] = []
         v = a
