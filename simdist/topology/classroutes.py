@@ -54,6 +54,7 @@ class ClassRoutes:
         self._entries: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._ekeys: dict[str, int] = {}
         self._ekey_cls: dict[tuple, int] = {}
+        self._dwalk: dict[tuple[str, str], tuple[int, ...]] = {}  # dmodk: (first switch, b) -> the rest
         self._entry_cls: dict[tuple, "tuple | None"] = {}  # (class of b's machine, local name of b, switch)
         self._first: dict[tuple[str, int], tuple[str, ...]] = {}  # (machine vertex, exits key) -> _hops
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
@@ -276,8 +277,15 @@ class ClassRoutes:
         out: list[int] = []
         v = a
         digits = r._port.get(b, vid[b]) if r._port else None
+        start = None  # dmodk: the first switch, from which every pick is b's digits (kept per (switch, b))
         while v != b:
             if machine[v] is None:
+                if digits is not None and start is None:
+                    hit = self._dwalk.get((v, b))
+                    if hit is not None:
+                        out.extend(hit)
+                        return out
+                    start, mark = v, len(out)
                 tail = tails.get((ekey, v), False)
                 if tail is False:
                     tail = self._tail(b, v, ekey) if v in r._core else None
@@ -288,6 +296,8 @@ class ClassRoutes:
                     if entry is not None:
                         out.extend(tail[0])
                         out.extend(entry)
+                        if start:
+                            self._dwalk[(start, b)] = tuple(out[mark:])
                         return out
                 hops = core_hops.get((ekey, v))
                 if hops is None:
@@ -308,8 +318,12 @@ class ClassRoutes:
                 digits //= n
             else:
                 w = hops[(_mix(flow_hash_ ^ vid[v]) + offset) % n]
+                if start is not None:
+                    start = False  # a hashed pick after the first switch: this walk is not b's alone
             out.append(index[(v, w)])
             v = w
+        if start:
+            self._dwalk[(start, b)] = tuple(out[mark:])
         return out
 
     def _fixed(self, m: str, s: str, t: str) -> "tuple[int, ...] | None":
