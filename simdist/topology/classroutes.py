@@ -54,6 +54,7 @@ class ClassRoutes:
         self._entries: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._ekeys: dict[str, int] = {}
         self._ekey_cls: dict[tuple, int] = {}
+        self._twin_hops: dict[tuple[int, int], tuple[str, ...]] = {}  # (exits key, twin class) -> hops
         self._dwalk: dict[tuple[str, str], tuple[int, ...]] = {}  # dmodk: (first switch, b) -> the rest
         self._entry_cls: dict[tuple, "tuple | None"] = {}  # (class of b's machine, local name of b, switch)
         self._first: dict[tuple[str, int], tuple[str, ...]] = {}  # (machine vertex, exits key) -> _hops
@@ -148,11 +149,21 @@ class ClassRoutes:
         r = self.r
         hops = self._core_hops.get((ekey, v), False)
         if hops is False:
-            hops = r._next_hops(a, b, v)
-            here = v in r._exits_of(b)[0]
-            self._core_hops[(ekey, v)] = None if here else hops
-            if here:
-                self._entry_hops[(b, v)] = hops
+            if v in r._exits_of(b)[0]:  # b's machine hangs from v: its entries are b's own
+                hops = self._entry_hops[(b, v)] = r._next_hops(a, b, v)
+                self._core_hops[(ekey, v)] = None
+                return hops
+            # twins (equal neighbour sets, uniform core costs: topology.twins) that are not exits are at
+            # equal distances from every exit, so their next hops toward b are the same neighbours
+            tw = r._twins
+            c = tw.cls.get(v) if tw is not None else None
+            if c is None:
+                hops = r._next_hops(a, b, v)
+            else:
+                hops = self._twin_hops.get((ekey, c))
+                if hops is None:
+                    hops = self._twin_hops[(ekey, c)] = r._next_hops(a, b, v)
+            self._core_hops[(ekey, v)] = hops
             return hops
         if hops is None:
             hops = self._entry_hops.get((b, v))
