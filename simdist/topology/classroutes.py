@@ -57,7 +57,7 @@ class ClassRoutes:
         self._twin_hops: dict[tuple[int, int], tuple[str, ...]] = {}  # (exits key, twin class) -> hops
         self._dwalk: dict[tuple[str, str], tuple[int, ...]] = {}  # dmodk: (first switch, b) -> the rest
         self._entry_cls: dict[tuple, "tuple | None"] = {}  # (class of b's machine, local name of b, switch)
-        self._first: dict[tuple[str, int], tuple[str, ...]] = {}  # (machine vertex, exits key) -> _hops
+        self._first: dict[str, tuple] = {}  # a source NIC -> (its machine class, its local name)
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
         self._tid: dict[str, "tuple | None"] = {}  # destination vertex -> its waypoint class
@@ -313,10 +313,13 @@ class ClassRoutes:
                 hops = core_hops.get((ekey, v))
                 if hops is None:
                     hops = self._hops(a, b, v, ekey)
-            elif v == a:  # out of the source NIC: a function of (a, b's exits key)
-                hops = first.get((v, ekey))
+            elif v == a:  # out of the source NIC: a function of (its machine class, local name, b's exits key)
+                ok = first.get(a)
+                if ok is None:
+                    ok = first[a] = (self.machine_class(machine[a]), r._lname[a])
+                hops = self._out_hops.get((ok[0], ok[1], ekey))
                 if hops is None:
-                    hops = first[(v, ekey)] = self._hops(a, b, v, ekey)
+                    hops = self._hops(a, b, v, ekey)
             else:
                 hops = self._hops(a, b, v, ekey)
             n = len(hops)
