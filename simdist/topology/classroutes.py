@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from simdist.errors import InfeasibleError
-from simdist.topology.search import INF, _mix
+from simdist.topology.search import INF, _mix, flow_hash
 
 if TYPE_CHECKING:
     from simdist.topology.routing import Router
@@ -47,6 +47,8 @@ class ClassRoutes:
         self._core_hops: dict[tuple, "tuple[str, ...] | None"] = {}  # (exits key, switch) -> hops; None: entries
         self._entry_hops: dict[tuple[str, str], tuple[str, ...]] = {}  # (t, switch) -> hops
         self._out_hops: dict[tuple, tuple[str, ...]] = {}  # (class, local name, exits key) -> fabric hops
+        self._heads: dict[int, "tuple | None"] = {}
+        self._feet: dict[int, "tuple | None"] = {}
         self._stub: dict[str, bool] = {}  # vertex -> a stub gateway of a classed machine
         # down-chains: (exits key, switch) -> (links, the switch b hangs from) over single-choice switches,
         # and (b, that switch) -> the links into b
@@ -61,6 +63,73 @@ class ClassRoutes:
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
         self._tid: dict[str, "tuple | None"] = {}  # destination vertex -> its waypoint class
+
+    # -- the common pair: railed GPU -> rail NIC -> fabric -> rail NIC -> GPU --------------------------
+    def _head(self, src: int) -> "tuple | None":
+        """Per source endpoint: (vertex, waypoint class, node, lane, rail NIC, links to it), or None when
+        its pairs take the general path (no rail, no class, a rail NIC that is not a stub, no fixed path)."""
+        r = self.r
+        s = r.topology.endpoints[src]
+        hit = None
+        rs = r._rail.get(s)
+        if s in r._lane and rs is not None and rs != s:
+            sid = self._sid.get(s, False)
+            if sid is False:
+                sid = self._source_id(s)
+            m = r._machine[s]
+            if sid is not None and self._is_stub(rs) and m == r._machine[rs]:
+                fixed = self._fixed(m, s, rs)
+                if fixed is not None:
+                    hit = (s, sid, r.topology.endpoint_node[src], r._lane[s], rs, fixed)
+        self._heads[src] = hit
+        return hit
+
+    def _foot(self, dst: int) -> "tuple | None":
+        """Per destination endpoint: (vertex, waypoint class, node, rail NIC, links from it), or None."""
+        r = self.r
+        t = r.topology.endpoints[dst]
+        hit = None
+        rt = r._rail.get(t)
+        if rt is not None and rt != t:
+            tid = self._tid.get(t, False)
+            if tid is False:
+                tid = self._target_id(t)
+            m = r._machine[t]
+            if tid is not None and self._is_stub(rt) and m == r._machine[rt]:
+                fixed = self._fixed(m, rt, t)
+                if fixed is not None:
+                    hit = (t, tid, r.topology.endpoint_node[dst], rt, fixed)
+        self._feet[dst] = hit
+        return hit
+
+    def pair(self, src: int, dst: int, flow_key: int) -> "tuple[int, ...] | None":
+        """Router.path(src, dst, flow_key) for a railed GPU to a railed GPU of another machine whose
+        waypoints are both rail NICs (the links GPU -> NIC, the fabric walk, NIC -> GPU); None for any
+        other pair (the caller takes the general path)."""
+        head = self._heads.get(src, False)
+        if head is False:
+            head = self._head(src)
+        if head is None:
+            return None
+        foot = self._feet.get(dst, False)
+        if foot is False:
+            foot = self._foot(dst)
+        if foot is None or head[2] == foot[2]:
+            return None
+        r = self.r
+        if r._machine[head[0]] == r._machine[foot[0]]:
+            return None
+        via = self._via.get((head[1], foot[1]))
+        if via is None:
+            self.waypoints(head[0], foot[0])
+            via = self._via[(head[1], foot[1])]
+        if not (via[0] and via[1]):
+            return None
+        key = (head[2], foot[2], flow_key)
+        h = r._mhash.get(key)
+        if h is None:
+            h = r._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
+        return head[5] + tuple(self.walk_links(head[4], foot[3], h, head[3], True)) + foot[4]
 
     # -- classes ---------------------------------------------------------------------------------
     def machine_class(self, m: "str | None") -> "int | None":

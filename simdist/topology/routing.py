@@ -546,6 +546,10 @@ class Router:
         or from a railed GPU to another machine by hash of the machine pair, offset by the GPU's lane."""
         if src == dst:
             return ()
+        if self._classes is not None:
+            hit = self._classes.pair(src, dst, flow_key)
+            if hit is not None:
+                return hit
         eps = self.topology.endpoints
         s, t = eps[src], eps[dst]
         m = self._machine[s]
