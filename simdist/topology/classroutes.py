@@ -18,7 +18,14 @@ by construction:
   exits keys of t and of t's rail, t's template and the local names of t and its rail);
 * a switch's next hops toward t are a function of (t's exits key, the switch), except at a switch t's
   machine hangs from (where the entries into t's machine are t's own: cached per (t, switch));
-* a stub NIC's hops out to the fabric are a function of (class, local name, t's exits key).
+* a stub NIC's hops out to the fabric are a function of (class, local name, t's exits key);
+* on uniform-cost cores, a switch that is not an exit has the next hops of its twin class
+  (topology.twins: equal neighbour sets are at equal distances from every exit);
+* the single-choice hops from a switch down to the switch t hangs from are a function of (t's exits
+  key, switch); the forced entry into t, of (t's machine class, local name, that switch), by local name;
+* with dmodk, every pick after the first switch is t's digits or forced, so the walk from the first
+  switch is a function of (that switch, t) (unless a hashed pick inside t's machine follows);
+* the common pair (railed GPU, rail NIC, fabric, rail NIC, GPU) joins a per-endpoint head and foot.
 
 Anything else (a machine whose gateway is a transit router, as on ring and torus fabrics; a walk that
 enters a machine through another NIC; a stretch inside one machine) is handed to the Router itself, so

@@ -10,7 +10,9 @@ vertices without '/' are fabric. Machine vertices adjacent to another machine ar
 a flow's first or last hops. Distances are computed by Dijkstra on the core graph once per exit vertex
 (a leaf switch, a torus NIC), inside a machine once per destination vertex, and flows are walked
 hop by hop, hashing (src, dst, flow_key, vertex) to pick among the equal-cost next hops.
-Paths are deterministic across processes (no Python `hash()`).
+Paths are deterministic across processes (no Python `hash()`). Between machines whose NICs are
+stubs (switched fabrics), `path` takes the same decisions from per-class caches (simdist.topology.
+classroutes: the same links; `Router(..., classes=False)` is the per-pair reference).
 
 Routing modes (topology.graph.graph["routing"], from cluster.fabric.routing): `ecmp` picks by hash
 as above; `dmodk` (InfiniBand subnet manager, D-mod-K / ftree) picks at every branching *switch* by
