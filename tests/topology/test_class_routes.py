@@ -72,9 +72,13 @@ def test_a_dead_cable_reroutes_alike(name, cable, mode):
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
-def test_sample_of_a_4096_gpu_tree(mode):
-    spec = with_routing(cluster(512, "fat_tree", DGX_A100, nics=8), mode)
+@pytest.mark.parametrize("shape", [{}, {"nodes_per_leaf": 4, "leaves_per_pod": 8, "levels": 3}],
+                         ids=["default", "16-pods"])
+def test_sample_of_a_4096_gpu_tree(mode, shape):
+    spec = with_routing(cluster(512, "fat_tree", DGX_A100, nics=8, **shape), mode)
     topo = build_topology(spec)
+    if shape:
+        assert topo.graph.graph["fabric"]["pods"] == 16
     rng = random.Random(7)
     n = len(topo.endpoints)
     pairs = [(rng.randrange(n), rng.randrange(n)) for _ in range(1500)]
