@@ -10,7 +10,9 @@ vertices without '/' are fabric. Machine vertices adjacent to another machine ar
 a flow's first or last hops. Distances are computed by Dijkstra on the core graph once per exit vertex
 (a leaf switch, a torus NIC), inside a machine once per destination vertex, and flows are walked
 hop by hop, hashing (src, dst, flow_key, vertex) to pick among the equal-cost next hops.
-Paths are deterministic across processes (no Python `hash()`).
+Paths are deterministic across processes (no Python `hash()`). Between machines whose NICs are
+stubs (switched fabrics), `path` takes the same decisions from per-class caches (simdist.topology.
+classroutes: the same links; `Router(..., classes=False)` is the per-pair reference).
 
 Routing modes (topology.graph.graph["routing"], from cluster.fabric.routing): `ecmp` picks by hash
 as above; `dmodk` (InfiniBand subnet manager, D-mod-K / ftree) picks at every branching *switch* by
@@ -35,6 +37,7 @@ from typing import Sequence
 
 from simdist.errors import InfeasibleError
 from simdist.topology.gcpause import gc_paused
+from simdist.topology.classroutes import ClassRoutes
 from simdist.topology.graph import Topology
 from simdist.topology.search import INF, REFERENCE_Bps, _bfs, _dijkstra, _mix, edge_cost, flow_hash  # noqa: F401
 from simdist.topology.torus_metric import TorusMetric
@@ -88,8 +91,13 @@ def shared_router(topology: Topology) -> "Router":
 class Router:
     """Routes endpoint-to-endpoint flows onto directed link ids; per-pair results are cached."""
 
-    def __init__(self, topology: Topology, down: "frozenset[tuple[str, str]]" = frozenset()) -> None:
+    def __init__(self, topology: Topology, down: "frozenset[tuple[str, str]]" = frozenset(),
+                 classes: bool = True) -> None:
         self.topology = topology
+        # cross-machine routes from per-class caches (topology.classroutes: the same paths); False: the
+        # general walk for every pair (the reference the tests compare against)
+        self._classes = ClassRoutes(self) if classes else None
+        self._mhash: dict[tuple[int, int, int], int] = {}  # (src node, dst node, key) -> flow hash
         self.down = frozenset(down) | frozenset((v, u) for u, v in down)
         self._paths: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         graph = topology.graph
@@ -156,7 +164,7 @@ class Router:
 
     def without(self, down: "frozenset[tuple[str, str]]") -> "Router":
         """A router like this one that never uses the cables in `down` (vertex pairs, either direction)."""
-        return Router(self.topology, down)
+        return Router(self.topology, down, classes=self._classes is not None)
 
     # -- machine templates: isomorphic machines share their local computations -------------------
     def _tmpl(self, m: str) -> int:
@@ -540,6 +548,10 @@ class Router:
         or from a railed GPU to another machine by hash of the machine pair, offset by the GPU's lane."""
         if src == dst:
             return ()
+        if self._classes is not None:
+            hit = self._classes.pair(src, dst, flow_key)
+            if hit is not None:
+                return hit
         eps = self.topology.endpoints
         s, t = eps[src], eps[dst]
         m = self._machine[s]
@@ -547,7 +559,12 @@ class Router:
             fixed = self._fixed_local(m, s, t)
             if fixed is not None:
                 return fixed
-        if s in self._lane and self._machine[s] != self._machine[t]:
+        links = self._links if self._classes is None or m == self._machine[t] else self._classes.links
+        if s in self._lane and m != self._machine[t]:
             nodes = self.topology.endpoint_node
-            return tuple(self._links(s, t, flow_hash(-1 - nodes[src], -1 - nodes[dst], flow_key), self._lane[s]))
-        return tuple(self._links(s, t, flow_hash(src, dst, flow_key), 0))
+            key = (nodes[src], nodes[dst], flow_key)  # one hash per machine pair, whichever rail
+            h = self._mhash.get(key)
+            if h is None:
+                h = self._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
+            return tuple(links(s, t, h, self._lane[s]))
+        return tuple(links(s, t, flow_hash(src, dst, flow_key), 0))
