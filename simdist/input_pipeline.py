@@ -123,15 +123,20 @@ class LoaderBound:
                 **(self.scaling.to_dict() if self.scaling else {})}
 
 
-def loader_bound(pipeline: InputPipelineSpec, gpus_per_node: tuple, samples_per_rank: float,
+def loader_bound(pipeline: InputPipelineSpec, gpus_per_node: tuple, samples_per_rank,
                  gpu_iteration_s: float) -> LoaderBound:
-    """The loader against a simulated step: every node group's loader must deliver `samples_per_rank` per step
-    (BSP: the slowest node sets the step for all). `gpus_per_node`: per node group, its GPU count or
-    (GPU count, intra-node catalog key)."""
+    """The loader against a simulated step: every node group's loader must deliver its ranks' samples per
+    step (BSP: the slowest node sets the step for all). `gpus_per_node`: per node group, its GPU count or
+    (GPU count, intra-node catalog key); `samples_per_rank`: one figure for every group, or one per group
+    (a heterogeneous cluster's split gives each group its own batch)."""
     groups = [g if isinstance(g, tuple) else (g, None) for g in gpus_per_node]
-    worst = min(groups, key=lambda g: loader_samples_per_s(pipeline, *g))
-    rate = loader_samples_per_s(pipeline, *worst)
-    loader_s = samples_per_rank / rate if rate > 0 else float("inf")
-    return LoaderBound(loader_s, gpu_iteration_s, loader_cores(pipeline, worst[0], threads_per_core(pipeline, worst[1])),
-                       rate,
-                       scaled_cost(pipeline, worst[1]))
+    samples = (list(samples_per_rank) if isinstance(samples_per_rank, (tuple, list))
+               else [samples_per_rank] * len(groups))
+    if len(samples) != len(groups):
+        raise ValueError(f"samples_per_rank: got {len(samples)} figures for {len(groups)} node groups")
+    rates = [loader_samples_per_s(pipeline, *g) for g in groups]
+    times = [n / r if r > 0 else float("inf") for n, r in zip(samples, rates)]
+    k = max(range(len(groups)), key=lambda i: times[i])
+    worst = groups[k]
+    return LoaderBound(times[k], gpu_iteration_s, loader_cores(pipeline, worst[0], threads_per_core(pipeline, worst[1])),
+                       rates[k], scaled_cost(pipeline, worst[1]))

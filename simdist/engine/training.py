@@ -136,8 +136,10 @@ def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):
 
     from simdist.input_pipeline import loader_bound
 
-    samples = max(c.rank_class.batch for c in plan.classes) * plan.micro_steps
-    gpus = tuple((g.gpus_per_node, g.intra_node.key) for g in scenario.cluster.node_groups)  # CPU per node
+    groups = scenario.cluster.node_groups
+    gpus = tuple((g.gpus_per_node, g.intra_node.key) for g in groups)  # CPU per node
+    samples = tuple(max((c.rank_class.batch for c in plan.classes if c.rank_class.node_group == i), default=0)
+                    * plan.micro_steps for i in range(len(groups)))  # each group's own batch (a split gives each its own)
     bound = loader_bound(scenario.workload.input_pipeline, gpus, samples, out.iteration_s)
     if not bound.bound:
         return out, bound

@@ -115,3 +115,23 @@ def test_a_mixed_ring_is_bottlenecked_by_the_slower_groups_link(fidelity):
     # ring all_reduce busbw = the slowest link's effective bandwidth (latency is negligible at 1 GB)
     assert r.collectives[0].busbw_GBps == pytest.approx(nic.bandwidth_Bps * nic.efficiency / 1e9, rel=1e-3)
     assert all(l.link.startswith(("node2/", "node3/", "switch->node2", "switch->node3")) for l in r.links[:4])
+
+
+def test_a_proportional_split_charges_each_groups_loader_its_own_batch():
+    """workload.input_pipeline on a mixed cluster: each node group's loader feeds its own ranks' batch on its
+    own CPU (the default cost, scaled to 2 x E5-2698 v4 on the V100 nodes and 2 x EPYC 7742 on the A100s).
+    The slowest of the two sets the loader's time: not the largest batch at the slowest loader's rate."""
+    from simdist.input_pipeline import loader_samples_per_s
+
+    sets = {"training.batch_split": "proportional",
+            "workload.input_pipeline": {"workers_per_gpu": 4, "host_cores": 40}}
+    prop = run_with(MIXED, sets, "estimate").to_dict()
+    v, a = prop["node_groups"]
+    scenario = load_data(copy.deepcopy(MIXED), ["workload.input_pipeline={workers_per_gpu: 4, host_cores: 40}"])
+    pipe = scenario.workload.input_pipeline
+    rate_v = loader_samples_per_s(pipe, 8, "cube-mesh-v100")
+    rate_a = loader_samples_per_s(pipe, 8, "nvswitch-a100")
+    assert rate_v < rate_a and v["batch_per_gpu"] < a["batch_per_gpu"]
+    expected = max(v["batch_per_gpu"] / rate_v, a["batch_per_gpu"] / rate_a)
+    assert prop["input_pipeline"]["loader_s_per_iteration"] == pytest.approx(expected, rel=1e-12)
+    assert expected < a["batch_per_gpu"] / rate_v  # the largest batch at the slowest rate would overstate it

@@ -92,3 +92,16 @@ def test_a_slower_anchor_exposes_less_of_the_same_exchange():
     net = ["cluster.nodes.0.count=2", "cluster.nodes.0.nic={bandwidth: 10 Gb/s, latency: 25 us, count: 1, transport: tcp}"]
     fast, slow = run(*net), run(*net, "workload.single_gpu_throughput=600")
     assert slow["scaling_efficiency"] > fast["scaling_efficiency"]
+
+
+def test_each_node_group_feeds_its_own_batch_the_slowest_loader_sets_the_step():
+    p = InputPipelineSpec(cpu_s_per_sample=4e-3, workers_per_gpu=8, host_cores=40)  # 1,000 samples/s per GPU at 8 GPUs
+    # group 0 (8 GPUs) feeds 300 samples a rank, group 1 (8 GPUs) 100: group 0's loader sets 0.3 s
+    b = loader_bound(p, (8, 8), (300, 100), 0.2)
+    assert b.loader_s == pytest.approx(0.3) and b.bound
+    # the other way round the same; a group with fewer GPUs gets more cores each (4 GPUs: 9 cores -> 8 workers)
+    assert loader_bound(p, (8, 8), (100, 300), 0.2).loader_s == pytest.approx(0.3)
+    b4 = loader_bound(p, (4, 8), (400, 100), 0.2)
+    assert b4.loader_s == pytest.approx(400 / 2000.0) and b4.cores_per_gpu == 8.0
+    with pytest.raises(ValueError):
+        loader_bound(p, (8, 8), (100,), 0.2)
