@@ -6,33 +6,27 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 import simdist
 from simdist import plots
+from tests.validation.cases_subset import write_cases_subset
 from validation.published import runner
-from validation.published.cases import CASES_FILE
 
 
 def _small_file(tmp_path: Path) -> Path:
     """Four cases of the shipped file, one per metric at least, scenario paths made absolute."""
-    raw = yaml.safe_load(CASES_FILE.read_text())
-    chosen, seen = [], set()
-    for c in raw["cases"]:
-        if c["metric"] not in seen or len(chosen) < 4:
-            chosen.append(c)
-            seen.add(c["metric"])
-        if len(seen) == 3 and len(chosen) >= 4:
-            break
-    for c in chosen:
-        for key in ("scenario", "baseline"):
-            if key in c:
-                c[key]["file"] = str((CASES_FILE.parent / c[key]["file"]).resolve())
-    raw["cases"] = chosen
-    path = tmp_path / "cases.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
+    def choose(cases: list[dict]) -> list[dict]:
+        chosen, seen = [], set()
+        for c in cases:
+            if c["metric"] not in seen or len(chosen) < 4:
+                chosen.append(c)
+                seen.add(c["metric"])
+            if len(seen) == 3 and len(chosen) >= 4:
+                break
+        return chosen
+
+    return write_cases_subset(tmp_path, choose)
 
 
 @pytest.fixture(scope="module")

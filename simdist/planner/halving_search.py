@@ -16,7 +16,7 @@ from simdist.planner.rows import INPUT_NAMES
 
 
 def estimate_rungs(spec: PlanSpec, rungs: Sequence[Rung], space: int, bound_of, inputs_of,
-                      constraints: Sequence[str], estimate, rows: dict, run, log: list[dict[str, Any]],
+                   constraints: Sequence[str], estimate, rows: dict, run, log: list[dict[str, Any]],
                    local_search) -> str:
     """The rungs up to and including the estimate rung: the bound rung over the whole space (when the
     ladder starts with one) keeps the best of it by its class bound, then those are estimated (with the

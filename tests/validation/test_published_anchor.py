@@ -8,20 +8,13 @@ import pytest
 import yaml
 
 from simdist.errors import ScenarioError
+from tests.validation.cases_subset import write_cases_subset
 from validation.published import runner
-from validation.published.cases import CASES_FILE, Metric, load_cases
+from validation.published.cases import Metric, load_cases
 
 
 def _file(tmp_path: Path, names: list[str]) -> Path:
-    raw = yaml.safe_load(CASES_FILE.read_text())
-    raw["cases"] = [c for c in raw["cases"] if c["name"] in names]
-    for c in raw["cases"]:
-        for key in ("scenario", "baseline"):
-            if key in c:
-                c[key]["file"] = str((CASES_FILE.parent / c[key]["file"]).resolve())
-    path = tmp_path / "cases.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
+    return write_cases_subset(tmp_path, lambda cases: [c for c in cases if c["name"] in names])
 
 
 def test_anchors_are_quoted_single_gpu_figures_of_scaling_cases():

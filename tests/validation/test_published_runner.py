@@ -9,21 +9,13 @@ from click.testing import CliRunner
 
 from simdist.cli import main
 from validation.published import runner
-from validation.published.cases import CASES_FILE
+from tests.validation.cases_subset import write_cases_subset
 
 KEYS = {"cases", "mape", "max_error", "ranking_ok", "out_of_sample_mape", "fitting_subset"}
 
 
 def _small_file(tmp_path: Path, n: int = 4) -> Path:
-    raw = yaml.safe_load(CASES_FILE.read_text())
-    raw["cases"] = raw["cases"][:n]
-    for c in raw["cases"]:
-        for key in ("scenario", "baseline"):
-            if key in c:
-                c[key]["file"] = str((CASES_FILE.parent / c[key]["file"]).resolve())
-    path = tmp_path / "cases.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
+    return write_cases_subset(tmp_path, lambda cases: cases[:n])
 
 
 def test_the_report_is_the_validate_object_with_out_of_sample_figures(tmp_path: Path) -> None:
