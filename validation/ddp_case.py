@@ -53,14 +53,21 @@ def _register_hook(model: nn.parallel.DistributedDataParallel, case: Case, group
     model.register_comm_hook(state, clock.wrap_hook(hook) if clock is not None else hook)
 
 
+# Process groups and DDP models this worker made, kept until it exits. Dropping the last reference to one
+# from a gloo worker thread (a hook's future callback, or the cyclic GC running there) destroys a
+# ProcessGroupGloo on its own thread, which joins itself and aborts the rank ("Resource deadlock avoided").
+_KEPT: list[object] = []
+_OWN_GROUP: list[object] = []
+
+
 def _own_group() -> object:
-    """This rank's one-rank process group (every rank creates all of them, in the same order)."""
-    mine = None
-    for r in range(dist.get_world_size()):
-        group = dist.new_group([r])
-        if r == dist.get_rank():
-            mine = group
-    return mine
+    """This rank's one-rank process group, made once per worker (every rank creates all of them, in the
+    same order, on its first call)."""
+    if not _OWN_GROUP:
+        groups = [dist.new_group([r]) for r in range(dist.get_world_size())]
+        _KEPT.extend(groups)
+        _OWN_GROUP.append(groups[dist.get_rank()])
+    return _OWN_GROUP[0]
 
 
 class PhaseClock:
@@ -192,6 +199,7 @@ def _ddp(case: Case, device: str, hook: DdpHook, group: object = None,
     def wrap(m: nn.Module) -> nn.Module:
         ddp = nn.parallel.DistributedDataParallel(m, device_ids=device_ids, bucket_cap_mb=bucket_mb, process_group=group)
         _register_hook(ddp, replace(case, hook=hook), group, clock)
+        _KEPT.append(ddp)
         return ddp
 
     return wrap
