@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import platform
@@ -59,8 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     t_init = time.perf_counter() - t_start - t_import
     rank, world = dist.get_rank(), dist.get_world_size()
 
+    # Cyclic garbage is collected between cases on this thread only: a collection triggered on a gloo
+    # thread (which runs the DDP hooks' future callbacks) could free a process group there, and a
+    # ProcessGroupGloo freed on its own thread joins itself and aborts ("Resource deadlock avoided").
+    gc.disable()
     results = []
     for case in cases:
+        gc.collect()
         if case.kind is CaseKind.DDP:
             from validation.ddp_case import run_ddp_case
             res = run_ddp_case(case, device, sync)
