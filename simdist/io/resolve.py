@@ -137,6 +137,13 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
             and gpus is not None and c.ps.servers > gpus):
         issues.append(Issue("communication.ps.servers", f"got {c.ps.servers}; colocated servers cannot "
                                                         f"outnumber the {gpus} GPUs"))
+    if c.collnet and Backend(c.backend) is not Backend.NCCL:
+        issues.append(Issue("communication.collnet", f"got true with backend '{c.backend}'; CollNet is NCCL's "
+                                                     "(NCCL_COLLNET_ENABLE): expected backend nccl"))
+    if c.collnet and not m.cluster.fabric.sharp:
+        issues.append(Issue("communication.collnet", "got true, but the fabric's switches do not run SHARP; expected "
+                                                     "cluster.fabric.sharp: true (InfiniBand switches with in-network "
+                                                     "reduction and the CollNet plugin), or collnet: false"))
     comp = c.compression
     return CommunicationSpec(
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
@@ -144,7 +151,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
         ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
-        overlap=c.overlap,
+        overlap=c.overlap, collnet=c.collnet,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
     )
 
