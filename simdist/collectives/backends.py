@@ -107,7 +107,7 @@ def nccl_candidate(
         base = Schedule(op, algorithm, float(size_bytes), (collnet_direct_all_reduce(size_bytes, group, fabric.intra),))
     elif algorithm == "collnet_chain":
         base = Schedule(op, algorithm, float(size_bytes),
-                        (collnet_chain_all_reduce(size_bytes, group, fabric.nics, fabric.intra),))
+                        (collnet_chain_all_reduce(size_bytes, group, fabric.nics, fabric.intra, node_orders=node_orders),))
     else:
         base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))

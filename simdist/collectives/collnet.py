@@ -32,7 +32,10 @@ The schedule charges that as the step's delay (the links' own latencies come on 
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from simdist.collectives._steps import Chain
+from simdist.collectives.node_tree import _chains
 from simdist.collectives.protocols import HopKind
 from simdist.collectives.schedule import Group, Step, Transfer
 
@@ -87,23 +90,21 @@ def collnet_direct_all_reduce(size_bytes: float, group: Group, intra: HopKind = 
                  label="collnet direct: scatter to heads, SHARP up+down, heads broadcast"),)
 
 
-def collnet_chain_all_reduce(size_bytes: float, group: Group, nics: int, intra: HopKind = HopKind.NVLINK) -> Chain:
-    """CollNet Chain all-reduce of `size_bytes` per rank: one chain per NIC (at most one per GPU), the chain of
-    channel c rotated so that it starts at NIC c's GPU (node_tree.py's rotation)."""
+def collnet_chain_all_reduce(size_bytes: float, group: Group, nics: int, intra: HopKind = HopKind.NVLINK,
+                             node_orders: Sequence[tuple[int, ...]] | None = None) -> Chain:
+    """CollNet Chain all-reduce of `size_bytes` per rank: one chain per NIC (at most one per GPU), each the ring
+    path the node's graph gives that channel (`node_orders`, node_rings.py) or the node's ranks rotated to start
+    at NIC c's GPU, as node_tree.py's chains."""
     _check(group)
     g = len(group.nodes[0])
     channels = max(1, min(int(nics), g))
     share = size_bytes / channels
     up: list[Transfer] = []
-    heads: list[list[int]] = []
-    for node in group.nodes:
-        node_heads = []
-        for c in range(channels):
-            start = -(-c * g // channels)
-            chain = node[start:] + node[:start]
-            node_heads.append(chain[0])
+    heads: list[list[int]] = [[] for _ in group.nodes]
+    for per_node in _chains(group, channels, node_orders):
+        for i, chain in enumerate(per_node):
+            heads[i].append(chain[0])
             up += [Transfer(chain[j + 1], chain[j], share) for j in range(g - 1)]
-        heads.append(node_heads)
     down = [Transfer(t.dst, t.src, share) for t in up]
     delay = collnet_latency_s("collnet_chain", g, intra)
     return (Step(tuple(up + _network(heads, share) + down), lockstep=False, delay_s=delay, reduce_bytes=share,
