@@ -144,6 +144,10 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         issues.append(Issue("communication.collnet", "got true, but the fabric's switches do not run SHARP; expected "
                                                      "cluster.fabric.sharp: true (InfiniBand switches with in-network "
                                                      "reduction and the CollNet plugin), or collnet: false"))
+    if m.cluster.fabric.sharp and not c.collnet:
+        issues.append(Issue("cluster.fabric.sharp", "got true; read only with communication.collnet: true (NCCL "
+                                                    "leaves CollNet off by default, NCCL_COLLNET_ENABLE=0, and "
+                                                    "never uses the switches' reduction then)"))
     comp = c.compression
     return CommunicationSpec(
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),

@@ -199,7 +199,8 @@ class FabricModel(Strict):
     connection split over 4 hashed paths (NCCL queue pairs). dmodk needs a switched fabric (added key)."""
     sharp: StrictBool = False
     """The InfiniBand switches reduce in-network (SHARP: Quantum HDR SHARPv2, Quantum-2 NDR SHARPv3) and the
-    CollNet plugin is installed; read by communication.collnet. Needs a switched topology and rdma NICs (added key)."""
+    CollNet plugin is installed; read only with communication.collnet: true. Needs a switched topology and rdma NICs
+    (added key)."""
 
     @field_validator("link")
     @classmethod
