@@ -28,6 +28,7 @@ flows per switch (HPC-X "NCCL-RDMA-SHARP Plugins": one per HCA rail, with rail-a
 
 Latency (tuning.cc, Simple only): CollNet Direct 2 (min(1, G - 1) x 3.7 us + (G - 1) x 0.4 us) + 31 us (hwLatencies
 NVLink / NET, plus 0.4 us "arity serialization" per peer); CollNet Chain 2 (G - 1) x 2.8 us + 30 us. No base latency.
+With one GPU a node the network term is the tree's 14 us, as tuning.cc does.
 The schedule charges that as the step's delay (the links' own latencies come on top, as for every algorithm).
 """
 from __future__ import annotations
@@ -45,6 +46,7 @@ HW_LATENCY_S = {
     "collnet_direct": {HopKind.NVLINK: 3.7 * _US, HopKind.PCI: 3.7 * _US, HopKind.NET: 31.0 * _US},
     "collnet_chain": {HopKind.NVLINK: 2.8 * _US, HopKind.PCI: 2.8 * _US, HopKind.NET: 30.0 * _US},
 }
+TREE_NET_LATENCY_S = 14.0 * _US  # tuning.cc hwLatencies NET, tree, Simple: CollNet's with one GPU a node
 DIRECT_ARITY_S = 0.4 * _US  # tuning.cc: "0.4 us arity serialization latency" per local peer
 ALGORITHMS = tuple(HW_LATENCY_S)
 
@@ -52,9 +54,10 @@ ALGORITHMS = tuple(HW_LATENCY_S)
 def collnet_latency_s(algorithm: str, ppn: int, intra: HopKind = HopKind.NVLINK) -> float:
     """NCCL's latency of one CollNet all-reduce with `ppn` GPUs per node (tuning.cc)."""
     lat = HW_LATENCY_S[algorithm]
+    net = TREE_NET_LATENCY_S if ppn == 1 else lat[HopKind.NET]  # "with ppn=1 ... use the Tree network latency"
     if algorithm == "collnet_direct":
-        return 2 * (min(1, ppn - 1) * lat[intra] + (ppn - 1) * DIRECT_ARITY_S) + lat[HopKind.NET]
-    return 2 * (ppn - 1) * lat[intra] + lat[HopKind.NET]
+        return 2 * (min(1, ppn - 1) * lat[intra] + (ppn - 1) * DIRECT_ARITY_S) + net
+    return 2 * (ppn - 1) * lat[intra] + net
 
 
 def collnet_nic_bytes(size_bytes: float, nics: int) -> float:

@@ -199,6 +199,17 @@ def _check_uniform_nodes(strategy: StrategyKind, cluster, issues: list[Issue], a
                                                       f"halving_doubling or ps)"))
 
 
+def _check_collnet_nodes(collnet: bool, cluster, issues: list[Issue]) -> None:
+    """NCCL runs CollNet (Direct and Chain) with at most 8 GPUs a node (enqueue.cc: NCCL_MAX_DIRECT_ARITY + 1),
+    and simdist's schedule with the same number on every node: anything else could never run it."""
+    if not collnet or cluster is None:
+        return
+    sizes = sorted({g.gpus_per_node for g in cluster.node_groups})
+    if len(sizes) > 1 or sizes[0] > 8:
+        issues.append(Issue("communication.collnet", f"got true with {sizes} GPUs per node; CollNet needs the same "
+                                                     "number of GPUs on every node, at most 8 (NCCL's limit)"))
+
+
 def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") -> tuple[Scenario | None, list[Issue]]:
     """The Scenario and no issues, or None and every issue found."""
     issues: list[Issue] = []
@@ -210,6 +221,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     training = _training(m, gpus, issues)
     communication = _communication(m, gpus, issues)
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
+    _check_collnet_nodes(c.collnet, cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

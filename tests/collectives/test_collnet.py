@@ -215,3 +215,21 @@ def test_first_generation_efa_runs_simple_only():
     assert {p for _, p in candidates("all_reduce", 16, 2, fabric)} == {"Simple"}
     assert {p for _, p in candidates("all_reduce", 8, 1, fabric)} == {"Simple"}
     assert ctx.schedule("all_reduce", 64e3).protocol == "Simple"
+
+
+def test_refused_above_eight_gpus_a_node_or_on_mixed_nodes():
+    node = {"count": 2, "gpu": "a100-sxm4-80gb", "gpus_per_node": 8, "intra_node": "nvswitch-a100",
+            "nic": {"link": "ib-hdr", "count": 8}}
+    with pytest.raises(ScenarioError, match="at most 8"):
+        load_data(_scenario(cluster__nodes=[node, {**node, "gpus_per_node": 4, "intra_node": "pcie-gen4"}]))
+    big = {**node, "gpus_per_node": 16, "intra_node": "pcie-gen4"}
+    with pytest.raises(ScenarioError, match="at most 8"):
+        load_data(_scenario(cluster__nodes=[big]))
+
+
+def test_one_gpu_a_node_pays_the_trees_network_latency():
+    """tuning.cc: with ppn = 1 the network latency is the tree's (14 us Simple), no intra-node term."""
+    assert collnet_latency_s("collnet_direct", 1) == pytest.approx(14e-6)
+    (step,) = collnet_direct_all_reduce(1e6, Group.flat(range(4), 1))
+    assert {(t.src, t.dst) for t in step.transfers} == {(0, 1), (1, 2), (2, 3), (3, 0)}
+    assert all(t.size_bytes == 1e6 for t in step.transfers)
