@@ -58,7 +58,9 @@ def nccl_predicted_time_s(
     channel per NIC, each ring crossing every node boundary once); protocol fractions and latencies
     as protocols.COSTS (tuning.cc). On up to 2 nodes the tree's bandwidth is the intra-node one (tuning.cc
     uses bwIntra there: each NIC carries S per direction, not the ring's 2(n-1)/n S), held to NCCL's
-    per-channel tree limit (protocols.tree_algbw_cap_Bps); NCCL's other empirical factors are not applied."""
+    per-channel tree limit (protocols.tree_algbw_cap_Bps). CollNet: tuning.cc's bwIntra x 0.5 (Direct: over its
+    GPU-per-NIC factor, x 0.85 on Hopper), held to the node's NIC rate, plus collnet.collnet_latency_s.
+    NCCL's other empirical factors are not applied."""
     op = CollectiveOp(op)
     fabric = fabric or NodeFabric()
     if (algorithm, protocol) not in candidates(op, n_ranks, n_nodes, fabric):
