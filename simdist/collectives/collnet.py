@@ -16,7 +16,9 @@ twice the ring's, held to the NIC rate.
 - CollNet Chain (no NVSwitch): one chain through the node's GPUs per NIC, headed by the GPU next to it;
   partial sums go up the chain, the head's to the network, the result back down the chain.
 
-NCCL pipelines all of it chunk by chunk, so the schedule (as node_tree.py's steady step) is one step in which
+NCCL's proxy hands the network up to 8 heads' chunks as one collective operation (coll_net.cc
+COLLNET_GROUP_NSUBS) and falls back to its point-to-point algorithms where the CollNet connection cannot be
+set up. NCCL pipelines all of it chunk by chunk, so the schedule (as node_tree.py's steady step) is one step in which
 every link carries its whole share at once. The switch is not an endpoint of a schedule (endpoints are GPUs), so
 the up-and-down through the aggregation tree is one transfer per head to the same head on the NEXT node in
 group order: each NIC then sends S/k and receives S/k, and a link between switches carries one rail's S/G per
