@@ -192,6 +192,7 @@ class CommunicationSpec:
     first_bucket_bytes: float | None = None  # None: the first bucket has bucket_size_bytes too
     bucketing: Bucketing = Bucketing.DDP
     fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
+    collnet: bool = False  # NCCL_COLLNET_ENABLE=1 over SHARP switches (collectives/collnet.py)
     overlap: bool = True
     compression: CompressionSpec = field(default_factory=CompressionSpec)
 

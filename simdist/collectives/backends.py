@@ -5,7 +5,7 @@ and all-gather, and its own reduce, broadcast and all-to-all (gloo.py); a hierar
 gloo goes through reduce / leader all-reduce / broadcast. nccl: the (algorithm, protocol) NCCL's tuner
 would pick among those it enables on the hardware (nccl.py): ring with LL / LL128 / Simple for every
 op, the node-level double binary tree (node_tree.py) for multi-node all-reduce, NVLS on a
-third-generation NVSwitch; each schedule carries its protocol's costs (protocols.py). Strategy-level schemes the library does not
+third-generation NVSwitch, CollNet Direct / Chain over SHARP switches (collnet.py, communication.collnet); each schedule carries its protocol's costs (protocols.py). Strategy-level schemes the library does not
 choose itself (hierarchical, torus2d, ps) pass through unchanged except hierarchical on gloo.
 Backend names are the values of simdist.scenario.Backend ("textbook", "gloo", "nccl").
 `channels` (concurrent rings, see ring.py) applies to textbook and nccl rings; gloo runs one ring.
@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 from simdist.collectives._steps import default_chunks
 from simdist.collectives.algorithms import build_schedule
+from simdist.collectives.collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
 from simdist.collectives.fabric import NodeFabric
 from simdist.collectives.gloo import (
     gloo_all_to_all_chain,
@@ -86,7 +87,8 @@ def nccl_candidate(
     node_orders: Sequence[tuple[int, ...]] | None = None, timer: Timer | None = None,
 ) -> Schedule:
     """The schedule of one (algorithm, protocol) NCCL can run: ring (channels as given), the
-    node-level double binary tree (one channel pair per NIC) or NVLS, under the protocol's costs.
+    node-level double binary tree (one channel pair per NIC), NVLS or CollNet (Direct: a head per GPU; Chain:
+    one chain per NIC), under the protocol's costs.
     With a `timer`, a multi-node tree's steady step is held to NCCL's per-channel tree throughput
     (protocols.tree_algbw_cap_Bps) where the links alone would let it run faster."""
     fabric = fabric or NodeFabric()
@@ -101,6 +103,11 @@ def nccl_candidate(
         base = Schedule(op, "tree", float(size_bytes), (chain,))
     elif algorithm == "nvls":
         base = Schedule(op, "nvls", float(size_bytes), (nvls_all_reduce(size_bytes, group.ranks),))
+    elif algorithm == "collnet_direct":
+        base = Schedule(op, algorithm, float(size_bytes), (collnet_direct_all_reduce(size_bytes, group, fabric.intra),))
+    elif algorithm == "collnet_chain":
+        base = Schedule(op, algorithm, float(size_bytes),
+                        (collnet_chain_all_reduce(size_bytes, group, fabric.nics, fabric.intra, node_orders=node_orders),))
     else:
         base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))

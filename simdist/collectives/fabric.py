@@ -7,6 +7,15 @@ without crossing a CPU (PATH_PXB or better; PXN on Hopper), and only from Volta 
 later: a Pascal DGX-1's NVLink1 mesh runs LL and Simple), and enables NVLS on third-generation
 NVSwitch systems (H100/H200 HGX: NVLink4 to the switch) and later. `from_topology` reads these from
 the built topology graph instead of assuming one machine for every cluster.
+
+Two things outside tuning.cc change what NCCL may run:
+- The net plugin. On first-generation EFA (p3dn, p4d, p4de) aws-ofi-nccl sets NCCL_PROTO=simple at
+  init unless the user set it (src/platform-aws.c: LL and LL128 need 128-byte in-order aligned writes,
+  which that EFA endpoint does not offer, FI_OPT_EFA_*_IN_ORDER_ALIGNED_128_BYTES), so every
+  communicator of the process runs Simple only, intra-node ones included.
+- CollNet (NCCL_COLLNET_ENABLE=1 with a CollNet plugin over SHARP switches, collnet.py): tuning.cc
+  enables CollNet Direct only on NVSwitch nodes (ncclTopoGetNvsCount > 0) and CollNet Chain where the
+  plugin supports it; enqueue.cc drops both above 8 local ranks (NCCL_MAX_DIRECT_ARITY + 1).
 """
 from __future__ import annotations
 
@@ -17,6 +26,10 @@ from simdist.collectives.schedule import Group
 
 # links to a third/fourth-generation NVSwitch (catalog keys; "nvlink4x18" = 18 bricks of nvlink4)
 NVLS_LINKS = frozenset({"nvlink4", "nvlink5"})
+# NIC links whose net plugin forces NCCL_PROTO=simple (aws-ofi-nccl platform-aws.c: p3dn, p4d, p4de)
+SIMPLE_ONLY_NICS = frozenset({"efa-100g"})
+# CollNet Direct and Chain run with at most this many GPUs per node (enqueue.cc: NCCL_MAX_DIRECT_ARITY + 1)
+COLLNET_MAX_LOCAL_RANKS = 8
 
 
 @dataclass(frozen=True)
@@ -26,6 +39,8 @@ class NodeFabric:
     intra: HopKind = HopKind.NVLINK
     ll128: bool = False
     nvls: bool = False
+    simple_only: bool = False  # the net plugin forces NCCL_PROTO=simple (first-generation EFA)
+    collnet: str | None = None  # "direct" | "chain" where CollNet is enabled and runs, else None
     intra_Bps: float = 24e9  # one GPU's usable bandwidth to its intra-node peers, per direction
     nic_Bps: float = 24e9  # one node's NIC bandwidth in total, per direction
     nics: int = 1
@@ -46,8 +61,10 @@ def _node_vertices(graph, node: int) -> list[str]:
     return [v for v in graph.nodes if isinstance(v, str) and v.startswith(prefix)]
 
 
-def from_topology(topology, group: Group) -> NodeFabric:
-    """The NodeFabric of the node holding the group's first rank (nodes of a group are alike)."""
+def from_topology(topology, group: Group, collnet: bool = False) -> NodeFabric:
+    """The NodeFabric of the node holding the group's first rank (nodes of a group are alike).
+    `collnet`: NCCL_COLLNET_ENABLE=1 on SHARP switches (communication.collnet, checked against
+    cluster.fabric.sharp when the scenario is read)."""
     if not group.ranks:
         return NodeFabric()
     g = topology.graph
@@ -84,15 +101,22 @@ def from_topology(topology, group: Group) -> NodeFabric:
     nics = [v for v in local if "/nic" in v]
     nic_bw = 0.0
     cpu_path = False
+    simple_only = False
     for nic in nics:
-        ext = [d["link"].effective_Bps for u, w, d in g.edges(nic, data=True)
-               if not str(w).startswith(f"node{node}/")]
-        nic_bw += max(ext, default=0.0)
+        ext = [d["link"] for u, w, d in g.edges(nic, data=True) if not str(w).startswith(f"node{node}/")]
+        nic_bw += max((link.effective_Bps for link in ext), default=0.0)
+        simple_only = simple_only or any(link.name in SIMPLE_ONLY_NICS for link in ext)
         cpu_path = cpu_path or any(str(w).startswith(f"node{node}/cpu") for w in g.neighbors(nic))
+    nvswitch = any("/nvswitch" in v for v in local)
+    kind = None
+    if collnet and nics and len(gpus) <= COLLNET_MAX_LOCAL_RANKS:
+        kind = "direct" if nvswitch else "chain"
     return NodeFabric(
         intra=HopKind.NVLINK if all_nvlink else HopKind.PCI,
-        ll128=all_nvlink and not cpu_path and not pascal,
+        ll128=all_nvlink and not cpu_path and not pascal and not simple_only,
         nvls=nvls and len(gpus) > 2,
+        simple_only=simple_only,
+        collnet=kind,
         intra_Bps=intra_Bps,
         nic_Bps=nic_bw or intra_Bps,
         nics=max(1, len(nics)),

@@ -4,7 +4,8 @@ ncclTopoTuneModel, ncclTopoGetAlgoTime).
 NCCL predicts, for every (algorithm, protocol) it enables on the hardware, time = latency + size /
 algbw and runs the fastest. simdist does the same over the same candidates (`candidates`: ring and,
 for multi-node all-reduce, the double binary tree, each with LL, Simple and, where NCCL enables it,
-LL128; NVLS where the node has a third-generation NVSwitch), but ranks them by its OWN prediction of
+LL128; NVLS where the node has a third-generation NVSwitch; CollNet Direct or Chain for multi-node
+all-reduce where CollNet is enabled over SHARP switches, collnet.py), but ranks them by its OWN prediction of
 each candidate's schedule on the cluster (the `timer` the engine passes), so `backend: nccl` never
 runs something simdist predicts slower. Without a timer it ranks them by `nccl_predicted_time_s`,
 NCCL's closed form fed with the group's real bandwidths (fabric.NodeFabric) instead of constants.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from simdist.collectives.collnet import collnet_latency_s
 from simdist.collectives.fabric import NodeFabric
 from simdist.collectives.protocols import COSTS, NET_OVERHEAD_S, HopKind, Protocol, costs, tree_algbw_cap_Bps
 from simdist.collectives.schedule import CollectiveOp
@@ -33,6 +35,8 @@ def candidates(op: str, n_ranks: int, n_nodes: int, fabric: NodeFabric) -> list[
     """(algorithm, protocol) pairs NCCL would consider for `op` on this hardware, in a fixed order."""
     op = CollectiveOp(op)
     protos = [Protocol.LL] + ([Protocol.LL128] if fabric.ll128 else []) + [Protocol.SIMPLE]
+    if fabric.simple_only:  # the net plugin set NCCL_PROTO=simple (fabric.SIMPLE_ONLY_NICS)
+        protos = [Protocol.SIMPLE]
     if op == Op.ALL_TO_ALL:
         return [("ring", str(Protocol.SIMPLE))]
     out = [("ring", str(p)) for p in protos]
@@ -40,6 +44,8 @@ def candidates(op: str, n_ranks: int, n_nodes: int, fabric: NodeFabric) -> list[
         out += [("tree", str(p)) for p in protos]
     if op == Op.ALL_REDUCE and n_nodes == 1 and fabric.nvls and n_ranks > 2:
         out.append(("nvls", str(Protocol.SIMPLE)))
+    if op == Op.ALL_REDUCE and n_nodes > 1 and fabric.collnet is not None and n_ranks % n_nodes == 0:
+        out.append((f"collnet_{fabric.collnet}", str(Protocol.SIMPLE)))
     return out
 
 
@@ -52,7 +58,9 @@ def nccl_predicted_time_s(
     channel per NIC, each ring crossing every node boundary once); protocol fractions and latencies
     as protocols.COSTS (tuning.cc). On up to 2 nodes the tree's bandwidth is the intra-node one (tuning.cc
     uses bwIntra there: each NIC carries S per direction, not the ring's 2(n-1)/n S), held to NCCL's
-    per-channel tree limit (protocols.tree_algbw_cap_Bps); NCCL's other empirical factors are not applied."""
+    per-channel tree limit (protocols.tree_algbw_cap_Bps). CollNet: tuning.cc's bwIntra x 0.5 (Direct: over its
+    GPU-per-NIC factor, x 0.85 on Hopper), held to the node's NIC rate, plus collnet.collnet_latency_s.
+    NCCL's other empirical factors are not applied."""
     op = CollectiveOp(op)
     fabric = fabric or NodeFabric()
     if (algorithm, protocol) not in candidates(op, n_ranks, n_nodes, fabric):
@@ -81,9 +89,19 @@ def nccl_predicted_time_s(
         if cap is not None:
             algbw = min(algbw, cap)
         lat += 2 * ((n_ranks // n_nodes - 1) * intra_lat + int(math.log2(n_nodes)) * inter_lat)
-    else:  # nvls: one pass through the switch, reduce and multicast pipelined (busBw x 2)
+    elif algorithm == "nvls":  # one pass through the switch, reduce and multicast pipelined (busBw x 2)
         algbw = 2 * bus * n_ranks / nsteps
         lat = intra_lat
+    else:  # collnet_direct / collnet_chain: bwIntra-based, x 0.5 (tuning.cc), held to the NICs' rate
+        ppn = n_ranks // n_nodes
+        algbw = 0.5 * fabric.intra_Bps * c.fraction(n_nodes)
+        if algorithm == "collnet_direct":
+            factor = ppn / max(1, fabric.nics)  # GPU/NIC ratio: Direct wants a NIC per GPU
+            algbw /= factor - (factor - 1) / 2
+            if fabric.arch_index is not None and fabric.arch_index >= 2:  # minCompCap >= 90
+                algbw *= 0.85
+        algbw = min(algbw, fabric.nic_Bps)  # each NIC carries S/k per direction (collnet.collnet_nic_bytes)
+        lat = collnet_latency_s(algorithm, ppn, fabric.intra)
     return lat + size_bytes / algbw
 
 

@@ -84,6 +84,16 @@ COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
         Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
                                                     HopKind.NET: 18.0 * _US}, 0.85),
     },
+    # CollNet over SHARP (collnet.py; Simple only): no base latency; its per-call latency (tuning.cc's
+    # hwLatencies for CollNet plus 0.4 us per local peer) is the schedule step's own delay
+    "collnet_direct": {
+        Protocol.SIMPLE: ProtocolCosts(0.0, {HopKind.NVLINK: 3.7 * _US, HopKind.PCI: 3.7 * _US,
+                                             HopKind.NET: 31.0 * _US}, 1.0),
+    },
+    "collnet_chain": {
+        Protocol.SIMPLE: ProtocolCosts(0.0, {HopKind.NVLINK: 2.8 * _US, HopKind.PCI: 2.8 * _US,
+                                             HopKind.NET: 30.0 * _US}, 1.0),
+    },
 }
 PROTOCOLS: dict[str, Protocol] = {p.value: p for p in Protocol}
 

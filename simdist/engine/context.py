@@ -118,10 +118,12 @@ class FabricContext:
             from simdist.collectives.fabric import from_topology
             from simdist.network.analytical import AnalyticalNetwork
 
-            if "nccl_fabric" not in self._built:
-                self._built["nccl_fabric"] = from_topology(self.topology, self.group)
+            collnet = self.scenario.communication.collnet  # the fabric memo is shared by contexts: key it
+            key = ("nccl_fabric", collnet)
+            if key not in self._built:
+                self._built[key] = from_topology(self.topology, self.group, collnet=collnet)
             timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
-            cached = self._local["tuning"] = {"fabric": self._built["nccl_fabric"], "timer": timer.schedule_time}
+            cached = self._local["tuning"] = {"fabric": self._built[key], "timer": timer.schedule_time}
         return cached
 
     def model_parallel_fabric(self, layout, plan):
@@ -142,7 +144,7 @@ class FabricContext:
 # PS servers read; every other communication key (bucket sizes, bucketing, fusion cycle, overlap,
 # compression) only changes the (op, size, server delay) a collective is asked for, which the memos key on.
 SCHEDULE_KEYS = ("strategy", "backend", "hierarchical_intra", "hierarchical_inter", "ps_servers", "ps_placement",
-                 "ps_aggregation", "ps_server", "ps_partition_bytes")
+                 "ps_aggregation", "ps_server", "ps_partition_bytes", "collnet")
 
 
 def _server_hosts(scenario: Scenario) -> tuple[int, object]:

@@ -250,6 +250,7 @@ class FabricSpec:
     dims: tuple[int, ...] | None = None  # torus2d / torus3d; None picks a near-square shape
     graphml: str | None = None  # custom: path of a GraphML file
     routing: RoutingKind = RoutingKind.AUTO  # equal-cost path choice (added key)
+    sharp: bool = False  # switches reduce in-network (SHARP), CollNet plugin installed (added key)
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,17 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
             and gpus is not None and c.ps.servers > gpus):
         issues.append(Issue("communication.ps.servers", f"got {c.ps.servers}; colocated servers cannot "
                                                         f"outnumber the {gpus} GPUs"))
+    if c.collnet and Backend(c.backend) is not Backend.NCCL:
+        issues.append(Issue("communication.collnet", f"got true with backend '{c.backend}'; CollNet is NCCL's "
+                                                     "(NCCL_COLLNET_ENABLE): expected backend nccl"))
+    if c.collnet and not m.cluster.fabric.sharp:
+        issues.append(Issue("communication.collnet", "got true, but the fabric's switches do not run SHARP; expected "
+                                                     "cluster.fabric.sharp: true (InfiniBand switches with in-network "
+                                                     "reduction and the CollNet plugin), or collnet: false"))
+    if m.cluster.fabric.sharp and not c.collnet:
+        issues.append(Issue("cluster.fabric.sharp", "got true; read only with communication.collnet: true (NCCL "
+                                                    "leaves CollNet off by default, NCCL_COLLNET_ENABLE=0, and "
+                                                    "never uses the switches' reduction then)"))
     comp = c.compression
     return CommunicationSpec(
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
@@ -144,7 +155,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
         ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
-        overlap=c.overlap,
+        overlap=c.overlap, collnet=c.collnet,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
     )
 
@@ -188,6 +199,17 @@ def _check_uniform_nodes(strategy: StrategyKind, cluster, issues: list[Issue], a
                                                       f"halving_doubling or ps)"))
 
 
+def _check_collnet_nodes(collnet: bool, cluster, issues: list[Issue]) -> None:
+    """NCCL runs CollNet (Direct and Chain) with at most 8 GPUs a node (enqueue.cc: NCCL_MAX_DIRECT_ARITY + 1),
+    and simdist's schedule with the same number on every node: anything else could never run it."""
+    if not collnet or cluster is None:
+        return
+    sizes = sorted({g.gpus_per_node for g in cluster.node_groups})
+    if len(sizes) > 1 or sizes[0] > 8:
+        issues.append(Issue("communication.collnet", f"got true with {sizes} GPUs per node; CollNet needs the same "
+                                                     "number of GPUs on every node, at most 8 (NCCL's limit)"))
+
+
 def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") -> tuple[Scenario | None, list[Issue]]:
     """The Scenario and no issues, or None and every issue found."""
     issues: list[Issue] = []
@@ -199,6 +221,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     training = _training(m, gpus, issues)
     communication = _communication(m, gpus, issues)
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
+    _check_collnet_nodes(c.collnet, cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

@@ -227,11 +227,19 @@ def _fabric(f: FabricModel, first_nic: NicSpec | None, base_dir: Path, issues: l
     if routing is RoutingKind.DMODK and topo not in (TopologyKind.FAT_TREE, TopologyKind.LEAF_SPINE, TopologyKind.CUSTOM):
         issues.append(Issue("cluster.fabric.routing", f"got 'dmodk'; expected auto, ecmp or spray for topology '{topo}'"
                             " (dmodk routes switched multi-path fabrics: fat_tree, leaf_spine, custom)"))
+    if f.sharp and topo not in (TopologyKind.SINGLE_SWITCH, TopologyKind.FAT_TREE, TopologyKind.LEAF_SPINE,
+                                TopologyKind.CUSTOM):
+        issues.append(Issue("cluster.fabric.sharp", f"got true on topology '{topo}'; SHARP reduces in switches: expected "
+                                                    "a switched topology (single_switch, fat_tree, leaf_spine, custom)"))
+    if f.sharp and first_nic is not None and first_nic.link.transport != "rdma":
+        issues.append(Issue("cluster.fabric.sharp", f"got true with {first_nic.link.transport} NICs; SHARP runs on "
+                                                    "InfiniBand: expected rdma NICs"))
     if link is None:
         return None
     return FabricSpec(topology=topo, link=link, nodes_per_leaf=f.nodes_per_leaf, oversubscription=f.oversubscription,
                       levels=f.levels, leaves_per_pod=f.leaves_per_pod,
-                      dims=tuple(f.dims) if f.dims is not None else None, graphml=graphml, routing=routing)
+                      dims=tuple(f.dims) if f.dims is not None else None, graphml=graphml, routing=routing,
+                      sharp=f.sharp)
 
 
 def resolve_cluster(m: ClusterModel, base_dir: Path, issues: list[Issue], server_hosts: int = 0) -> ClusterSpec | None:

@@ -316,6 +316,9 @@ class CommunicationModel(Strict):
     """ddp (a bucket closes once it reaches bucket_size, as PyTorch DDP) | fusion (never exceeds it, as Horovod) (added key)."""
     fusion_cycle: Duration = 0.0
     """Horovod-style tensor fusion cycle, e.g. '5 ms'; '0 s' launches when a bucket fills (added key)."""
+    collnet: StrictBool = False
+    """NCCL_COLLNET_ENABLE=1: backend nccl may run CollNet Direct / Chain all-reduce (in-switch reduction) where
+    its tuner predicts it faster; needs backend nccl and cluster.fabric.sharp: true (added key)."""
     overlap: StrictBool = True
     """Overlap gradient communication with backward compute."""
     compression: CompressionModel = CompressionModel()

@@ -197,6 +197,10 @@ class FabricModel(Strict):
     """auto | dmodk | ecmp | spray: equal-cost path choice. auto: dmodk (InfiniBand subnet manager,
     destination-based) when every NIC is rdma, else ecmp (per-flow hash); spray: ecmp with each
     connection split over 4 hashed paths (NCCL queue pairs). dmodk needs a switched fabric (added key)."""
+    sharp: StrictBool = False
+    """The InfiniBand switches reduce in-network (SHARP: Quantum HDR SHARPv2, Quantum-2 NDR SHARPv3) and the
+    CollNet plugin is installed; read only with communication.collnet: true. Needs a switched topology and rdma NICs
+    (added key)."""
 
     @field_validator("link")
     @classmethod

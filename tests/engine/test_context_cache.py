@@ -46,6 +46,9 @@ VARIANTS = {
     "fusion_cycle_s": ({}, {"communication.fusion_cycle": "5 ms"}),
     "overlap": ({}, {"communication.overlap": False}),
     "compression": ({}, {"communication.compression": {"method": "powersgd", "rank": 4}}),
+    # CollNet needs SHARP switches, which are refused without it: the variant changes the fabric too
+    "collnet": ({"communication.backend": "nccl"},
+                {"communication.backend": "nccl", "cluster.fabric.sharp": True, "communication.collnet": True}),
 }
 
 

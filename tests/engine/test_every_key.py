@@ -99,6 +99,9 @@ CASES: dict[str, tuple] = {
     "cluster.fabric.routing": (TRAIN, {**FAT, "communication.strategy": "halving_doubling",
                                        "cluster.fabric.link": {"bandwidth": "10 Gb/s"}},
                                {"cluster.fabric.routing": "spray"}, "changes"),
+    # SHARP switches alone change nothing (NCCL leaves CollNet off): refused; with collnet they do
+    "cluster.fabric.sharp": (BENCH, {"communication.backend": "nccl"}, {"cluster.fabric.sharp": True},
+                             "cluster.fabric.sharp"),
     "cluster.fabric.link.link": (TRAIN, {**FAT, "cluster.fabric.link": {"link": "eth-10g"}},
                                  {"cluster.fabric.link": {"link": "eth-1g"}}, "changes"),
     **{f"cluster.fabric.link.{k}": (TRAIN, {**FAT, "cluster.fabric.link": {"bandwidth": "10 Gb/s", "transport": "rdma"}},
@@ -194,6 +197,8 @@ CASES: dict[str, tuple] = {
                                 "changes"),
     "communication.fusion_cycle": (TRAIN, {}, {"communication.fusion_cycle": "20 ms"}, "changes"),
     "communication.overlap": (TRAIN, {}, {"communication.overlap": False}, "changes"),
+    "communication.collnet": (BENCH, {"communication.backend": "nccl"},
+                              {"cluster.fabric.sharp": True, "communication.collnet": True}, "changes"),
     "communication.compression.method": (TRAIN, {}, {"communication.compression": {"method": "fp16"}}, "changes"),
     "communication.compression.ratio": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
                                         {"communication.compression.ratio": 0.1}, "changes"),
