@@ -6,7 +6,6 @@ specs in scenarios, so a catalog entry and an inline spec mean exactly the same 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 import re
@@ -109,6 +108,7 @@ def _check_keys(d: Mapping[str, Any], path: str, allowed: Collection[str], requi
     issues = []
     for k in d:
         if k not in allowed:
+            import difflib  # only for a message: lazily, not at start-up
             near = difflib.get_close_matches(str(k), list(allowed), n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             issues.append(Issue(f"{path}.{k}", f"unknown key{hint}; expected one of {', '.join(allowed)}"))
@@ -156,6 +156,7 @@ def _choice(value: object, path: str, choices: Collection[str]) -> str:
 def _lookup(table: Mapping[str, Any], value: object, path: str, kind: str) -> Any:
     if isinstance(value, str) and value in table:
         return table[value]
+    import difflib  # only for a message: lazily, not at start-up
     near = difflib.get_close_matches(str(value), list(table), n=3)
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
     raise ScenarioError.bad_value(path, value, f"a catalog key of `simdist catalog {kind}`{hint}")
