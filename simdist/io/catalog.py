@@ -15,6 +15,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import GpuSpec, HostCpuCatalog, HostCpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
+from simdist.io.yaml_cache import cached_parse
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
                            parse_flops, parse_size)
 
@@ -457,9 +458,11 @@ def _read(name: str) -> Any:
     import yaml  # io/ may import yaml; lazily so that importing the catalog module stays cheap
 
     file = f"{DATA_DIR}/{name}"
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~15x faster
     try:
         text = resources.files("simdist.hardware").joinpath("data", name).read_text("utf-8")
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~15x faster
+        # the same text gives the same data: parsed once per text, then read back (io.yaml_cache)
+        return cached_parse(text, lambda t: yaml.load(t, Loader=loader), f"PyYAML {yaml.__version__} {loader.__name__}")
     except (OSError, yaml.YAMLError) as e:
         raise ScenarioError(Issue(file, f"cannot read the catalog file: {e}")) from None
 
