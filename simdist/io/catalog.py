@@ -15,7 +15,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import GpuSpec, HostCpuCatalog, HostCpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
-from simdist.io.yaml_cache import cached_parse
+from simdist.io.yaml_cache import cached_parse, pyyaml_version
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
                            parse_flops, parse_size)
 
@@ -454,17 +454,23 @@ def parse_intra_node_inline(d: Mapping[str, Any], path: str) -> IntraNodeSpec:
 
 # ---- loading (cached) and public look-ups -----------------------------------------------------
 
-def _read(name: str) -> Any:
-    import yaml  # io/ may import yaml; lazily so that importing the catalog module stays cheap
+def _parse_yaml(text: str, file: str) -> Any:
+    import yaml  # only when the text is not in io.yaml_cache (a run whose YAML is all cached never imports it)
 
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~15x faster
+    except yaml.YAMLError as e:
+        raise ScenarioError(Issue(file, f"cannot read the catalog file: {e}")) from None
+
+
+def _read(name: str) -> Any:
     file = f"{DATA_DIR}/{name}"
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~15x faster
     try:
         text = resources.files("simdist.hardware").joinpath("data", name).read_text("utf-8")
-        # the same text gives the same data: parsed once per text, then read back (io.yaml_cache)
-        return cached_parse(text, lambda t: yaml.load(t, Loader=loader), f"PyYAML {yaml.__version__} {loader.__name__}")
-    except (OSError, yaml.YAMLError) as e:
+    except OSError as e:
         raise ScenarioError(Issue(file, f"cannot read the catalog file: {e}")) from None
+    # the same text gives the same data: parsed once per text, then read back (io.yaml_cache)
+    return cached_parse(text, functools.partial(_parse_yaml, file=file), pyyaml_version())
 
 
 @functools.lru_cache(maxsize=1)
