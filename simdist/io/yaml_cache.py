@@ -1,17 +1,20 @@
-"""Parsed catalog YAML, cached on disk by the hash of its text.
+"""Parsed YAML (the catalogs and scenario files), cached on disk by the hash of its text.
 
-Every process reads the same shipped catalogs (gpus.yaml, links.yaml, intra_node.yaml), and PyYAML
-builds a Python object per node even with libyaml's parser: ~50 M instructions of a ~1.7 G start-up
-(docs/performance.md, "Start-up and the 1,024-GPU point"). The plain data that parse gives (dicts,
-lists, strings, numbers, booleans, None) are stored with `marshal` under a name that is the SHA-256 of
-the YAML text, PyYAML's version and the marshal format, so an edited catalog, another PyYAML or another
-Python never reads a stale entry: a changed text is a different file name. Reading an entry back is
-one small file read and one `marshal.loads` (~1 M instructions).
+Every process reads the same shipped catalogs (gpus.yaml, links.yaml, intra_node.yaml), mostly the
+same scenario files, and PyYAML builds a Python object per node even with libyaml's parser: ~50 M
+instructions for the catalogs, and importing PyYAML at all is ~90 M more, of a ~1.7 G start-up
+(docs/performance.md, "Start-up and the 1,024-GPU point"). The plain data a parse gives (dicts, lists,
+strings, numbers, booleans, None) are stored with `marshal` under a name that is the SHA-256 of the
+text, of the parser's identity (the installed PyYAML's version) and of the marshal format, so an
+edited file, another PyYAML or another Python never reads a stale entry: a changed text is another
+file name. Reading an entry back is one small file read and one `marshal.loads` (~1 M instructions),
+and a run whose YAML is all cached never imports PyYAML.
 
 Where: `$SIMDIST_CACHE_DIR` if set (set it empty to switch the cache off), else
-`$XDG_CACHE_HOME/simdist`, else `~/.cache/simdist`. The cache is only ever an optimisation: a
+`$XDG_CACHE_HOME/simdist`, else `~/.cache/simdist`. One entry per distinct text (a few KB each;
+nothing is pruned: delete the directory at any time). The cache is only ever an optimisation: a
 directory that cannot be made or written, an unreadable or corrupt entry, or data that marshal cannot
-hold (a YAML timestamp) mean the text is parsed as without it, and the result is the same.
+hold (a YAML timestamp) mean the text is parsed as without it, with the same result.
 """
 from __future__ import annotations
 
