@@ -139,6 +139,8 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class ParallelismSpec:
+    """How the GPUs are split: data (dp), tensor (tp) and pipeline (pp) parallel degrees, and the ZeRO stage."""
+
     dp: int | None = None  # None: all GPUs
     tp: int = 1
     pp: int = 1
@@ -147,6 +149,9 @@ class ParallelismSpec:
 
 @dataclass(frozen=True)
 class TrainingSpec:
+    """How one iteration trains: parallelism, micro-batches and pipeline schedule, synchronisation, optimizer,
+    recomputation and how the batch is split across unequal GPUs."""
+
     parallelism: ParallelismSpec = field(default_factory=ParallelismSpec)
     micro_batch: int = 1
     schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
@@ -171,6 +176,8 @@ class TrainingSpec:
 
 @dataclass(frozen=True)
 class CompressionSpec:
+    """Gradient compression before the collective: the method and its parameter (ratio or rank)."""
+
     method: CompressionMethod = CompressionMethod.NONE
     ratio: float | None = None  # topk / randomk: fraction of elements kept
     rank: int | None = None  # powersgd
@@ -179,6 +186,9 @@ class CompressionSpec:
 
 @dataclass(frozen=True)
 class CommunicationSpec:
+    """How gradients are exchanged: the collective strategy and backend, parameter-server settings, gradient
+    buckets, overlap with the backward pass and compression."""
+
     strategy: StrategyKind = StrategyKind.RING
     backend: Backend = Backend.TEXTBOOK
     hierarchical_intra: StrategyKind = StrategyKind.RING
@@ -270,6 +280,8 @@ class MaintenanceSpec:
 
 @dataclass(frozen=True)
 class RecoverySpec:
+    """What a failure costs: the recovery policy, checkpoint cadence and cost, detection and restart times, spares."""
+
     policy: RecoveryPolicy = RecoveryPolicy.CHECKPOINT_RESTART
     checkpoint_interval_s: float = 1800.0  # compute time between checkpoints
     checkpoint_write_s: float | None = 60.0  # None: model + optimizer bytes / storage_bandwidth_Bps
@@ -286,6 +298,8 @@ class RecoverySpec:
 
 @dataclass(frozen=True)
 class FailuresSpec:
+    """Scheduled failure events, random failures, planned maintenance and how the job recovers."""
+
     events: tuple[FailureEventSpec, ...] = ()
     random: RandomFailuresSpec | None = None
     recovery: RecoverySpec = field(default_factory=RecoverySpec)
@@ -294,6 +308,8 @@ class FailuresSpec:
 
 @dataclass(frozen=True)
 class RunSpec:
+    """How long and how to run: iterations (or a duration), warm-up, seed, replicas and the fidelity."""
+
     iterations: int = 50
     duration_s: float | None = None
     warmup: int = 2

@@ -6,7 +6,6 @@ specs in scenarios, so a catalog entry and an inline spec mean exactly the same 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 import re
@@ -16,6 +15,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import GpuSpec, HostCpuCatalog, HostCpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
+from simdist.io.yaml_cache import cached_parse, pyyaml_version
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
                            parse_flops, parse_size)
 
@@ -109,6 +109,7 @@ def _check_keys(d: Mapping[str, Any], path: str, allowed: Collection[str], requi
     issues = []
     for k in d:
         if k not in allowed:
+            import difflib  # only for a message: lazily, not at start-up
             near = difflib.get_close_matches(str(k), list(allowed), n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             issues.append(Issue(f"{path}.{k}", f"unknown key{hint}; expected one of {', '.join(allowed)}"))
@@ -156,6 +157,7 @@ def _choice(value: object, path: str, choices: Collection[str]) -> str:
 def _lookup(table: Mapping[str, Any], value: object, path: str, kind: str) -> Any:
     if isinstance(value, str) and value in table:
         return table[value]
+    import difflib  # only for a message: lazily, not at start-up
     near = difflib.get_close_matches(str(value), list(table), n=3)
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
     raise ScenarioError.bad_value(path, value, f"a catalog key of `simdist catalog {kind}`{hint}")
@@ -452,15 +454,23 @@ def parse_intra_node_inline(d: Mapping[str, Any], path: str) -> IntraNodeSpec:
 
 # ---- loading (cached) and public look-ups -----------------------------------------------------
 
-def _read(name: str) -> Any:
-    import yaml  # io/ may import yaml; lazily so that importing the catalog module stays cheap
+def _parse_yaml(text: str, file: str) -> Any:
+    import yaml  # only when the text is not in io.yaml_cache (a run whose YAML is all cached never imports it)
 
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~15x faster
+    except yaml.YAMLError as e:
+        raise ScenarioError(Issue(file, f"cannot read the catalog file: {e}")) from None
+
+
+def _read(name: str) -> Any:
     file = f"{DATA_DIR}/{name}"
     try:
         text = resources.files("simdist.hardware").joinpath("data", name).read_text("utf-8")
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~15x faster
-    except (OSError, yaml.YAMLError) as e:
+    except OSError as e:
         raise ScenarioError(Issue(file, f"cannot read the catalog file: {e}")) from None
+    # the same text gives the same data: parsed once per text, then read back (io.yaml_cache)
+    return cached_parse(text, functools.partial(_parse_yaml, file=file), pyyaml_version())
 
 
 @functools.lru_cache(maxsize=1)

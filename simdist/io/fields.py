@@ -6,7 +6,6 @@ the expected unit, with a "did you mean" for common spellings such as '100Gbps'.
 """
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any, Callable
 
 from pydantic import BeforeValidator, Field
@@ -23,6 +22,7 @@ def closest(word: str, choices: list[str], n: int = 3) -> list[str]:
     """Choices that contain `word` (or that it contains), then difflib's closest, at most `n`."""
     low = word.lower()
     near = [c for c in choices if low and (low in c.lower() or c.lower() in low)]
+    import difflib  # only for a message: lazily, not at start-up
     near += [c for c in difflib.get_close_matches(word, choices, n=n, cutoff=0.4) if c not in near]
     return near[:n]
 

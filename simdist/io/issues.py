@@ -5,7 +5,6 @@ mean" drawn from the schema model that rejected them.
 """
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from typing import Any, Iterable
@@ -102,6 +101,8 @@ _EXPECT = {
 
 
 def _message(err: dict[str, Any]) -> str:
+    import difflib  # only when a scenario has errors: lazily, not at start-up
+
     kind, loc, value, ctx = err["type"], err["loc"], err.get("input"), err.get("ctx") or {}
     if kind == SIMDIST_ERROR:
         msg = str(err["msg"])

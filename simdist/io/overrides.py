@@ -8,8 +8,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Sequence
 
-import yaml
-
 from simdist.errors import Issue, ScenarioError
 
 
@@ -22,6 +20,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     parts = key.split(".")
     if not key or any(not p.strip() for p in parts):
         raise ScenarioError(Issue("--set", f"got {text!r}; the key must be dotted names like cluster.nodes.0.count"))
+    import yaml  # only when there are overrides: a run without --set need not import PyYAML at all
+
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as err:

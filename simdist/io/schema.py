@@ -5,8 +5,6 @@ counts are positive integers. Catalog keys are checked against the catalogs pass
 validation context (`{"gpu_keys": ..., ...}`), so one pass reports every problem. Cross-field
 rules (dp*tp*pp = GPUs, batch divisibility, topology fit) live in resolve.py.
 """
-from __future__ import annotations
-
 import re
 from typing import Annotated, Any, Literal, Union
 

@@ -4,8 +4,6 @@
 keys, read by io.reference); `key_or` builds "catalog key or inline mapping" fields whose catalog keys are checked
 against the catalogs passed in pydantic's validation context (`{"gpu_keys": [...], ...}`).
 """
-from __future__ import annotations
-
 from enum import StrEnum
 from typing import Annotated, Any, Callable, Literal, Union
 

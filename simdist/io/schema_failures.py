@@ -3,8 +3,6 @@
 Strict like the rest of the schema; rules that need the cluster (targets exist, keys the chosen
 policy uses) live in resolve_failures.py.
 """
-from __future__ import annotations
-
 import re
 from typing import Annotated
 

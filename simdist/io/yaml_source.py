@@ -5,13 +5,16 @@ every read or parse failure is a ScenarioError that names the file and the line.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from simdist.errors import Issue, ScenarioError
+from simdist.io.yaml_cache import cached_parse, pyyaml_version
+
+if TYPE_CHECKING:
+    import yaml
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class Source:
 
 
 def _walk(node: yaml.Node, prefix: str, lines: dict[str, tuple[int, int]], issues: list[Issue], depth: int = 0) -> None:
+    import yaml  # imported already by _parse, the only caller
+
     if depth > 64:
         return
     if isinstance(node, yaml.MappingNode):
@@ -65,6 +70,8 @@ def _load(text: str) -> tuple[Any, "yaml.Node | None"]:
     """(data, node tree) from one parse: libyaml's parser when PyYAML has it (~10x faster than the pure
     Python one; the constructor and resolver are PyYAML's own either way, so the data are the same).
     Text libyaml rejects is parsed again by the pure-Python loader, whose error is the one reported."""
+    import yaml
+
     loader_class = getattr(yaml, "CSafeLoader", None)
     if loader_class is not None:
         try:
@@ -79,8 +86,11 @@ def _load(text: str) -> tuple[Any, "yaml.Node | None"]:
     return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
 
 
-def parse_text(text: str, where: str = "<text>") -> Source:
-    """Parse YAML text; broken YAML raises ScenarioError with the line and column."""
+def _parse(text: str, where: str) -> tuple[Any, dict[str, tuple[int, int]], tuple[tuple[str, str], ...]]:
+    """A Source as plain data (data, lines, issues as (path, message) pairs): what io.yaml_cache keeps.
+    Broken YAML raises ScenarioError with the line and column (and is never cached)."""
+    import yaml  # only when the text is not in io.yaml_cache
+
     try:
         data, root = _load(text)
     except yaml.YAMLError as err:
@@ -91,7 +101,14 @@ def parse_text(text: str, where: str = "<text>") -> Source:
     issues: list[Issue] = []
     if root is not None:
         _walk(root, "", lines, issues)
-    return Source(data, lines, tuple(issues))
+    return data, lines, tuple((i.path, i.message) for i in issues)
+
+
+def parse_text(text: str, where: str = "<text>") -> Source:
+    """Parse YAML text (or read its parse back from io.yaml_cache: the same text gives the same Source);
+    broken YAML raises ScenarioError with the line and column."""
+    data, lines, issues = cached_parse(text, functools.partial(_parse, where=where), pyyaml_version())
+    return Source(data, lines, tuple(Issue(path, message) for path, message in issues))
 
 
 def read_file(path: Path) -> Source:

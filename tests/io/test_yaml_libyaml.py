@@ -19,6 +19,7 @@ needs_libyaml = pytest.mark.skipif(not hasattr(yaml, "CSafeLoader"), reason="PyY
 def _pure(text: str, monkeypatch):
     with monkeypatch.context() as m:
         m.delattr(yaml, "CSafeLoader")
+        m.setenv("SIMDIST_CACHE_DIR", "")  # parsed here, not read back from io.yaml_cache
         return parse_text(text)
 
 
@@ -41,3 +42,14 @@ def test_duplicates_empty_and_broken_text(monkeypatch):
         _pure(broken, monkeypatch)
     assert str(fast.value) == str(slow.value)
 
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_same_source_read_back_from_the_cache(path, monkeypatch, tmp_path):
+    text = path.read_text("utf-8")
+    monkeypatch.setenv("SIMDIST_CACHE_DIR", str(tmp_path))
+    parsed = parse_text(text)  # parsed, and written unless marshal cannot hold the data
+    monkeypatch.setattr(yaml_source, "_parse", lambda *a, **k: pytest.fail("parsed again"))
+    if list(tmp_path.iterdir()):
+        assert parse_text(text) == parsed
+        assert repr(parse_text(text)) == repr(parsed)
