@@ -163,12 +163,12 @@ class RoutedPairs:
     def route(cls, pairs: tuple[tuple[int, int], ...], paths: PathTable) -> "RoutedPairs":
         k = paths.spread
         if k == 1:
-            routed = paths.link_tuples(pairs)
+            flat, lengths = paths.link_arrays(pairs)
+            routed = lengths  # one path per pair
         else:
             routed = [paths.link_tuple(src, dst, key) for src, dst in pairs for key in range(k)]
-        lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
-        total = int(lengths.sum())
-        flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=total)
+            lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
+            flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=int(lengths.sum()))
         links, inverse = _unique_inverse(flat, paths.topology.links.latency_s.size)
         # per-path latency: the sum over its links, added in path order (as float(latency_s[path].sum()))
         owner = np.repeat(np.arange(len(routed)), lengths)

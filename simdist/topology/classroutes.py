@@ -113,30 +113,53 @@ class ClassRoutes:
         """Router.path(src, dst, flow_key) for a railed GPU to a railed GPU of another machine whose
         waypoints are both rail NICs (the links GPU -> NIC, the fabric walk, NIC -> GPU); None for any
         other pair (the caller takes the general path)."""
+        out: list[int] = []
+        return tuple(out) if self.pair_into(src, dst, flow_key, out) else None
+
+    def pair_into(self, src: int, dst: int, flow_key: int, out: list[int]) -> bool:
+        """Append `pair(src, dst, flow_key)`'s links to `out` and return True, or return False (nothing
+        appended) for a pair that takes the general path."""
         head = self._heads.get(src, False)
         if head is False:
             head = self._head(src)
         if head is None:
-            return None
+            return False
         foot = self._feet.get(dst, False)
         if foot is False:
             foot = self._foot(dst)
         if foot is None or head[2] == foot[2]:
-            return None
+            return False
         r = self.r
         if r._machine[head[0]] == r._machine[foot[0]]:
-            return None
+            return False
         via = self._via.get((head[1], foot[1]))
         if via is None:
             self.waypoints(head[0], foot[0])
             via = self._via[(head[1], foot[1])]
         if not (via[0] and via[1]):
-            return None
+            return False
         key = (head[2], foot[2], flow_key)
         h = r._mhash.get(key)
         if h is None:
             h = r._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
-        return head[5] + tuple(self.walk_links(head[4], foot[3], h, head[3], True)) + foot[4]
+        out.extend(head[5])
+        self.walk_into(head[4], foot[3], h, head[3], True, out)
+        out.extend(foot[4])
+        return True
+
+    def paths_flat(self, pairs, general) -> tuple[list[int], list[int]]:
+        """Router.path(src, dst, 0) of every (src, dst) pair, in order, as one flat list of link ids and
+        each pair's number of links: the common pairs appended in place (no tuple per pair), the others
+        from `general(src, dst, 0)` (the Router's own path)."""
+        flat: list[int] = []
+        lengths: list[int] = []
+        into, size, add = self.pair_into, flat.__len__, lengths.append
+        for src, dst in pairs:
+            n = size()
+            if src != dst and not into(src, dst, 0, flat):
+                flat.extend(general(src, dst, 0))
+            add(size() - n)
+        return flat, lengths
 
     # -- classes ---------------------------------------------------------------------------------
     def machine_class(self, m: "str | None") -> "int | None":
@@ -269,9 +292,13 @@ class ClassRoutes:
         links: list[int] = []
         u = v
         hit = None
+        core_hops = self._core_hops
         while r._machine[u] is None and u in r._core:
+            if core_hops.get((ekey, u), False) is None:  # b's entries start here (known for b's exits key)
+                hit = (tuple(links), u)
+                break
             hops = self._switch_hops(b, b, u, ekey)
-            if self._core_hops[(ekey, u)] is None:  # b's entries start here
+            if core_hops[(ekey, u)] is None:  # b's entries start here
                 hit = (tuple(links), u)
                 break
             if len(hops) != 1:
@@ -353,6 +380,10 @@ class ClassRoutes:
     def walk_links(self, a: str, b: str, flow_hash_: int, offset: int, reachable: bool) -> list[int]:
         """Router._walk(a, b, flow_hash_, offset, reachable) for stub NICs a, b of different machines,
         as directed link ids."""
+        return self.walk_into(a, b, flow_hash_, offset, reachable, [])
+
+    def walk_into(self, a: str, b: str, flow_hash_: int, offset: int, reachable: bool, out: list[int]) -> list[int]:
+        """walk_links(a, b, flow_hash_, offset, reachable), appended to `out` (returned)."""
         r = self.r
         if not reachable and r.distance(a, b) == INF:
             raise InfeasibleError(f"no route from {a} to {b}")
@@ -361,7 +392,6 @@ class ClassRoutes:
         if ekey is None:
             ekey = self.exits_key(b)
         core_hops, tails, entries, first = self._core_hops, self._tails, self._entries, self._first
-        out: list[int] = []
         v = a
         digits = r._port.get(b, vid[b]) if r._port else None
         start = None  # dmodk: the first switch, from which every pick is b's digits (kept per (switch, b))

@@ -543,6 +543,19 @@ class Router:
             self._paths[key] = [tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1)) for p in sorted(found)]
         return self._paths[key]
 
+    def paths_flat(self, pairs) -> tuple[list[int], list[int]]:
+        """path(src, dst, 0) of every (src, dst) pair, in order: (all their link ids, one path after
+        another; each path's number of links). A whole step's routes without a tuple per pair."""
+        if self._classes is not None:
+            return self._classes.paths_flat(pairs, self.path)
+        flat: list[int] = []
+        lengths: list[int] = []
+        for src, dst in pairs:
+            p = self.path(src, dst, 0)
+            flat.extend(p)
+            lengths.append(len(p))
+        return flat, lengths
+
     def path(self, src: int, dst: int, flow_key: int = 0) -> tuple[int, ...]:
         """Directed link ids from endpoint `src` to endpoint `dst`; ECMP per hop by hash of (src, dst, key),
         or from a railed GPU to another machine by hash of the machine pair, offset by the GPU's lane."""
