@@ -70,11 +70,15 @@ class ClassRoutes:
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
         self._tid: dict[str, "tuple | None"] = {}  # destination vertex -> its waypoint class
+        self._sid_no: dict[tuple, int] = {}  # waypoint classes numbered (heads and feet keep the numbers)
+        self._tid_no: dict[tuple, int] = {}
+        self._both: dict[tuple[int, int], bool] = {}  # (source no., destination no.) -> both rails on the way
 
     # -- the common pair: railed GPU -> rail NIC -> fabric -> rail NIC -> GPU --------------------------
     def _head(self, src: int) -> "tuple | None":
-        """Per source endpoint: (vertex, waypoint class, node, lane, rail NIC, links to it), or None when
-        its pairs take the general path (no rail, no class, a rail NIC that is not a stub, no fixed path)."""
+        """Per source endpoint: (vertex, waypoint class, node, lane, rail NIC, links to it, machine, the
+        waypoint class's number), or None when its pairs take the general path (no rail, no class, a
+        rail NIC that is not a stub, no fixed path)."""
         r = self.r
         s = r.topology.endpoints[src]
         hit = None
@@ -87,12 +91,14 @@ class ClassRoutes:
             if sid is not None and self._is_stub(rs) and m == r._machine[rs]:
                 fixed = self._fixed(m, s, rs)
                 if fixed is not None:
-                    hit = (s, sid, r.topology.endpoint_node[src], r._lane[s], rs, fixed)
+                    hit = (s, sid, r.topology.endpoint_node[src], r._lane[s], rs, fixed, m,
+                           self._sid_no.setdefault(sid, len(self._sid_no)))
         self._heads[src] = hit
         return hit
 
     def _foot(self, dst: int) -> "tuple | None":
-        """Per destination endpoint: (vertex, waypoint class, node, rail NIC, links from it), or None."""
+        """Per destination endpoint: (vertex, waypoint class, node, rail NIC, links from it, machine, the
+        waypoint class's number), or None."""
         r = self.r
         t = r.topology.endpoints[dst]
         hit = None
@@ -105,7 +111,8 @@ class ClassRoutes:
             if tid is not None and self._is_stub(rt) and m == r._machine[rt]:
                 fixed = self._fixed(m, rt, t)
                 if fixed is not None:
-                    hit = (t, tid, r.topology.endpoint_node[dst], rt, fixed)
+                    hit = (t, tid, r.topology.endpoint_node[dst], rt, fixed, m,
+                           self._tid_no.setdefault(tid, len(self._tid_no)))
         self._feet[dst] = hit
         return hit
 
@@ -127,17 +134,16 @@ class ClassRoutes:
         foot = self._feet.get(dst, False)
         if foot is False:
             foot = self._foot(dst)
-        if foot is None or head[2] == foot[2]:
+        if foot is None or head[2] == foot[2] or head[6] == foot[5]:  # the same node or machine
             return False
-        r = self.r
-        if r._machine[head[0]] == r._machine[foot[0]]:
-            return False
-        via = self._via.get((head[1], foot[1]))
-        if via is None:
+        both = self._both.get((head[7], foot[6]))
+        if both is None:  # both rail NICs on the way: per (source, destination) waypoint class
             self.waypoints(head[0], foot[0])
             via = self._via[(head[1], foot[1])]
-        if not (via[0] and via[1]):
+            both = self._both[(head[7], foot[6])] = via[0] and via[1]
+        if not both:
             return False
+        r = self.r
         key = (head[2], foot[2], flow_key)
         h = r._mhash.get(key)
         if h is None:
@@ -305,6 +311,10 @@ class ClassRoutes:
                 break
             links.append(index[(u, hops[0])])
             u = hops[0]
+            rest = self._tails.get((ekey, u), False)
+            if rest is not False:  # the chain from u on is known (the same for every destination of ekey)
+                hit = None if rest is None else (tuple(links) + rest[0], rest[1])
+                break
         self._tails[(ekey, v)] = hit
         return hit
 
