@@ -5,6 +5,8 @@ its answers in the form the network models use, and can be cleared when routes c
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from simdist.topology.graph import Topology
@@ -51,6 +53,19 @@ class PathTable:
                 hit = cache[key] = tuple(route(src, dst, 0))
             append(hit)
         return out
+
+    def link_arrays(self, pairs) -> tuple[np.ndarray, np.ndarray]:
+        """(every pair's directed link ids, path after path; each path's number of links) for the
+        (src, dst) pairs with flow key 0, in order: a step's routes in one pass, without keeping a tuple
+        per pair (a step's routes are kept whole by the step cache instead)."""
+        flat_paths = getattr(self.router, "paths_flat", None)
+        if flat_paths is None:  # a router of another kind: pair by pair
+            routed = self.link_tuples(pairs)
+            lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
+            flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=int(lengths.sum()))
+            return flat, lengths
+        flat, lengths = flat_paths(pairs)
+        return np.array(flat, dtype=np.int64), np.array(lengths, dtype=np.int64)
 
     @property
     def spread(self) -> int:

@@ -163,12 +163,12 @@ class RoutedPairs:
     def route(cls, pairs: tuple[tuple[int, int], ...], paths: PathTable) -> "RoutedPairs":
         k = paths.spread
         if k == 1:
-            routed = paths.link_tuples(pairs)
+            flat, lengths = paths.link_arrays(pairs)
+            routed = lengths  # one path per pair
         else:
             routed = [paths.link_tuple(src, dst, key) for src, dst in pairs for key in range(k)]
-        lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
-        total = int(lengths.sum())
-        flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=total)
+            lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
+            flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=int(lengths.sum()))
         links, inverse = _unique_inverse(flat, paths.topology.links.latency_s.size)
         # per-path latency: the sum over its links, added in path order (as float(latency_s[path].sum()))
         owner = np.repeat(np.arange(len(routed)), lengths)
@@ -264,8 +264,7 @@ def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: 
         mins[routed] = np.minimum.reduceat(caps[routes.flat], member_bounds[:-1][routed])
         cap = mins[live]
     total = sizes[live] * repeat
-    keys = np.column_stack((total, cap))
-    classes = np.unique(keys, axis=0) if live.size > 1 else keys
+    classes = _classes(total, cap)
     shapes = routes.__dict__.get("_shapes")
     if shapes is None:
         shapes = {}
@@ -286,6 +285,18 @@ def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: 
         members = Members(routes.flat, member_bounds, index, k, int(topology.links.latency_s.size), shapes)
         out.append(members.group(float(w), cap_Bps))
     return tuple(out)
+
+
+def _classes(total: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """The distinct (total, cap) rows of the members, in lexicographic order: the rows of
+    np.unique(np.column_stack((total, cap)), axis=0), without its sort of structured rows (~12 ms
+    for a 16,383-member step; a PS step has one or two classes)."""
+    if (total == total[0]).all() and (cap == cap[0]).all():  # one class (every PS push and pull)
+        return np.array([[total[0], cap[0]]])
+    totals, ti = np.unique(total, return_inverse=True)
+    caps, ci = np.unique(cap, return_inverse=True)
+    codes = np.unique(ti * caps.size + ci)  # row-major codes: sorted by total, then by cap
+    return np.column_stack((totals[codes // caps.size], caps[codes % caps.size]))
 
 
 def _capped(group: FlowGroup, cap_Bps: float) -> FlowGroup:

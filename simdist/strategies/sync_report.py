@@ -43,6 +43,7 @@ def server_load(topology, servers: Sequence[int], in_bytes: Mapping[int, float],
                 elapsed_s: float, utilization: Mapping[str, float] | None) -> list[dict]:
     """Per server: bytes/s in and out, and the busiest utilisation of its own links in each direction
     (None without flows, i.e. under `estimate`)."""
+    into_of, out_of = _busiest_by_vertex(utilization) if utilization is not None else ({}, {})
     out = []
     for sv in servers:
         vertex = topology.endpoints[sv]
@@ -51,9 +52,21 @@ def server_load(topology, servers: Sequence[int], in_bytes: Mapping[int, float],
                "out_Bps": out_bytes.get(sv, 0.0) / elapsed_s if elapsed_s > 0 else 0.0,
                "link_utilization_in": None, "link_utilization_out": None}
         if utilization is not None:
-            into = [u for name, u in utilization.items() if name.endswith(f"->{vertex}")]
-            outof = [u for name, u in utilization.items() if name.startswith(f"{vertex}->")]
-            row["link_utilization_in"] = round(max(into, default=0.0), 6)
-            row["link_utilization_out"] = round(max(outof, default=0.0), 6)
+            row["link_utilization_in"] = round(into_of.get(vertex, 0.0), 6)
+            row["link_utilization_out"] = round(out_of.get(vertex, 0.0), 6)
         out.append(row)
     return out
+
+
+def _busiest_by_vertex(utilization: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """({vertex: the busiest utilisation of the links into it}, {vertex: ... out of it}) from the
+    "u->v" link names, in one pass (was two scans of every link per server: ~0.3 s at 16,384 GPUs)."""
+    into: dict[str, float] = {}
+    outof: dict[str, float] = {}
+    for name, u in utilization.items():
+        a, _, b = name.partition("->")
+        if u > into.get(b, -1.0):
+            into[b] = u
+        if u > outof.get(a, -1.0):
+            outof[a] = u
+    return into, outof

@@ -70,11 +70,15 @@ class ClassRoutes:
         self._fixed_abs: dict[tuple[str, str], "tuple[int, ...] | None"] = {}
         self._sid: dict[str, "tuple | None"] = {}  # source vertex -> its waypoint class, None: not classed
         self._tid: dict[str, "tuple | None"] = {}  # destination vertex -> its waypoint class
+        self._sid_no: dict[tuple, int] = {}  # waypoint classes numbered (heads and feet keep the numbers)
+        self._tid_no: dict[tuple, int] = {}
+        self._both: dict[tuple[int, int], bool] = {}  # (source no., destination no.) -> both rails on the way
 
     # -- the common pair: railed GPU -> rail NIC -> fabric -> rail NIC -> GPU --------------------------
     def _head(self, src: int) -> "tuple | None":
-        """Per source endpoint: (vertex, waypoint class, node, lane, rail NIC, links to it), or None when
-        its pairs take the general path (no rail, no class, a rail NIC that is not a stub, no fixed path)."""
+        """Per source endpoint: (vertex, waypoint class, node, lane, rail NIC, links to it, machine, the
+        waypoint class's number), or None when its pairs take the general path (no rail, no class, a
+        rail NIC that is not a stub, no fixed path)."""
         r = self.r
         s = r.topology.endpoints[src]
         hit = None
@@ -87,12 +91,14 @@ class ClassRoutes:
             if sid is not None and self._is_stub(rs) and m == r._machine[rs]:
                 fixed = self._fixed(m, s, rs)
                 if fixed is not None:
-                    hit = (s, sid, r.topology.endpoint_node[src], r._lane[s], rs, fixed)
+                    hit = (s, sid, r.topology.endpoint_node[src], r._lane[s], rs, fixed, m,
+                           self._sid_no.setdefault(sid, len(self._sid_no)))
         self._heads[src] = hit
         return hit
 
     def _foot(self, dst: int) -> "tuple | None":
-        """Per destination endpoint: (vertex, waypoint class, node, rail NIC, links from it), or None."""
+        """Per destination endpoint: (vertex, waypoint class, node, rail NIC, links from it, machine, the
+        waypoint class's number), or None."""
         r = self.r
         t = r.topology.endpoints[dst]
         hit = None
@@ -105,7 +111,8 @@ class ClassRoutes:
             if tid is not None and self._is_stub(rt) and m == r._machine[rt]:
                 fixed = self._fixed(m, rt, t)
                 if fixed is not None:
-                    hit = (t, tid, r.topology.endpoint_node[dst], rt, fixed)
+                    hit = (t, tid, r.topology.endpoint_node[dst], rt, fixed, m,
+                           self._tid_no.setdefault(tid, len(self._tid_no)))
         self._feet[dst] = hit
         return hit
 
@@ -113,30 +120,52 @@ class ClassRoutes:
         """Router.path(src, dst, flow_key) for a railed GPU to a railed GPU of another machine whose
         waypoints are both rail NICs (the links GPU -> NIC, the fabric walk, NIC -> GPU); None for any
         other pair (the caller takes the general path)."""
+        out: list[int] = []
+        return tuple(out) if self.pair_into(src, dst, flow_key, out) else None
+
+    def pair_into(self, src: int, dst: int, flow_key: int, out: list[int]) -> bool:
+        """Append `pair(src, dst, flow_key)`'s links to `out` and return True, or return False (nothing
+        appended) for a pair that takes the general path."""
         head = self._heads.get(src, False)
         if head is False:
             head = self._head(src)
         if head is None:
-            return None
+            return False
         foot = self._feet.get(dst, False)
         if foot is False:
             foot = self._foot(dst)
-        if foot is None or head[2] == foot[2]:
-            return None
-        r = self.r
-        if r._machine[head[0]] == r._machine[foot[0]]:
-            return None
-        via = self._via.get((head[1], foot[1]))
-        if via is None:
+        if foot is None or head[2] == foot[2] or head[6] == foot[5]:  # the same node or machine
+            return False
+        both = self._both.get((head[7], foot[6]))
+        if both is None:  # both rail NICs on the way: per (source, destination) waypoint class
             self.waypoints(head[0], foot[0])
             via = self._via[(head[1], foot[1])]
-        if not (via[0] and via[1]):
-            return None
+            both = self._both[(head[7], foot[6])] = via[0] and via[1]
+        if not both:
+            return False
+        r = self.r
         key = (head[2], foot[2], flow_key)
         h = r._mhash.get(key)
         if h is None:
             h = r._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
-        return head[5] + tuple(self.walk_links(head[4], foot[3], h, head[3], True)) + foot[4]
+        out.extend(head[5])
+        self.walk_into(head[4], foot[3], h, head[3], True, out)
+        out.extend(foot[4])
+        return True
+
+    def paths_flat(self, pairs, general) -> tuple[list[int], list[int]]:
+        """Router.path(src, dst, 0) of every (src, dst) pair, in order, as one flat list of link ids and
+        each pair's number of links: the common pairs appended in place (no tuple per pair), the others
+        from `general(src, dst, 0)` (the Router's own path)."""
+        flat: list[int] = []
+        lengths: list[int] = []
+        into, size, add = self.pair_into, flat.__len__, lengths.append
+        for src, dst in pairs:
+            n = size()
+            if src != dst and not into(src, dst, 0, flat):
+                flat.extend(general(src, dst, 0))
+            add(size() - n)
+        return flat, lengths
 
     # -- classes ---------------------------------------------------------------------------------
     def machine_class(self, m: "str | None") -> "int | None":
@@ -269,15 +298,23 @@ class ClassRoutes:
         links: list[int] = []
         u = v
         hit = None
+        core_hops = self._core_hops
         while r._machine[u] is None and u in r._core:
+            if core_hops.get((ekey, u), False) is None:  # b's entries start here (known for b's exits key)
+                hit = (tuple(links), u)
+                break
             hops = self._switch_hops(b, b, u, ekey)
-            if self._core_hops[(ekey, u)] is None:  # b's entries start here
+            if core_hops[(ekey, u)] is None:  # b's entries start here
                 hit = (tuple(links), u)
                 break
             if len(hops) != 1:
                 break
             links.append(index[(u, hops[0])])
             u = hops[0]
+            rest = self._tails.get((ekey, u), False)
+            if rest is not False:  # the chain from u on is known (the same for every destination of ekey)
+                hit = None if rest is None else (tuple(links) + rest[0], rest[1])
+                break
         self._tails[(ekey, v)] = hit
         return hit
 
@@ -353,6 +390,10 @@ class ClassRoutes:
     def walk_links(self, a: str, b: str, flow_hash_: int, offset: int, reachable: bool) -> list[int]:
         """Router._walk(a, b, flow_hash_, offset, reachable) for stub NICs a, b of different machines,
         as directed link ids."""
+        return self.walk_into(a, b, flow_hash_, offset, reachable, [])
+
+    def walk_into(self, a: str, b: str, flow_hash_: int, offset: int, reachable: bool, out: list[int]) -> list[int]:
+        """walk_links(a, b, flow_hash_, offset, reachable), appended to `out` (returned)."""
         r = self.r
         if not reachable and r.distance(a, b) == INF:
             raise InfeasibleError(f"no route from {a} to {b}")
@@ -361,7 +402,6 @@ class ClassRoutes:
         if ekey is None:
             ekey = self.exits_key(b)
         core_hops, tails, entries, first = self._core_hops, self._tails, self._entries, self._first
-        out: list[int] = []
         v = a
         digits = r._port.get(b, vid[b]) if r._port else None
         start = None  # dmodk: the first switch, from which every pick is b's digits (kept per (switch, b))

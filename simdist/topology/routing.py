@@ -143,6 +143,7 @@ class Router:
         self._ekey_ids: dict[tuple, int] = {}
         self._dcore: dict[str, dict[str, int]] = {}
         self._nh: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._nh_twin: dict[tuple[int, str], tuple[str, ...]] = {}  # (twin class of a, v) -> _core_next(a, v)
         self._nh_local: dict[tuple, tuple[str, ...]] = {}
         self._nh_core: dict[tuple, tuple[str, ...]] = {}
         self._dag: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
@@ -330,14 +331,35 @@ class Router:
 
     # -- next hops -------------------------------------------------------------------------------
     def _core_next(self, a: str, v: str) -> tuple[str, ...]:
+        """v's core neighbours one step closer to core vertex a (sorted)."""
         table = self._nh.setdefault(a, {})
         hit = table.get(v)
         if hit is None:
             dist = self._core_dist(a)
-            dv = dist[v]
-            hit = tuple(sorted(w for w, c in self._core_adj[v].items() if dist.get(w, INF) + c == dv))
+            key = self._twin_key(a, v)
+            hit = self._nh_twin.get(key) if key is not None else None
+            if hit is None:
+                dv = dist[v]
+                hit = tuple(sorted(w for w, c in self._core_adj[v].items() if dist.get(w, INF) + c == dv))
+                if key is not None:
+                    self._nh_twin[key] = hit
             table[v] = hit
         return hit
+
+    def _twin_key(self, a: str, v: str) -> "tuple[int, str] | None":
+        """(a's twin class, v) when _core_next(a, v) is the same for every twin of a, else None.
+
+        Twins (topology.twins: equal core neighbour sets) are at equal distances from every other
+        vertex; when v is not adjacent to a (so to none of a's twins) and not one of them, neither v
+        nor any neighbour of v is a or a twin of a, so every distance the answer compares is the same
+        from each twin (on a fat tree: the leaves of a pod share their next hops from each core switch)."""
+        tw = self._twins
+        if tw is None or self._metric is not None or self._core_step is None:
+            return None
+        ca, cv = tw.cls.get(a), tw.cls.get(v)
+        if ca is None or cv is None or ca == cv or a in self._core_adj[v]:
+            return None
+        return (ca, v)
 
     def _local_next(self, tid: int, dist: dict[str, int], key: tuple, lv: str) -> tuple[str, ...]:
         """Local names of v's in-machine neighbours one cost step closer (cached by template)."""
@@ -542,6 +564,19 @@ class Router:
             index = self.topology.links.index
             self._paths[key] = [tuple(index[(p[i], p[i + 1])] for i in range(len(p) - 1)) for p in sorted(found)]
         return self._paths[key]
+
+    def paths_flat(self, pairs) -> tuple[list[int], list[int]]:
+        """path(src, dst, 0) of every (src, dst) pair, in order: (all their link ids, one path after
+        another; each path's number of links). A whole step's routes without a tuple per pair."""
+        if self._classes is not None:
+            return self._classes.paths_flat(pairs, self.path)
+        flat: list[int] = []
+        lengths: list[int] = []
+        for src, dst in pairs:
+            p = self.path(src, dst, 0)
+            flat.extend(p)
+            lengths.append(len(p))
+        return flat, lengths
 
     def path(self, src: int, dst: int, flow_key: int = 0) -> tuple[int, ...]:
         """Directed link ids from endpoint `src` to endpoint `dst`; ECMP per hop by hash of (src, dst, key),
