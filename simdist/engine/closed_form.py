@@ -219,6 +219,8 @@ class _Pass:
         if isinstance(t, SendRecv):
             span = (start, start + (self.time_of(t, g) if t.src != t.dst else 0.0))
         elif isinstance(t, Compute) and t.stream == Stream.COMPUTE and self.slowdown is not None and t.duration_s > 0:
+            if self.running[k] is not None:  # the compute stream orders its tasks: one at a time
+                raise RuntimeError(f"{t.name} starts while {g.tasks[self.running[k].tid].name} runs")
             run = self.running[k] = _Running(tid, start, t.duration_s, start, self.rate(k))
             self.end_event(k, run, start)
             return
