@@ -9,12 +9,14 @@ With compute-communication interference (`slowdown`), compute-stream work progre
 while collectives of its class run (s: the largest of those running), as in the executor. A compute
 task's end then depends on collectives that begin while it runs, and those may wait on work that this
 task delays (on another pipeline stage, say). The fold resolves that in one pass in time order
-(`_timed_pass`): tasks start in order of start time, and a compute task's remaining work is re-timed
-whenever a collective of its class begins or ends before it finishes, as the executor's events do. The
-spans are then the fixed point of "every compute task stretched by the collectives of those same spans"
-(each task is timed only from what happened before it). The fold used to iterate that fixed point with
-the previous pass's collective intervals (Jacobi); on interleaved pipelines each pass carried the
-interference one dependency step further down the chains, and it stopped at 100 passes still moving.
+(`_Pass._timed`): tasks start in order of start time, and a compute task's remaining work is re-timed
+whenever a collective of its class begins or ends before it finishes, as the executor's events do, so
+every task is timed only from what happened before it. The spans are then the fixed point "every compute
+task stretched by the collectives of these same spans". Iterating that fixed point instead, with the
+previous pass's collective intervals, converges slowly: a compute task that ends later than in the
+previous pass runs into the stale interval of the tp call that waits for it and is slowed by it, so on
+interleaved pipelines each pass carried the interference one dependency step down the chains (100
+passes and still moving; docs/model-parallel.md, benchmarks/fold.py).
 """
 from __future__ import annotations
 
