@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *ROOT.glob("docs/*.md"), *ROOT.glob("*/README.md"),
-               *ROOT.glob("validation/*/README.md")])
+# the project's own docs; not the READMEs tools drop in hidden folders (.pytest_cache/README.md)
+DOCS = sorted(p for p in [ROOT / "README.md", ROOT / "CHANGELOG.md", *ROOT.glob("docs/*.md"), *ROOT.glob("*/README.md"),
+                          *ROOT.glob("validation/*/README.md")]
+              if not any(part.startswith(".") for part in p.relative_to(ROOT).parts))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 TICKED = re.compile(r"`((?:docs|scenarios|notebooks|validation|benchmarks|simdist|tests)/[\w./-]+)`")
 
