@@ -60,22 +60,6 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
     return _Pass(graphs, cached, groups, slowdown).run()
 
 
-def stretched_end(start: float, work_s: float, busy: list[tuple[float, float, float]]) -> float:
-    """End of `work_s` seconds of compute from `start` when it runs at 1 / (1 + s) inside each busy
-    interval [begin, end) with slowdown s (the largest where they overlap): the closed form of what the
-    timed pass does to one compute task (a hand-check helper)."""
-    points = sorted({p for b, e, _ in busy for p in (b, e) if p > start})
-    t, left = start, work_s
-    for p in points:
-        s = max((x for b, e, x in busy if b <= t < e), default=0.0)
-        rate = 1.0 / (1.0 + s)
-        if left <= (p - t) * rate:
-            return t + left / rate
-        left -= (p - t) * rate
-        t = p
-    return t + left
-
-
 @dataclass
 class _Running:
     """A compute-stream task in progress on a class: `left` seconds of work at the full rate remain as of

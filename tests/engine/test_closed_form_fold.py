@@ -9,7 +9,8 @@ import pytest
 import simpy
 
 from simdist.collectives.schedule import CollectiveOp, Group
-from simdist.engine.closed_form import fold, stretched_end
+from simdist.engine.closed_form import fold
+from tests.engine.hand_stretch import stretched_end
 from simdist.engine.executor import Executor
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, ProcessGroup, RankClass, Stream

@@ -8,7 +8,8 @@ import simpy
 from simdist import api
 from simdist.collectives.schedule import CollectiveOp, Group
 from simdist.compute import comm_slowdown
-from simdist.engine.closed_form import fold, stretched_end
+from simdist.engine.closed_form import fold
+from tests.engine.hand_stretch import stretched_end
 from simdist.engine.executor import Executor
 from simdist.errors import ScenarioError
 from simdist.graph.builder import GraphBuilder
