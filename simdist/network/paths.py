@@ -60,10 +60,7 @@ class PathTable:
         per pair (a step's routes are kept whole by the step cache instead)."""
         flat_paths = getattr(self.router, "paths_flat", None)
         if flat_paths is None:  # a router of another kind: pair by pair
-            routed = self.link_tuples(pairs)
-            lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
-            flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=int(lengths.sum()))
-            return flat, lengths
+            return flatten(self.link_tuples(pairs))
         flat, lengths = flat_paths(pairs)
         return np.array(flat, dtype=np.int64), np.array(lengths, dtype=np.int64)
 
@@ -80,3 +77,10 @@ class PathTable:
         """Forget every path (after the router has been told to route around a dead link)."""
         self._cache.clear()
         self._tuples.clear()
+
+
+def flatten(routed) -> tuple[np.ndarray, np.ndarray]:
+    """(the paths' link ids one after another, each path's number of links) of a sequence of link-id tuples."""
+    lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
+    flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=int(lengths.sum()))
+    return flat, lengths

@@ -24,7 +24,7 @@ import numpy as np
 
 from simdist.collectives.schedule import Step, TransferArray
 from simdist.network.maxmin import unique_inverse as _unique_inverse
-from simdist.network.paths import PathTable
+from simdist.network.paths import PathTable, flatten
 from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 
@@ -164,15 +164,12 @@ class RoutedPairs:
         k = paths.spread
         if k == 1:
             flat, lengths = paths.link_arrays(pairs)
-            routed = lengths  # one path per pair
         else:
-            routed = [paths.link_tuple(src, dst, key) for src, dst in pairs for key in range(k)]
-            lengths = np.fromiter(map(len, routed), dtype=np.int64, count=len(routed))
-            flat = np.fromiter(itertools.chain.from_iterable(routed), dtype=np.int64, count=int(lengths.sum()))
+            flat, lengths = flatten([paths.link_tuple(src, dst, key) for src, dst in pairs for key in range(k)])
         links, inverse = _unique_inverse(flat, paths.topology.links.latency_s.size)
         # per-path latency: the sum over its links, added in path order (as float(latency_s[path].sum()))
-        owner = np.repeat(np.arange(len(routed)), lengths)
-        lat = np.bincount(owner, weights=paths.topology.links.latency_s[flat], minlength=len(routed))
+        owner = np.repeat(np.arange(lengths.size), lengths)
+        lat = np.bincount(owner, weights=paths.topology.links.latency_s[flat], minlength=lengths.size)
         if k > 1:
             lat = lat.reshape(-1, k).max(axis=1) if lat.size else lat
         bounds = np.concatenate(([0], np.cumsum(lengths)))
