@@ -313,7 +313,9 @@ class CommunicationModel(Strict):
     bucketing: Bucketing = Bucketing.DDP
     """ddp (a bucket closes once it reaches bucket_size, as PyTorch DDP) | fusion (never exceeds it, as Horovod) (added key)."""
     fusion_cycle: Duration = 0.0
-    """Horovod-style tensor fusion cycle, e.g. '5 ms'; '0 s' launches when a bucket fills (added key)."""
+    """Horovod-style tensor fusion cycle, e.g. '5 ms': with bucketing fusion and overlap, each tick fuses the
+    gradients ready by then (up to bucket_size) and launches them; '0 s' cuts buckets by size alone, each launched
+    when its last gradient is ready (added key)."""
     collnet: StrictBool = False
     """NCCL_COLLNET_ENABLE=1: backend nccl may run CollNet Direct / Chain all-reduce (in-switch reduction) where
     its tuner predicts it faster; needs backend nccl and cluster.fabric.sharp: true (added key)."""

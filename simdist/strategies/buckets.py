@@ -1,6 +1,7 @@
 """Gradient buckets in backward order, as PyTorch DDP's Reducer or Horovod's tensor fusion forms them."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -21,7 +22,8 @@ class Bucket:
 
 
 def make_buckets(model: ModelSpec, bucket_size_bytes: float, bytes_per_elem: float,
-                 first_bucket_bytes: float | None = None, rule: str = "ddp") -> list[Bucket]:
+                 first_bucket_bytes: float | None = None, rule: str = "ddp",
+                 cycle_of_layer: Sequence[int] | None = None) -> list[Bucket]:
     """Pack gradient tensors in backward order into buckets of `bucket_size_bytes`.
 
     rule "ddp" (PyTorch DDP's Reducer, `compute_bucket_assignment_by_size`): a tensor joins the open
@@ -31,9 +33,14 @@ def make_buckets(model: ModelSpec, bucket_size_bytes: float, bytes_per_elem: flo
     bucket of its own under "fusion", shares it with what came before under "ddp"), and a bucket is ready
     when its last tensor has been produced. `first_bucket_bytes` models a smaller first bucket (DDP's
     1 MiB when bucket_cap_mb is left at its default), so communication can start early.
+    `cycle_of_layer` (rule "fusion" only): per layer (forward index), the fusion cycle that picks its
+    gradients up. Horovod's coordinator fuses, each cycle, the tensors ready by then, without waiting
+    for a buffer to fill: a tensor of a later cycle starts a new bucket.
     """
     if rule not in ("ddp", "fusion"):
         raise ValueError(f"unknown bucketing rule {rule!r}; expected 'ddp' or 'fusion'")
+    if cycle_of_layer is not None and rule != "fusion":
+        raise ValueError("cycle_of_layer groups tensors by fusion cycle: rule 'fusion' only")
     buckets: list[Bucket] = []
     shapes: list[tuple[int, ...]] = []
     elems = 0
@@ -47,7 +54,8 @@ def make_buckets(model: ModelSpec, bucket_size_bytes: float, bytes_per_elem: flo
 
     for layer_index, shape in model.gradients_backward_order():
         n = prod(shape)
-        if rule == "fusion" and shapes and (elems + n) * bytes_per_elem > cap:
+        new_cycle = cycle_of_layer is not None and shapes and cycle_of_layer[layer_index] != cycle_of_layer[last_layer]
+        if rule == "fusion" and shapes and ((elems + n) * bytes_per_elem > cap or new_cycle):
             close()
         shapes.append(tuple(shape))
         elems += n

@@ -7,6 +7,7 @@ properties (`fwd_s`, `bwd_s`, `compute_s`) report.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simdist.collectives.schedule import CollectiveOp
@@ -232,10 +233,10 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
 
 
 class _Kinds:
-    """Per (node group, batch): layer times, optimizer step and per-bucket ready times, computed once."""
+    """Per (node group, batch): forward, backward, optimizer step and per-layer gradient times, computed once."""
 
-    def __init__(self, scenario: Scenario, buckets: list[Bucket]) -> None:
-        self.scenario, self.buckets, self._cache = scenario, buckets, {}
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario, self._cache = scenario, {}
         self._anchors: dict[int, float] = {}  # node group -> workload.single_gpu_throughput's compute factor
 
     def _anchor(self, group: int) -> float:
@@ -248,6 +249,8 @@ class _Kinds:
         return f + b
 
     def get(self, group: int, batch: int) -> tuple[float, float, float, list[float]]:
+        """(forward, backward, optimizer step, per layer (forward index) when its gradients exist after the
+        start of the backward)."""
         key = (group, batch)
         if key not in self._cache:
             from simdist.compute import layer_times, optimizer_step_time
@@ -266,7 +269,7 @@ class _Kinds:
                 done_after[i] = acc
             a = self._anchor(group)
             self._cache[key] = (a * sum(x.fwd_s for x in times), a * sum(x.bwd_s for x in times), a * o,
-                                [a * done_after[bk.ready_after_layer] for bk in self.buckets])
+                                [a * d for d in done_after])
         return self._cache[key]
 
 
@@ -281,7 +284,7 @@ def rank_batches(scenario: Scenario, dp: int | None = None, kinds: "_Kinds | Non
     batch = resolve_batch(scenario, dp)
     groups = rank_groups(scenario)
     if kinds is None:
-        kinds = _Kinds(scenario, [])
+        kinds = _Kinds(scenario)
     return split_batches(scenario.training.batch_split, batch, [str(g) for g in groups],
                          lambda key, b: kinds.step_s(int(key), b), observed_slowdowns(scenario))
 
@@ -298,6 +301,18 @@ def single_gpu_rate(scenario: Scenario, samples: float, step_s: float, group: in
     return rate
 
 
+def fusion_cycles(scenario: Scenario, kinds: _Kinds, members: dict[tuple, list[int]]) -> list[int] | None:
+    """Horovod's tensor fusion with a cycle (communication.bucketing fusion, fusion_cycle > 0, overlap): per layer,
+    the cycle tick after the start of the backward that picks its gradients up, once every rank has them (the
+    slowest class's time). None where buckets are cut by size alone (no cycle, DDP's rule, or no overlap: every
+    gradient is ready at once)."""
+    comm = scenario.communication
+    if not (comm.fusion_cycle_s > 0 and comm.bucketing.value == "fusion" and comm.overlap):
+        return None
+    per_class = [[x * d for d in kinds.get(g, b)[3]] for g, b, x in members]
+    return [math.ceil(max(times) / comm.fusion_cycle_s - 1e-12) for times in zip(*per_class)]
+
+
 def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     """Rank classes with their compute, buckets, and each bucket's collectives after compression
     (`codec_spec` replaces the scenario's compression, e.g. none for the uncompressed baseline)."""
@@ -310,19 +325,20 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     w, comm, t = scenario.workload, scenario.communication, scenario.training
     precision = w.precision.value
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
-    buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes, comm.first_bucket_bytes, rule=comm.bucketing.value)
     cal = scenario.compute_calibration  # a profile's kind factors etc. (None: the documented defaults)
     spec = comm.compression if codec_spec is None else codec_spec
     method = getattr(spec.method, "value", spec.method)
     codec = make_codec(spec, cal.codec_cost_factor(str(method)) if cal else 1.0)
     is_ps = comm.strategy == StrategyKind.PS
-    kinds = _Kinds(scenario, buckets)
+    kinds = _Kinds(scenario)
     batches = rank_batches(scenario, dp, kinds)
     groups = rank_groups(scenario)
     slowdowns = gpu_slowdowns(scenario)
     members: dict[tuple, list[int]] = {}
     for r in range(dp):
         members.setdefault((groups[r], batches[r], slowdowns[r]), []).append(r)
+    buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes, comm.first_bucket_bytes, rule=comm.bucketing.value,
+                           cycle_of_layer=fusion_cycles(scenario, kinds, members))
     index = {key: i for i, key in enumerate(members)}
     by_rank = [index[(groups[r], batches[r], slowdowns[r])] for r in range(dp)]
     k = t.grad_accumulation
@@ -331,7 +347,8 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     classes = []
     single = 0.0
     for idx, ((g, b, x), ranks) in enumerate(members.items()):
-        f, bw, o, bucket_done = kinds.get(g, b)
+        f, bw, o, layer_done = kinds.get(g, b)
+        bucket_done = [layer_done[bk.ready_after_layer] for bk in buckets]
         gpu = scenario.cluster.node_groups[g].gpu
         if gpu.key not in codec_s:  # a dense fallback runs no kernels
             codec_s[gpu.key] = (

@@ -1,6 +1,6 @@
-"""Horovod's tensor fusion in the preset: fused buffers never exceed HOROVOD_FUSION_THRESHOLD (the preset's
-64 MB, Horovod's default before v0.21), a buffer is launched on a tick of HOROVOD_CYCLE_TIME (5 ms then)
-after its last tensor is ready (or when the communication stream frees). With interference the backward
+"""Horovod's tensor fusion in the preset: each tick of HOROVOD_CYCLE_TIME (5 ms then) fuses the tensors ready
+by then into buffers that never exceed HOROVOD_FUSION_THRESHOLD (the preset's 64 MB, Horovod's default before
+v0.21); a buffer is launched on the tick after its last tensor is ready (or when the communication stream frees). With interference the backward
 stretches and each buffer keeps its planned wait after becoming ready (the plan's grid, in unslowed time)."""
 from __future__ import annotations
 
@@ -26,17 +26,58 @@ def test_preset_is_horovod_before_0_21():
     assert sc.communication.bucketing.value == "fusion"
 
 
-def test_fused_buffers_never_exceed_the_threshold_and_keep_backward_order():
+def _layer_cycles(sc, plan):
+    """Per layer (forward index): the cycle tick that picks its gradients up, by hand from the layer times."""
+    from simdist.compute import layer_times
+
+    cc = plan.classes[0]
+    times = layer_times(sc.workload.model, sc.cluster.node_groups[0].gpu, cc.rank_class.batch,
+                        sc.workload.precision.value, memory_format=sc.workload.memory_format)
+    done, acc = [0.0] * len(times), 0.0
+    for i in range(len(times) - 1, -1, -1):
+        acc += times[i].bwd_s
+        done[i] = acc
+    return [-(-d // CYCLE) for d in done]
+
+
+def test_fused_buffers_hold_one_cycles_tensors_up_to_the_threshold_in_backward_order():
+    """Horovod's coordinator fuses, each cycle, the tensors every rank has ready by then (up to the threshold):
+    a buffer never waits for tensors of a later cycle, and it is full only when one cycle has more to send."""
     sc = api.load(PRESET)
     plan = build_plan(sc)
     grad = {"fp32": 4, "fp16": 2, "bf16": 2}[sc.workload.grad_dtype.value]
+    cycles = _layer_cycles(sc, plan)
     sizes = [b.bucket.elems * grad for b in plan.buckets]
     assert len(sizes) >= 2 and all(s <= 64e6 for s in sizes)
-    # each buffer is full: the first tensor of the next one would have overflowed it
+    model = sc.workload.model
+    layer_of = {}  # a bucket's tensors -> their layers, in backward order
+    grads = model.gradients_backward_order()
+    pos = 0
+    for b in plan.buckets:
+        layer_of[b.bucket.index] = [grads[pos + i][0] for i in range(len(b.bucket.shapes))]
+        pos += len(b.bucket.shapes)
+    assert pos == len(grads)  # every tensor in exactly one buffer, in backward order
     for cur, nxt in zip(plan.buckets, plan.buckets[1:]):
-        assert (cur.bucket.elems + prod(nxt.bucket.shapes[0])) * grad > 64e6
+        mine = {cycles[i] for i in layer_of[cur.bucket.index]}
+        assert len(mine) == 1  # one cycle's tensors
+        next_cycle = cycles[layer_of[nxt.bucket.index][0]]
+        full = (cur.bucket.elems + prod(nxt.bucket.shapes[0])) * grad > 64e6
+        assert full or next_cycle > mine.pop()
+    assert len({cycles[i] for b in plan.buckets for i in layer_of[b.bucket.index][:1]}) >= 2
     order = [b.bucket.ready_after_layer for b in plan.buckets]
     assert order == sorted(order, reverse=True)
+
+
+def test_without_a_cycle_or_overlap_buffers_fill_to_the_threshold():
+    """No cycle (or no overlap: every gradient ready at once): buffers are cut by size alone, each full."""
+    for over in ({"communication.fusion_cycle": "0 s"}, {"communication.overlap": False}):
+        sc = api.load(PRESET, over)
+        plan = build_plan(sc)
+        grad = {"fp32": 4, "fp16": 2, "bf16": 2}[sc.workload.grad_dtype.value]
+        for cur, nxt in zip(plan.buckets, plan.buckets[1:]):
+            assert (cur.bucket.elems + prod(nxt.bucket.shapes[0])) * grad > 64e6
+    with_cycle = build_plan(api.load(PRESET))
+    assert len(with_cycle.buckets) > len(plan.buckets)
 
 
 @pytest.mark.parametrize("interference", [0.0])
@@ -67,9 +108,16 @@ def test_with_interference_the_wait_keeps_its_planned_length():
     assert sim.iteration_time_s > plain.iteration_time_s
 
 
-def test_no_cycle_launches_when_ready_and_a_longer_cycle_never_helps():
-    times = {}
-    for cycle in ("0 s", "5 ms", "20 ms"):
-        times[cycle] = api.estimate(api.load(PRESET, {"communication.fusion_cycle": cycle})).iteration_time_s
-    assert times["0 s"] <= times["5 ms"] <= times["20 ms"]
-    assert times["20 ms"] > times["0 s"]
+def test_cycle_length_trades_early_launches_against_per_buffer_costs():
+    """Short cycles launch small buffers early (each paying a collective's launch and latency), long ones wait
+    to gather more: on the preset 5 ms beats both 1 ms and 20 ms, and a cycle past the whole backward leaves only
+    the wait, slower than static full buffers launched when ready ('0 s')."""
+    times, buckets = {}, {}
+    for cycle in ("0 s", "1 ms", "5 ms", "20 ms", "100 ms"):
+        sc = api.load(PRESET, {"communication.fusion_cycle": cycle})
+        times[cycle] = api.estimate(sc).iteration_time_s
+        buckets[cycle] = len(build_plan(sc).buckets)
+    assert buckets["1 ms"] > buckets["5 ms"] > buckets["20 ms"] >= buckets["0 s"]
+    assert times["5 ms"] < min(times["1 ms"], times["20 ms"], times["0 s"])
+    assert times["5 ms"] < times["20 ms"] < times["100 ms"]
+    assert times["100 ms"] > times["0 s"]

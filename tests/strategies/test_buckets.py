@@ -21,6 +21,21 @@ def test_fusion_buckets_follow_backward_order_and_never_exceed_the_cap():
     assert sum(b.elems for b in buckets) == 1000
 
 
+def test_fusion_cycles_cut_buffers_at_each_tick_and_within_a_tick_by_the_cap():
+    """Horovod fuses each cycle's ready tensors: layers 3 and 2 ready by tick 1, layers 1 and 0 by tick 2."""
+    m = _model([100, 200, 300, 400])  # backward produces 400 (layer 3), 300, 200, 100
+    cycles = [2, 2, 1, 1]  # per layer, forward index
+    buckets = make_buckets(m, bucket_size_bytes=10_000 * 4, bytes_per_elem=4, rule="fusion", cycle_of_layer=cycles)
+    assert [b.elems for b in buckets] == [700, 300]  # 400 + 300 at tick 1, 200 + 100 at tick 2
+    assert [b.ready_after_layer for b in buckets] == [2, 0]
+    capped = make_buckets(m, bucket_size_bytes=500 * 4, bytes_per_elem=4, rule="fusion", cycle_of_layer=cycles)
+    assert [b.elems for b in capped] == [400, 300, 300]  # the cap still splits tick 1's 700
+    one_tick = make_buckets(m, bucket_size_bytes=10_000 * 4, bytes_per_elem=4, rule="fusion", cycle_of_layer=[1] * 4)
+    assert [b.elems for b in one_tick] == [1000]
+    with pytest.raises(ValueError, match="fusion"):
+        make_buckets(m, 1e6, 4, rule="ddp", cycle_of_layer=cycles)
+
+
 def test_ddp_buckets_close_once_they_reach_the_cap():
     m = _model([100, 200, 300, 400])
     buckets = make_buckets(m, bucket_size_bytes=600 * 4, bytes_per_elem=4)  # rule="ddp" by default
