@@ -337,8 +337,8 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     members: dict[tuple, list[int]] = {}
     for r in range(dp):
         members.setdefault((groups[r], batches[r], slowdowns[r]), []).append(r)
-    buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes, comm.first_bucket_bytes, rule=comm.bucketing.value,
-                           cycle_of_layer=fusion_cycles(scenario, kinds, members))
+    buckets = make_buckets(model, comm.bucket_size_bytes, grad_bytes, comm.first_bucket_bytes,
+                           rule=comm.bucketing.value, cycle_of_layer=fusion_cycles(scenario, kinds, members))
     index = {key: i for i, key in enumerate(members)}
     by_rank = [index[(groups[r], batches[r], slowdowns[r])] for r in range(dp)]
     k = t.grad_accumulation

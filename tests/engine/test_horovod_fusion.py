@@ -1,7 +1,7 @@
 """Horovod's tensor fusion in the preset: each tick of HOROVOD_CYCLE_TIME (5 ms then) fuses the tensors ready
 by then into buffers that never exceed HOROVOD_FUSION_THRESHOLD (the preset's 64 MB, Horovod's default before
-v0.21); a buffer is launched on the tick after its last tensor is ready (or when the communication stream frees). With interference the backward
-stretches and each buffer keeps its planned wait after becoming ready (the plan's grid, in unslowed time)."""
+v0.21); a buffer is launched on the tick after its last tensor is ready (or when the communication stream
+frees). With interference the backward stretches and each buffer keeps its planned wait after becoming ready (the plan's grid, in unslowed time)."""
 from __future__ import annotations
 
 from math import prod
@@ -9,7 +9,7 @@ from math import prod
 import pytest
 
 from simdist import api
-from simdist.strategies.plan import build_plan
+from simdist.strategies.plan import DTYPE_BYTES, build_plan
 
 PRESET = "scenarios/presets/horovod.yaml"
 CYCLE = 0.005
@@ -45,7 +45,7 @@ def test_fused_buffers_hold_one_cycles_tensors_up_to_the_threshold_in_backward_o
     a buffer never waits for tensors of a later cycle, and it is full only when one cycle has more to send."""
     sc = api.load(PRESET)
     plan = build_plan(sc)
-    grad = {"fp32": 4, "fp16": 2, "bf16": 2}[sc.workload.grad_dtype.value]
+    grad = DTYPE_BYTES[sc.workload.grad_dtype]
     cycles = _layer_cycles(sc, plan)
     sizes = [b.bucket.elems * grad for b in plan.buckets]
     assert len(sizes) >= 2 and all(s <= 64e6 for s in sizes)
@@ -73,7 +73,7 @@ def test_without_a_cycle_or_overlap_buffers_fill_to_the_threshold():
     for over in ({"communication.fusion_cycle": "0 s"}, {"communication.overlap": False}):
         sc = api.load(PRESET, over)
         plan = build_plan(sc)
-        grad = {"fp32": 4, "fp16": 2, "bf16": 2}[sc.workload.grad_dtype.value]
+        grad = DTYPE_BYTES[sc.workload.grad_dtype]
         for cur, nxt in zip(plan.buckets, plan.buckets[1:]):
             assert (cur.bucket.elems + prod(nxt.bucket.shapes[0])) * grad > 64e6
     with_cycle = build_plan(api.load(PRESET))
