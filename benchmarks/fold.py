@@ -1,11 +1,11 @@
 """How many fold passes and CPU seconds `estimate` takes where compute-communication interference needs
 the fold's fixed point (engine.closed_form.fold).
 
-The cases are interleaved pipelines (v = 2) with dp buckets overlapped with the backward
-(`communication.overlap: true`): validation/published/scenarios/megatron-ptdp-gpt3-175b.yaml as it stands
-(GPT-3 175B, 384 A100, tp 8 x pp 12 x dp 4) and turned into GPT-3 13B on 64 A100 (tp 8 x pp 4 x dp 2) at
-global batch 16 and 64. Prints per case the fold passes over the graphs (`closed_form._Pass.run` calls),
-the CPU seconds of the whole estimate and the iteration time. The iterated fold this replaced took 100
+The cases are interleaved pipelines (v = 2, pinned: the scenario itself now runs 4 chunks) with dp buckets
+overlapped with the backward (`communication.overlap: true`): validation/published/scenarios/
+megatron-ptdp-gpt3-175b.yaml (GPT-3 175B, 384 A100, tp 8 x pp 12 x dp 4) and turned into GPT-3 13B on
+64 A100 (tp 8 x pp 4 x dp 2) at global batch 16 and 64. Prints per case the fold passes over the graphs
+(`closed_form._Pass.run` calls), the CPU seconds of the whole estimate and the iteration time. The iterated fold this replaced took 100
 passes on each, unconverged (figures in docs/model-parallel.md).
 Run: PYTHONPATH=$PWD .venv/bin/python benchmarks/fold.py [--cases 13b-16,13b-64,175b]
 """
@@ -21,11 +21,11 @@ from simdist.io.load import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[1] / "validation" / "published" / "scenarios" / "megatron-ptdp-gpt3-175b.yaml"
 GPT3_13B = ["workload.model=gpt3-13b", "cluster.nodes.0.count=8", "training.parallelism.dp=2",
-            "training.parallelism.pp=4"]
+            "training.parallelism.pp=4", "training.virtual_stages=2"]
 CASES = {
     "13b-16": [*GPT3_13B, "workload.global_batch=16", "communication.overlap=true"],
     "13b-64": [*GPT3_13B, "workload.global_batch=64", "communication.overlap=true"],
-    "175b": ["communication.overlap=true"],
+    "175b": ["communication.overlap=true", "training.virtual_stages=2"],
 }
 
 
