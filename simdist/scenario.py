@@ -203,6 +203,7 @@ class CommunicationSpec:
     bucketing: Bucketing = Bucketing.DDP
     fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
     collnet: bool = False  # NCCL_COLLNET_ENABLE=1 over SHARP switches (collectives/collnet.py)
+    nvls: bool = True  # NCCL_NVLS_ENABLE: NVLS / NVLSTree where the nodes' NVSwitch has them (collectives/nvls.py)
     overlap: bool = True
     compression: CompressionSpec = field(default_factory=CompressionSpec)
 

@@ -27,8 +27,8 @@ from simdist.collectives.gloo import (
 )
 from simdist.collectives.nccl import candidates, nccl_predicted_time_s
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
-from simdist.collectives.nvls import nvls_all_reduce
-from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, tree_algbw_cap_Bps,
+from simdist.collectives.nvls import nvls_all_reduce, nvls_tree_all_reduce
+from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, costs, tree_algbw_cap_Bps,
                                            tree_chunk_bytes)
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 
@@ -103,6 +103,9 @@ def nccl_candidate(
         base = Schedule(op, "tree", float(size_bytes), (chain,))
     elif algorithm == "nvls":
         base = Schedule(op, "nvls", float(size_bytes), (nvls_all_reduce(size_bytes, group.ranks),))
+    elif algorithm == "nvls_tree":
+        chain = nvls_tree_all_reduce(size_bytes, group, fabric.nics, costs("nvls", protocol).fraction(1))
+        base = Schedule(op, algorithm, float(size_bytes), (chain,))
     elif algorithm == "collnet_direct":
         base = Schedule(op, algorithm, float(size_bytes), (collnet_direct_all_reduce(size_bytes, group, fabric.intra),))
     elif algorithm == "collnet_chain":
@@ -146,7 +149,10 @@ def nccl_schedule(
     op = CollectiveOp(op)
     n_nodes = max(1, len(group.nodes))
     best: tuple[float, Schedule] | None = None
+    uneven = len({len(node) for node in group.nodes}) != 1 or min(len(node) for node in group.nodes) < 2
     for alg, proto in candidates(op, group.size, n_nodes, fabric):
+        if alg == "nvls_tree" and uneven:  # NVLSTree pairs every node's heads: NCCL needs equal nodes for it
+            continue
         sched = nccl_candidate(op, alg, proto, size_bytes, group, fabric=fabric, channels=channels,
                                node_orders=node_orders, timer=timer)
         if timer is not None:

@@ -61,10 +61,11 @@ def _node_vertices(graph, node: int) -> list[str]:
     return [v for v in graph.nodes if isinstance(v, str) and v.startswith(prefix)]
 
 
-def from_topology(topology, group: Group, collnet: bool = False) -> NodeFabric:
+def from_topology(topology, group: Group, collnet: bool = False, nvls_enabled: bool = True) -> NodeFabric:
     """The NodeFabric of the node holding the group's first rank (nodes of a group are alike).
     `collnet`: NCCL_COLLNET_ENABLE=1 on SHARP switches (communication.collnet, checked against
-    cluster.fabric.sharp when the scenario is read)."""
+    cluster.fabric.sharp when the scenario is read). `nvls_enabled`: NCCL_NVLS_ENABLE (communication.nvls); false
+    turns NVLS and NVLSTree off even on third-generation NVSwitch nodes."""
     if not group.ranks:
         return NodeFabric()
     g = topology.graph
@@ -114,7 +115,7 @@ def from_topology(topology, group: Group, collnet: bool = False) -> NodeFabric:
     return NodeFabric(
         intra=HopKind.NVLINK if all_nvlink else HopKind.PCI,
         ll128=all_nvlink and not cpu_path and not pascal and not simple_only,
-        nvls=nvls and len(gpus) > 2,
+        nvls=nvls and nvls_enabled and len(gpus) > 2,
         simple_only=simple_only,
         collnet=kind,
         intra_Bps=intra_Bps,

@@ -22,7 +22,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from simdist.collectives._steps import Chain
-from simdist.collectives.schedule import Step, Transfer
+from simdist.collectives.node_tree import _chains
+from simdist.collectives.schedule import Group, Step, Transfer
+from simdist.collectives.tree import double_tree
 
 
 def nvls_link_bytes(size_bytes: float, n: int) -> float:
@@ -39,3 +41,50 @@ def nvls_all_reduce(size_bytes: float, ranks: Sequence[int]) -> Chain:
     block = nvls_link_bytes(size_bytes, n) / (n - 1)
     return (Step(tuple(Transfer(a, b, block) for a in ranks for b in ranks if a != b),
                  label="nvls reduce+multicast"),)
+
+
+# NCCL's NVLSTree latency (tuning.cc, Simple): the NVLS hop inside the node once, the network hop twice per
+# level of the tree over nodes (up and down), 2 log2(nodes) x 20.9 us
+NVLS_TREE_NET_LATENCY_S = 20.9e-6
+
+
+def nvls_tree_nic_bytes(size_bytes: float, nics: int, n_nodes: int) -> float:
+    """Bytes each NIC sends (and receives) in an NVLSTree all-reduce of `size_bytes` with `nics` heads a node:
+    S/k on two nodes (each tree's edge carries its half up and down once), 2 S/k on more (the double binary
+    tree's interior node forwards two children's halves up and back down, as node_tree.py)."""
+    k = max(1, nics)
+    return size_bytes / k if n_nodes <= 2 else 2 * size_bytes / k
+
+
+def nvls_tree_all_reduce(size_bytes: float, group: Group, heads: int, efficiency: float = 1.0) -> Chain:
+    """NCCL's NVLSTree all-reduce (NCCL 2.18 and later, third-generation NVSwitch nodes): inside each node
+    the switch reduces each head's 1/k of the buffer and multicasts the result (the NVLS pattern above, every
+    GPU link (n + 1)/n S per direction, held to NVLS's `efficiency`); between nodes the k heads (one per NIC,
+    the GPU next to NIC c, as node_tree.py's chains) run a double binary tree over the nodes, each tree half
+    of the head's 1/k share. All of it is pipelined chunk by chunk, so it is one step whose delay is NCCL's
+    tree latency over the nodes (tuning.cc: 2 log2(nodes) network hops)."""
+    nodes = group.nodes
+    if len(nodes) < 2:
+        raise ValueError("NVLSTree runs between nodes; on one node NCCL runs NVLS")
+    sizes = {len(n) for n in nodes}
+    if len(sizes) != 1 or min(sizes) < 2:
+        raise ValueError(f"NVLSTree needs the same number (at least 2) of GPUs on every node, got {sorted(sizes)}")
+    g = len(nodes[0])
+    k = max(1, min(int(heads), g))
+    intra: list[Transfer] = []
+    block = nvls_link_bytes(size_bytes, g) / (g - 1) / efficiency
+    for node in nodes:
+        intra += [Transfer(a, b, block) for a in node for b in node if a != b]
+    half = size_bytes / k / 2
+    net: list[Transfer] = []
+    trees = double_tree(len(nodes))
+    for per_node in _chains(group, k):
+        head = [chain[0] for chain in per_node]
+        for parents in trees:
+            for i, p in enumerate(parents):
+                if p >= 0:
+                    net += [Transfer(head[i], head[p], half), Transfer(head[p], head[i], half)]
+    levels = len(nodes).bit_length() - 1  # tuning.cc log2i(nodes): floor(log2)
+    delay = 2 * levels * NVLS_TREE_NET_LATENCY_S
+    return (Step(tuple(intra + net), lockstep=False, delay_s=delay, reduce_bytes=size_bytes / k,
+                 label="nvls tree: switch reduce, tree over nodes up+down, switch multicast"),)

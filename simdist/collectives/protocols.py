@@ -84,6 +84,13 @@ COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
         Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
                                                     HopKind.NET: 18.0 * _US}, 0.85),
     },
+    # NVLSTree (nvls.py; Simple only): the NVLS hop (25 us) once per call; the tree's network hops are the
+    # schedule step's own delay (2 log2(nodes) x 20.9 us, tuning.cc); NVLS's efficiency is applied to the
+    # switch's transfers only (the NICs' run at their own rate), so no fraction here
+    "nvls_tree": {
+        Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
+                                                    HopKind.NET: 20.9 * _US}, 1.0),
+    },
     # CollNet over SHARP (collnet.py; Simple only): no base latency; its per-call latency (tuning.cc's
     # hwLatencies for CollNet plus 0.4 us per local peer) is the schedule step's own delay
     "collnet_direct": {

@@ -118,10 +118,11 @@ class FabricContext:
             from simdist.collectives.fabric import from_topology
             from simdist.network.analytical import AnalyticalNetwork
 
-            collnet = self.scenario.communication.collnet  # the fabric memo is shared by contexts: key it
-            key = ("nccl_fabric", collnet)
+            comm = self.scenario.communication  # the fabric memo is shared by contexts: key it
+            key = ("nccl_fabric", comm.collnet, comm.nvls)
             if key not in self._built:
-                self._built[key] = from_topology(self.topology, self.group, collnet=collnet)
+                self._built[key] = from_topology(self.topology, self.group, collnet=comm.collnet,
+                                                 nvls_enabled=comm.nvls)
             timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
             cached = self._local["tuning"] = {"fabric": self._built[key], "timer": timer.schedule_time}
         return cached
@@ -144,7 +145,7 @@ class FabricContext:
 # PS servers read; every other communication key (bucket sizes, bucketing, fusion cycle, overlap,
 # compression) only changes the (op, size, server delay) a collective is asked for, which the memos key on.
 SCHEDULE_KEYS = ("strategy", "backend", "hierarchical_intra", "hierarchical_inter", "ps_servers", "ps_placement",
-                 "ps_aggregation", "ps_server", "ps_partition_bytes", "collnet")
+                 "ps_aggregation", "ps_server", "ps_partition_bytes", "collnet", "nvls")
 
 
 def _server_hosts(scenario: Scenario) -> tuple[int, object]:

@@ -106,7 +106,7 @@ class MpFabric:
             from simdist.network.analytical import AnalyticalNetwork
 
             timer = ctx.network if isinstance(ctx.network, AnalyticalNetwork) else self._timer()
-            extra = {"fabric": from_topology(ctx.topology, group, collnet=comm.collnet),
+            extra = {"fabric": from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls),
                      "timer": timer.schedule_time}
         return build_backend_schedule(comm.backend.value, op, size_bytes, group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,

@@ -144,6 +144,9 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         issues.append(Issue("communication.collnet", "got true, but the fabric's switches do not run SHARP; expected "
                                                      "cluster.fabric.sharp: true (InfiniBand switches with in-network "
                                                      "reduction and the CollNet plugin), or collnet: false"))
+    if "nvls" in c.model_fields_set and Backend(c.backend) is not Backend.NCCL:
+        issues.append(Issue("communication.nvls", f"got {str(c.nvls).lower()} with backend '{c.backend}'; NVLS is "
+                                                  "NCCL's in-switch reduction, read only with backend nccl"))
     if m.cluster.fabric.sharp and not c.collnet:
         issues.append(Issue("cluster.fabric.sharp", "got true; read only with communication.collnet: true (NCCL "
                                                     "leaves CollNet off by default, NCCL_COLLNET_ENABLE=0, and "
@@ -155,7 +158,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
         ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
-        overlap=c.overlap, collnet=c.collnet,
+        overlap=c.overlap, collnet=c.collnet, nvls=c.nvls,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
     )
 

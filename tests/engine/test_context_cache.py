@@ -27,6 +27,8 @@ BASE = {
 }
 PS = {"communication.strategy": "ps"}
 HIER = {"communication.strategy": "hierarchical"}
+H100 = {"communication.backend": "nccl", "cluster.nodes.0.gpu": "h100-sxm5-80gb",
+        "cluster.nodes.0.intra_node": "nvswitch-h100"}
 
 # Every CommunicationSpec field -> (the base it is varied on, the variant): schedule keys must not be
 # served a context built for another value; every other key must give the same bytes on a reused context.
@@ -47,6 +49,8 @@ VARIANTS = {
     "overlap": ({}, {"communication.overlap": False}),
     "compression": ({}, {"communication.compression": {"method": "powersgd", "rank": 4}}),
     # CollNet needs SHARP switches, which are refused without it: the variant changes the fabric too
+    # NVLS runs on third-generation NVSwitch nodes only: the base is H100 nodes, where NVLSTree is on
+    "nvls": (H100, {**H100, "communication.nvls": False}),
     "collnet": ({"communication.backend": "nccl"},
                 {"communication.backend": "nccl", "cluster.fabric.sharp": True, "communication.collnet": True}),
 }

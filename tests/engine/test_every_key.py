@@ -199,6 +199,11 @@ CASES: dict[str, tuple] = {
     "communication.overlap": (TRAIN, {}, {"communication.overlap": False}, "changes"),
     "communication.collnet": (BENCH, {"communication.backend": "nccl"},
                               {"cluster.fabric.sharp": True, "communication.collnet": True}, "changes"),
+    # NVLS needs third-generation NVSwitch nodes: on two H100 nodes NCCL's tuner takes NVLSTree unless it is off
+    "communication.nvls": (BENCH, {"communication.backend": "nccl", "cluster.nodes.0.count": 2,
+                                   "cluster.nodes.0.gpu": "h100-sxm5-80gb", "cluster.nodes.0.gpus_per_node": 8,
+                                   "cluster.nodes.0.intra_node": "nvswitch-h100"},
+                           {"communication.nvls": False}, "changes"),
     "communication.compression.method": (TRAIN, {}, {"communication.compression": {"method": "fp16"}}, "changes"),
     "communication.compression.ratio": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
                                         {"communication.compression.ratio": 0.1}, "changes"),
