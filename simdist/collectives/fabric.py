@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from simdist.collectives.protocols import NVLINK_ARCH_INDEX, HopKind
 from simdist.collectives.schedule import Group
+from simdist.hardware.specs import IntraNodeLayout, IntraNodeSpec
 
 # links to a third/fourth-generation NVSwitch (catalog keys; "nvlink4x18" = 18 bricks of nvlink4)
 NVLS_LINKS = frozenset({"nvlink4", "nvlink5"})
@@ -45,6 +46,12 @@ class NodeFabric:
     nic_Bps: float = 24e9  # one node's NIC bandwidth in total, per direction
     nics: int = 1
     arch_index: int | None = None  # NCCL's compCapIndex from the NVLink generation (None: not known)
+
+
+def intra_node_has_nvls(intra: IntraNodeSpec, gpus: int) -> bool:
+    """Whether NCCL can run NVLS inside such a node: more than two GPUs on a third-generation (NVLink4) or later
+    NVSwitch, the condition from_topology reads off the built node."""
+    return intra.layout is IntraNodeLayout.SWITCH and intra.gpu_link.name.split("x")[0] in NVLS_LINKS and gpus > 2
 
 
 def _reachable(adj: dict[str, set[str]], start: str) -> set[str]:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from simdist.collectives._steps import Chain
 from simdist.collectives.node_tree import _chains
-from simdist.collectives.schedule import Group, Step, Transfer
+from simdist.collectives.schedule import Group, Step, Transfer, TransferArray
 from simdist.collectives.tree import double_tree
 
 
@@ -71,20 +73,25 @@ def nvls_tree_all_reduce(size_bytes: float, group: Group, heads: int, efficiency
         raise ValueError(f"NVLSTree needs the same number (at least 2) of GPUs on every node, got {sorted(sizes)}")
     g = len(nodes[0])
     k = max(1, min(int(heads), g))
-    intra: list[Transfer] = []
-    block = nvls_link_bytes(size_bytes, g) / (g - 1) / efficiency
-    for node in nodes:
-        intra += [Transfer(a, b, block) for a in node for b in node if a != b]
-    half = size_bytes / k / 2
-    net: list[Transfer] = []
-    trees = double_tree(len(nodes))
-    for per_node in _chains(group, k):
-        head = [chain[0] for chain in per_node]
-        for parents in trees:
-            for i, p in enumerate(parents):
-                if p >= 0:
-                    net += [Transfer(head[i], head[p], half), Transfer(head[p], head[i], half)]
+    # inside every node the NVLS pattern's (n + 1)/n S per GPU link and direction, as one transfer from each GPU
+    # to the next: every GPU hangs off the one switch, so that loads each link as the pairwise blocks of
+    # nvls_all_reduce do, with g transfers a node instead of g (g - 1) (arrays: thousands of nodes)
+    local = np.asarray(nodes, dtype=np.int64)  # (nodes, g)
+    intra_src, intra_dst = local.ravel(), np.roll(local, -1, axis=1).ravel()
+    block = nvls_link_bytes(size_bytes, g) / efficiency
+    # between nodes: each head's share, half on each of the two trees, up to the parent and back down
+    heads_of = np.asarray([[chain[0] for chain in per_node] for per_node in _chains(group, k)], dtype=np.int64)
+    net_src, net_dst = [], []
+    for parents in double_tree(len(nodes)):
+        child = np.asarray([i for i, p in enumerate(parents) if p >= 0], dtype=np.int64)
+        parent = np.asarray([p for p in parents if p >= 0], dtype=np.int64)
+        up_src, up_dst = heads_of[:, child].ravel(), heads_of[:, parent].ravel()
+        net_src += [up_src, up_dst]
+        net_dst += [up_dst, up_src]
+    src = np.concatenate([intra_src, *net_src])
+    dst = np.concatenate([intra_dst, *net_dst])
+    size = np.concatenate([np.full(intra_src.size, block), np.full(src.size - intra_src.size, size_bytes / k / 2)])
     levels = len(nodes).bit_length() - 1  # tuning.cc log2i(nodes): floor(log2)
     delay = 2 * levels * NVLS_TREE_NET_LATENCY_S
-    return (Step(tuple(intra + net), lockstep=False, delay_s=delay, reduce_bytes=size_bytes / k,
+    return (Step(TransferArray(src, dst, size), lockstep=False, delay_s=delay, reduce_bytes=size_bytes / k,
                  label="nvls tree: switch reduce, tree over nodes up+down, switch multicast"),)

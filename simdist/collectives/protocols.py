@@ -195,6 +195,8 @@ def step_extra_latency_s(step: Step, node_of: dict[int, int], family: str, proto
         overhead = NET_OVERHEAD_S * (3 if Protocol(protocol) == Protocol.SIMPLE else 1)
         total = costs(family, protocol).hop_latency_s[intra]
         local += max(0.0, overhead - total)
+    if inter == 0.0 and local == 0.0:  # a one-protocol family (NVLS, NVLSTree, CollNet): nothing to add
+        return 0.0
     get = node_of.get
     extras = [inter if get(t.src, -1) != get(t.dst, -2) else local for t in step.transfers]
     per = sum(extras) / len(extras) if step.pipelined else max(extras)

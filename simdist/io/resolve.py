@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simdist.collectives.fabric import intra_node_has_nvls
 from simdist.errors import Issue, ScenarioError
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
@@ -202,6 +203,16 @@ def _check_uniform_nodes(strategy: StrategyKind, cluster, issues: list[Issue], a
                                                       f"halving_doubling or ps)"))
 
 
+def _check_nvls_nodes(c, cluster, issues: list[Issue]) -> None:
+    """`communication.nvls: false` turns NVLS off; on nodes that cannot run it, it would change nothing."""
+    if "nvls" not in c.model_fields_set or c.nvls or cluster is None or Backend(c.backend) is not Backend.NCCL:
+        return
+    if not any(intra_node_has_nvls(g.intra_node, g.gpus_per_node) for g in cluster.node_groups):
+        issues.append(Issue("communication.nvls", "got false, but no node has more than two GPUs on a third-generation "
+                                                  "(NVLink4) or later NVSwitch, where NCCL runs NVLS; nothing to turn "
+                                                  "off (drop the key)"))
+
+
 def _check_collnet_nodes(collnet: bool, cluster, issues: list[Issue]) -> None:
     """NCCL runs CollNet (Direct and Chain) with at most 8 GPUs a node (enqueue.cc: NCCL_MAX_DIRECT_ARITY + 1),
     and simdist's schedule with the same number on every node: anything else could never run it."""
@@ -225,6 +236,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     communication = _communication(m, gpus, issues)
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
     _check_collnet_nodes(c.collnet, cluster, issues)
+    _check_nvls_nodes(c, cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

@@ -127,3 +127,15 @@ def test_a_group_with_uneven_nodes_never_gets_nvls_tree():
     fab = NodeFabric(intra=HopKind.NVLINK, nvls=True, intra_Bps=360e9, nic_Bps=8 * 46e9, nics=8, arch_index=2)
     assert ("nvls_tree", "Simple") in candidates("all_reduce", group.size, 4, fab)
     assert not nccl_schedule("all_reduce", 8e9, group, fabric=fab).algorithm.startswith("nvls_tree")
+
+
+@pytest.mark.parametrize("scenario, extra, needle", [
+    (H100, ["communication.backend=textbook", "communication.nvls=false"], "read only with backend nccl"),
+    (HERE / "scenarios" / "nccl-dgx-a100.yaml", ["communication.nvls=false"], "nothing to turn off"),
+])
+def test_nvls_false_is_refused_where_it_could_change_nothing(scenario, extra, needle):
+    from simdist.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="communication.nvls") as err:
+        load_scenario(scenario, extra)
+    assert needle in str(err.value)
