@@ -5,7 +5,8 @@ and all-gather, and its own reduce, broadcast and all-to-all (gloo.py); a hierar
 gloo goes through reduce / leader all-reduce / broadcast. nccl: the (algorithm, protocol) NCCL's tuner
 would pick among those it enables on the hardware (nccl.py): ring with LL / LL128 / Simple for every
 op, the node-level double binary tree (node_tree.py) for multi-node all-reduce, NVLS on a
-third-generation NVSwitch, CollNet Direct / Chain over SHARP switches (collnet.py, communication.collnet); each schedule carries its protocol's costs (protocols.py). Strategy-level schemes the library does not
+third-generation NVSwitch and NVLSTree across such nodes (nvls.py, communication.nvls), CollNet Direct / Chain
+over SHARP switches and NVLS across nodes over them (collnet.py, communication.collnet); each schedule carries its protocol's costs (protocols.py). Strategy-level schemes the library does not
 choose itself (hierarchical, torus2d, ps) pass through unchanged except hierarchical on gloo.
 Backend names are the values of simdist.scenario.Backend ("textbook", "gloo", "nccl").
 `channels` (concurrent rings, see ring.py) applies to textbook and nccl rings; gloo runs one ring.
@@ -27,7 +28,7 @@ from simdist.collectives.gloo import (
 )
 from simdist.collectives.nccl import candidates, nccl_predicted_time_s
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
-from simdist.collectives.nvls import nvls_all_reduce, nvls_tree_all_reduce
+from simdist.collectives.nvls import nvls_all_reduce, nvls_collnet_all_reduce, nvls_tree_all_reduce
 from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, costs, tree_algbw_cap_Bps,
                                            tree_chunk_bytes)
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
@@ -87,13 +88,14 @@ def nccl_candidate(
     node_orders: Sequence[tuple[int, ...]] | None = None, timer: Timer | None = None,
 ) -> Schedule:
     """The schedule of one (algorithm, protocol) NCCL can run: ring (channels as given), the
-    node-level double binary tree (one channel pair per NIC), NVLS or CollNet (Direct: a head per GPU; Chain:
-    one chain per NIC), under the protocol's costs.
+    node-level double binary tree (one channel pair per NIC), NVLS (over CollNet across nodes), NVLSTree or
+    CollNet (Direct: a head per GPU; Chain: one chain per NIC), under the protocol's costs.
     With a `timer`, a multi-node tree's steady step is held to NCCL's per-channel tree throughput
     (protocols.tree_algbw_cap_Bps) where the links alone would let it run faster."""
     fabric = fabric or NodeFabric()
     op = CollectiveOp(op)
     proto = Protocol(protocol)
+    family = algorithm  # whose protocol costs apply (protocols.COSTS)
     if algorithm == "tree":
         pairs = tree_pairs(group, max(1, channels or 1))
         share = size_bytes / (2 * pairs)
@@ -101,6 +103,10 @@ def nccl_candidate(
         chain = node_tree_all_reduce(size_bytes, group, pairs, chunk,
                                      node_orders=node_orders if len(group.nodes) > 1 else None)
         base = Schedule(op, "tree", float(size_bytes), (chain,))
+    elif algorithm == "nvls" and len(group.nodes) > 1:  # NVLS across nodes: over CollNet (SHARP switches)
+        chain = nvls_collnet_all_reduce(size_bytes, group, fabric.nics, costs("nvls", protocol).fraction(1))
+        base = Schedule(op, "nvls", float(size_bytes), (chain,))
+        family = "nvls_net"  # NVLS's fraction is in the schedule's switch transfers, not on the NICs'
     elif algorithm == "nvls":
         base = Schedule(op, "nvls", float(size_bytes), (nvls_all_reduce(size_bytes, group.ranks),))
     elif algorithm == "nvls_tree":
@@ -114,7 +120,7 @@ def nccl_candidate(
     else:
         base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))
-    sched = apply_protocol(base, proto, group, family=algorithm, intra=fabric.intra)
+    sched = apply_protocol(base, proto, group, family=family, intra=fabric.intra)
     if algorithm == "tree" and timer is not None and len(group.nodes) > 1:
         sched = _tree_channel_limit(sched, fabric, len(group.nodes), timer)
     return sched
@@ -151,7 +157,8 @@ def nccl_schedule(
     best: tuple[float, Schedule] | None = None
     uneven = len({len(node) for node in group.nodes}) != 1 or min(len(node) for node in group.nodes) < 2
     for alg, proto in candidates(op, group.size, n_nodes, fabric):
-        if alg == "nvls_tree" and uneven:  # NVLSTree pairs every node's heads: NCCL needs equal nodes for it
+        pairs_heads = alg == "nvls_tree" or alg.startswith("collnet") or (alg == "nvls" and n_nodes > 1)
+        if uneven and pairs_heads:  # these pair every node's heads: NCCL runs them on equal nodes only
             continue
         sched = nccl_candidate(op, alg, proto, size_bytes, group, fabric=fabric, channels=channels,
                                node_orders=node_orders, timer=timer)

@@ -5,7 +5,8 @@ NCCL predicts, for every (algorithm, protocol) it enables on the hardware, time 
 algbw and runs the fastest. simdist does the same over the same candidates (`candidates`: ring and,
 for multi-node all-reduce, the double binary tree, each with LL, Simple and, where NCCL enables it,
 LL128; NVLS where the node has a third-generation NVSwitch, NVLSTree (NVLS inside each node, a tree over the
-nodes) for multi-node all-reduce on such nodes; CollNet Direct or Chain for multi-node
+nodes) for multi-node all-reduce on such nodes, and NVLS across such nodes where CollNet runs; CollNet Direct or
+Chain for multi-node
 all-reduce where CollNet is enabled over SHARP switches, collnet.py), but ranks them by its OWN prediction of
 each candidate's schedule on the cluster (the `timer` the engine passes), so `backend: nccl` never
 runs something simdist predicts slower. Without a timer it ranks them by `nccl_predicted_time_s`,
@@ -43,10 +44,13 @@ def candidates(op: str, n_ranks: int, n_nodes: int, fabric: NodeFabric) -> list[
     out = [("ring", str(p)) for p in protos]
     if op == Op.ALL_REDUCE and n_nodes > 1:
         out += [("tree", str(p)) for p in protos]
+    even = n_ranks % n_nodes == 0 and n_ranks > n_nodes  # several GPUs on every node (the caller checks evenness)
     if op == Op.ALL_REDUCE and n_nodes == 1 and fabric.nvls and n_ranks > 2:
         out.append(("nvls", str(Protocol.SIMPLE)))
-    if op == Op.ALL_REDUCE and n_nodes > 1 and fabric.nvls and n_ranks % n_nodes == 0 and n_ranks > n_nodes:
+    if op == Op.ALL_REDUCE and n_nodes > 1 and fabric.nvls and even:
         out.append(("nvls_tree", str(Protocol.SIMPLE)))
+        if fabric.collnet is not None:  # NVLS across nodes runs over CollNet (tuning.cc: disabled without it)
+            out.append(("nvls", str(Protocol.SIMPLE)))
     if op == Op.ALL_REDUCE and n_nodes > 1 and fabric.collnet is not None and n_ranks % n_nodes == 0:
         out.append((f"collnet_{fabric.collnet}", str(Protocol.SIMPLE)))
     return out
@@ -64,7 +68,8 @@ def nccl_predicted_time_s(
     per-channel tree limit (protocols.tree_algbw_cap_Bps). CollNet: tuning.cc's bwIntra x 0.5 (Direct: over its
     GPU-per-NIC factor, x 0.85 on Hopper), held to the node's NIC rate, plus collnet.collnet_latency_s.
     NVLSTree: min(NVLS's doubled intra-node bandwidth, the NICs' rate, doubled on two nodes), latency the NVLS hop
-    plus 2 log2(nodes) network hops (NCCL's per-channel NVLSTree cap is not applied).
+    plus 2 log2(nodes) network hops (NCCL's per-channel NVLSTree cap is not applied). NVLS on several nodes (over
+    CollNet): min(NVLS's doubled intra-node bandwidth, the NICs' rate), latency the NVLS and network hops.
     NCCL's other empirical factors are not applied."""
     op = CollectiveOp(op)
     fabric = fabric or NodeFabric()
@@ -94,9 +99,12 @@ def nccl_predicted_time_s(
         if cap is not None:
             algbw = min(algbw, cap)
         lat += 2 * ((n_ranks // n_nodes - 1) * intra_lat + int(math.log2(n_nodes)) * inter_lat)
-    elif algorithm == "nvls":  # one pass through the switch, reduce and multicast pipelined (busBw x 2)
-        algbw = 2 * bus * n_ranks / nsteps
+    elif algorithm == "nvls" and n_nodes <= 1:  # one pass through the switch, reduce and multicast pipelined
+        algbw = 2 * bus * n_ranks / nsteps  # (busBw x 2)
         lat = intra_lat
+    elif algorithm == "nvls":  # over CollNet: min(NVLS's doubled intra-node bandwidth, the NICs'), tuning.cc
+        algbw = min(2 * fabric.intra_Bps * c.fraction(1), fabric.nic_Bps) * n_ranks / nsteps
+        lat = intra_lat + inter_lat
     elif algorithm == "nvls_tree":  # NVLS inside the node (busBw x 2), a tree over nodes (x 2 on two nodes)
         nvls_bw = 2 * fabric.intra_Bps * costs("nvls", protocol).fraction(1)
         inter_bw = fabric.nic_Bps * (2 if n_nodes <= 2 else 1)

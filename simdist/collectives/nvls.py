@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from simdist.collectives._steps import Chain
+from simdist.collectives.collnet import _network
 from simdist.collectives.node_tree import _chains
 from simdist.collectives.schedule import Group, Step, Transfer, TransferArray
 from simdist.collectives.tree import double_tree
@@ -43,6 +44,25 @@ def nvls_all_reduce(size_bytes: float, ranks: Sequence[int]) -> Chain:
     block = nvls_link_bytes(size_bytes, n) / (n - 1)
     return (Step(tuple(Transfer(a, b, block) for a in ranks for b in ranks if a != b),
                  label="nvls reduce+multicast"),)
+
+
+def _switch_pattern(nodes: Sequence[Sequence[int]], size_bytes: float, efficiency: float) -> tuple[np.ndarray, ...]:
+    """The NVLS pattern inside every node, (n + 1)/n S per GPU link and direction over NVLS's `efficiency`, as
+    one transfer from each GPU to the next: every GPU hangs off the one switch, so that loads each link as the
+    pairwise blocks of nvls_all_reduce do, with g transfers a node instead of g (g - 1)."""
+    local = np.asarray(nodes, dtype=np.int64)  # (nodes, g)
+    src, dst = local.ravel(), np.roll(local, -1, axis=1).ravel()
+    return src, dst, np.full(src.size, nvls_link_bytes(size_bytes, local.shape[1]) / efficiency)
+
+
+def _check_nodes(group: Group, name: str) -> int:
+    """GPUs a node; ValueError unless the group spans several nodes of the same size (at least 2 GPUs)."""
+    if len(group.nodes) < 2:
+        raise ValueError(f"{name} runs between nodes; on one node NCCL runs NVLS")
+    sizes = {len(n) for n in group.nodes}
+    if len(sizes) != 1 or min(sizes) < 2:
+        raise ValueError(f"{name} needs the same number (at least 2) of GPUs on every node, got {sorted(sizes)}")
+    return len(group.nodes[0])
 
 
 # NCCL's NVLSTree latency (tuning.cc, Simple): the NVLS hop inside the node once, the network hop twice per
@@ -66,19 +86,9 @@ def nvls_tree_all_reduce(size_bytes: float, group: Group, heads: int, efficiency
     of the head's 1/k share. All of it is pipelined chunk by chunk, so it is one step whose delay is NCCL's
     tree latency over the nodes (tuning.cc: 2 log2(nodes) network hops)."""
     nodes = group.nodes
-    if len(nodes) < 2:
-        raise ValueError("NVLSTree runs between nodes; on one node NCCL runs NVLS")
-    sizes = {len(n) for n in nodes}
-    if len(sizes) != 1 or min(sizes) < 2:
-        raise ValueError(f"NVLSTree needs the same number (at least 2) of GPUs on every node, got {sorted(sizes)}")
-    g = len(nodes[0])
+    g = _check_nodes(group, "NVLSTree")
     k = max(1, min(int(heads), g))
-    # inside every node the NVLS pattern's (n + 1)/n S per GPU link and direction, as one transfer from each GPU
-    # to the next: every GPU hangs off the one switch, so that loads each link as the pairwise blocks of
-    # nvls_all_reduce do, with g transfers a node instead of g (g - 1) (arrays: thousands of nodes)
-    local = np.asarray(nodes, dtype=np.int64)  # (nodes, g)
-    intra_src, intra_dst = local.ravel(), np.roll(local, -1, axis=1).ravel()
-    block = nvls_link_bytes(size_bytes, g) / efficiency
+    intra_src, intra_dst, intra_size = _switch_pattern(nodes, size_bytes, efficiency)
     # between nodes: each head's share, half on each of the two trees, up to the parent and back down
     heads_of = np.asarray([[chain[0] for chain in per_node] for per_node in _chains(group, k)], dtype=np.int64)
     net_src, net_dst = [], []
@@ -90,8 +100,30 @@ def nvls_tree_all_reduce(size_bytes: float, group: Group, heads: int, efficiency
         net_dst += [up_dst, up_src]
     src = np.concatenate([intra_src, *net_src])
     dst = np.concatenate([intra_dst, *net_dst])
-    size = np.concatenate([np.full(intra_src.size, block), np.full(src.size - intra_src.size, size_bytes / k / 2)])
+    size = np.concatenate([intra_size, np.full(src.size - intra_src.size, size_bytes / k / 2)])
     levels = len(nodes).bit_length() - 1  # tuning.cc log2i(nodes): floor(log2)
     delay = 2 * levels * NVLS_TREE_NET_LATENCY_S
     return (Step(TransferArray(src, dst, size), lockstep=False, delay_s=delay, reduce_bytes=size_bytes / k,
                  label="nvls tree: switch reduce, tree over nodes up+down, switch multicast"),)
+
+
+# tuning.cc hwLatencies NET for NVLS (Simple): the network part of a multi-node NVLS call (NVLS over CollNet)
+NVLS_NET_LATENCY_S = 18e-6
+
+
+def nvls_collnet_all_reduce(size_bytes: float, group: Group, heads: int, efficiency: float = 1.0) -> Chain:
+    """NCCL's multi-node NVLS all-reduce, which needs CollNet (NCCL_COLLNET_ENABLE=1 over SHARP switches;
+    tuning.cc disables NVLS on several nodes without it): the switch reduces each head's 1/k of the buffer inside
+    the node, the head hands it to the network, whose switches add the nodes' copies and multicast the sum back
+    (collnet.py's up-and-down, S/k per NIC and direction on any node count), and the switch multicasts it inside
+    the node. One pipelined step; its delay is NCCL's NVLS network latency (18 us)."""
+    g = _check_nodes(group, "multi-node NVLS")
+    k = max(1, min(int(heads), g))
+    intra_src, intra_dst, intra_size = _switch_pattern(group.nodes, size_bytes, efficiency)
+    heads_of = [[chain[0] for chain in per_node] for per_node in _chains(group, k)]  # [channel][node]
+    net = _network([[heads_of[c][i] for c in range(k)] for i in range(len(group.nodes))], size_bytes / k)
+    src = np.concatenate([intra_src, [t.src for t in net]])
+    dst = np.concatenate([intra_dst, [t.dst for t in net]])
+    size = np.concatenate([intra_size, [t.size_bytes for t in net]])
+    return (Step(TransferArray(src, dst, size), lockstep=False, delay_s=NVLS_NET_LATENCY_S, reduce_bytes=0.0,
+                 label="nvls over collnet: switch reduce, SHARP up+down, switch multicast"),)

@@ -91,6 +91,12 @@ COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
         Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
                                                     HopKind.NET: 20.9 * _US}, 1.0),
     },
+    # NVLS across nodes, over CollNet (nvls.py nvls_collnet_all_reduce; Simple only): the NVLS hop per call, the
+    # network's 18 us as the schedule step's own delay; NVLS's efficiency on the switch's transfers only
+    "nvls_net": {
+        Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
+                                                    HopKind.NET: 18.0 * _US}, 1.0),
+    },
     # CollNet over SHARP (collnet.py; Simple only): no base latency; its per-call latency (tuning.cc's
     # hwLatencies for CollNet plus 0.4 us per local peer) is the schedule step's own delay
     "collnet_direct": {

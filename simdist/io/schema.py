@@ -317,12 +317,14 @@ class CommunicationModel(Strict):
     gradients ready by then (up to bucket_size) and launches them; '0 s' cuts buckets by size alone, each launched
     when its last gradient is ready (added key)."""
     collnet: StrictBool = False
-    """NCCL_COLLNET_ENABLE=1: backend nccl may run CollNet Direct / Chain all-reduce (in-switch reduction) where
-    its tuner predicts it faster; needs backend nccl and cluster.fabric.sharp: true (added key)."""
+    """NCCL_COLLNET_ENABLE=1: backend nccl may run CollNet Direct / Chain all-reduce (in-switch reduction), and NVLS
+    across third-generation NVSwitch nodes, where its tuner predicts them faster; needs backend nccl and
+    cluster.fabric.sharp: true (added key)."""
     nvls: StrictBool = True
-    """NCCL_NVLS_ENABLE: backend nccl may run NVLS (one node) and NVLSTree (NVLS inside each node, a tree over
-    the nodes) all-reduce on third-generation NVSwitch nodes where its tuner predicts them faster; false turns
-    both off (NCCL_NVLS_ENABLE=0); read only with backend nccl (added key)."""
+    """NCCL_NVLS_ENABLE: backend nccl may run NVLS (one node, or several with collnet) and NVLSTree (NVLS inside
+    each node, a tree over the nodes) all-reduce on third-generation NVSwitch nodes where its tuner predicts them
+    faster; false turns them off (NCCL_NVLS_ENABLE=0); read only with backend nccl, refused where no node runs
+    NVLS (added key)."""
     overlap: StrictBool = True
     """Overlap gradient communication with backward compute."""
     compression: CompressionModel = CompressionModel()

@@ -139,3 +139,43 @@ def test_nvls_false_is_refused_where_it_could_change_nothing(scenario, extra, ne
     with pytest.raises(ScenarioError, match="communication.nvls") as err:
         load_scenario(scenario, extra)
     assert needle in str(err.value)
+
+
+@pytest.mark.parametrize("nodes", [2, 4, 16])
+def test_nvls_over_collnet_puts_s_over_k_on_every_nic_on_any_node_count(nodes):
+    """NVLS across nodes (with SHARP switches, NCCL_COLLNET_ENABLE=1): the switch reduces inside the node, each
+    head sends its 1/k up to the aggregation switch and gets the sum back: S/k per NIC each way on any node
+    count (NVLSTree's tree puts 2 S/k on its interior nodes), NVLS's (n + 1)/n S on every GPU link."""
+    from simdist.collectives.nvls import NVLS_NET_LATENCY_S, nvls_collnet_all_reduce
+
+    size, g, k, eff = 1e9, 8, 8, 0.85
+    group = _group(nodes, g)
+    node_of = {r: i for i, node in enumerate(group.nodes) for r in node}
+    (step,) = nvls_collnet_all_reduce(size, group, heads=k, efficiency=eff)
+    intra_out, intra_in, net_out, net_in = _loads(step, node_of)
+    for r in group.ranks:
+        assert intra_out[r] == pytest.approx(nvls_link_bytes(size, g) / eff) == pytest.approx(intra_in[r])
+        assert net_out[r] == pytest.approx(size / k) == pytest.approx(net_in[r])
+    assert step.delay_s == NVLS_NET_LATENCY_S
+
+
+def _sharp(nodes: int, sharp: bool) -> dict:
+    a100 = HERE.parents[1] / "scenarios" / "examples" / "sharp-dgxa100.yaml"
+    out = simulate(load_scenario(a100, [
+        f"cluster.nodes.0.count={nodes}", "cluster.nodes.0.gpu=h100-sxm5-80gb", "cluster.nodes.0.intra_node=nvswitch-h100",
+        "cluster.nodes.0.nic={link: ib-ndr, count: 8}", f"cluster.fabric.sharp={str(sharp).lower()}",
+        f"communication.collnet={str(sharp).lower()}", "workload.benchmark.sizes=['1 GB']"])).to_dict()
+    (row,) = out["collectives"]
+    return row
+
+
+def test_the_tuner_takes_nvls_across_h100_nodes_where_sharp_runs():
+    """16 H100 nodes on an NDR fat tree: with SHARP (CollNet on) NVLS across nodes is bound by NVLS inside the
+    node, 2 (n-1)/n x 306 n/(n+1) = 540 GB/s busbw at 128 ranks less 43 us of latency; without it NVLSTree, whose interior NICs carry
+    2 S/k, runs at the NICs' rate (about 350)."""
+    on, off = _sharp(16, True), _sharp(16, False)
+    assert on["algorithm"] == "nvls/Simple" and off["algorithm"] == "nvls_tree/Simple"
+    link = 18 * 25e9 * 0.80 * 0.85
+    t = 25e-6 + 18e-6 + 1e9 * 9 / 8 / link  # the NVLS hop and the network's latency, then the switch's bytes
+    assert on["busbw_GBps"] == pytest.approx(2 * 127 / 128 * 1e9 / t / 1e9, rel=0.005)
+    assert on["busbw_GBps"] > 1.4 * off["busbw_GBps"]
