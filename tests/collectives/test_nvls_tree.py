@@ -9,7 +9,8 @@ import pytest
 
 from simdist.collectives.fabric import NodeFabric
 from simdist.collectives.nccl import candidates, nccl_predicted_time_s
-from simdist.collectives.nvls import NVLS_TREE_NET_LATENCY_S, nvls_link_bytes, nvls_tree_all_reduce, nvls_tree_nic_bytes
+from simdist.collectives.nvls import (NVLS_NET_LATENCY_S, NVLS_TREE_NET_LATENCY_S, nvls_collnet_all_reduce,
+                                     nvls_link_bytes, nvls_tree_all_reduce, nvls_tree_nic_bytes)
 from simdist.collectives.protocols import HopKind
 from simdist.collectives.schedule import Group
 from simdist.engine.simulation import simulate
@@ -36,18 +37,27 @@ def _loads(step, node_of):
     return intra_out, intra_in, net_out, net_in
 
 
+def _switch_checked(builder, nodes: int, size: float, g: int, k: int, eff: float):
+    """The builder's step on `nodes` nodes of g GPUs with k heads, after checking that every GPU link carries
+    NVLS's (n + 1)/n S per direction over its efficiency; (group, step, bytes sent and received per rank
+    between nodes)."""
+    group = _group(nodes, g)
+    node_of = {r: i for i, node in enumerate(group.nodes) for r in node}
+    (step,) = builder(size, group, heads=k, efficiency=eff)
+    intra_out, intra_in, net_out, net_in = _loads(step, node_of)
+    for r in group.ranks:
+        assert intra_out[r] == pytest.approx(nvls_link_bytes(size, g) / eff) == pytest.approx(intra_in[r])
+    return group, step, net_out, net_in
+
+
 @pytest.mark.parametrize("nodes", [2, 4, 8])
 def test_every_gpu_link_carries_the_nvls_pattern_and_every_nic_its_tree_share(nodes):
     """8 GPUs and 8 heads (one per NIC) a node, S = 1 GB: every GPU link (n + 1)/n S per direction over the NVLS
     efficiency; between nodes each head sends and receives S/k on two nodes (both trees' edge between them, half
     each), at most 2 S/k on more (interior in one tree, leaf in the other), and the heads are rail-aligned."""
-    size, g, k, eff = 1e9, 8, 8, 0.85
-    group = _group(nodes, g)
+    size, g, k = 1e9, 8, 8
+    group, step, net_out, net_in = _switch_checked(nvls_tree_all_reduce, nodes, size, g, k, 0.85)
     node_of = {r: i for i, node in enumerate(group.nodes) for r in node}
-    (step,) = nvls_tree_all_reduce(size, group, heads=k, efficiency=eff)
-    intra_out, intra_in, net_out, net_in = _loads(step, node_of)
-    for r in group.ranks:
-        assert intra_out[r] == pytest.approx(nvls_link_bytes(size, g) / eff) == pytest.approx(intra_in[r])
     per_head = nvls_tree_nic_bytes(size, k, nodes)
     assert per_head == pytest.approx(size / k if nodes == 2 else 2 * size / k)
     assert all(net_out[r] <= per_head * (1 + 1e-12) and net_in[r] <= per_head * (1 + 1e-12) for r in group.ranks)
@@ -146,15 +156,9 @@ def test_nvls_over_collnet_puts_s_over_k_on_every_nic_on_any_node_count(nodes):
     """NVLS across nodes (with SHARP switches, NCCL_COLLNET_ENABLE=1): the switch reduces inside the node, each
     head sends its 1/k up to the aggregation switch and gets the sum back: S/k per NIC each way on any node
     count (NVLSTree's tree puts 2 S/k on its interior nodes), NVLS's (n + 1)/n S on every GPU link."""
-    from simdist.collectives.nvls import NVLS_NET_LATENCY_S, nvls_collnet_all_reduce
-
-    size, g, k, eff = 1e9, 8, 8, 0.85
-    group = _group(nodes, g)
-    node_of = {r: i for i, node in enumerate(group.nodes) for r in node}
-    (step,) = nvls_collnet_all_reduce(size, group, heads=k, efficiency=eff)
-    intra_out, intra_in, net_out, net_in = _loads(step, node_of)
+    size, k = 1e9, 8
+    group, step, net_out, net_in = _switch_checked(nvls_collnet_all_reduce, nodes, size, 8, k, 0.85)
     for r in group.ranks:
-        assert intra_out[r] == pytest.approx(nvls_link_bytes(size, g) / eff) == pytest.approx(intra_in[r])
         assert net_out[r] == pytest.approx(size / k) == pytest.approx(net_in[r])
     assert step.delay_s == NVLS_NET_LATENCY_S
 
