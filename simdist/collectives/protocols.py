@@ -59,6 +59,14 @@ class ProtocolCosts:
 
 
 _US = 1e-6
+
+
+def _nvls_costs(net_us: float, fraction: float) -> dict[Protocol, ProtocolCosts]:
+    """An NVLS family's costs (Simple only): the switch's 25 us per call and hop, its network hop, its fraction."""
+    hops = {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US, HopKind.NET: net_us * _US}
+    return {Protocol.SIMPLE: ProtocolCosts(25.0 * _US, hops, fraction)}
+
+
 # tuning.cc baseLatencies and hwLatencies (microseconds), per algorithm family; 'ring' also serves
 # reduce-scatter / all-gather / broadcast / reduce chains, 'tree' the double binary tree.
 COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
@@ -80,23 +88,14 @@ COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
     },
     # NVLS (in-switch reduction, Simple only): tuning.cc charges one NVLink "hop" of 25 us and no base
     # latency; busBw x 0.85 on Hopper (nvlsEfficiency)
-    "nvls": {
-        Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
-                                                    HopKind.NET: 18.0 * _US}, 0.85),
-    },
+    "nvls": _nvls_costs(18.0, 0.85),
     # NVLSTree (nvls.py; Simple only): the NVLS hop (25 us) once per call; the tree's network hops are the
     # schedule step's own delay (2 log2(nodes) x 20.9 us, tuning.cc); NVLS's efficiency is applied to the
     # switch's transfers only (the NICs' run at their own rate), so no fraction here
-    "nvls_tree": {
-        Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
-                                                    HopKind.NET: 20.9 * _US}, 1.0),
-    },
+    "nvls_tree": _nvls_costs(20.9, 1.0),
     # NVLS across nodes, over CollNet (nvls.py nvls_collnet_all_reduce; Simple only): the NVLS hop per call, the
     # network's 18 us as the schedule step's own delay; NVLS's efficiency on the switch's transfers only
-    "nvls_net": {
-        Protocol.SIMPLE: ProtocolCosts(25.0 * _US, {HopKind.NVLINK: 25.0 * _US, HopKind.PCI: 25.0 * _US,
-                                                    HopKind.NET: 18.0 * _US}, 1.0),
-    },
+    "nvls_net": _nvls_costs(18.0, 1.0),
     # CollNet over SHARP (collnet.py; Simple only): no base latency; its per-call latency (tuning.cc's
     # hwLatencies for CollNet plus 0.4 us per local peer) is the schedule step's own delay
     "collnet_direct": {
