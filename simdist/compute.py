@@ -16,6 +16,9 @@ from simdist.workload.specs import ModelSpec
 DTYPE_BYTES: Mapping[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 ACTIVATION_BYTES: Mapping[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}  # fp8 GEMMs, bf16 tensors
 MIXED_PRECISIONS = frozenset({"fp16", "bf16", "fp8"})  # low-precision compute with fp32 master weights
+# Precisions whose convolutions run on tensor cores, natively in NHWC: mixed precision, and tf32 (fp32 tensors
+# whose convolutions cuDNN runs on Ampere-and-later tensor cores; a GPU without tf32 has no tf32 peak to run).
+TENSOR_CORE_PRECISIONS = MIXED_PRECISIONS | {"tf32"}
 
 # Achieved fraction of peak on large matmuls when neither the GpuSpec nor a calibration gives one.
 DEFAULT_DTYPE_EFFICIENCY: Mapping[str, float] = {"fp32": 0.75, "tf32": 0.65, "fp16": 0.65, "bf16": 0.65, "fp8": 0.55}
@@ -144,14 +147,15 @@ def layout_transposes_elems(layer, memory_format: str, precision: str, dgrad: bo
     """Activation elements per sample that layout transposes move in one conv layer's (forward, backward).
 
     Tensor cores run convolutions in NHWC. With activations in NCHW (PyTorch without channels_last,
-    tf_cnn_benchmarks' data_format NCHW) in mixed precision, cuDNN transposes each call's input to NHWC before
-    the convolution and its output back to NCHW after (NVIDIA's description, as MosaicML's "Channels Last"
-    method card draws it); every transpose reads and writes its tensor. Forward: input and output. Backward:
-    the data gradient (output gradient in, input gradient out) and the weight gradient (input and output
-    gradient in), each its own call; the first trainable layer has no data gradient. Nothing in NHWC, in
-    fp32/tf32 (UNCERTAIN for tf32: not charged) or for other layer kinds.
+    tf_cnn_benchmarks' data_format NCHW, XLA's layout for every non-fp16 convolution) on tensor cores (mixed
+    precision, or tf32), cuDNN transposes each call's input to NHWC before the convolution and its output back
+    to NCHW after (cuDNN's developer guide: "NCHW-to-NHWC transformations to call the Tensor Core operations";
+    MosaicML's "Channels Last" method card draws it); every transpose reads and writes its tensor. Forward:
+    input and output. Backward: the data gradient (output gradient in, input gradient out) and the weight
+    gradient (input and output gradient in), each its own call; the first trainable layer has no data
+    gradient. Nothing in NHWC, in plain fp32 (CUDA cores, no tensor-core layout) or for other layer kinds.
     """
-    if memory_format == "nhwc" or layer.kind != "conv" or precision not in MIXED_PRECISIONS:
+    if memory_format == "nhwc" or layer.kind != "conv" or precision not in TENSOR_CORE_PRECISIONS:
         return 0.0, 0.0
     both = layer.input_elems + layer.output_elems
     return 2.0 * both, 2.0 * both * (2 if dgrad else 1)
@@ -171,8 +175,9 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     `accumulation_bytes` > 0: the micro-batch's weight gradients are added into an accumulation buffer of that
     many bytes per element by a separate kernel per gradient tensor (Megatron-LM 2021's `main_grad.add_(grad)`
     hook, PyTorch autograd's AccumulateGrad): each reads the new gradient and reads and writes the buffer.
-    `memory_format` "nchw" adds, in mixed precision, the layout transposes cuDNN runs around every convolution
-    (layout_transposes_elems; one kernel per transposed tensor); "nhwc" (the default) runs them natively.
+    `memory_format` "nchw" adds, on tensor cores (mixed precision, tf32 where the GPU has it), the layout
+    transposes cuDNN runs around every convolution (layout_transposes_elems; one kernel per transposed tensor);
+    "nhwc" (the default) runs them natively.
     """
     if memory_format not in MEMORY_FORMATS:
         raise ValueError(f"memory_format: got {memory_format!r}; expected one of {', '.join(MEMORY_FORMATS)}")
@@ -192,6 +197,7 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     launch = launch_overhead_s(calibration)
     a, w = ACTIVATION_BYTES[p], DTYPE_BYTES[p]
     first = first_trainable_layer(model)
+    layout_p = "fp32" if p == "tf32" and "tf32" not in gpu.peak_flops else p  # no tf32 tensor cores: fp32 convs
     out: list[LayerTime] = []
     for i, layer in enumerate(model.layers):
         eff = efficiency(layer.kind, gpu, p, calibration)
@@ -204,7 +210,7 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
             fwd_bytes = batch * (layer.input_elems + layer.output_elems) * a + layer.params * w
             fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
         dgrad = i > first
-        t_fwd, t_bwd = layout_transposes_elems(layer, memory_format, p, dgrad)
+        t_fwd, t_bwd = layout_transposes_elems(layer, memory_format, layout_p, dgrad)
         if t_fwd:  # each transpose reads and writes its tensor: 2 launches forward, 2 per backward call
             fwd += batch * t_fwd * a / bw + 2 * launch
         transposes_bwd = batch * t_bwd * a / bw + (4 if dgrad else 2) * launch if t_bwd else 0.0

@@ -213,6 +213,18 @@ def _check_nvls_nodes(c, cluster, issues: list[Issue]) -> None:
                                                   "off (drop the key)"))
 
 
+def _check_tf32_layout(w, cluster, issues: list[Issue]) -> None:
+    """tf32 convolutions pay NCHW layout transposes only on tensor cores: a GPU without tf32 (before Ampere) runs
+    them as fp32 on CUDA cores, where `memory_format: nchw` would change nothing."""
+    if w.memory_format != "nchw" or str(w.precision) != "tf32" or cluster is None:
+        return
+    plain = sorted({g.gpu.key for g in cluster.node_groups if "tf32" not in g.gpu.peak_flops})
+    if plain:
+        issues.append(Issue("workload.memory_format", f"got 'nchw' with precision tf32 on {', '.join(plain)}, which has "
+                                                      "no tf32 tensor cores (its tf32 convolutions run as fp32, with no "
+                                                      "layout transposes): remove the key"))
+
+
 def _check_collnet_nodes(collnet: bool, cluster, issues: list[Issue]) -> None:
     """NCCL runs CollNet (Direct and Chain) with at most 8 GPUs a node (enqueue.cc: NCCL_MAX_DIRECT_ARITY + 1),
     and simdist's schedule with the same number on every node: anything else could never run it."""
@@ -237,6 +249,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
     _check_collnet_nodes(c.collnet, cluster, issues)
     _check_nvls_nodes(c, cluster, issues)
+    _check_tf32_layout(m.workload, cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

@@ -144,14 +144,14 @@ def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | No
                                      host_cores=p.host_cores, measured_on=measured_on, host_cpu=p.host_cpu,
                                      cpus=cpus)
     if w.memory_format != "nhwc" and model is not None:
-        from simdist.compute import MIXED_PRECISIONS
+        from simdist.compute import TENSOR_CORE_PRECISIONS
 
         if not any(layer.kind == "conv" for layer in model.layers):
             issues.append(Issue("workload.memory_format", f"got {w.memory_format!r}; the model has no convolutions "
                                                           "(the layout only changes conv layers): remove the key"))
-        elif Precision(w.precision).value not in MIXED_PRECISIONS:
+        elif Precision(w.precision).value not in TENSOR_CORE_PRECISIONS:
             issues.append(Issue("workload.memory_format", f"got {w.memory_format!r} with precision {Precision(w.precision).value}; "
-                                                          "only mixed-precision (fp16, bf16, fp8) convolutions pay "
+                                                          "only tensor-core convolutions (fp16, bf16, fp8, tf32) pay "
                                                           "layout transposes: remove the key"))
     elif w.memory_format != "nhwc" and benchmark is not None:
         issues.append(Issue("workload.memory_format", "a collective benchmark has no convolutions; remove the key"))

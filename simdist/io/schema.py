@@ -176,8 +176,9 @@ class WorkloadModel(Strict):
     cores cannot decode samples as fast as its GPUs train on them (docs/model.md "Input pipeline") (added key)."""
     memory_format: Literal["nhwc", "nchw"] = "nhwc"
     """Activation layout of convolutions: nhwc (PyTorch channels_last, TF NHWC: tensor cores' native layout) or
-    nchw (PyTorch's default, tf_cnn_benchmarks' data_format NCHW), where mixed-precision convolutions pay cuDNN's
-    layout transposes around every call; refused where it changes nothing (no conv layers, fp32/tf32) (added key)."""
+    nchw (PyTorch's default, tf_cnn_benchmarks' data_format NCHW, XLA's layout for non-fp16 convolutions), where
+    tensor-core convolutions (mixed precision, tf32 on GPUs that have it) pay cuDNN's layout transposes around
+    every call; refused where it changes nothing (no conv layers, fp32, tf32 on a GPU without tf32) (added key)."""
     single_gpu_throughput: PosFloat | None = None
     """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
     is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""

@@ -1,5 +1,6 @@
-"""workload.memory_format: NCHW activations in mixed precision pay cuDNN's layout transposes around every
-convolution; NHWC (the default) runs them natively; refused where it changes nothing."""
+"""workload.memory_format: NCHW activations on tensor cores (mixed precision, tf32 where the GPU has it) pay
+cuDNN's layout transposes around every convolution; NHWC (the default) runs them natively; refused where it
+changes nothing."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,6 +23,7 @@ def test_a_conv_transposes_its_input_and_output_forward_and_per_backward_call():
     assert layout_transposes_elems(conv, "nchw", "fp16", dgrad=False) == (2 * both, 2 * both)
     assert layout_transposes_elems(conv, "nhwc", "fp16", dgrad=True) == (0.0, 0.0)
     assert layout_transposes_elems(conv, "nchw", "fp32", dgrad=True) == (0.0, 0.0)
+    assert layout_transposes_elems(conv, "nchw", "tf32", dgrad=True) == (2 * both, 4 * both)  # tensor cores too
 
 
 def test_nchw_adds_exactly_the_transposes_memory_time():
@@ -43,8 +45,23 @@ def test_nchw_slows_a_mixed_precision_resnet_and_hides_more_of_the_same_exchange
     assert nchw["iteration_time_s"] > 1.3 * plain["iteration_time_s"]
 
 
+def test_tf32_pays_the_transposes_at_fp32_width_only_where_the_gpu_has_tf32_tensor_cores():
+    sc = load_scenario(DDP, ["cluster.nodes.0.gpu=a100-sxm4-80gb", "cluster.nodes.0.intra_node=nvswitch-a100"])
+    model, a100 = sc.workload.model, sc.cluster.node_groups[0].gpu
+    conv = next(i for i, layer in enumerate(model.layers) if layer.kind == "conv" and i > 0)
+    layer = model.layers[conv]
+    nhwc = layer_times(model, a100, 64, "tf32")[conv]
+    nchw = layer_times(model, a100, 64, "tf32", memory_format="nchw")[conv]
+    bw = 2039e9 * 0.8  # the catalog's HBM rate x the default memory efficiency (no calibration here)
+    both = layer.input_elems + layer.output_elems
+    assert nchw.fwd_s - nhwc.fwd_s == pytest.approx(64 * 2 * both * 4 / bw + 2 * 5e-6, rel=1e-9)  # 4-byte tensors
+    v100 = load_scenario(DDP, []).cluster.node_groups[0].gpu  # no tf32: its tf32 convolutions are fp32 ones
+    assert layer_times(model, v100, 64, "tf32", memory_format="nchw") == layer_times(model, v100, 64, "tf32")
+
+
 @pytest.mark.parametrize("sets", [
     ["workload.memory_format=nchw", "workload.precision=fp32"],
+    ["workload.memory_format=nchw", "workload.precision=tf32", "workload.batch_per_gpu=64"],  # a V100: no tf32
     ["workload.memory_format=nchw", "workload.model=gpt2", "workload.seq_len=128", "workload.batch_per_gpu=2"],
 ])
 def test_refused_where_the_layout_changes_nothing(sets):

@@ -39,6 +39,7 @@ class Metric(StrEnum):
     THROUGHPUT_RATIO = "throughput_ratio"       # samples/s of `scenario` / samples/s of `baseline`
     TFLOPS_PER_GPU = "tflops_per_gpu"           # achieved TFLOP/s per GPU of a training run (recomputation counted)
     TOKENS_PER_S_PER_GPU = "tokens_per_s_per_gpu"  # a transformer run's training tokens/s over its GPUs
+    SAMPLES_PER_S_PER_GPU = "samples_per_s_per_gpu"  # a training run's samples/s over its GPUs (one GPU: compute)
 
 
 METRICS: dict[str, Metric] = {m.value: m for m in Metric}

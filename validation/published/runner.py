@@ -47,6 +47,12 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
         if tokens is None:
             raise ValueError("the scenario reports no tokens_per_s (is it a transformer training workload?)")
         return float(tokens) / float(result["gpus"])
+    if case.metric is Metric.SAMPLES_PER_S_PER_GPU:
+        result = run(case.scenario, [])
+        samples = (result["throughput"] or {}).get("samples_per_s")
+        if samples is None:
+            raise ValueError("the scenario reports no samples_per_s (is it a training workload?)")
+        return float(samples) / float(result["gpus"])
     assert case.baseline is not None
     num = run(case.scenario, [])["throughput"]["samples_per_s"]
     den = run(case.baseline, [])["throughput"]["samples_per_s"]
