@@ -101,8 +101,9 @@ def _check_precision(precision: str) -> str:
 
 
 def matmul_efficiency(gpu: GpuSpec, precision: str, calibration: ComputeCalibration | None = None) -> float:
-    """Achieved fraction of peak on large matmuls: calibration, else the GpuSpec's figure, else the default."""
-    p = _check_precision(precision)
+    """Achieved fraction of peak on large matmuls: calibration, else the GpuSpec's figure, else the default; for
+    the units that compute `precision` on this GPU (GpuSpec.runs_as: tf32 on a V100 is an fp32 matmul)."""
+    p = gpu.runs_as(_check_precision(precision))
     cal = calibration or _NO_CALIBRATION
     for key in (gpu.key, ANY_GPU):
         if p in cal.efficiency.get(key, {}):

@@ -170,4 +170,8 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
             [[f"{g['group']}: {g['gpu']}", g["gpus"], ", ".join(str(b) for b in g["batches"]),
               format_duration(g["step_s"]), format_duration(g["idle_s"])] for g in groups],
             title=f"== node groups (batch split {s.get('batch_split', 'equal')}) ==")
+        for g in groups:
+            if g.get("precision_ran"):
+                out += (f"\n  group {g['group']}: the {g['gpu']} has no {g['precision']} units; it computes "
+                        f"{g['precision']} as {g['precision_ran']}")
     return out

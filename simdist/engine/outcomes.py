@@ -136,11 +136,13 @@ def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
 
 def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[dict]:
     """Per node group: its GPUs, micro-batch, step time (its own compute per iteration) and `idle_s`, the time
-    per iteration its compute stream waits beyond what the least-waiting class waits (for the slowest)."""
+    per iteration its compute stream waits beyond what the least-waiting class waits (for the slowest);
+    `precision` and `precision_ran` only where the GPU computes workload.precision in another one (GpuSpec.runs_as)."""
     idle_of: dict[int, float] = {}
     for c, period in out.class_period_s.items():
         idle_of[c] = period - out.class_compute_s.get(c, 0.0)
     floor = min(idle_of.values(), default=0.0)
+    precision = str(scenario.workload.precision)
     rows = []
     for g, group in enumerate(scenario.cluster.node_groups):
         classes = [c for c in plan.classes if c.rank_class.node_group == g]
@@ -157,6 +159,9 @@ def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[d
                      "batch_per_gpu": nominal.rank_class.batch, "batches": batches,
                      "step_s": plan.micro_steps * nominal.step_s + nominal.optimizer_s,
                      "idle_s": max(0.0, idle), "rank_classes": len(classes)})
+        ran = group.gpu.runs_as(precision)
+        if ran != precision:  # a fallback is reported, never silent: this GPU has no units for the precision
+            rows[-1].update(precision=precision, precision_ran=ran)
     return rows
 
 

@@ -42,14 +42,19 @@ class GpuSpec:
         table = self.comm_interference
         return float(table.get(op, table.get("default", 0.0)))
 
-    def flops(self, dtype: str) -> float:
-        """Peak dense FLOP/s for `dtype`, falling back to the unit the GPU would use instead."""
+    def runs_as(self, dtype: str) -> str:
+        """The precision whose units compute `dtype` here: itself, or what the GPU would use instead (tf32 on a
+        GPU without tf32 tensor cores is fp32; bf16 and fp8 without their units are fp16)."""
         d: str | None = dtype
         while d is not None:
             if d in self.peak_flops:
-                return self.peak_flops[d]
+                return d
             d = _DTYPE_FALLBACK.get(d)
         raise KeyError(f"{self.key} has no FLOP/s figure for {dtype}")
+
+    def flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s for `dtype`, falling back to the unit the GPU would use instead (runs_as)."""
+        return self.peak_flops[self.runs_as(dtype)]
 
 
 @dataclass(frozen=True)

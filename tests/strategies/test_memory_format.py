@@ -67,3 +67,13 @@ def test_tf32_pays_the_transposes_at_fp32_width_only_where_the_gpu_has_tf32_tens
 def test_refused_where_the_layout_changes_nothing(sets):
     with pytest.raises(ScenarioError, match="workload.memory_format"):
         load_scenario(DDP, sets)
+
+
+def test_a_precision_the_gpu_lacks_is_reported_as_what_it_ran_in():
+    """tf32 on a V100 computes as fp32 (no tf32 tensor cores): the node group says so; native precisions add nothing."""
+    fallback = simulate(load_scenario(DDP, ["workload.precision=tf32", "workload.batch_per_gpu=64"])).to_dict()
+    fp32 = simulate(load_scenario(DDP, ["workload.precision=fp32", "workload.batch_per_gpu=64"])).to_dict()
+    (row,) = fallback["node_groups"]
+    assert (row["precision"], row["precision_ran"]) == ("tf32", "fp32")
+    assert row["step_s"] == fp32["node_groups"][0]["step_s"]
+    assert "precision_ran" not in fp32["node_groups"][0]
