@@ -198,7 +198,7 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     launch = launch_overhead_s(calibration)
     a, w = ACTIVATION_BYTES[p], DTYPE_BYTES[p]
     first = first_trainable_layer(model)
-    layout_p = "fp32" if p == "tf32" and "tf32" not in gpu.peak_flops else p  # no tf32 tensor cores: fp32 convs
+    layout_p = gpu.runs_as(p)  # the units that run the convolutions (tf32 on a GPU without tf32: fp32, no transposes)
     out: list[LayerTime] = []
     for i, layer in enumerate(model.layers):
         eff = efficiency(layer.kind, gpu, p, calibration)

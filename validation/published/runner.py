@@ -41,18 +41,15 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
         if out.get("achieved_tflops_per_gpu") is None:
             raise ValueError("the scenario reports no achieved_tflops_per_gpu (is it a model-parallel run?)")
         return float(out["achieved_tflops_per_gpu"])
-    if case.metric is Metric.TOKENS_PER_S_PER_GPU:
+    per_gpu = {Metric.TOKENS_PER_S_PER_GPU: ("tokens_per_s", "a transformer training workload"),
+               Metric.SAMPLES_PER_S_PER_GPU: ("samples_per_s", "a training workload")}
+    if case.metric in per_gpu:
+        key, what = per_gpu[case.metric]
         result = run(case.scenario, [])
-        tokens = (result["throughput"] or {}).get("tokens_per_s")
-        if tokens is None:
-            raise ValueError("the scenario reports no tokens_per_s (is it a transformer training workload?)")
-        return float(tokens) / float(result["gpus"])
-    if case.metric is Metric.SAMPLES_PER_S_PER_GPU:
-        result = run(case.scenario, [])
-        samples = (result["throughput"] or {}).get("samples_per_s")
-        if samples is None:
-            raise ValueError("the scenario reports no samples_per_s (is it a training workload?)")
-        return float(samples) / float(result["gpus"])
+        value = (result["throughput"] or {}).get(key)
+        if value is None:
+            raise ValueError(f"the scenario reports no {key} (is it {what}?)")
+        return float(value) / float(result["gpus"])
     assert case.baseline is not None
     num = run(case.scenario, [])["throughput"]["samples_per_s"]
     den = run(case.baseline, [])["throughput"]["samples_per_s"]
