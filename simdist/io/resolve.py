@@ -213,16 +213,21 @@ def _check_nvls_nodes(c, cluster, issues: list[Issue]) -> None:
                                                   "off (drop the key)"))
 
 
-def _check_tf32_layout(w, cluster, issues: list[Issue]) -> None:
-    """tf32 convolutions pay NCHW layout transposes only on tensor cores: a GPU without tf32 (before Ampere) runs
-    them as fp32 on CUDA cores, where `memory_format: nchw` would change nothing."""
-    if w.memory_format != "nchw" or str(w.precision) != "tf32" or cluster is None:
-        return
-    plain = sorted({g.gpu.key for g in cluster.node_groups if "tf32" not in g.gpu.peak_flops})
+def _check_layout_units(w, cluster, issues: list[Issue]) -> None:
+    """NCHW layout transposes are paid only by convolutions on tensor cores: a GPU that computes the precision in
+    other units (GpuSpec.runs_as: tf32 before Ampere is fp32) runs them without, where `memory_format: nchw`
+    would change nothing."""
+    from simdist.compute import TENSOR_CORE_PRECISIONS
+
+    p = str(w.precision)
+    if w.memory_format != "nchw" or p not in TENSOR_CORE_PRECISIONS or cluster is None:
+        return  # a precision that never runs on tensor cores is refused with the workload
+    plain = sorted({f"{g.gpu.key} (as {g.gpu.runs_as(p)})" for g in cluster.node_groups
+                    if g.gpu.runs_as(p) not in TENSOR_CORE_PRECISIONS})
     if plain:
-        issues.append(Issue("workload.memory_format", f"got 'nchw' with precision tf32 on {', '.join(plain)}, which has "
-                                                      "no tf32 tensor cores (its tf32 convolutions run as fp32, with no "
-                                                      "layout transposes): remove the key"))
+        issues.append(Issue("workload.memory_format", f"got 'nchw' with precision {p} on {', '.join(plain)}, which has "
+                                                      f"no {p} tensor cores (its convolutions run without layout "
+                                                      "transposes): remove the key"))
 
 
 def _check_collnet_nodes(collnet: bool, cluster, issues: list[Issue]) -> None:
@@ -249,7 +254,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
     _check_collnet_nodes(c.collnet, cluster, issues)
     _check_nvls_nodes(c, cluster, issues)
-    _check_tf32_layout(m.workload, cluster, issues)
+    _check_layout_units(m.workload, cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

@@ -62,6 +62,8 @@ def test_tf32_pays_the_transposes_at_fp32_width_only_where_the_gpu_has_tf32_tens
 @pytest.mark.parametrize("sets", [
     ["workload.memory_format=nchw", "workload.precision=fp32"],
     ["workload.memory_format=nchw", "workload.precision=tf32", "workload.batch_per_gpu=64"],  # a V100: no tf32
+    ["workload.memory_format=nchw", "cluster.nodes.0.gpu=k80-12gb", "cluster.nodes.0.intra_node=pcie-gen3",
+     "workload.batch_per_gpu=32"],  # fp16 runs as fp32 on a K80: no tensor cores
     ["workload.memory_format=nchw", "workload.model=gpt2", "workload.seq_len=128", "workload.batch_per_gpu=2"],
 ])
 def test_refused_where_the_layout_changes_nothing(sets):
