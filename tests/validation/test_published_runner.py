@@ -53,6 +53,10 @@ def test_ranking_checks_ratios_against_one_and_pairs_within_a_group() -> None:
     # r against 1 (wrong); a-b (right), a-c (wrong: c predicted slower), b-c measured a tie: skipped
     assert checked == 3
     assert [w["pair"] for w in wrong] == [["r", "baseline"], ["a", "c"]]
+    assert [w["kind"] for w in wrong] == [runner.RATIO_PAIR, runner.GROUP_PAIR]
+    summary = runner.ranking_summary(rows)
+    assert summary["by_kind"] == {runner.RATIO_PAIR: {"pairs_checked": 1, "misordered": 1},
+                                  runner.GROUP_PAIR: {"pairs_checked": 2, "misordered": 1}}
 
 
 def test_cli_validate_published_json_exits_0() -> None:

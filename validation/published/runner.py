@@ -91,15 +91,25 @@ def _ordered(a: float, b: float) -> int:
     return 1 if a > b else -1
 
 
+RATIO_PAIR = "ratio_vs_baseline"  # a throughput_ratio case: which of its two runs (same hardware) is faster
+GROUP_PAIR = "within_group"  # two cases of one group and metric: which has the larger figure
+
+
+def _ratio_pairs(rows: list[dict]) -> list[dict]:
+    """The ratio cases whose measured ratio has an order (outside TIE of 1)."""
+    return [r for r in rows if r["metric"] == Metric.THROUGHPUT_RATIO.value and _ordered(r["measured"], 1.0) != 0]
+
+
 def ranking(rows: list[dict]) -> tuple[int, list[dict]]:
-    """Pairs checked and those ordered wrong: every ratio case against 1, every same-group pair of one metric."""
+    """Pairs checked and those ordered wrong: every ratio case against 1 (kind RATIO_PAIR: the faster of a
+    same-hardware pair), every same-group pair of one metric (kind GROUP_PAIR)."""
     checked, wrong = 0, []
     ok_rows = [r for r in rows if r["predicted"] is not None]
-    for r in ok_rows:
-        if r["metric"] == Metric.THROUGHPUT_RATIO.value and _ordered(r["measured"], 1.0) != 0:
-            checked += 1
-            if _ordered(r["predicted"], 1.0) != _ordered(r["measured"], 1.0):
-                wrong.append({"pair": [r["name"], "baseline"], "measured": r["measured"], "predicted": r["predicted"]})
+    for r in _ratio_pairs(ok_rows):
+        checked += 1
+        if _ordered(r["predicted"], 1.0) != _ordered(r["measured"], 1.0):
+            wrong.append({"pair": [r["name"], "baseline"], "kind": RATIO_PAIR, "category": r.get("category"),
+                          "measured": r["measured"], "predicted": r["predicted"]})
     for a, b in itertools.combinations(ok_rows, 2):
         if not a["group"] or a["group"] != b["group"] or a["metric"] != b["metric"]:
             continue
@@ -108,9 +118,19 @@ def ranking(rows: list[dict]) -> tuple[int, list[dict]]:
             continue
         checked += 1
         if _ordered(a["predicted"], b["predicted"]) != truth:
-            wrong.append({"pair": [a["name"], b["name"]], "measured": [a["measured"], b["measured"]],
+            wrong.append({"pair": [a["name"], b["name"]], "kind": GROUP_PAIR, "category": a.get("category"),
+                          "measured": [a["measured"], b["measured"]],
                           "predicted": [a["predicted"], b["predicted"]]})
     return checked, wrong
+
+
+def ranking_summary(rows: list[dict]) -> dict:
+    """The ranking object: pairs checked, those misordered, and both counted per kind of pair."""
+    checked, wrong = ranking(rows)
+    ratio_checked = len(_ratio_pairs([r for r in rows if r["predicted"] is not None]))
+    by_kind = {kind: {"pairs_checked": n, "misordered": sum(w["kind"] == kind for w in wrong)}
+               for kind, n in ((RATIO_PAIR, ratio_checked), (GROUP_PAIR, checked - ratio_checked))}
+    return {"pairs_checked": checked, "misordered": wrong, "by_kind": by_kind}
 
 
 def _mape(rows: list[dict]) -> float | None:
@@ -140,10 +160,9 @@ def anchored_summary(rows: list[dict]) -> dict:
     swapped = [dict(r, predicted=r["anchored_predicted"], error=r["anchored_error"]) if r in mine else r
                for r in rows]
     scaling = [r for r in swapped if r["metric"] == Metric.SCALING_EFFICIENCY.value]
-    checked, wrong = ranking(swapped)
     return {"cases": [r["name"] for r in mine], "mape": _mape([dict(r, error=r["anchored_error"]) for r in mine]),
             "unanchored_mape": _mape(mine), "scaling_efficiency_mape": _mape(scaling),
-            "ranking": {"pairs_checked": checked, "misordered": wrong},
+            "ranking": ranking_summary(swapped),
             "failed": [r["name"] for r in rows if r.get("anchored_failure")]}
 
 
@@ -164,20 +183,20 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
     done = [r for r in rows if r["error"] is not None]
     fit = [r for r in rows if data.fit_subset in r["tags"]]
     held = [r for r in rows if data.fit_subset not in r["tags"]]
-    checked, wrong = ranking(rows)
+    rank = ranking_summary(rows)
     by_cat = _grouped(rows, "category", data.fit_subset)
     return {
         "suite": "published", "data": str(data.path), "fidelity": "scenario's run.fidelity (simulate), uncalibrated",
         "cases": rows,
         "mape": _mape(rows),
         "max_error": max((r["error"] for r in done), default=None),
-        "ranking_ok": not wrong,
+        "ranking_ok": not rank["misordered"],
         "out_of_sample_mape": _mape(held),
         "fitting_subset": {"name": data.fit_subset, "cases": [r["name"] for r in fit], "fitted": data.fitted,
                            "in_sample_mape": _mape(fit)},
         "by_category": by_cat,
         "by_metric": _grouped(rows, "metric", data.fit_subset),
-        "ranking": {"pairs_checked": checked, "misordered": wrong},
+        "ranking": rank,
         "failed": [r["name"] for r in rows if r["failure"]],
         "unexplained": [r["name"] for r in done if r["error"] > 0.25 and not r.get("reason")],
         "within_25pct": sum(r["error"] <= 0.25 for r in done),
@@ -193,6 +212,13 @@ def _fmt(v: float | None, spec: str = ".3g") -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1%}"
+
+
+def _by_kind(rank: dict) -> str:
+    k = rank.get("by_kind", {})
+    ratio, group = k.get(RATIO_PAIR, {}), k.get(GROUP_PAIR, {})
+    return (f"the faster of a same-hardware pair: {ratio.get('misordered', 0)} of {ratio.get('pairs_checked', 0)} "
+            f"wrong; orderings within a group: {group.get('misordered', 0)} of {group.get('pairs_checked', 0)}")
 
 
 def format_report(report: dict) -> str:
@@ -220,7 +246,7 @@ def format_report(report: dict) -> str:
         f"out-of-sample MAPE {_pct(report['out_of_sample_mape'])} (fitting subset '{fs['name']}': "
         f"{len(fs['cases'])} cases; fitted: {fs['fitted']})",
         f"ranking {'ok' if report['ranking_ok'] else 'WRONG'}: {report['ranking']['pairs_checked']} pairs checked, "
-        f"{len(misordered)} misordered",
+        f"{len(misordered)} misordered ({_by_kind(report['ranking'])})",
     ]
     an = report.get("anchored")
     if an and an["cases"]:
@@ -230,6 +256,6 @@ def format_report(report: dict) -> str:
                      f"{len(an['ranking']['misordered'])} of {an['ranking']['pairs_checked']} pairs misordered")
     if report["unexplained"]:
         lines.append(f"outside 25 % with no reason in the data file: {', '.join(report['unexplained'])}")
-    lines += [f"  misordered: {m['pair'][0]} vs {m['pair'][1]}: measured {m['measured']}, predicted "
-              f"{m['predicted']}" for m in misordered]
+    lines += [f"  misordered ({m.get('kind', '?')}): {m['pair'][0]} vs {m['pair'][1]}: measured {m['measured']}, "
+              f"predicted {m['predicted']}" for m in misordered]
     return "\n".join(lines)
