@@ -14,6 +14,7 @@ from simdist.workload.transformer import parametric_bert, parametric_gpt, vit, v
 
 _GPT2_VOCAB = 50257  # GPT-2 BPE, also used by GPT-3
 _LLAMA_VOCAB = 32000
+_LLAMA3_VOCAB = 128256  # Llama 3's tiktoken-based tokenizer (HF Meta-Llama-3 config.json vocab_size)
 
 
 # Per-block kernel options a scenario may override (workload.flash_attention, .dropout, .fused_kernels);
@@ -37,13 +38,20 @@ def _gpt3(layers: int, hidden: int, heads: int, name: str) -> Callable[..., Mode
                                                  "assumed)", **kw)
 
 
-def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, name: str) -> Callable[..., ModelSpec]:
+def _llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, name: str, vocab: int = _LLAMA_VOCAB,
+           source: str = "Touvron et al. 2023, arXiv:2307.09288; HF Llama-2 configs") -> Callable[..., ModelSpec]:
     def build(s, **kw):
         opts = {"flash_attention": True, "dropout": 0.0, **kw}  # LLaMA trains without dropout
-        return parametric_gpt(layers, hidden, heads, _LLAMA_VOCAB, s, ffn, name=name, kv_heads=kv_heads,
+        return parametric_gpt(layers, hidden, heads, vocab, s, ffn, name=name, kv_heads=kv_heads,
                               positions="rotary", mlp="swiglu", norm="rmsnorm", bias=False, tied_head=False,
-                              source="Touvron et al. 2023, arXiv:2307.09288; HF Llama-2 configs", **opts)
+                              source=source, **opts)
     return build
+
+
+def _llama3(layers: int, hidden: int, heads: int, ffn: int, name: str) -> Callable[..., ModelSpec]:
+    """Llama 3: the Llama 2 block with 8 KV heads (GQA) at every size and a 128,256-token vocabulary."""
+    return _llama(layers, hidden, heads, 8, ffn, name, _LLAMA3_VOCAB,
+                  "HF meta-llama/Meta-Llama-3-8B and -70B config.json (Llama 3 model card)")
 
 
 def _bert(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
@@ -76,9 +84,11 @@ _CATALOG: dict[str, tuple[Callable, int | None]] = {
     "gpt3-1.3b": (_gpt3(24, 2048, 16, "gpt3-1.3b"), 2048),
     "gpt3-13b": (_gpt3(40, 5120, 40, "gpt3-13b"), 2048),
     "gpt3-175b": (_gpt3(96, 12288, 96, "gpt3-175b"), 2048),
-    "llama2-7b": (_llama2(32, 4096, 32, 32, 11008, "llama2-7b"), 4096),
-    "llama2-13b": (_llama2(40, 5120, 40, 40, 13824, "llama2-13b"), 4096),
-    "llama2-70b": (_llama2(80, 8192, 64, 8, 28672, "llama2-70b"), 4096),
+    "llama2-7b": (_llama(32, 4096, 32, 32, 11008, "llama2-7b"), 4096),
+    "llama2-13b": (_llama(40, 5120, 40, 40, 13824, "llama2-13b"), 4096),
+    "llama2-70b": (_llama(80, 8192, 64, 8, 28672, "llama2-70b"), 4096),
+    "llama3-8b": (_llama3(32, 4096, 32, 14336, "llama3-8b"), 8192),
+    "llama3-70b": (_llama3(80, 8192, 64, 28672, "llama3-70b"), 8192),
 }
 
 

@@ -13,8 +13,10 @@ PUBLISHED_PARAMS = {
     "alexnet": 61.1e6, "vgg16": 138.36e6, "resnet50": 25.6e6, "resnet101": 44.5e6, "resnet152": 60.2e6,
     "inception-v3": 23.8e6, "vit-b16": 86.6e6, "bert-base": 110e6, "bert-large": 340e6, "gpt2": 124e6,
     "gpt2-xl": 1.558e9, "gpt3-1.3b": 1.3e9, "gpt3-13b": 13e9, "gpt3-175b": 175e9,
-    "llama2-7b": 6.74e9, "llama2-13b": 13.0e9, "llama2-70b": 69.0e9,
+    "llama2-7b": 6.74e9, "llama2-13b": 13.0e9, "llama2-70b": 69.0e9, "llama3-8b": 8.03e9, "llama3-70b": 70.6e9,
 }
+# Exact Hugging Face counts (sum of the checkpoint's tensor sizes, as the model cards quote them).
+HF_EXACT = {"llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496}
 # Exact torchvision counts (the generators follow its code).
 TORCHVISION_EXACT = {"alexnet": 61_100_840, "vgg16": 138_357_544, "resnet50": 25_557_032, "resnet101": 44_549_160,
                      "resnet152": 60_192_808, "inception-v3": 23_834_568, "vit-b16": 86_567_656}
@@ -35,6 +37,11 @@ def test_params_within_2_percent_of_published(key: str) -> None:
 @pytest.mark.parametrize("key", sorted(TORCHVISION_EXACT))
 def test_vision_params_match_torchvision_exactly(key: str) -> None:
     assert get_model(key).params == TORCHVISION_EXACT[key]
+
+
+@pytest.mark.parametrize("key", sorted(HF_EXACT))
+def test_llama3_params_match_hugging_face_exactly(key: str) -> None:
+    assert get_model(key).params == HF_EXACT[key]
 
 
 @pytest.mark.parametrize("key", sorted(PUBLISHED_GMACS))
