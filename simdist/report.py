@@ -25,6 +25,16 @@ def catalog_rows(kind: str) -> tuple[list[str], list[list[object]]]:
     return list(headers), [list(r) for r in rows]
 
 
+def _caps(link) -> str:
+    """The NIC's per-connection and per-stream limits, where it has them."""
+    parts = []
+    if link.flow_cap_Bps is not None:
+        parts.append(f"one connection at most {format_bandwidth(link.flow_cap_Bps)}")
+    if link.stream_cap_Bps is not None:
+        parts.append(f"one TCP stream at most {format_bandwidth(link.stream_cap_Bps)}")
+    return "".join(f"; {p}" for p in parts)
+
+
 def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
     """The figures `make demo` starts with: GPUs, nodes, links, bisection bandwidth, peak FLOP/s."""
     from simdist.topology.build import build_topology
@@ -48,7 +58,7 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
                                                             else "") for g in cluster.node_groups})),
         "nic per node": ", ".join(sorted({f"{g.nic.count} x {format_bandwidth(g.nic.link.bandwidth_Bps)}"
                                           f" ({g.nic.link.name}, efficiency {g.nic.link.efficiency:.3g}"
-                                          f" = {g.nic.link.efficiency_basis or 'given'})"
+                                          f" = {g.nic.link.efficiency_basis or 'given'}{_caps(g.nic.link)})"
                                           for g in cluster.node_groups})),
         "nic path": ", ".join(sorted({"GPUDirect RDMA" if g.nic.gpudirect else g.nic.staging
                                       for g in cluster.node_groups})),

@@ -26,7 +26,7 @@ from simdist.collectives.gloo import (
     gloo_hierarchical_chain,
     gloo_reduce_chain,
 )
-from simdist.collectives.nccl import candidates, nccl_predicted_time_s
+from simdist.collectives.nccl import SOCKET_STREAMS, candidates, nccl_predicted_time_s
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
 from simdist.collectives.nvls import nvls_all_reduce, nvls_collnet_all_reduce, nvls_tree_all_reduce
 from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, costs, tree_algbw_cap_Bps,
@@ -120,7 +120,7 @@ def nccl_candidate(
     else:
         base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))
-    sched = apply_protocol(base, proto, group, family=family, intra=fabric.intra)
+    sched = apply_protocol(base, proto, group, family=family, intra=fabric.intra).with_streams(SOCKET_STREAMS)
     if algorithm == "tree" and timer is not None and len(group.nodes) > 1:
         sched = _tree_channel_limit(sched, fabric, len(group.nodes), timer)
     return sched

@@ -23,6 +23,12 @@ from simdist.collectives.schedule import CollectiveOp
 
 Op = CollectiveOp
 PROTOCOLS = tuple(str(p) for p in Protocol)
+# TCP streams behind one NCCL connection as simdist models it (Step.streams): NCCL runs every channel its
+# topology search finds twice (graph/connect.cc: nChannels * 2), and its socket transport sends a
+# channel's data over one socket unless NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD add helper sockets,
+# which it does by default only on AWS and GCP NICs (transport/net_socket.cc). One simdist ring or tree
+# channel over a NIC is that pair of channels: 2 streams.
+SOCKET_STREAMS = 2
 
 
 def _steps(op: CollectiveOp, n: int) -> int:

@@ -8,7 +8,7 @@ models only ever see schedules, never algorithm names, so every algorithm runs o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
@@ -131,6 +131,9 @@ class Step:
     max (a 512-GPU ring crosses nodes on 1 hop in 8). Otherwise each repetition costs the max.
     `delay_s` is non-network time after the transfers, once per step (e.g. a server's update);
     `reduce_bytes` is what each receiver reduces per repetition (for models that charge reduction).
+    `streams`: the TCP streams behind each transfer's connection (gloo and textbook rings 1; NCCL 2, its
+    duplicated channels): on a link with a per-stream cap (LinkSpec.stream_cap_Bps) a transfer moves at
+    most streams x that cap.
     """
 
     transfers: tuple[Transfer, ...]
@@ -140,6 +143,7 @@ class Step:
     reduce_bytes: float = 0.0
     label: str = ""
     pipelined: bool = False
+    streams: int = 1
 
     def __hash__(self) -> int:
         """Computed once: network models look steps up by value, and a ring step of a large cluster
@@ -147,7 +151,7 @@ class Step:
         cached = self.__dict__.get("_hash")
         if cached is None:
             cached = hash((self.transfers, self.repeat, self.lockstep, self.delay_s, self.reduce_bytes,
-                           self.label, self.pipelined))
+                           self.label, self.pipelined, self.streams))
             object.__setattr__(self, "_hash", cached)
         return cached
 
@@ -165,6 +169,10 @@ class Schedule:
     def wire_bytes(self) -> float:
         """Total bytes put on the wire by all transfers (each counted once, not per hop)."""
         return sum(t.size_bytes * s.repeat for chain in self.chains for s in chain for t in s.transfers)
+
+    def with_streams(self, streams: int) -> "Schedule":
+        """The same schedule with every connection running `streams` TCP streams (Step.streams)."""
+        return replace(self, chains=tuple(tuple(replace(s, streams=streams) for s in chain) for chain in self.chains))
 
 
 @dataclass(frozen=True)

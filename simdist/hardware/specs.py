@@ -73,6 +73,11 @@ class LinkSpec:
     # (cloud per-flow limits; NCCL's socket transport opens NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
     # streams per connection, gloo one). None: no per-flow limit (flows share the link by rate only).
     flow_cap_Bps: float | None = None
+    # The most ONE TCP stream achieves on this link (links.yaml transport tcp's stream_cap, or nic.stream_cap):
+    # the kernel moves a stream's bytes on one core at each end, so however fast the NIC a stream reaches
+    # 15-35 Gb/s. A connection of k streams (Step.streams: NCCL's doubled channels, gloo's one pair per
+    # peer) moves at most k x this. None: no per-stream limit (RDMA, NVLink, PCIe).
+    stream_cap_Bps: float | None = None
 
     @property
     def effective_Bps(self) -> float:

@@ -42,7 +42,7 @@ INTERFERENCE_OPS = ("default", "all_reduce", "reduce_scatter", "all_gather", "br
 _LINK_KEYS = ("link", "bandwidth", "latency", "efficiency", "transport", "source")
 _LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficiency_reason", "source")
 _TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
-_TRANSPORT_OPTIONAL = ("by_rate",)
+_TRANSPORT_OPTIONAL = ("by_rate", "stream_cap")
 _INTRA_KEYS = ("description", "layout", "gpu_link", "pcie_link", "gpus_per_pcie_switch", "sockets",
                "socket_link", "nic_attach", "gpus", "host_memory", "source")
 
@@ -57,6 +57,7 @@ class TransportDefault:
     reason: str = ""
     source: str = ""
     by_rate: tuple[tuple[float, float], ...] = ()  # (line rate B/s, efficiency), ascending rates
+    stream_cap_Bps: float | None = None  # the most one stream of this transport moves (LinkSpec.stream_cap_Bps)
 
     def efficiency_at(self, bandwidth_Bps: float | None) -> float:
         """The default efficiency of a link of this transport at line rate `bandwidth_Bps`: linear in
@@ -278,11 +279,12 @@ def _parse_transport_default(d: object, path: str, transport: str) -> TransportD
                           issues.take(parse_duration, d["latency"], f"{path}.latency"),
                           issues.take(_text, d["reason"], f"{path}.reason"),
                           issues.take(_text, d["source"], f"{path}.source"))
+    stream_cap = issues.take(parse_bandwidth, d["stream_cap"], f"{path}.stream_cap") if "stream_cap" in d else None
     issues.raise_if_any()
     rates = [r for r, _ in points]
     if rates != sorted(rates) or len(set(rates)) != len(rates):
         raise ScenarioError(Issue(f"{path}.by_rate", "expected strictly ascending line rates"))
-    return dataclasses.replace(td, by_rate=tuple(points))
+    return dataclasses.replace(td, by_rate=tuple(points), stream_cap_Bps=stream_cap)
 
 
 def _parse_link_entry(d: object, path: str, key: str, transports: Mapping[str, TransportDefault]) -> LinkSpec:

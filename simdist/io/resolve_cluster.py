@@ -125,13 +125,35 @@ def _intra_node(v: str | IntraNodeModel | None, path: str, issues: list[Issue]) 
                          source=f"inline spec at {path}")
 
 
+def _with_stream_cap(link: LinkSpec) -> LinkSpec:
+    """`link` with its transport's per-stream cap (links.yaml `stream_cap`: TCP's) where it sets none itself;
+    a cap at or above the link's line rate changes nothing and is left off."""
+    if link.stream_cap_Bps is not None or not link.transport:
+        return link
+    try:
+        cap = getattr(hardware_catalog().transport_default(link.transport), "stream_cap_Bps", None)
+    except (KeyError, ScenarioError):  # a transport without defaults has no per-stream cap either
+        return link
+    if cap is None or cap >= link.bandwidth_Bps:
+        return link
+    return replace(link, stream_cap_Bps=cap)
+
+
 def _nic(v: str | NicModel, path: str, issues: list[Issue]) -> NicSpec | None:
+    cat = hardware_catalog()
     if isinstance(v, str):
-        link = _lookup(hardware_catalog().links(), v, path, "link", issues)
-        return NicSpec(link, gpudirect=link.transport == "rdma") if link is not None else None
+        link = _lookup(cat.links(), v, path, "link", issues)
+        return NicSpec(_with_stream_cap(link), gpudirect=link.transport == "rdma") if link is not None else None
     link = build_link(v, path, "rdma", issues)
     if link is None:
         return None
+    if v.stream_cap is not None:
+        if link.transport != "tcp":
+            issues.append(Issue(f"{path}.stream_cap", f"got {v.stream_cap / 1e9 * 8:g} Gb/s; a per-stream cap "
+                                                      f"applies to transport tcp (this NIC's is {link.transport!r})"))
+            return None
+        link = replace(link, stream_cap_Bps=float(v.stream_cap))
+    link = _with_stream_cap(link)
     if v.flow_cap is not None:
         if v.flow_cap > link.bandwidth_Bps:
             issues.append(Issue(f"{path}.flow_cap", f"got {v.flow_cap / 1e9 * 8:g} Gb/s; expected at most the "
@@ -236,6 +258,7 @@ def _fabric(f: FabricModel, first_nic: NicSpec | None, base_dir: Path, issues: l
                                                     "InfiniBand: expected rdma NICs"))
     if link is None:
         return None
+    link = _with_stream_cap(link)
     return FabricSpec(topology=topo, link=link, nodes_per_leaf=f.nodes_per_leaf, oversubscription=f.oversubscription,
                       levels=f.levels, leaves_per_pod=f.leaves_per_pod,
                       dims=tuple(f.dims) if f.dims is not None else None, graphml=graphml, routing=routing,

@@ -114,6 +114,8 @@ class NicModel(LinkModel):
     """GPUDirect RDMA: the NIC reads and writes GPU memory itself. false: transfers are staged through host memory over PCIe. Default: true for rdma, false for tcp (which cannot be true)."""
     flow_cap: Bandwidth | None = None
     """The most one connection (one flow: a ring neighbour, a worker-server pair) moves through this NIC per direction, e.g. '5 Gb/s' (AWS's single-flow limit outside a cluster placement group) or a measured `iperf -P 1` rate. Flows share the NIC max-min fairly under this cap each. Default: none."""
+    stream_cap: Bandwidth | None = None
+    """tcp only: the most one TCP stream moves per direction (one core's kernel path at each end); a connection of k streams (gloo and textbook rings 1, NCCL 2) moves at most k x this. Default: transport tcp's 25 Gb/s (links.yaml; ESnet's single-stream range on a 100G host is 15-35 Gb/s), none where the NIC's line rate is no faster."""
 
 
 class IntraNodeModel(LinkModel):

@@ -41,7 +41,7 @@ class FlowGroup:
     counts: np.ndarray  # members crossing each link (float, for the solver)
     size_bytes: float  # bytes each member moves (all repetitions)
     link_bytes: np.ndarray  # bytes the group puts on each of `links` in total
-    cap_Bps: float = float("inf")  # per-member rate limit: the least per-flow cap of its links (graph.flow_cap_Bps)
+    cap_Bps: float = float("inf")  # per-member rate limit: the least per-connection cap of its links (DirectedLinks.member_caps)
     members: "Members | None" = None  # independent members (each its own max-min flow); None: lockstep
 
 
@@ -235,15 +235,16 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
             g = routes.group(sizes, step.repeat)
             groups = [g] if g is not None else []
         else:
-            return CompiledStep(step.repeat * latency, _independent(routes, sizes, step.repeat, paths.topology),
-                                step.delay_s)
-    caps = paths.topology.links.flow_cap_Bps
+            return CompiledStep(step.repeat * latency,
+                                _independent(routes, sizes, step.repeat, paths.topology, step.streams), step.delay_s)
+    caps = paths.topology.links.member_caps(step.streams)
     if caps is not None:  # each member is one connection: it moves no faster than its links' per-flow cap
         groups = [_capped(g, float(caps[g.links].min())) for g in groups]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 
-def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: Topology) -> tuple[FlowGroup, ...]:
+def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: Topology,
+                 streams: int = 1) -> tuple[FlowGroup, ...]:
     """The groups of an independent step: its live members (size > 0, a non-empty path) by (bytes, per-flow
     cap), one group of independent members each (a lone member: a plain group, as one transfer was)."""
     k = routes.spread
@@ -251,7 +252,7 @@ def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: 
     live = np.flatnonzero((sizes > 0) & (per_member > 0))
     if not live.size:
         return ()
-    caps = topology.links.flow_cap_Bps
+    caps = topology.links.member_caps(streams)
     member_bounds = routes.bounds[::k]
     if caps is None:
         cap = np.full(live.size, np.inf)
@@ -333,7 +334,7 @@ def step_key(step: Step, digests: "tuple[bytes, bytes] | None" = None) -> tuple[
     scalars (equal steps give equal keys; a digest collision is a 2**-128 chance)."""
     value, pairs = digests if digests is not None else _digests(step.transfers)
     return (value, len(step.transfers), step.repeat, step.lockstep, step.delay_s, step.reduce_bytes, step.label,
-            step.pipelined), pairs
+            step.pipelined, step.streams), pairs
 
 
 class StepCache:

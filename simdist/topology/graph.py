@@ -33,6 +33,23 @@ class DirectedLinks:
     # per directed link, the most one flow achieves on it (LinkSpec.flow_cap_Bps, inf where none);
     # None when no link of the graph has a per-flow cap (the flow model then skips the check)
     flow_cap_Bps: np.ndarray | None = None
+    # per directed link, the most one TCP stream achieves on it (LinkSpec.stream_cap_Bps, inf where none);
+    # None when no link has one
+    stream_cap_Bps: np.ndarray | None = None
+
+    def member_caps(self, streams: int = 1) -> np.ndarray | None:
+        """Per directed link, the most one connection of `streams` streams moves: min(flow cap, streams x
+        stream cap); None when the graph limits neither."""
+        if self.stream_cap_Bps is None:
+            return self.flow_cap_Bps
+        cache = self.__dict__.setdefault("_member_caps", {})
+        caps = cache.get(streams)
+        if caps is None:
+            caps = self.stream_cap_Bps * max(1, int(streams))
+            if self.flow_cap_Bps is not None:
+                caps = np.minimum(caps, self.flow_cap_Bps)
+            cache[streams] = caps
+        return caps
 
     def name(self, link_id: int) -> str:
         u, v = self.ends[link_id]
@@ -47,6 +64,7 @@ class DirectedLinks:
         lat: list[float] = []
         figures: dict[tuple[int, int], tuple[float, float]] = {}  # (id(link), multiplicity) -> (cap, lat)
         flow_cap: list[float] = []
+        stream_cap: list[float] = []
         seen: set = set()
         adj = getattr(graph, "_adj", None) or graph.adj  # the graph's own dict of dicts: no view per row
         for u, nbrs in adj.items():
@@ -61,14 +79,17 @@ class DirectedLinks:
                 ends.append((u, v))
                 ends.append((v, u))
                 flow_cap += [link.flow_cap_Bps or np.inf] * 2
+                stream_cap += [link.stream_cap_Bps or np.inf] * 2
                 cap.append(fig[0])
                 cap.append(fig[0])
                 lat.append(fig[1])
                 lat.append(fig[1])
             seen.add(u)
         caps = np.array(flow_cap, dtype=float)
+        streams = np.array(stream_cap, dtype=float)
         return cls(tuple(ends), np.array(cap, dtype=float), np.array(lat, dtype=float),
-                   dict(zip(ends, range(len(ends)))), caps if np.isfinite(caps).any() else None)
+                   dict(zip(ends, range(len(ends)))), caps if np.isfinite(caps).any() else None,
+                   streams if np.isfinite(streams).any() else None)
 
 
 @dataclass(frozen=True, eq=False)

@@ -40,6 +40,8 @@ def _link_facts(link: LinkSpec) -> dict[str, object]:
         "efficiency_basis": link.efficiency_basis or "given"}
     if link.flow_cap_Bps is not None:  # only when set (nic.flow_cap): the most one connection moves
         facts["flow_cap_Bps"] = link.flow_cap_Bps
+    if link.stream_cap_Bps is not None:  # tcp above its per-stream cap (nic.stream_cap, links.yaml stream_cap)
+        facts["stream_cap_Bps"] = link.stream_cap_Bps
     return facts
 
 

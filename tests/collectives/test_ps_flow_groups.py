@@ -23,11 +23,11 @@ from tests.strategies.scenario_runner import run_with
 from tests.strategies.test_sync_modes import PS, STRAGGLER
 
 
-def _per_transfer(routes, sizes, repeat, topology):
+def _per_transfer(routes, sizes, repeat, topology, streams=1):
     """The reference: one flow group per live transfer (what compile_step built before members existed)."""
     groups = [steps_mod._single(routes.pair_paths(i), float(sz), repeat) for i, sz in enumerate(sizes)
               if sz > 0 and routes.lengths[i * routes.spread:(i + 1) * routes.spread].max() > 0]
-    caps = topology.links.flow_cap_Bps
+    caps = topology.links.member_caps(streams)
     if caps is not None:
         groups = [steps_mod._capped(g, float(caps[g.links].min())) for g in groups]
     return tuple(groups)

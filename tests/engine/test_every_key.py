@@ -93,6 +93,8 @@ CASES: dict[str, tuple] = {
     "cluster.nodes.nic.count": (TRAIN, {}, {"cluster.nodes.0.nic.count": 2}, "changes"),
     "cluster.nodes.nic.gpudirect": (TRAIN, {}, {"cluster.nodes.0.nic.gpudirect": False}, "changes"),
     "cluster.nodes.nic.flow_cap": (TRAIN, {}, {"cluster.nodes.0.nic.flow_cap": "5 Gb/s"}, "changes"),
+    "cluster.nodes.nic.stream_cap": (TRAIN, {"cluster.nodes.0.nic.transport": "tcp"},
+                                     {"cluster.nodes.0.nic.stream_cap": "5 Gb/s"}, "changes"),
     "cluster.fabric.topology": (TRAIN, {}, {"cluster.fabric": FAT["cluster.fabric"]}, "changes"),
     "cluster.fabric.nodes_per_leaf": (TRAIN, FAT, {"cluster.fabric.nodes_per_leaf": 1}, "changes"),
     "cluster.fabric.oversubscription": (TRAIN, FAT, {"cluster.fabric.oversubscription": 4.0}, "changes"),
