@@ -193,8 +193,10 @@ def build_backend_schedule(
         return Schedule(op, alg, float(size_bytes), (GLOO_CHAINS[alg](size_bytes, group.ranks),))
     if alg == "gloo_hierarchical":
         return Schedule(op, alg, float(size_bytes), (gloo_hierarchical_chain(size_bytes, group),))
-    return build_schedule(
+    sched = build_schedule(
         op, alg, size_bytes, group, intra=intra, inter=inter, servers=servers,
         server_delay_s=server_delay_s, chunks=chunks, channels=None if backend == "gloo" else channels,
         node_orders=None if backend == "gloo" else node_orders,
     )
+    # NCCL's rings inside a composite (hierarchical, torus2d) are its channels; a PS's are the framework's own
+    return sched.with_streams(SOCKET_STREAMS) if backend == "nccl" and alg != "ps" else sched

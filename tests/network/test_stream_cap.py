@@ -109,3 +109,16 @@ def test_streams_multiply_the_cap_in_the_network_model():
     assert net.schedule_time(one) == pytest.approx(1.0)
     assert net.schedule_time(four) == pytest.approx(0.25)
     assert hash(Step((Transfer(0, 1, 1e9),))) != hash(Step((Transfer(0, 1, 1e9),), streams=4))
+
+
+@pytest.mark.parametrize("backend, requested, streams", [
+    ("nccl", "ring", 2), ("nccl", "hierarchical", 2), ("nccl", "ps", 1), ("textbook", "ring", 1),
+    ("textbook", "hierarchical", 1), ("gloo", "ring", 1)])
+def test_which_schedules_run_two_streams(backend, requested, streams):
+    from simdist.collectives.backends import build_backend_schedule
+    from simdist.collectives.schedule import Group
+
+    group = Group.flat(range(8), 4)
+    sched = build_backend_schedule(backend, "all_reduce", 64e6, group, requested=requested,
+                                   servers=(8,) if requested == "ps" else ())
+    assert {s.streams for chain in sched.chains for s in chain} == {streams}
