@@ -34,6 +34,15 @@ DEFAULT_LAUNCH_OVERHEAD_S = 5e-6  # per kernel: launch plus the idle gap between
 # Per parameter per step: optimizer state tensors (fp32) read and written, and FLOPs of the update.
 OPTIMIZER_STATES: Mapping[str, int] = {"sgd": 0, "momentum": 1, "adam": 2}
 OPTIMIZER_FLOPS_PER_PARAM: Mapping[str, float] = {"sgd": 2.0, "momentum": 4.0, "adam": 12.0}
+# An update written as elementwise tensor ops runs one kernel per op, each reading its inputs from HBM and
+# writing its output (fp32 tensors, 4 B per element; reads of the gradient counted at its own width below).
+# (fp32 elements read + written, reads of the gradient) per parameter, counted from the op sequences:
+#   sgd:      t = lr*g; p' = p - t; assign p                                    -> 3 ops
+#   momentum: t = mu*v; v' = t + g; u = lr*v'; p' = p - u; assign v, p          -> 6 ops
+#   adam (with decoupled weight decay, as BERT's AdamWeightDecayOptimizer in google-research/bert and
+#   NVIDIA DeepLearningExamples' TensorFlow BERT, optimization.py): b1*m, (1-b1)*g, add; g*g, b2*v,
+#   (1-b2)*g2, add; sqrt, + eps, divide; wd*p, add; lr*u, p - u; assign p, m, v  -> 17 ops
+UNFUSED_OPTIMIZER_ELEMENTS: Mapping[str, tuple[int, int]] = {"sgd": (6, 1), "momentum": (13, 1), "adam": (37, 2)}
 ANY_GPU = "*"
 
 
@@ -300,16 +309,17 @@ def forward_backward_s(times: Sequence[LayerTime]) -> tuple[float, float]:
 
 
 def optimizer_step_time(params: int, gpu: GpuSpec, optimizer: str, precision: str, grad_dtype: str = "fp32",
-                        calibration: ComputeCalibration | None = None) -> float:
+                        calibration: ComputeCalibration | None = None, kernels: str = "fused") -> float:
     """Time of one optimizer step over `params` parameters: a memory-bound streaming update.
 
-    Per parameter it reads the fp32 master weight and the gradient, reads and writes each fp32 state
-    (momentum: 1, Adam: 2), writes the master weight back and, in mixed precision, the low-precision copy.
+    Fused (`kernels`): per parameter it reads the fp32 master weight and the gradient, reads and writes each
+    fp32 state (momentum: 1, Adam: 2), writes the master weight back and, in mixed precision, the
+    low-precision copy. Unfused: every elementwise op of the update is its own pass (UNFUSED_OPTIMIZER_ELEMENTS).
     """
     opt = str(optimizer)
     if opt not in OPTIMIZER_STATES:
         raise ValueError(f"optimizer: got {optimizer!r}; expected one of {', '.join(OPTIMIZER_STATES)}")
-    per_param = optimizer_bytes_per_param(opt, precision, grad_dtype)
+    per_param = optimizer_bytes_per_param(opt, precision, grad_dtype, kernels)
     if params < 0:
         raise ValueError(f"params: got {params!r}; expected >= 0")
     if params == 0:
@@ -320,12 +330,19 @@ def optimizer_step_time(params: int, gpu: GpuSpec, optimizer: str, precision: st
     return t + launch_overhead_s(calibration)
 
 
-def optimizer_bytes_per_param(optimizer: str, precision: str, grad_dtype: str = "fp32") -> int:
-    """Bytes of HBM traffic per parameter in one optimizer step (the figure optimizer_step_time streams)."""
+def optimizer_bytes_per_param(optimizer: str, precision: str, grad_dtype: str = "fp32", kernels: str = "fused") -> int:
+    """Bytes of HBM traffic per parameter in one optimizer step (the figure optimizer_step_time streams):
+    one fused pass, or (kernels "unfused") every elementwise op's reads and writes."""
     p, g = _check_precision(precision), _check_precision(grad_dtype)
     if str(optimizer) not in OPTIMIZER_STATES:
         raise ValueError(f"optimizer: got {optimizer!r}; expected one of {', '.join(OPTIMIZER_STATES)}")
-    return 4 + DTYPE_BYTES[g] + 8 * OPTIMIZER_STATES[str(optimizer)] + 4 + (DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 0)
+    low_copy = DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 0  # the compute-precision copy of the weights
+    if str(kernels) == "unfused":
+        fp32_elements, grad_reads = UNFUSED_OPTIMIZER_ELEMENTS[str(optimizer)]
+        return 4 * fp32_elements + DTYPE_BYTES[g] * grad_reads + (4 + low_copy if low_copy else 0)
+    if str(kernels) != "fused":
+        raise ValueError(f"kernels: got {kernels!r}; expected fused or unfused")
+    return 4 + DTYPE_BYTES[g] + 8 * OPTIMIZER_STATES[str(optimizer)] + 4 + low_copy
 
 
 def comm_slowdown(node_group_gpus: Sequence[GpuSpec], classes) -> "Callable[[int, str], float] | None":

@@ -34,6 +34,14 @@ class Optimizer(StrEnum):
     ADAM = "adam"
 
 
+class OptimizerKernels(StrEnum):
+    """How the optimizer update runs: one fused pass over each parameter (fused kernels, XLA, Apex, a
+    framework's own ApplyAdam) or one kernel per elementwise op of an update written as tensor ops."""
+
+    FUSED = "fused"
+    UNFUSED = "unfused"
+
+
 class SyncMode(StrEnum):
     BSP = "bsp"
     ASP = "asp"
@@ -161,6 +169,7 @@ class TrainingSpec:
     grad_accumulation: int = 1
     batch_split: BatchSplit = BatchSplit.EQUAL
     optimizer: Optimizer = Optimizer.SGD
+    optimizer_kernels: OptimizerKernels = OptimizerKernels.FUSED
     convergence_factor: float = 1.0  # iterations needed relative to uncompressed BSP (an assumption)
     placement_order: str | None = None  # e.g. 'tp,dp,pp' innermost first; None: simdist.layout.DEFAULT_ORDER
     sequence_parallel: bool = False

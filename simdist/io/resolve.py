@@ -16,7 +16,7 @@ from simdist.io.resolve_failures import resolve_failures
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec,
-    Fidelity, Optimizer, ParallelismSpec, PipelineSchedule, PsAggregation, PsPlacement, PsServer, Recompute,
+    Fidelity, Optimizer, OptimizerKernels, ParallelismSpec, PipelineSchedule, PsAggregation, PsPlacement, PsServer, Recompute,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
 )
 
@@ -53,7 +53,8 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, zero=par.zero), micro_batch=t.micro_batch,
         schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
         local_steps=t.local_steps, grad_accumulation=t.grad_accumulation, batch_split=BatchSplit(t.batch_split),
-        optimizer=Optimizer(t.optimizer), convergence_factor=t.convergence_factor,
+        optimizer=Optimizer(t.optimizer), optimizer_kernels=OptimizerKernels(t.optimizer_kernels),
+        convergence_factor=t.convergence_factor,
         placement_order=t.placement_order, sequence_parallel=t.sequence_parallel,
         tp_comm_overlap=t.tp_comm_overlap, recompute=Recompute(t.recompute), virtual_stages=t.virtual_stages,
         hybrid_switch_iteration=switch_it, hybrid_switch_fraction=switch_frac,

@@ -24,7 +24,8 @@ from simdist.io.schema_failures import (  # noqa: F401 - re-exported
     RecoveryModel, RecoveryPolicy,
 )
 from simdist.scenario import (
-    PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, PipelineSchedule, Precision,
+    PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, OptimizerKernels,
+    PipelineSchedule, Precision,
     Bucketing, PsPlacement, Recompute, StrategyKind, SyncMode,
 )
 
@@ -240,6 +241,8 @@ class TrainingModel(Strict):
     """batch_split dynamic: iterations between re-splits (default 50); refused otherwise (added key)."""
     optimizer: Optimizer = Optimizer.SGD
     """sgd | momentum | adam: optimizer state memory and update cost (added key)."""
+    optimizer_kernels: OptimizerKernels = OptimizerKernels.FUSED
+    """fused | unfused: the update as one pass over each parameter (fused kernels, multi-tensor apply, a framework's ApplyAdam) or as one kernel per elementwise op of an update written in tensor ops (e.g. BERT's AdamWeightDecayOptimizer in TensorFlow 1), each op reading and writing HBM (docs/model.md, "Optimizer step") (added key)."""
     convergence_factor: PosFloat = 1.0
     """Iterations needed relative to uncompressed BSP, an assumption for time-to-train (added key)."""
     placement_order: Key | None = None

@@ -331,6 +331,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
         params = float(sum(tpp.layers[i].shard.params for c in chunks for i in range(*c.layers)))
         shard = math.ceil(params / dp) if zero else int(params)  # ZeRO: each dp rank steps its 1/dp
         opt = optimizer_step_time(shard, gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value,
+                                  kernels=t.optimizer_kernels.value,
                                   calibration=cal)
         stages.append(StagePlan(rank_class, tuple(chunks), params, opt, _buckets(chunks, comm.bucket_size_bytes,
                                                                                  comm.overlap), zunits))

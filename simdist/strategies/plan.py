@@ -216,6 +216,7 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal,
                         memory_format=w.memory_format)
     o = optimizer_step_time(w.model.params, gpu, scenario.training.optimizer.value, w.precision.value,
+                            kernels=scenario.training.optimizer_kernels.value,
                             grad_dtype=w.grad_dtype.value, calibration=cal)
     k = scenario.training.grad_accumulation
     predicted = k * sum(x.total_s for x in times) + o
@@ -260,6 +261,7 @@ class _Kinds:
             gpu = s.cluster.node_groups[group].gpu
             times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal, memory_format=w.memory_format)
             o = optimizer_step_time(w.model.params, gpu, s.training.optimizer.value, w.precision.value,
+                                    kernels=s.training.optimizer_kernels.value,
                                     grad_dtype=w.grad_dtype.value, calibration=cal)
             # backward runs from the last layer to the first: time until layer i's gradients exist
             done_after = [0.0] * len(times)
@@ -373,7 +375,8 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
         if is_ps:  # servers apply the update to their shard; workers then skip their own step
             shard = bucket.elems / max(1, comm.ps_servers)
             server_delay = optimizer_step_time(int(shard), server_gpu, t.optimizer.value, precision,
-                                               grad_dtype=w.grad_dtype.value, calibration=cal)
+                                                kernels=t.optimizer_kernels.value,
+                                                grad_dtype=w.grad_dtype.value, calibration=cal)
         comms.append(BucketComm(bucket, tuple(plans[len(comms)].collectives), server_delay))
     return IterationPlan(classes=tuple(classes), micro_steps=k, buckets=tuple(comms), dp=dp,
                          tokens_per_sample=model.tokens_per_sample, single_gpu_samples_per_s=single,

@@ -169,6 +169,7 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
         fwd, bwd = _times(scenario, units, cc)
         gpu = scenario.cluster.node_groups[cc.rank_class.node_group].gpu
         shard = optimizer_step_time(math.ceil(model.params / dp), gpu, t.optimizer.value, w.precision.value,
+                                    kernels=t.optimizer_kernels.value,
                                     grad_dtype=w.grad_dtype.value, calibration=scenario.compute_calibration)
         shard *= cc.rank_class.slowdown
         total_b = math.fsum(bwd)

@@ -173,6 +173,8 @@ CASES: dict[str, tuple] = {
     "training.rebalance_every": (TRAIN, {**STRAGGLER, "training.batch_split": "dynamic", "run.iterations": 8},
                                  {"training.rebalance_every": 2}, "changes"),
     "training.optimizer": (TRAIN, {}, {"training.optimizer": "adam"}, "changes"),
+    "training.optimizer_kernels": (TRAIN, {"training.optimizer": "adam"}, {"training.optimizer_kernels": "unfused"},
+                                   "changes"),
     "training.convergence_factor": (TRAIN, {}, {"training.convergence_factor": 1.5}, "changes"),
     # model-parallel keys (they only matter with tp or pp > 1: refused otherwise, see resolve.py)
     "training.placement_order": (TRAIN, MP, {"training.placement_order": "pp,dp,tp"}, "changes"),
