@@ -35,7 +35,7 @@ class Optimizer(StrEnum):
 
 
 class OptimizerKernels(StrEnum):
-    """How the optimizer update runs: one fused pass over each parameter (fused kernels, XLA, Apex, a
+    """How the optimizer update runs: one fused pass over each parameter (fused kernels, Apex, a
     framework's own ApplyAdam) or one kernel per elementwise op of an update written as tensor ops."""
 
     FUSED = "fused"
