@@ -131,7 +131,7 @@ def _with_stream_cap(link: LinkSpec) -> LinkSpec:
     if link.stream_cap_Bps is not None or not link.transport:
         return link
     try:
-        cap = getattr(hardware_catalog().transport_default(link.transport), "stream_cap_Bps", None)
+        cap = hardware_catalog().transport_default(link.transport).stream_cap_Bps
     except (KeyError, ScenarioError):  # a transport without defaults has no per-stream cap either
         return link
     if cap is None or cap >= link.bandwidth_Bps:
