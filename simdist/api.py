@@ -291,7 +291,8 @@ class PublishedReport:
     """The published-benchmark suite's report, as `simdist validate --published --json` prints it.
 
     Its keys are attributes (`mape`, `out_of_sample_mape`, `max_error`, `ranking_ok`, `within_25pct`,
-    `cases`, `by_category`, `by_metric`, `ranking`, `fitting_subset`, `failed`, `unexplained`); `to_dict()`
+    `cases`, `by_category`, `by_metric`, `ranking`, `fitting_subset`, `failed`, `unexplained`, `anchored`,
+    `scaling_vs_perfect`); `to_dict()`
     is the JSON object and `to_frame(table)` a pandas DataFrame of the cases or of the aggregates.
     """
 

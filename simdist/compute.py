@@ -32,8 +32,12 @@ DEFAULT_MEMORY_EFFICIENCY = 0.8  # achieved fraction of HBM bandwidth by streami
 DEFAULT_LAUNCH_OVERHEAD_S = 5e-6  # per kernel: launch plus the idle gap between dependent kernels
 
 # Per parameter per step: optimizer state tensors (fp32) read and written, and FLOPs of the update.
-OPTIMIZER_STATES: Mapping[str, int] = {"sgd": 0, "momentum": 1, "adam": 2}
-OPTIMIZER_FLOPS_PER_PARAM: Mapping[str, float] = {"sgd": 2.0, "momentum": 4.0, "adam": 12.0}
+OPTIMIZER_STATES: Mapping[str, int] = {"sgd": 0, "momentum": 1, "adam": 2, "lamb": 2}
+# LAMB: Adam's update plus the two squared norms (w and the update, 2 FLOPs per element each) and the trust ratio
+OPTIMIZER_FLOPS_PER_PARAM: Mapping[str, float] = {"sgd": 2.0, "momentum": 4.0, "adam": 12.0, "lamb": 17.0}
+# A fused LAMB runs two passes (NVIDIA's multi-tensor LAMB): the first writes the update and its norms, the
+# second, once the per-tensor ratio is known, reads the update back: 8 B per parameter more than fused Adam.
+SECOND_PASS_BYTES: Mapping[str, int] = {"lamb": 8}
 # An update written as elementwise tensor ops runs one kernel per op, each reading its inputs from HBM and
 # writing its output (fp32 tensors, 4 B per element; reads of the gradient counted at its own width below).
 # (fp32 elements read + written, reads of the gradient) per parameter, counted from the op sequences:
@@ -42,7 +46,11 @@ OPTIMIZER_FLOPS_PER_PARAM: Mapping[str, float] = {"sgd": 2.0, "momentum": 4.0, "
 #   adam (with decoupled weight decay, as BERT's AdamWeightDecayOptimizer in google-research/bert and
 #   NVIDIA DeepLearningExamples' TensorFlow BERT, optimization.py): b1*m, (1-b1)*g, add; g*g, b2*v,
 #   (1-b2)*g2, add; sqrt, + eps, divide; wd*p, add; lr*u, p - u; assign p, m, v  -> 17 ops
-UNFUSED_OPTIMIZER_ELEMENTS: Mapping[str, tuple[int, int]] = {"sgd": (6, 1), "momentum": (13, 1), "adam": (37, 2)}
+#   lamb (DeepLearningExamples' TensorFlow BERT LAMBOptimizer, optimization.py): Adam's moments as above; the
+#   bias corrections m/c1, v/c2; sqrt, + eps, divide; wd*p, add; the norms ||p||, ||u|| (a read each); the
+#   scalar ratio*lr times u, p - u; assign p, m, v                                -> 21 ops
+UNFUSED_OPTIMIZER_ELEMENTS: Mapping[str, tuple[int, int]] = {"sgd": (6, 1), "momentum": (13, 1), "adam": (37, 2),
+                                                             "lamb": (43, 2)}
 ANY_GPU = "*"
 
 
@@ -342,7 +350,8 @@ def optimizer_bytes_per_param(optimizer: str, precision: str, grad_dtype: str = 
         return 4 * fp32_elements + DTYPE_BYTES[g] * grad_reads + (4 + low_copy if low_copy else 0)
     if str(kernels) != "fused":
         raise ValueError(f"kernels: got {kernels!r}; expected fused or unfused")
-    return 4 + DTYPE_BYTES[g] + 8 * OPTIMIZER_STATES[str(optimizer)] + 4 + low_copy
+    second_pass = SECOND_PASS_BYTES.get(str(optimizer), 0)
+    return 4 + DTYPE_BYTES[g] + 8 * OPTIMIZER_STATES[str(optimizer)] + 4 + low_copy + second_pass
 
 
 def comm_slowdown(node_group_gpus: Sequence[GpuSpec], classes) -> "Callable[[int, str], float] | None":

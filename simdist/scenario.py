@@ -32,6 +32,7 @@ class Optimizer(StrEnum):
     SGD = "sgd"
     MOMENTUM = "momentum"
     ADAM = "adam"
+    LAMB = "lamb"   # Adam's moments plus a per-tensor trust ratio ||w|| / ||update|| (You et al., 2019)
 
 
 class OptimizerKernels(StrEnum):

@@ -240,7 +240,7 @@ class TrainingModel(Strict):
     rebalance_every: PosInt | None = None
     """batch_split dynamic: iterations between re-splits (default 50); refused otherwise (added key)."""
     optimizer: Optimizer = Optimizer.SGD
-    """sgd | momentum | adam: optimizer state memory and update cost (added key)."""
+    """sgd | momentum | adam | lamb: optimizer state memory and update cost (added key)."""
     optimizer_kernels: OptimizerKernels = OptimizerKernels.FUSED
     """fused | unfused: the update as one pass over each parameter (fused kernels, multi-tensor apply, a framework's ApplyAdam) or as one kernel per elementwise op of an update written in tensor ops (e.g. BERT's AdamWeightDecayOptimizer in TensorFlow 1), each op reading and writing HBM (docs/model.md, "Optimizer step") (added key)."""
     convergence_factor: PosFloat = 1.0

@@ -134,7 +134,7 @@ def test_bad_inputs() -> None:
     with pytest.raises(ValueError, match="precision"):
         layer_times(m, A100_80GB, 1, "int4")
     with pytest.raises(ValueError, match="optimizer"):
-        optimizer_step_time(10, A100_80GB, "lamb", "fp32")
+        optimizer_step_time(10, A100_80GB, "adagrad", "fp32")
 
 
 @pytest.mark.parametrize("optimizer,precision,grad,per_param", [
@@ -178,3 +178,14 @@ def test_an_unfused_optimizer_streams_every_op_of_its_update():
     assert unfused / fused == pytest.approx(162 / 30, rel=0.05)
     with pytest.raises(ValueError, match="kernels"):
         optimizer_bytes_per_param("adam", "fp32", kernels="foreach")
+
+
+def test_lamb_streams_adams_update_plus_its_trust_ratio_pass():
+    """LAMB (DeepLearningExamples' TensorFlow LAMBOptimizer): Adam's moments and two per-tensor norms. Unfused it
+    is 21 ops, 43 fp32 element reads and writes plus two gradient reads; fused, two passes (the update written
+    and read back once the ratio is known); its state is Adam's two fp32 moments."""
+    from simdist.compute import OPTIMIZER_STATES, optimizer_bytes_per_param
+
+    assert optimizer_bytes_per_param("lamb", "fp32", kernels="unfused") == 43 * 4 + 2 * 4
+    assert optimizer_bytes_per_param("lamb", "fp32") == optimizer_bytes_per_param("adam", "fp32") + 8
+    assert OPTIMIZER_STATES["lamb"] == OPTIMIZER_STATES["adam"] == 2

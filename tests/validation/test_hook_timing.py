@@ -113,13 +113,16 @@ def test_ddp_steps_time_their_hooks_in_step_on_two_local_ranks() -> None:
     from validation.cases import parse_case
     from validation.emulab.cluster import machine_lock
 
-    cases = [parse_case(f"ddp:hook={h},hidden=128,depth=3,batch=4,reps=2") for h in ("none", "int8", "powersgd")]
+    # hidden 384: int8's stochastic rounding over ~0.45 M gradients costs several ms more than `none`'s one
+    # division, a gap a busy 2-core machine does not close (at hidden 128 both were ~2 ms, and a CI run once timed
+    # int8 under none); the pair is measured up to twice more if it still comes out inverted.
+    cases = [parse_case(f"ddp:hook={h},hidden=384,depth=3,batch=4,reps=2") for h in ("none", "int8", "powersgd")]
     with machine_lock():
         res = run_cases(cases, "local", world_size=2, timeout_s=180)
         by = {c["case"]["hook"]: c for c in res["cases"]}
-        if by["int8"]["codec_in_step_s"] <= by["none"]["codec_in_step_s"]:
-            # both are ~2 ms on this small MLP and the suite's other worker shares the 2 cores: a fresh-clone CI
-            # run once timed int8 0.08 ms under none; measure the pair once more and judge the second measurement
+        for _ in range(2):
+            if by["int8"]["codec_in_step_s"] > by["none"]["codec_in_step_s"]:
+                break
             again = run_cases(cases[:2], "local", world_size=2, timeout_s=180)
             by.update({c["case"]["hook"]: c for c in again["cases"]})
     for hook, c in by.items():

@@ -120,3 +120,24 @@ def test_a_case_without_its_quote_is_refused(tmp_path: Path) -> None:
     bad.write_text(yaml.safe_dump(raw))
     with pytest.raises(ScenarioError, match="quote"):
         load_cases(bad)
+
+
+def _first_case_as(tmp_path: Path, **changes) -> Path:
+    raw = yaml.safe_load(CASES_FILE.read_text())
+    raw["cases"] = [dict(raw["cases"][0], **changes)]
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_a_baseline_is_taken_by_scaling_and_ratio_cases_only(tmp_path: Path) -> None:
+    """A scaling_efficiency case may name a smaller baseline run (weak scaling against it); a bus bandwidth
+    case may not, and an anchor (a single-GPU figure) does not go with a baseline run."""
+    ref = {"file": "scenarios/tf-bert-pretraining-lamb-dgxa100.yaml"}
+    ok = load_cases(_first_case_as(tmp_path, metric="scaling_efficiency", size=None, baseline=ref, measured=0.9))
+    assert ok.cases[0].baseline is not None
+    with pytest.raises(ScenarioError, match="baseline"):
+        load_cases(_first_case_as(tmp_path, baseline=ref))   # the first case is a busbw_GBps case
+    with pytest.raises(ScenarioError, match="anchor"):
+        load_cases(_first_case_as(tmp_path, metric="scaling_efficiency", size=None, baseline=ref, measured=0.9,
+                                  anchor={"single_gpu_throughput": 100.0, "quote": "1 GPU: 100"}))

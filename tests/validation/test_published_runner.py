@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -57,6 +58,32 @@ def test_ranking_checks_ratios_against_one_and_pairs_within_a_group() -> None:
     summary = runner.ranking_summary(rows)
     assert summary["by_kind"] == {runner.RATIO_PAIR: {"pairs_checked": 1, "misordered": 1},
                                   runner.GROUP_PAIR: {"pairs_checked": 2, "misordered": 1}}
+
+
+def test_scaling_against_a_baseline_run_divides_the_throughput_ratio_by_the_gpu_ratio() -> None:
+    """Weak scaling against a smaller run (a source's 1-node row): 4 nodes at 3.6x one node's samples/s are
+    0.9 of linear; a baseline no smaller than the run is refused."""
+    from validation.published.cases import Metric, PublishedCase, ScenarioRef
+
+    ref, base = ScenarioRef(Path("big.yaml")), ScenarioRef(Path("small.yaml"))
+    case = PublishedCase(name="w", category="scaling", metric=Metric.SCALING_EFFICIENCY, measured=0.9,
+                         source={"repo": "r/r", "file": "f"}, quote="q" * 20, config="c" * 20, scenario=ref,
+                         reserved_check="checked", baseline=base)
+    results = {ref: {"gpus": 32, "throughput": {"samples_per_s": 360.0}},
+               base: {"gpus": 8, "throughput": {"samples_per_s": 100.0}}}
+    assert runner.predict(case, lambda r, extra: results[r]) == 0.9
+    results[base] = dict(results[base], gpus=32)
+    with pytest.raises(ValueError, match="fewer GPUs"):
+        runner.predict(case, lambda r, extra: results[r])
+
+
+def test_the_report_sets_scaling_efficiency_against_predicting_perfect_scaling() -> None:
+    rows = [{"name": "a", "metric": "scaling_efficiency", "measured": 0.8, "predicted": 0.9, "error": 0.125},
+            {"name": "b", "metric": "scaling_efficiency", "measured": 0.5, "predicted": 0.6, "error": 0.2},
+            {"name": "c", "metric": "busbw_GBps", "measured": 10.0, "predicted": 5.0, "error": 0.5}]
+    out = runner.perfect_scaling_summary(rows)
+    assert out["cases"] == 2 and out["mape"] == (0.125 + 0.2) / 2
+    assert out["perfect_scaling_mape"] == (0.25 + 1.0) / 2   # |1 - 0.8| / 0.8 and |1 - 0.5| / 0.5
 
 
 def test_cli_validate_published_json_exits_0() -> None:

@@ -35,7 +35,8 @@ class Metric(StrEnum):
     """What a case's number measures."""
 
     BUSBW_GBPS = "busbw_GBps"                   # nccl-tests bus bandwidth of one collective at one size
-    SCALING_EFFICIENCY = "scaling_efficiency"   # throughput(N GPUs) / (N x throughput(1 GPU))
+    SCALING_EFFICIENCY = "scaling_efficiency"   # throughput(N GPUs) / (N x throughput(1 GPU)); with a baseline
+    #                                             run of M GPUs: (throughput / baseline's) / (N / M), weak scaling
     THROUGHPUT_RATIO = "throughput_ratio"       # samples/s of `scenario` / samples/s of `baseline`
     TFLOPS_PER_GPU = "tflops_per_gpu"           # achieved TFLOP/s per GPU of a training run (recomputation counted)
     TOKENS_PER_S_PER_GPU = "tokens_per_s_per_gpu"  # a transformer run's training tokens/s over its GPUs
@@ -146,9 +147,11 @@ def _case(raw: Any, i: int) -> PublishedCase:
     if isinstance(measured, bool) or not isinstance(measured, (int, float)) or measured <= 0:
         raise ScenarioError(Issue(f"{where}.measured", f"got {measured!r}; expected a positive number"))
     baseline = _scenario_ref(raw["baseline"], f"{where}.baseline") if raw.get("baseline") else None
-    if (metric is Metric.THROUGHPUT_RATIO) != (baseline is not None):
-        raise ScenarioError(Issue(f"{where}.baseline", "a throughput_ratio case needs a baseline scenario; "
-                                                       "other metrics take none"))
+    if metric is Metric.THROUGHPUT_RATIO and baseline is None:
+        raise ScenarioError(Issue(f"{where}.baseline", "a throughput_ratio case needs a baseline scenario"))
+    if baseline is not None and metric not in (Metric.THROUGHPUT_RATIO, Metric.SCALING_EFFICIENCY):
+        raise ScenarioError(Issue(f"{where}.baseline", f"got a baseline for a {metric.value} case; only "
+                                                       "throughput_ratio and scaling_efficiency cases take one"))
     if (metric is Metric.BUSBW_GBPS) != bool(raw.get("size")):
         raise ScenarioError(Issue(f"{where}.size", "a busbw_GBps case needs the message size it was measured "
                                                    "at (e.g. '512 MB'); other metrics take none"))
@@ -160,9 +163,9 @@ def _case(raw: Any, i: int) -> PublishedCase:
                 or not isinstance(a, (int, float)) or a <= 0 or not str(anchor.get("quote") or "").strip()):
             raise ScenarioError(Issue(f"{where}.anchor", f"got {anchor!r}; expected {{single_gpu_throughput: "
                                                          "samples/s > 0, quote: the source's text with it}"))
-        if metric is not Metric.SCALING_EFFICIENCY:
-            raise ScenarioError(Issue(f"{where}.anchor", "only scaling_efficiency cases take an anchor (their "
-                                                         "single-GPU baseline)"))
+        if metric is not Metric.SCALING_EFFICIENCY or baseline is not None:
+            raise ScenarioError(Issue(f"{where}.anchor", "only scaling_efficiency cases against one GPU take an "
+                                                         "anchor (their single-GPU baseline); not with a baseline run"))
     return PublishedCase(
         name=str(raw["name"]), category=str(raw["category"]), metric=metric, measured=float(measured),
         source=dict(source), quote=str(raw["quote"]).strip(), config=str(raw["config"]).strip(),

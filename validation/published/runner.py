@@ -31,6 +31,8 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
         if len(rows) != 1:
             raise ValueError(f"expected one collective row at {case.size}, got {len(rows)}")
         return float(rows[0]["busbw_GBps"])
+    if case.metric is Metric.SCALING_EFFICIENCY and case.baseline is not None:
+        return _weak_scaling(run(case.scenario, []), run(case.baseline, []))
     if case.metric is Metric.SCALING_EFFICIENCY:
         eff = run(case.scenario, [])["scaling_efficiency"]
         if eff is None:
@@ -54,6 +56,16 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
     num = run(case.scenario, [])["throughput"]["samples_per_s"]
     den = run(case.baseline, [])["throughput"]["samples_per_s"]
     return float(num) / float(den)
+
+
+def _weak_scaling(result: dict, baseline: dict) -> float:
+    """Scaling efficiency against a smaller run: the throughput ratio over the GPU-count ratio (a source's
+    'weak scaling' column divided by the number of nodes or GPUs)."""
+    if result["gpus"] <= baseline["gpus"]:
+        raise ValueError(f"the scenario runs {result['gpus']} GPUs, the baseline {baseline['gpus']}: a scaling "
+                         "efficiency needs the baseline on fewer GPUs")
+    ratio = float(result["throughput"]["samples_per_s"]) / float(baseline["throughput"]["samples_per_s"])
+    return ratio / (result["gpus"] / baseline["gpus"])
 
 
 def _row(case: PublishedCase, run: Callable) -> dict:
@@ -166,6 +178,14 @@ def anchored_summary(rows: list[dict]) -> dict:
             "failed": [r["name"] for r in rows if r.get("anchored_failure")]}
 
 
+def perfect_scaling_summary(rows: list[dict]) -> dict:
+    """The trivial predictor beside simdist on the scaling-efficiency cases: the MAPE of predicting 1.0 (perfect
+    linear scaling) for each of them, so that a scaling MAPE is read against what no model at all would score."""
+    mine = [r for r in rows if r["metric"] == Metric.SCALING_EFFICIENCY.value and r["error"] is not None]
+    return {"cases": len(mine), "mape": _mape(mine),
+            "perfect_scaling_mape": _mape([dict(r, error=abs(1.0 - r["measured"]) / r["measured"]) for r in mine])}
+
+
 def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
     """The validate object for every case in the data file."""
     start = time.perf_counter()
@@ -201,6 +221,7 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
         "unexplained": [r["name"] for r in done if r["error"] > 0.25 and not r.get("reason")],
         "within_25pct": sum(r["error"] <= 0.25 for r in done),
         "anchored": anchored_summary(rows),
+        "scaling_vs_perfect": perfect_scaling_summary(rows),
         "reserved_sources_checked": data.reserved_sources_checked,
         "wall_s": time.perf_counter() - start,
     }
@@ -254,6 +275,10 @@ def format_report(report: dict) -> str:
                      f"{len(an['cases'])} cases): MAPE {_pct(an['mape'])} against {_pct(an['unanchored_mape'])} "
                      f"unanchored; scaling efficiency {_pct(an['scaling_efficiency_mape'])}; "
                      f"{len(an['ranking']['misordered'])} of {an['ranking']['pairs_checked']} pairs misordered")
+    sp = report.get("scaling_vs_perfect")
+    if sp and sp["cases"]:
+        lines.append(f"scaling efficiency ({sp['cases']} cases): MAPE {_pct(sp['mape'])} against "
+                     f"{_pct(sp['perfect_scaling_mape'])} for predicting perfect scaling (1.0) every time")
     if report["unexplained"]:
         lines.append(f"outside 25 % with no reason in the data file: {', '.join(report['unexplained'])}")
     lines += [f"  misordered ({m.get('kind', '?')}): {m['pair'][0]} vs {m['pair'][1]}: measured {m['measured']}, "
