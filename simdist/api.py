@@ -342,7 +342,7 @@ class PublishedReport:
 
 def validate_published(cases_file: str | Path | None = None) -> PublishedReport:
     """Predict every case of the published-benchmark suite uncalibrated and compare with the measured figures,
-    as `simdist validate --published` does (about 10 s; nothing is run for real). `cases_file` defaults to the
+    as `simdist validate --published` does (about 30 s; nothing is run for real). `cases_file` defaults to the
     shipped validation/published/cases.yaml."""
     from validation.published.runner import CASES_FILE, run_suite
 

@@ -354,6 +354,35 @@ def optimizer_bytes_per_param(optimizer: str, precision: str, grad_dtype: str = 
     return 4 + DTYPE_BYTES[g] + 8 * OPTIMIZER_STATES[str(optimizer)] + 4 + low_copy + second_pass
 
 
+# Passes over the gradients (each a read, or a write, of every element at grad_dtype) per application:
+#   clipping by global norm: read all (the squared norms), then read and write all (the scale)    -> 3
+#   dynamic loss scaling: unscale and check for inf/NaN. Fused (PyTorch's
+#   _amp_foreach_non_finite_check_and_unscale_): read and write -> 2; as tensor ops (TensorFlow's
+#   LossScaleOptimizer: a divide, then is_finite and reduce_all): read, write, read            -> 3
+GRAD_CLIP_PASSES = 3
+LOSS_SCALE_PASSES = {"fused": 2, "unfused": 3}
+
+
+def grad_processing_time(params: int, gpu: GpuSpec, clipping: str, loss_scaling: str, grad_dtype: str = "fp32",
+                         kernels: str = "fused", calibration: ComputeCalibration | None = None) -> float:
+    """Time of one application of gradient clipping and loss-scale unscaling over `params` gradients: streaming
+    passes over HBM (GRAD_CLIP_PASSES, LOSS_SCALE_PASSES), one launch each; 0 when neither is on."""
+    if str(clipping) not in ("none", "global_norm"):
+        raise ValueError(f"clipping: got {clipping!r}; expected none or global_norm")
+    if str(loss_scaling) not in ("none", "dynamic"):
+        raise ValueError(f"loss_scaling: got {loss_scaling!r}; expected none or dynamic")
+    if str(kernels) not in LOSS_SCALE_PASSES:
+        raise ValueError(f"kernels: got {kernels!r}; expected fused or unfused")
+    if params < 0:
+        raise ValueError(f"params: got {params!r}; expected >= 0")
+    passes = (GRAD_CLIP_PASSES if str(clipping) == "global_norm" else 0) + \
+        (LOSS_SCALE_PASSES[str(kernels)] if str(loss_scaling) == "dynamic" else 0)
+    if not passes or params == 0:
+        return 0.0
+    moved = params * DTYPE_BYTES[_check_precision(grad_dtype)] * passes
+    return moved / memory_bandwidth_Bps(gpu, calibration) + passes * launch_overhead_s(calibration)
+
+
 def comm_slowdown(node_group_gpus: Sequence[GpuSpec], classes) -> "Callable[[int, str], float] | None":
     """Compute-communication interference of rank classes, for the executor and the fold:
     `slowdown(class index, collective op)` from each class's GPU (`GpuSpec.comm_interference`, by its

@@ -43,6 +43,31 @@ class OptimizerKernels(StrEnum):
     UNFUSED = "unfused"
 
 
+class GradClipping(StrEnum):
+    """Clipping of the gradients before the update: none, or by their global L2 norm (torch.nn.utils.
+    clip_grad_norm_, tf.clip_by_global_norm): one pass to take the norm and one to scale."""
+
+    NONE = "none"
+    GLOBAL_NORM = "global_norm"
+
+
+class LossScaling(StrEnum):
+    """fp16 loss scaling: none, or dynamic (PyTorch's GradScaler, TensorFlow's LossScaleOptimizer): the
+    gradients are unscaled and checked for inf/NaN before the update."""
+
+    NONE = "none"
+    DYNAMIC = "dynamic"
+
+
+class GradProcessing(StrEnum):
+    """Where clipping and unscaling run when gradients accumulate: once per update on the accumulated
+    gradients (PyTorch's GradScaler.unscale_ + clip_grad_norm_ before optimizer.step), or on every micro-batch
+    before it is accumulated (DeepLearningExamples' TensorFlow BERT, optimization.py)."""
+
+    PER_UPDATE = "per_update"
+    PER_MICRO_BATCH = "per_micro_batch"
+
+
 class SyncMode(StrEnum):
     BSP = "bsp"
     ASP = "asp"
@@ -171,6 +196,9 @@ class TrainingSpec:
     batch_split: BatchSplit = BatchSplit.EQUAL
     optimizer: Optimizer = Optimizer.SGD
     optimizer_kernels: OptimizerKernels = OptimizerKernels.FUSED
+    grad_clipping: GradClipping = GradClipping.NONE
+    loss_scaling: LossScaling = LossScaling.NONE
+    grad_processing: GradProcessing = GradProcessing.PER_UPDATE
     convergence_factor: float = 1.0  # iterations needed relative to uncompressed BSP (an assumption)
     placement_order: str | None = None  # e.g. 'tp,dp,pp' innermost first; None: simdist.layout.DEFAULT_ORDER
     sequence_parallel: bool = False

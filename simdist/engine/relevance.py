@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import fields
 
 from simdist.errors import Issue, ScenarioError
-from simdist.scenario import (CommunicationSpec, Precision, RecoverySpec, RunSpec, Scenario, StrategyKind, SyncMode,
-                              TrainingSpec)
+from simdist.scenario import (CommunicationSpec, GradClipping, GradProcessing, LossScaling, Precision, RecoverySpec,
+                              RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec)
 
 # resolved field -> YAML path, where the two differ
 _COMM_PATHS = {"hierarchical_intra": "communication.hierarchical.intra",
@@ -25,6 +25,27 @@ _RECOVERY_PATHS = {"checkpoint_interval_s": "checkpoint_interval", "checkpoint_w
 
 def _changed(value, default, names) -> list[str]:
     return [f.name for f in fields(default) if f.name in names and getattr(value, f.name) != getattr(default, f.name)]
+
+
+def _grad_processing_keys(scenario: Scenario, issues: list[Issue]) -> None:
+    """training.loss_scaling needs fp16; grad_processing per_micro_batch needs something to run per micro-batch
+    and a plain data-parallel run; neither clipping nor unscaling is priced on parameter servers."""
+    t, p = scenario.training, scenario.training.parallelism
+    if t.loss_scaling is not LossScaling.NONE and scenario.workload.precision is not Precision.FP16:
+        issues.append(Issue("training.loss_scaling", f"got {t.loss_scaling.value!r}; loss scaling is for "
+                                                     f"workload.precision fp16, not {scenario.workload.precision.value}"))
+    on = t.grad_clipping is not GradClipping.NONE or t.loss_scaling is not LossScaling.NONE
+    if t.grad_processing is GradProcessing.PER_MICRO_BATCH:
+        if not on:
+            issues.append(Issue("training.grad_processing", "got 'per_micro_batch'; nothing runs per micro-batch "
+                                                            "without training.grad_clipping or loss_scaling"))
+        elif p.tp > 1 or p.pp > 1 or p.zero:
+            issues.append(Issue("training.grad_processing", "got 'per_micro_batch'; priced for data parallelism "
+                                                            "without tp, pp or ZeRO only (use per_update)"))
+    if on and scenario.communication.strategy is StrategyKind.PS:
+        key = "training.grad_clipping" if t.grad_clipping is not GradClipping.NONE else "training.loss_scaling"
+        issues.append(Issue(key, "not priced with communication.strategy ps (the servers apply the update); "
+                                 "remove it or use an all-reduce strategy"))
 
 
 def check_relevant(scenario: Scenario) -> None:
@@ -68,6 +89,7 @@ def check_relevant(scenario: Scenario) -> None:
             issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; pipeline micro-batches need "
                                                         "training.parallelism.pp or tp > 1; use "
                                                         "training.grad_accumulation for accumulation"))
+        _grad_processing_keys(scenario, issues)
         if t.schedule != d_t.schedule and t.parallelism.pp == 1:
             issues.append(Issue("training.schedule", f"got {t.schedule.value!r}; a pipeline schedule needs "
                                                      "training.parallelism.pp > 1"))

@@ -16,7 +16,8 @@ from simdist.io.resolve_failures import resolve_failures
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec,
-    Fidelity, Optimizer, OptimizerKernels, ParallelismSpec, PipelineSchedule, PsAggregation, PsPlacement, PsServer, Recompute,
+    Fidelity, GradClipping, GradProcessing, LossScaling, Optimizer, OptimizerKernels, ParallelismSpec,
+    PipelineSchedule, PsAggregation, PsPlacement, PsServer, Recompute,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
 )
 
@@ -54,6 +55,8 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
         local_steps=t.local_steps, grad_accumulation=t.grad_accumulation, batch_split=BatchSplit(t.batch_split),
         optimizer=Optimizer(t.optimizer), optimizer_kernels=OptimizerKernels(t.optimizer_kernels),
+        grad_clipping=GradClipping(t.grad_clipping), loss_scaling=LossScaling(t.loss_scaling),
+        grad_processing=GradProcessing(t.grad_processing),
         convergence_factor=t.convergence_factor,
         placement_order=t.placement_order, sequence_parallel=t.sequence_parallel,
         tp_comm_overlap=t.tp_comm_overlap, recompute=Recompute(t.recompute), virtual_stages=t.virtual_stages,

@@ -24,8 +24,8 @@ from simdist.io.schema_failures import (  # noqa: F401 - re-exported
     RecoveryModel, RecoveryPolicy,
 )
 from simdist.scenario import (
-    PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, Optimizer, OptimizerKernels,
-    PipelineSchedule, Precision,
+    PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, GradClipping, GradProcessing,
+    LossScaling, Optimizer, OptimizerKernels, PipelineSchedule, Precision,
     Bucketing, PsPlacement, Recompute, StrategyKind, SyncMode,
 )
 
@@ -243,6 +243,17 @@ class TrainingModel(Strict):
     """sgd | momentum | adam | lamb: optimizer state memory and update cost (added key)."""
     optimizer_kernels: OptimizerKernels = OptimizerKernels.FUSED
     """fused | unfused: the update as one pass over each parameter (fused kernels, multi-tensor apply, a framework's ApplyAdam) or as one kernel per elementwise op of an update written in tensor ops (e.g. BERT's AdamWeightDecayOptimizer in TensorFlow 1), each op reading and writing HBM (docs/model.md, "Optimizer step") (added key)."""
+    grad_clipping: GradClipping = GradClipping.NONE
+    """none | global_norm: clip the gradients by their global L2 norm before the update (clip_grad_norm_,
+    tf.clip_by_global_norm): a pass to take the norm and one to scale, priced as HBM traffic (docs/model.md,
+    "Gradient clipping and loss scaling") (added key)."""
+    loss_scaling: LossScaling = LossScaling.NONE
+    """none | dynamic: fp16 loss scaling (GradScaler, LossScaleOptimizer): the gradients are unscaled and checked
+    for inf/NaN before the update; workload.precision fp16 only (added key)."""
+    grad_processing: GradProcessing = GradProcessing.PER_UPDATE
+    """per_update | per_micro_batch: clipping and unscaling once per update on the accumulated gradients, or on
+    every micro-batch before it is accumulated (DeepLearningExamples' TensorFlow BERT); needs grad_clipping or
+    loss_scaling (added key)."""
     convergence_factor: PosFloat = 1.0
     """Iterations needed relative to uncompressed BSP, an assumption for time-to-train (added key)."""
     placement_order: Key | None = None

@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES as COMPUTE_BYTES, GEMM_KINDS, MIXED_PRECISIONS,
-                             gemm_shrink_factor, optimizer_step_time)
+                             gemm_shrink_factor)
 from simdist.errors import ScenarioError
 from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
@@ -32,6 +32,7 @@ from simdist.scenario import PipelineSchedule, Recompute, Scenario
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
                                                 tensor_parallel_plan)
+from simdist.strategies.update_cost import update_time
 
 _BLOCK = re.compile(r"^((?:blocks|encoder)\.\d+)\.")
 
@@ -330,9 +331,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
             chunks.append(ChunkWork(vs, (lo, hi), tuple(fwd), tuple(bwd), float(gb)))
         params = float(sum(tpp.layers[i].shard.params for c in chunks for i in range(*c.layers)))
         shard = math.ceil(params / dp) if zero else int(params)  # ZeRO: each dp rank steps its 1/dp
-        opt = optimizer_step_time(shard, gpu, t.optimizer.value, precision, grad_dtype=w.grad_dtype.value,
-                                  kernels=t.optimizer_kernels.value,
-                                  calibration=cal)
+        opt = update_time(shard, gpu, scenario)
         stages.append(StagePlan(rank_class, tuple(chunks), params, opt, _buckets(chunks, comm.bucket_size_bytes,
                                                                                  comm.overlap), zunits))
     act = ACTIVATION_BYTES[precision]

@@ -207,7 +207,8 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     w = scenario.workload
     if w.single_gpu_throughput is None:
         return 1.0
-    from simdist.compute import layer_times, optimizer_step_time
+    from simdist.compute import layer_times
+    from simdist.strategies.update_cost import micro_batch_processing_time, update_time
 
     if w.batch_per_gpu is None:
         raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
@@ -215,11 +216,9 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     gpu, cal = scenario.cluster.node_groups[group].gpu, scenario.compute_calibration
     times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal,
                         memory_format=w.memory_format)
-    o = optimizer_step_time(w.model.params, gpu, scenario.training.optimizer.value, w.precision.value,
-                            kernels=scenario.training.optimizer_kernels.value,
-                            grad_dtype=w.grad_dtype.value, calibration=cal)
+    o = update_time(w.model.params, gpu, scenario)
     k = scenario.training.grad_accumulation
-    predicted = k * sum(x.total_s for x in times) + o
+    predicted = k * (sum(x.total_s for x in times) + micro_batch_processing_time(w.model.params, gpu, scenario)) + o
     measured = k * w.batch_per_gpu / w.single_gpu_throughput
     pipeline = w.input_pipeline
     if pipeline is not None:
@@ -254,15 +253,17 @@ class _Kinds:
         start of the backward)."""
         key = (group, batch)
         if key not in self._cache:
-            from simdist.compute import layer_times, optimizer_step_time
+            from simdist.compute import layer_times
+            from simdist.strategies.update_cost import micro_batch_processing_time, update_time
 
             s = self.scenario
             w, cal = s.workload, s.compute_calibration
             gpu = s.cluster.node_groups[group].gpu
             times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal, memory_format=w.memory_format)
-            o = optimizer_step_time(w.model.params, gpu, s.training.optimizer.value, w.precision.value,
-                                    kernels=s.training.optimizer_kernels.value,
-                                    grad_dtype=w.grad_dtype.value, calibration=cal)
+            o = update_time(w.model.params, gpu, s)
+            # per_micro_batch clipping / unscaling runs after each micro-batch's backward and needs all of its
+            # gradients (the global norm): no gradient is ready for exchange before it ends
+            tail = micro_batch_processing_time(w.model.params, gpu, s)
             # backward runs from the last layer to the first: time until layer i's gradients exist
             done_after = [0.0] * len(times)
             acc = 0.0
@@ -270,8 +271,9 @@ class _Kinds:
                 acc += times[i].bwd_s
                 done_after[i] = acc
             a = self._anchor(group)
-            self._cache[key] = (a * sum(x.fwd_s for x in times), a * sum(x.bwd_s for x in times), a * o,
-                                [a * d for d in done_after])
+            bwd = sum(x.bwd_s for x in times) + tail
+            ready = [bwd] * len(done_after) if tail else done_after
+            self._cache[key] = (a * sum(x.fwd_s for x in times), a * bwd, a * o, [a * d for d in ready])
         return self._cache[key]
 
 

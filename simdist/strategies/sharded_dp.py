@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass, replace
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import DTYPE_BYTES as COMPUTE_BYTES, MIXED_PRECISIONS, layer_times, optimizer_step_time
+from simdist.compute import DTYPE_BYTES as COMPUTE_BYTES, MIXED_PRECISIONS, layer_times
+from simdist.strategies.update_cost import update_time
 from simdist.errors import ScenarioError
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
@@ -168,9 +169,7 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
     for cc in plan.classes:
         fwd, bwd = _times(scenario, units, cc)
         gpu = scenario.cluster.node_groups[cc.rank_class.node_group].gpu
-        shard = optimizer_step_time(math.ceil(model.params / dp), gpu, t.optimizer.value, w.precision.value,
-                                    kernels=t.optimizer_kernels.value,
-                                    grad_dtype=w.grad_dtype.value, calibration=scenario.compute_calibration)
+        shard = update_time(math.ceil(model.params / dp), gpu, scenario)
         shard *= cc.rank_class.slowdown
         total_b = math.fsum(bwd)
         done_after, acc = [0.0] * len(bwd), 0.0

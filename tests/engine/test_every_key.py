@@ -175,6 +175,10 @@ CASES: dict[str, tuple] = {
     "training.optimizer": (TRAIN, {}, {"training.optimizer": "adam"}, "changes"),
     "training.optimizer_kernels": (TRAIN, {"training.optimizer": "adam"}, {"training.optimizer_kernels": "unfused"},
                                    "changes"),
+    "training.grad_clipping": (TRAIN, {}, {"training.grad_clipping": "global_norm"}, "changes"),
+    "training.loss_scaling": (TRAIN, {}, {"training.loss_scaling": "dynamic"}, "changes"),
+    "training.grad_processing": (TRAIN, {"training.grad_clipping": "global_norm", "training.grad_accumulation": 2},
+                                 {"training.grad_processing": "per_micro_batch"}, "changes"),
     "training.convergence_factor": (TRAIN, {}, {"training.convergence_factor": 1.5}, "changes"),
     # model-parallel keys (they only matter with tp or pp > 1: refused otherwise, see resolve.py)
     "training.placement_order": (TRAIN, MP, {"training.placement_order": "pp,dp,tp"}, "changes"),
