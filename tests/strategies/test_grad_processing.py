@@ -65,3 +65,15 @@ def test_per_micro_batch_runs_them_on_every_micro_batch_and_per_update_once():
 def test_contexts_that_would_not_read_them_are_refused(changes, key):
     with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
         run_with(BASE, changes)
+
+
+def test_per_micro_batch_processing_holds_every_gradient_until_the_backward_and_it_end():
+    """Once per step either way (no accumulation), but per micro-batch the global norm needs every gradient
+    before any bucket is exchanged, so the exchange no longer overlaps the backward; per update it runs after
+    the exchange, beside the optimizer step."""
+    on = {"training.grad_clipping": "global_norm", "training.grad_accumulation": 1,
+          "cluster.nodes.0.nic.bandwidth": "10 Gb/s"}
+    per_update = run_with(BASE, on).to_dict()
+    per_micro = run_with(BASE, {**on, "training.grad_processing": "per_micro_batch"}).to_dict()
+    assert per_micro["breakdown_s"]["exposed_communication"] > per_update["breakdown_s"]["exposed_communication"]
+    assert per_micro["iteration_time_s"] > per_update["iteration_time_s"]
