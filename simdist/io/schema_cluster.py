@@ -182,7 +182,7 @@ class FabricModel(Strict):
     nodes_per_leaf: PosInt | None = None
     """fat_tree / leaf_spine: nodes under one leaf switch. Default: chosen by the builder."""
     oversubscription: PosFloat = 1.0
-    """Leaf downlink / uplink capacity (fewer uplinks at the fabric link speed)."""
+    """Leaf downlink / uplink capacity (fewer uplinks at the fabric link speed); at least 0.01."""
     link: LinkField | None = None
     """Switch-to-switch (or node-to-node) link. Default: the first node group's NIC link."""
     levels: Literal[2, 3] | None = None

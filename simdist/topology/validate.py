@@ -12,6 +12,9 @@ from simdist.hardware.specs import ClusterSpec, IntraNodeLayout, LinkSpec, Topol
 
 _NEEDS_PCIE = (IntraNodeLayout.CUBE_MESH, IntraNodeLayout.NVLINK_PAIRS, IntraNodeLayout.PCIE)
 
+MIN_OVERSUBSCRIPTION = 0.01  # leaf downlink / uplink capacity; below it (uplinks over 100x the downlinks) no cabling
+
+
 
 def _int_at_least(value: object, low: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
@@ -88,8 +91,10 @@ def _fabric_issues(cluster: ClusterSpec, machines: int) -> list[Issue]:
         if fabric.nodes_per_leaf is not None and not _int_at_least(fabric.nodes_per_leaf, 1):
             out.append(Issue(f"{fp}.nodes_per_leaf", f"got {fabric.nodes_per_leaf!r}; expected an integer >= 1"))
         ov = fabric.oversubscription
-        if not (isinstance(ov, (int, float)) and math.isfinite(ov) and ov > 0):
-            out.append(Issue(f"{fp}.oversubscription", f"got {ov!r}; expected a positive ratio (1 = non-blocking)"))
+        if not (isinstance(ov, (int, float)) and math.isfinite(ov) and ov >= MIN_OVERSUBSCRIPTION):
+            out.append(Issue(f"{fp}.oversubscription", f"got {ov!r}; expected a ratio of at least "
+                                                       f"{MIN_OVERSUBSCRIPTION} (uplinks at most 100x the downlinks; "
+                                                       "1 = non-blocking)"))
         if fabric.levels is not None and fabric.levels not in (2, 3):
             out.append(Issue(f"{fp}.levels", f"got {fabric.levels!r}; expected 2 or 3"))
         if kind is TopologyKind.LEAF_SPINE and fabric.levels == 3:

@@ -32,6 +32,8 @@ def test_validate_errors_name_their_paths():
     assert paths(cluster(2, "single_switch", DGX1_V100, gpus=4)) == ["cluster.nodes.0.gpus_per_node"]
     assert paths(cluster(2, "fat_tree", nodes_per_leaf=0)) == ["cluster.fabric.nodes_per_leaf"]
     assert paths(cluster(2, "fat_tree", oversubscription=0.0)) == ["cluster.fabric.oversubscription"]
+    # a subnormal ratio made the uplink capacity infinite (found by the property test below)
+    assert paths(cluster(2, "fat_tree", oversubscription=1.1e-308)) == ["cluster.fabric.oversubscription"]
     assert paths(cluster(2, "fat_tree", levels=4)) == ["cluster.fabric.levels"]
     assert paths(cluster(2, "single_switch", PAIRS, gpus=3)) == ["cluster.nodes.0.gpus_per_node"]
     assert paths(cluster(2, "single_switch", nics=0)) == ["cluster.nodes.0.nic.count"]
