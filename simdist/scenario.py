@@ -122,6 +122,9 @@ class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"  # recompute the attention core (softmax, dropout, scores x values)
     FULL = "full"  # keep only each layer's input, recompute the layer in backward
+    # torchtitan's op-level selective AC: keep every matmul's output but every second one, and the attention
+    # kernel's; recompute the rest (norms, activations, adds) (strategies/recompute_policy.py)
+    SELECTIVE_OP = "selective_op"
 
 
 class BatchSplit(StrEnum):
@@ -204,6 +207,7 @@ class TrainingSpec:
     sequence_parallel: bool = False
     tp_comm_overlap: bool = False  # tp all_gather / reduce_scatter chunked beside the GEMMs (needs sequence_parallel)
     recompute: Recompute = Recompute.NONE
+    recompute_every: int = 1  # recompute full: checkpoint one transformer block in this many
     virtual_stages: int = 1  # interleaved schedule: model chunks per pipeline rank
     hybrid_switch_iteration: int | None = None  # sync hybrid: the first bsp iteration (0-based), or
     hybrid_switch_fraction: float | None = None  # ... that fraction of the run's iterations

@@ -62,7 +62,7 @@ def _sharded_memory(scenario: Scenario, dp: int) -> MemoryUsage:
     for g, batch in sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp)))):
         est = check_fits(sharded_memory(w.model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
                                         t.optimizer.value, w.grad_dtype.value, t.parallelism.zero, dp, t.recompute,
-                                        scenario.communication.bucket_size_bytes))
+                                        scenario.communication.bucket_size_bytes, t.recompute_every))
         if worst is None or est.total_bytes / est.capacity_bytes > worst.total_bytes / worst.capacity_bytes:
             worst = est
     assert worst is not None

@@ -59,7 +59,8 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         grad_processing=GradProcessing(t.grad_processing),
         convergence_factor=t.convergence_factor,
         placement_order=t.placement_order, sequence_parallel=t.sequence_parallel,
-        tp_comm_overlap=t.tp_comm_overlap, recompute=Recompute(t.recompute), virtual_stages=t.virtual_stages,
+        tp_comm_overlap=t.tp_comm_overlap, recompute=Recompute(t.recompute), recompute_every=t.recompute_every,
+        virtual_stages=t.virtual_stages,
         hybrid_switch_iteration=switch_it, hybrid_switch_fraction=switch_frac,
         rebalance_every=t.rebalance_every if t.rebalance_every is not None else TrainingSpec().rebalance_every,
     )
@@ -112,6 +113,14 @@ def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:
     if Recompute(t.recompute) is not Recompute.NONE and par.tp == 1 and par.pp == 1 and par.zero == 0:
         issues.append(Issue("training.recompute", f"got '{t.recompute}'; recomputation is modelled for model-parallel "
                                                   "layouts only (tp, pp or zero); expected none"))
+    if t.recompute_every != 1 and Recompute(t.recompute) is not Recompute.FULL:
+        issues.append(Issue("training.recompute_every", f"got {t.recompute_every}; it chooses which blocks "
+                                                        "training.recompute: full checkpoints; expected 1 otherwise"))
+    for key, on in (("training.recompute", Recompute(t.recompute) is Recompute.SELECTIVE_OP),
+                    ("training.recompute_every", t.recompute_every != 1)):
+        if on and (par.tp > 1 or par.pp > 1):
+            issues.append(Issue(key, "modelled for ZeRO / FSDP data parallelism (torchtitan's FSDP2 activation "
+                                     "checkpointing), not with tp or pp > 1"))
     interleaved = PipelineSchedule(t.schedule) is PipelineSchedule.INTERLEAVED
     if t.virtual_stages > 1 and not (interleaved and par.pp > 1):
         issues.append(Issue("training.virtual_stages", f"got {t.virtual_stages}; model chunks need schedule "

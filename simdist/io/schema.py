@@ -264,7 +264,11 @@ class TrainingModel(Strict):
     """Megatron's --tp-comm-overlap (Transformer Engine userbuffers): each block GEMM's sequence-parallel all_gather
     / reduce_scatter runs in tp chunks beside the chunked GEMM it feeds; needs sequence_parallel (added key)."""
     recompute: Recompute = Recompute.NONE
-    """Activation recomputation of transformer layers: none | selective (attention core) | full (added key)."""
+    """Activation recomputation of transformer layers: none | selective (attention core) | full | selective_op
+    (torchtitan's op policy: every second matmul and the elementwise ops; ZeRO / FSDP runs without tp or pp) (added key)."""
+    recompute_every: PosInt = 1
+    """recompute full: checkpoint one transformer block in N (blocks N, 2N, ...; torchtitan's selective layer AC,
+    selective_ac_option N); ZeRO / FSDP runs without tp or pp (added key)."""
     virtual_stages: PosInt = 1
     """Interleaved schedule: model chunks per pipeline rank (>= 2 with schedule interleaved and pp > 1) (added key)."""
 

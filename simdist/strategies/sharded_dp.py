@@ -15,7 +15,8 @@ locally and reduce_scatters once, in the last micro-batch's backward (as DDP und
 reduces stage 1 at the accumulation boundary). Stages 2 and 3 shard gradients, so every micro-batch
 reduce_scatters its gradients (DeepSpeed stage >= 2, FSDP without no_sync), and stage 3 gathers the
 parameters again in every micro-batch. `training.recompute: full` recomputes each block's forward at the
-start of its backward; `selective` recomputes the attention cores. Without overlap (communication.overlap:
+start of its backward (one block in `training.recompute_every`); `selective` recomputes the attention cores,
+`selective_op` torchtitan's op policy (recompute_policy). Without overlap (communication.overlap:
 false) nothing is prefetched and each compute task waits for every collective issued before it.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from simdist.graph.tasks import Collective, Compute, Graph, Stream
 from simdist.scenario import CompressionMethod, Recompute, Scenario, StrategyKind, SyncMode
 from simdist.strategies.data_parallel import backward_segments
 from simdist.strategies.plan import DTYPE_BYTES, ClassCompute, IterationPlan
+from simdist.strategies.recompute_policy import checkpointed, kept_elems, recomputed_fraction
 from simdist.strategies.sharding import _BLOCK, RING_SEND_FACTOR, ShardUnit, fsdp_units
 
 AG, RS = CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
@@ -144,13 +146,13 @@ def _times(scenario: Scenario, units, cc: ClassCompute) -> tuple[list[float], li
     x = cc.rank_class.slowdown
     times = layer_times(w.model, gpu, cc.rank_class.batch, w.precision.value, calibration=scenario.compute_calibration)
     fwd, bwd = [t.fwd_s * x for t in times], [t.bwd_s * x for t in times]
-    for u in block_units(w.model, units):
-        if rc is Recompute.FULL:  # the block's forward again, before its backward (checkpointed per block)
-            bwd[u.layers[-1]] += math.fsum(fwd[i] for i in u.layers)
-        elif rc is Recompute.SELECTIVE:  # the attention cores only (Korthikanti et al. 2022)
-            for i in u.layers:
-                if w.model.layers[i].kind == "attention":
-                    bwd[i] += fwd[i]
+    every = scenario.training.recompute_every
+    for position, u in enumerate(block_units(w.model, units), start=1):
+        if not checkpointed(position, rc, every):
+            continue
+        # the recomputed forward work runs before the block's backward (recompute_policy: what each mode redoes)
+        redo = recomputed_fraction(w.model, u.layers, rc)
+        bwd[u.layers[-1]] += math.fsum(fwd[i] * f for i, f in redo.items())
     return fwd, bwd
 
 
@@ -294,7 +296,7 @@ def sharded_graphs(sp: ShardedPlan) -> list[Graph]:
 
 
 def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_dtype: str, zero: int, dp: int,
-                   recompute: Recompute = Recompute.NONE, bucket_bytes: float = 25e6):
+                   recompute: Recompute = Recompute.NONE, bucket_bytes: float = 25e6, recompute_every: int = 1):
     """Peak memory of one rank under ZeRO stage `zero` (Rajbhandari et al. 2020, section 5: mixed-precision Adam
     keeps 2Ψ + 2Ψ + 12Ψ/Nd at stage 1, 2Ψ + 14Ψ/Nd at stage 2, 16Ψ/Nd at stage 3; memory.model_state_bytes).
 
@@ -314,19 +316,14 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     g = COMPUTE_BYTES[str(grad_dtype)]
     p = COMPUTE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
     units = fsdp_units(model)
-    blocks = block_units(model, units) if recompute is not Recompute.NONE else []
+    blocks = [u for position, u in enumerate(block_units(model, units), start=1)
+              if checkpointed(position, Recompute(recompute), recompute_every)]
     saved = [x.saved_elems for x in model.layers]
     transient = 0.0
     for u in blocks:
         full = math.fsum(saved[i] for i in u.layers)
-        if recompute is Recompute.FULL:
-            for i in u.layers:
-                saved[i] = 0.0
-            saved[u.layers[0]] = model.layers[u.layers[0]].input_elems
-        else:
-            for i in u.layers:
-                if model.layers[i].kind == "attention":
-                    saved[i] = model.layers[i].input_elems
+        for i, kept in kept_elems(model, u.layers, Recompute(recompute)).items():
+            saved[i] = kept
         transient = max(transient, full - math.fsum(saved[i] for i in u.layers))
     activations = math.fsum(saved) * batch * a
     live = max((x.input_elems + x.output_elems for x in model.layers), default=0.0)

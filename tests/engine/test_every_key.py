@@ -186,6 +186,8 @@ CASES: dict[str, tuple] = {
     "training.tp_comm_overlap": (TRAIN, {**MP, "training.sequence_parallel": True}, {"training.tp_comm_overlap": True},
                                  "changes"),
     "training.recompute": (TRAIN, MP, {"training.recompute": "full"}, "changes"),
+    "training.recompute_every": (TRAIN, {**MPW, "training.parallelism": {"zero": "fsdp"}, "training.recompute": "full"},
+                                 {"training.recompute_every": 2}, "changes"),
     "training.virtual_stages": (TRAIN, {**MP, "training.schedule": "interleaved", "training.virtual_stages": 2},
                                 {"training.virtual_stages": 4}, "changes"),
     "communication.strategy": (TRAIN, {}, {"communication.strategy": "tree"}, "changes"),

@@ -1,0 +1,90 @@
+"""What a checkpointed transformer block recomputes before its backward, and what it keeps, per
+training.recompute mode, for the data-parallel plans (ZeRO / FSDP: sharded_dp).
+
+* `full` keeps each checkpointed block's input and recomputes its whole forward; `training.recompute_every` N
+  checkpoints one block in N (blocks N, 2N, ...: torchtitan's "selective layer" AC, selective_ac_option N) and
+  leaves the others as they are.
+* `selective` recomputes the attention cores (Korthikanti et al. 2022).
+* `selective_op` is torchtitan's op-level policy (parallelize_llama.py, `_custom_policy`): inside a block it keeps
+  the output of every matmul except every second one in call order (q 1, k 2, v 3, o 4, w1 5, w3 6, w2 7 in a
+  Llama block: k, o and w3 are recomputed) and of the attention kernel, and recomputes everything else (norms,
+  the activation, residual adds). simdist fuses q, k and v into one `attn.qkv` layer and w1, w3 into
+  `mlp.gate_up`; each is split into its matmuls by output width (q's width is the block's hidden size).
+"""
+from __future__ import annotations
+
+import math
+
+from simdist.scenario import Recompute
+
+_ELEMENTWISE = ("norm", "activation", "other")
+
+
+def checkpointed(position: int, recompute: Recompute, every: int) -> bool:
+    """Whether the block at 1-based `position` among the model's blocks is checkpointed at all."""
+    if recompute is Recompute.NONE:
+        return False
+    return recompute is not Recompute.FULL or position % every == 0
+
+
+def _matmuls(layer) -> list[float]:
+    """The output widths of a linear layer's matmuls in call order (one per 2-D weight; q, k, v for attn.qkv)."""
+    shapes = [s for s in layer.grad_shapes if len(s) == 2]
+    if layer.name.endswith("attn.qkv") and len(shapes) == 1:
+        out, hidden = shapes[0]
+        kv = (out - hidden) / 2
+        if kv > 0:
+            return [float(hidden), kv, kv]
+    return [float(s[0]) for s in shapes] or [1.0]
+
+
+def _op_policy(model, layers) -> dict[int, float]:
+    """selective_op: the fraction of each layer's forward that is recomputed (1 for elementwise layers)."""
+    recomputed, count = {}, 0
+    for i in layers:
+        layer = model.layers[i]
+        if layer.kind == "linear":
+            widths = _matmuls(layer)
+            redo = 0.0
+            for w in widths:
+                count += 1
+                if count % 2 == 0:
+                    redo += w
+            recomputed[i] = redo / math.fsum(widths)
+        elif layer.kind in _ELEMENTWISE:
+            recomputed[i] = 1.0
+    return recomputed
+
+
+def recomputed_fraction(model, layers, recompute: Recompute) -> dict[int, float]:
+    """Layer index -> the fraction of its forward recomputed before a checkpointed block's backward."""
+    if recompute is Recompute.FULL:
+        return {i: 1.0 for i in layers}
+    if recompute is Recompute.SELECTIVE:
+        return {i: 1.0 for i in layers if model.layers[i].kind == "attention"}
+    if recompute is Recompute.SELECTIVE_OP:
+        return _op_policy(model, layers)
+    return {}
+
+
+def kept_elems(model, layers, recompute: Recompute) -> dict[int, float]:
+    """Layer index -> activation elements per sample a checkpointed block keeps for backward (the others keep
+    their saved_elems): full the block's input; selective the attention cores' inputs; selective_op the kept
+    matmuls' outputs, the attention kernels' saved tensors and the block's input."""
+    first = layers[0]
+    if recompute is Recompute.FULL:
+        return {i: (model.layers[i].input_elems if i == first else 0.0) for i in layers}
+    if recompute is Recompute.SELECTIVE:
+        return {i: model.layers[i].input_elems for i in layers if model.layers[i].kind == "attention"}
+    if recompute is Recompute.SELECTIVE_OP:
+        redo = _op_policy(model, layers)
+        kept = {}
+        for i in layers:
+            layer = model.layers[i]
+            if layer.kind == "linear":
+                kept[i] = layer.output_elems * (1.0 - redo[i])
+            elif layer.kind in _ELEMENTWISE:
+                kept[i] = 0.0
+        kept[first] = kept.get(first, 0.0) + model.layers[first].input_elems
+        return kept
+    return {}
