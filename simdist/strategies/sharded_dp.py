@@ -150,9 +150,12 @@ def _times(scenario: Scenario, units, cc: ClassCompute) -> tuple[list[float], li
     for position, u in enumerate(block_units(w.model, units), start=1):
         if not checkpointed(position, rc, every):
             continue
-        # the recomputed forward work runs before the block's backward (recompute_policy: what each mode redoes)
-        redo = recomputed_fraction(w.model, u.layers, rc)
-        bwd[u.layers[-1]] += math.fsum(fwd[i] * f for i, f in redo.items())
+        redo = recomputed_fraction(w.model, u.layers, rc)  # recompute_policy: what each mode redoes
+        if rc is Recompute.SELECTIVE:  # each attention core again, just before its own backward
+            for i, f in redo.items():
+                bwd[i] += fwd[i] * f
+        else:  # the checkpointed region is recomputed when the block's backward starts
+            bwd[u.layers[-1]] += math.fsum(fwd[i] * f for i, f in redo.items())
     return fwd, bwd
 
 
