@@ -139,6 +139,12 @@ def block_units(model, units: tuple[ShardUnit, ...]) -> list[ShardUnit]:
     return [u for u in units if _BLOCK.match(model.layers[u.layers[0]].name)]
 
 
+def checkpointed_blocks(model, units: tuple[ShardUnit, ...], recompute: Recompute, every: int) -> list[ShardUnit]:
+    """The block units that training.recompute (and recompute_every) checkpoints, in forward order."""
+    return [u for position, u in enumerate(block_units(model, units), start=1)
+            if checkpointed(position, recompute, every)]
+
+
 def _times(scenario: Scenario, units, cc: ClassCompute) -> tuple[list[float], list[float]]:
     """Per-layer forward and backward seconds of one class, backward with its recomputation."""
     w, rc = scenario.workload, scenario.training.recompute
@@ -146,10 +152,7 @@ def _times(scenario: Scenario, units, cc: ClassCompute) -> tuple[list[float], li
     x = cc.rank_class.slowdown
     times = layer_times(w.model, gpu, cc.rank_class.batch, w.precision.value, calibration=scenario.compute_calibration)
     fwd, bwd = [t.fwd_s * x for t in times], [t.bwd_s * x for t in times]
-    every = scenario.training.recompute_every
-    for position, u in enumerate(block_units(w.model, units), start=1):
-        if not checkpointed(position, rc, every):
-            continue
+    for u in checkpointed_blocks(w.model, units, rc, scenario.training.recompute_every):
         redo = recomputed_fraction(w.model, u.layers, rc)  # recompute_policy: what each mode redoes
         if rc is Recompute.SELECTIVE:  # each attention core again, just before its own backward
             for i, f in redo.items():
@@ -319,8 +322,7 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     g = COMPUTE_BYTES[str(grad_dtype)]
     p = COMPUTE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
     units = fsdp_units(model)
-    blocks = [u for position, u in enumerate(block_units(model, units), start=1)
-              if checkpointed(position, Recompute(recompute), recompute_every)]
+    blocks = checkpointed_blocks(model, units, Recompute(recompute), recompute_every)
     saved = [x.saved_elems for x in model.layers]
     transient = 0.0
     for u in blocks:

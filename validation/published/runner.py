@@ -53,9 +53,12 @@ def predict(case: PublishedCase, run: Callable[[ScenarioRef, Sequence[str]], dic
             raise ValueError(f"the scenario reports no {key} (is it {what}?)")
         return float(value) / float(result["gpus"])
     assert case.baseline is not None
-    num = run(case.scenario, [])["throughput"]["samples_per_s"]
-    den = run(case.baseline, [])["throughput"]["samples_per_s"]
-    return float(num) / float(den)
+    return _throughput_ratio(run(case.scenario, []), run(case.baseline, []))
+
+
+def _throughput_ratio(result: dict, baseline: dict) -> float:
+    """samples/s of a run over its baseline's."""
+    return float(result["throughput"]["samples_per_s"]) / float(baseline["throughput"]["samples_per_s"])
 
 
 def _weak_scaling(result: dict, baseline: dict) -> float:
@@ -64,8 +67,7 @@ def _weak_scaling(result: dict, baseline: dict) -> float:
     if result["gpus"] <= baseline["gpus"]:
         raise ValueError(f"the scenario runs {result['gpus']} GPUs, the baseline {baseline['gpus']}: a scaling "
                          "efficiency needs the baseline on fewer GPUs")
-    ratio = float(result["throughput"]["samples_per_s"]) / float(baseline["throughput"]["samples_per_s"])
-    return ratio / (result["gpus"] / baseline["gpus"])
+    return _throughput_ratio(result, baseline) / (result["gpus"] / baseline["gpus"])
 
 
 def _row(case: PublishedCase, run: Callable) -> dict:
