@@ -5,7 +5,7 @@ figures exactly; every conv is its own LayerSpec, followed by its BatchNorm and 
 """
 from __future__ import annotations
 
-from simdist.workload.layers import Shape, activation, add, conv, global_pool, linear, norm, pool
+from simdist.workload.layers import Shape, activation, add, batch_norm, conv, global_pool, linear, norm, pool
 from simdist.workload.specs import LayerSpec, ModelSpec
 
 IMAGENET_CLASSES = 1000
@@ -20,7 +20,7 @@ class _Net:
     def conv_bn_relu(self, name: str, x: Shape, out_c: int, k, stride=1, pad=0, relu: bool = True) -> Shape:
         spec, y = conv(f"{name}.conv", x, out_c, k, stride, pad, bias=False)
         self.layers.append(spec)
-        self.layers.append(norm(f"{name}.bn", y.elems, out_c))
+        self.layers.append(batch_norm(f"{name}.bn", y.elems, out_c))
         if relu:
             self.layers.append(activation(f"{name}.relu", y.elems, saves=False))
         return y

@@ -5,10 +5,10 @@ element counts per sample and gradient shapes. Conventions are documented in doc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from simdist.workload.specs import LayerSpec
+from simdist.workload.specs import Kernel, LayerSpec
 
 
 class LayerKind(StrEnum):
@@ -92,9 +92,28 @@ def norm(name: str, elems: int, channels: int, affine: bool = True, bias: bool =
     return LayerSpec(name, "norm", params, flops_per_elem * elems, elems, elems, elems, shapes)
 
 
+def batch_norm(name: str, elems: int, channels: int) -> LayerSpec:
+    """Training-mode BatchNorm over `elems` elements per sample, with per-channel weight and bias, run as two
+    passes each way. No element can be normalised before its channel's mean and variance over the whole batch are
+    known, nor its input gradient computed before the channel's sums of dy and dy * x_hat, and a batch's activation
+    does not stay on chip between the passes: forward reads x for the statistics, then reads x and writes y;
+    backward reads dy and x for the sums, then reads dy and x and writes dx (docs/model.md, "BatchNorm")."""
+    base = norm(name, elems, channels)
+    e = float(elems)
+    fwd = (Kernel(f"{name}.statistics", "norm", 2.0 * e, e),
+           Kernel(f"{name}.normalize", "norm", (NORM_FLOPS_PER_ELEM - 2.0) * e, 2.0 * e))
+    bwd = (Kernel(f"{name}.grad_sums", "norm", 4.0 * e, 2.0 * e),
+           Kernel(f"{name}.grad_input", "norm", 6.0 * e, 3.0 * e))
+    return replace(base, fwd_kernels=fwd, bwd_kernels=bwd)
+
+
 def activation(name: str, elems: int, flops_per_elem: float = RELU_FLOPS_PER_ELEM, saves: bool = True) -> LayerSpec:
-    """An elementwise activation. In-place ReLU saves nothing new (its output is the next layer's saved input)."""
-    return LayerSpec(name, "activation", 0, flops_per_elem * elems, elems, elems, elems if saves else 0, ())
+    """An elementwise activation. In-place ReLU saves nothing new (its output is the next layer's saved input),
+    but its backward still reads that output to know where it passed the gradient: dy and y in, dx out."""
+    spec = LayerSpec(name, "activation", 0, flops_per_elem * elems, elems, elems, elems if saves else 0, ())
+    if saves:
+        return spec
+    return replace(spec, bwd_kernels=(Kernel(f"{name}.backward", "activation", float(elems), 3.0 * elems),))
 
 
 def add(name: str, elems: int) -> LayerSpec:

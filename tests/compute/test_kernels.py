@@ -54,3 +54,22 @@ def test_gradient_accumulation_streams_every_weight_gradient_into_the_buffer() -
         layer_times(_model(fc), g, 1, "fp16")[1].fwd_s
     with pytest.raises(ValueError, match="accumulation_bytes"):
         layer_times(_model(fc), g, 1, "fp16", accumulation_bytes=-1)
+
+
+def test_batch_norm_reads_its_input_twice_each_way_and_in_place_relu_reads_its_output_in_backward() -> None:
+    from simdist.workload.layers import activation, batch_norm, norm
+
+    g = gpu(fp16=1e18, bandwidth_Bps=1e12)  # every kernel memory-bound: time = bytes / (bandwidth x efficiency)
+    elems, channels, batch, a = 10**6, 64, 4, 2  # fp16 activations
+    bn, relu = batch_norm("bn", elems, channels), activation("relu", elems, saves=False)
+    t_bn, t_relu = layer_times(_model(bn, relu), g, batch, "fp16")[1:]
+    weights = 2 * channels * a  # weight and bias, read once forward; read and their gradients written backward
+    # forward: statistics (read x), normalise (read x, write y); backward: sums (read dy, x), input grad (dy, x, dx)
+    assert t_bn.fwd_s == pytest.approx((3 * batch * elems * a + weights) / (1e12 * MEM) + 2 * LAUNCH)
+    assert t_bn.bwd_s == pytest.approx((5 * batch * elems * a + 2 * weights) / (1e12 * MEM) + 2 * LAUNCH)
+    assert t_relu.bwd_s == pytest.approx(3 * batch * elems * a / (1e12 * MEM) + LAUNCH)  # dy, y in; dx out
+    # a row norm (LayerNorm) stays one pass each way; neither changes what is kept for backward
+    t_ln = layer_times(_model(norm("ln", elems, channels)), g, batch, "fp16")[1]
+    assert t_ln.fwd_s == pytest.approx((2 * batch * elems * a + weights) / (1e12 * MEM) + LAUNCH)
+    assert (bn.saved_elems, relu.saved_elems, bn.params) == (elems, 0, 2 * channels)
+    assert bn.fwd_flops == norm("n", elems, channels).fwd_flops == sum(k.flops for k in bn.fwd_kernels)
