@@ -52,6 +52,12 @@ SECOND_PASS_BYTES: Mapping[str, int] = {"lamb": 8}
 UNFUSED_OPTIMIZER_ELEMENTS: Mapping[str, tuple[int, int]] = {"sgd": (6, 1), "momentum": (13, 1), "adam": (37, 2),
                                                              "lamb": (43, 2)}
 ANY_GPU = "*"
+# On CUDA cores (fp32) cuDNN runs a 3 x 3, stride-1 convolution, forward and both gradients, as Winograd's minimal
+# filtering F(2 x 2, 3 x 3) (Lavin and Gray 2016, "Fast Algorithms for Convolutional Neural Networks"): 16
+# multiplications per 2 x 2 output tile instead of 36, so the same work at the same efficiency takes 1 / 2.25 of the
+# time; the transforms are additions, amortised over the channels. Tensor-core convolutions (mixed precision, tf32)
+# run as implicit GEMM and keep their full FLOPs. Larger tiles (F(4 x 4, 3 x 3): 4x) exist; the smallest is assumed.
+WINOGRAD_SPEEDUP = 36 / 16
 
 
 def _check_fraction(label: str, value: float) -> None:
@@ -222,6 +228,8 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         factor = efficiency_factors[i] if efficiency_factors is not None else 1.0
         eff *= factor
         flops = layer.fwd_flops * batch
+        if layer.winograd and layout_p == "fp32":  # multiplications cuDNN's Winograd saves (the roofline's FLOPs)
+            flops /= WINOGRAD_SPEEDUP
         if layer.fwd_kernels:
             fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, p, calibration, factor, bw, launch)
         else:

@@ -58,7 +58,7 @@ def conv_out(size: int, k: int, stride: int, pad: int) -> int:
 
 def conv(name: str, x: Shape, out_c: int, k: int | tuple[int, int], stride: int | tuple[int, int] = 1,
          pad: int | tuple[int, int] = 0, bias: bool = False) -> tuple[LayerSpec, Shape]:
-    """A 2-D convolution; saves its input for the weight gradient."""
+    """A 2-D convolution; saves its input for the weight gradient. A 3 x 3 one at stride 1 is marked `winograd`."""
     kh, kw = _pair(k)
     sh, sw = _pair(stride)
     ph, pw = _pair(pad)
@@ -66,7 +66,8 @@ def conv(name: str, x: Shape, out_c: int, k: int | tuple[int, int], stride: int 
     macs = y.elems * x.c * kh * kw
     shapes: tuple[tuple[int, ...], ...] = ((out_c, x.c, kh, kw),) + (((out_c,),) if bias else ())
     params = out_c * x.c * kh * kw + (out_c if bias else 0)
-    return LayerSpec(name, "conv", params, 2.0 * macs, x.elems, y.elems, x.elems, shapes), y
+    winograd = (kh, kw) == (3, 3) and (sh, sw) == (1, 1)
+    return LayerSpec(name, "conv", params, 2.0 * macs, x.elems, y.elems, x.elems, shapes, winograd=winograd), y
 
 
 def linear(name: str, tokens: int, d_in: int, d_out: int, bias: bool = True, saves_input: bool = True) -> LayerSpec:

@@ -43,6 +43,8 @@ class LayerSpec:
     # attention, bias+dropout+residual); empty: one kernel, timed by one roofline over the whole layer.
     fwd_kernels: tuple[Kernel, ...] = ()
     bwd_kernels: tuple[Kernel, ...] = ()
+    # A 3 x 3, stride-1 convolution: on CUDA cores (fp32) cuDNN runs it as Winograd (compute.WINOGRAD_SPEEDUP)
+    winograd: bool = False
 
     def scaled_kernels(self, f: float) -> dict:
         """`replace` arguments giving the kernels a fraction f of their work (for a tensor-parallel shard)."""

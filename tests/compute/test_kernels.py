@@ -2,6 +2,8 @@
 buffer costs a streaming add per gradient tensor."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from simdist import compute as C
@@ -73,3 +75,34 @@ def test_batch_norm_reads_its_input_twice_each_way_and_in_place_relu_reads_its_o
     assert t_ln.fwd_s == pytest.approx((2 * batch * elems * a + weights) / (1e12 * MEM) + LAUNCH)
     assert (bn.saved_elems, relu.saved_elems, bn.params) == (elems, 0, 2 * channels)
     assert bn.fwd_flops == norm("n", elems, channels).fwd_flops == sum(k.flops for k in bn.fwd_kernels)
+
+
+def test_a_3x3_stride_1_convolution_on_cuda_cores_runs_as_winograd() -> None:
+    from simdist.workload.layers import Shape, conv
+    from .gpus import A100_80GB, V100_16GB
+
+    x = Shape(256, 14, 14)
+    c3, _ = conv("c3", x, 256, 3, 1, 1)
+    c3s2, _ = conv("c3s2", x, 256, 3, 2, 1)
+    c1, _ = conv("c1", x, 256, 1)
+    assert (c3.winograd, c3s2.winograd, c1.winograd) == (True, False, False)
+    assert c3.fwd_flops == 2.0 * 14 * 14 * 256 * 256 * 9  # the model's FLOPs (MFU) stay the direct convolution's
+    g = gpu(fp32=10e12, fp16=100e12, bandwidth_Bps=1e18, efficiency={"fp32": 0.5, "fp16": 0.5})  # compute-bound
+    conv_eff = 0.5 * C.DEFAULT_KIND_FACTOR["conv"]
+
+    def times(layer, precision, on=g):
+        return layer_times(_model(layer), on, 8, precision)[1]
+
+    fp32 = times(c3, "fp32")
+    direct_s = 8 * c3.fwd_flops / (10e12 * conv_eff)
+    assert fp32.fwd_s == pytest.approx(direct_s / C.WINOGRAD_SPEEDUP + LAUNCH)
+    assert fp32.bwd_s == pytest.approx(2 * direct_s / C.WINOGRAD_SPEEDUP + 2 * LAUNCH)  # both gradients too
+    c3s2_direct = 8 * c3s2.fwd_flops / (10e12 * conv_eff)
+    assert times(c3s2, "fp32").fwd_s == pytest.approx(c3s2_direct + LAUNCH)  # strided: direct
+    assert times(c3, "fp16").fwd_s == pytest.approx(8 * c3.fwd_flops / (100e12 * conv_eff) + LAUNCH)  # tensor cores
+    # tf32 runs on A100's tensor cores (implicit GEMM, the mark changes nothing); on a V100, which has no tf32
+    # units, as fp32 (Winograd)
+    direct = replace(c3, winograd=False)
+    assert times(c3, "tf32", A100_80GB).fwd_s == times(direct, "tf32", A100_80GB).fwd_s
+    assert times(c3, "tf32", V100_16GB).fwd_s == pytest.approx(times(c3, "fp32", V100_16GB).fwd_s)
+    assert times(c3, "fp32", V100_16GB).fwd_s < times(direct, "fp32", V100_16GB).fwd_s
