@@ -98,7 +98,7 @@ def batch_norm(name: str, elems: int, channels: int) -> LayerSpec:
     passes each way. No element can be normalised before its channel's mean and variance over the whole batch are
     known, nor its input gradient computed before the channel's sums of dy and dy * x_hat, and a batch's activation
     does not stay on chip between the passes: forward reads x for the statistics, then reads x and writes y;
-    backward reads dy and x for the sums, then reads dy and x and writes dx (docs/model.md, "BatchNorm")."""
+    backward reads dy and x for the sums, then reads dy and x and writes dx (docs/model.md, "Layer conventions")."""
     base = norm(name, elems, channels)
     e = float(elems)
     fwd = (Kernel(f"{name}.statistics", "norm", 2.0 * e, e),
