@@ -228,7 +228,7 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         factor = efficiency_factors[i] if efficiency_factors is not None else 1.0
         eff *= factor
         flops = layer.fwd_flops * batch
-        if layer.winograd and layout_p == "fp32":  # multiplications cuDNN's Winograd saves (the roofline's FLOPs)
+        if layer.winograd and layout_p not in TENSOR_CORE_PRECISIONS:  # on CUDA cores: Winograd's saved multiplications
             flops /= WINOGRAD_SPEEDUP
         if layer.fwd_kernels:
             fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, p, calibration, factor, bw, launch)

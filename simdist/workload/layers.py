@@ -114,7 +114,7 @@ def activation(name: str, elems: int, flops_per_elem: float = RELU_FLOPS_PER_ELE
     spec = LayerSpec(name, "activation", 0, flops_per_elem * elems, elems, elems, elems if saves else 0, ())
     if saves:
         return spec
-    return replace(spec, bwd_kernels=(Kernel(f"{name}.backward", "activation", float(elems), 3.0 * elems),))
+    return replace(spec, bwd_kernels=(Kernel(f"{name}.backward", "activation", flops_per_elem * elems, 3.0 * elems),))
 
 
 def add(name: str, elems: int) -> LayerSpec:
