@@ -57,6 +57,9 @@ ANY_GPU = "*"
 # multiplications per 2 x 2 output tile instead of 36, so the same work at the same efficiency takes 1 / 2.25 of the
 # time; the transforms are additions, amortised over the channels. Tensor-core convolutions (mixed precision, tf32)
 # run as implicit GEMM and keep their full FLOPs. Larger tiles (F(4 x 4, 3 x 3): 4x) exist; the smallest is assumed.
+# Only with NCHW filters: cuDNN's tables of supported algorithms (cudnnConvolutionForward, BackwardData,
+# BackwardFilter) list, for float convolutions whose filter is NHWC, implicit-GEMM algorithms only (no Winograd,
+# no FFT), so a channels_last fp32 step runs its 3 x 3 convolutions at full FLOPs (runs_winograd).
 WINOGRAD_SPEEDUP = 36 / 16
 
 
@@ -164,7 +167,17 @@ def first_trainable_layer(model: ModelSpec) -> int:
     return next((i for i, layer in enumerate(model.layers) if layer.params > 0), len(model.layers))
 
 
-MEMORY_FORMATS = ("nhwc", "nchw")
+# "native": the layout the frameworks pick for the units that run the convolution (NHWC on tensor cores, NCHW on
+# CUDA cores: PyTorch's default tensors, TensorFlow's layout optimizer and XLA on GPU); "nhwc" / "nchw": that
+# layout whatever the units, paying what it costs on the others (layout_transposes_elems, runs_winograd).
+MEMORY_FORMATS = ("native", "nhwc", "nchw")
+
+
+def runs_winograd(layer, memory_format: str, precision: str) -> bool:
+    """Whether cuDNN runs this layer as Winograd (WINOGRAD_SPEEDUP): a 3 x 3 stride-1 convolution on CUDA cores
+    (`precision` is the one the GPU computes in: GpuSpec.runs_as), with its tensors in NCHW (native or nchw);
+    channels_last fp32 filters have implicit-GEMM algorithms only."""
+    return layer.winograd and precision not in TENSOR_CORE_PRECISIONS and memory_format != "nhwc"
 
 
 def layout_transposes_elems(layer, memory_format: str, precision: str, dgrad: bool) -> tuple[float, float]:
@@ -177,9 +190,10 @@ def layout_transposes_elems(layer, memory_format: str, precision: str, dgrad: bo
     MosaicML's "Channels Last" method card draws it); every transpose reads and writes its tensor. Forward:
     input and output. Backward: the data gradient (output gradient in, input gradient out) and the weight
     gradient (input and output gradient in), each its own call; the first trainable layer has no data
-    gradient. Nothing in NHWC, in plain fp32 (CUDA cores, no tensor-core layout) or for other layer kinds.
+    gradient. Nothing in NHWC or native, in plain fp32 (CUDA cores, whose kernels read NCHW; their cost in NHWC is
+    runs_winograd's) or for other layer kinds.
     """
-    if memory_format == "nhwc" or layer.kind != "conv" or precision not in TENSOR_CORE_PRECISIONS:
+    if memory_format != "nchw" or layer.kind != "conv" or precision not in TENSOR_CORE_PRECISIONS:
         return 0.0, 0.0
     both = layer.input_elems + layer.output_elems
     return 2.0 * both, 2.0 * both * (2 if dgrad else 1)
@@ -188,7 +202,7 @@ def layout_transposes_elems(layer, memory_format: str, precision: str, dgrad: bo
 def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
                 calibration: ComputeCalibration | None = None,
                 efficiency_factors: Sequence[float] | None = None,
-                accumulation_bytes: int = 0, memory_format: str = "nhwc") -> list[LayerTime]:
+                accumulation_bytes: int = 0, memory_format: str = "native") -> list[LayerTime]:
     """Per-layer forward/backward time of a `batch`-sample micro-batch, in forward order.
 
     Backward is 2 x forward FLOPs (input gradient + weight gradient). Layers before the first layer with
@@ -201,7 +215,8 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     hook, PyTorch autograd's AccumulateGrad): each reads the new gradient and reads and writes the buffer.
     `memory_format` "nchw" adds, on tensor cores (mixed precision, tf32 where the GPU has it), the layout
     transposes cuDNN runs around every convolution (layout_transposes_elems; one kernel per transposed tensor);
-    "nhwc" (the default) runs them natively.
+    "nhwc" takes away, on CUDA cores, the 3 x 3 convolutions' Winograd (runs_winograd); "native" (the default)
+    is each unit's own layout, paying neither.
     """
     if memory_format not in MEMORY_FORMATS:
         raise ValueError(f"memory_format: got {memory_format!r}; expected one of {', '.join(MEMORY_FORMATS)}")
@@ -228,7 +243,7 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         factor = efficiency_factors[i] if efficiency_factors is not None else 1.0
         eff *= factor
         flops = layer.fwd_flops * batch
-        if layer.winograd and layout_p not in TENSOR_CORE_PRECISIONS:  # on CUDA cores: Winograd's saved multiplications
+        if runs_winograd(layer, memory_format, layout_p):  # on CUDA cores in NCHW: Winograd's saved multiplications
             flops /= WINOGRAD_SPEEDUP
         if layer.fwd_kernels:
             fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, p, calibration, factor, bw, launch)

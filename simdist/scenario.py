@@ -171,7 +171,7 @@ class WorkloadSpec:
     # samples/s the user measured on ONE GPU of the cluster's kind at batch_per_gpu, no communication: the GPU
     # compute is scaled so simdist's single-GPU step takes batch / this (None: the roofline compute model)
     single_gpu_throughput: float | None = None
-    memory_format: str = "nhwc"  # activation layout of convolutions: nhwc (tensor cores' own) | nchw (transposed)
+    memory_format: str = "native"  # activation layout of convolutions: native (each unit's own) | nhwc | nchw
 
 
 @dataclass(frozen=True)

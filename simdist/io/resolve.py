@@ -226,21 +226,27 @@ def _check_nvls_nodes(c, cluster, issues: list[Issue]) -> None:
                                                   "off (drop the key)"))
 
 
-def _check_layout_units(w, cluster, issues: list[Issue]) -> None:
-    """NCHW layout transposes are paid only by convolutions on tensor cores: a GPU that computes the precision in
-    other units (GpuSpec.runs_as: tf32 before Ampere is fp32) runs them without, where `memory_format: nchw`
-    would change nothing."""
+def _check_layout_units(w, model, cluster, issues: list[Issue]) -> None:
+    """An explicit layout changes a convolution's price only on tensor cores (nchw: cuDNN's transposes) or, on CUDA
+    cores, for a 3 x 3 stride-1 one (nhwc: no Winograd); which units run the precision is the GPU's (GpuSpec.runs_as:
+    tf32 before Ampere is fp32). Where neither can happen on any node, the key would change nothing."""
     from simdist.compute import TENSOR_CORE_PRECISIONS
 
+    if w.memory_format == "native" or model is None or cluster is None:
+        return
+    convs = [layer for layer in model.layers if layer.kind == "conv"]
+    if not convs:
+        return  # refused with the workload
     p = str(w.precision)
-    if w.memory_format != "nchw" or p not in TENSOR_CORE_PRECISIONS or cluster is None:
-        return  # a precision that never runs on tensor cores is refused with the workload
-    plain = sorted({f"{g.gpu.key} (as {g.gpu.runs_as(p)})" for g in cluster.node_groups
-                    if g.gpu.runs_as(p) not in TENSOR_CORE_PRECISIONS})
-    if plain:
-        issues.append(Issue("workload.memory_format", f"got 'nchw' with precision {p} on {', '.join(plain)}, which has "
-                                                      f"no {p} tensor cores (its convolutions run without layout "
-                                                      "transposes): remove the key"))
+    winograd = any(layer.winograd for layer in convs)
+    if winograd or any(g.gpu.runs_as(p) in TENSOR_CORE_PRECISIONS for g in cluster.node_groups):
+        return
+    plain = sorted({f"{g.gpu.key} (as {g.gpu.runs_as(p)})" for g in cluster.node_groups})
+    issues.append(Issue("workload.memory_format", f"got {w.memory_format!r} with precision {p} on {', '.join(plain)}: "
+                                                  "its convolutions run on CUDA cores, where only a 3 x 3 stride-1 "
+                                                  "convolution's price depends on the layout (Winograd in NCHW), and "
+                                                  "the model has none (inline and torch-imported layers carry no "
+                                                  "kernel geometry): remove the key"))
 
 
 def _check_collnet_nodes(collnet: bool, cluster, issues: list[Issue]) -> None:
@@ -267,7 +273,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
     _check_collnet_nodes(c.collnet, cluster, issues)
     _check_nvls_nodes(c, cluster, issues)
-    _check_layout_units(m.workload, cluster, issues)
+    _check_layout_units(m.workload, workload.model if workload is not None else None, cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)

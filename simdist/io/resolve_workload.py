@@ -143,17 +143,11 @@ def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | No
         pipeline = InputPipelineSpec(cpu_s_per_sample=p.cpu_per_sample, workers_per_gpu=p.workers_per_gpu,
                                      host_cores=p.host_cores, measured_on=measured_on, host_cpu=p.host_cpu,
                                      cpus=cpus)
-    if w.memory_format != "nhwc" and model is not None:
-        from simdist.compute import TENSOR_CORE_PRECISIONS
-
+    if w.memory_format != "native" and model is not None:
         if not any(layer.kind == "conv" for layer in model.layers):
             issues.append(Issue("workload.memory_format", f"got {w.memory_format!r}; the model has no convolutions "
                                                           "(the layout only changes conv layers): remove the key"))
-        elif Precision(w.precision).value not in TENSOR_CORE_PRECISIONS:
-            issues.append(Issue("workload.memory_format", f"got {w.memory_format!r} with precision {Precision(w.precision).value}; "
-                                                          "only tensor-core convolutions (fp16, bf16, fp8, tf32) pay "
-                                                          "layout transposes: remove the key"))
-    elif w.memory_format != "nhwc" and benchmark is not None:
+    elif w.memory_format != "native" and benchmark is not None:
         issues.append(Issue("workload.memory_format", "a collective benchmark has no convolutions; remove the key"))
     if w.single_gpu_throughput is not None and benchmark is not None:
         issues.append(Issue("workload.single_gpu_throughput", "a collective benchmark has no compute to anchor; "

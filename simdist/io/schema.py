@@ -175,11 +175,13 @@ class WorkloadModel(Strict):
     input_pipeline: InputPipelineModel | None = None
     """{cpu_per_sample, workers_per_gpu, host_cores}: the host data loader that bounds a step when the node's CPU
     cores cannot decode samples as fast as its GPUs train on them (docs/model.md "Input pipeline") (added key)."""
-    memory_format: Literal["nhwc", "nchw"] = "nhwc"
-    """Activation layout of convolutions: nhwc (PyTorch channels_last, TF NHWC: tensor cores' native layout) or
-    nchw (PyTorch's default, tf_cnn_benchmarks' data_format NCHW, XLA's layout for non-fp16 convolutions), where
-    tensor-core convolutions (mixed precision, tf32 on GPUs that have it) pay cuDNN's layout transposes around
-    every call; refused where it changes nothing (no conv layers, fp32, tf32 on a GPU without tf32) (added key)."""
+    memory_format: Literal["native", "nhwc", "nchw"] = "native"
+    """Activation layout of convolutions: native (the default: NHWC on tensor cores, NCHW on CUDA cores, as the
+    frameworks pick), nhwc (PyTorch channels_last, TF NHWC) or nchw (PyTorch's default, tf_cnn_benchmarks' data_format
+    NCHW, XLA's layout for non-fp16 convolutions). In nchw, tensor-core convolutions (mixed precision, tf32 on GPUs
+    that have it) pay cuDNN's layout transposes around every call; in nhwc, CUDA-core (fp32) 3 x 3 stride-1
+    convolutions lose Winograd (cuDNN has only implicit GEMM for NHWC filters). Refused where it changes nothing
+    (no conv layers; on CUDA cores, no 3 x 3 stride-1 conv) (added key)."""
     single_gpu_throughput: PosFloat | None = None
     """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
     is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""

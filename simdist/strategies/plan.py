@@ -171,8 +171,8 @@ def check_host_keys(scenario: Scenario, mp: bool) -> None:
     """Scope of workload.input_pipeline and workload.single_gpu_throughput (each refused where it would not act)."""
     w, t = scenario.workload, scenario.training
     lockstep = t.sync in (SyncMode.BSP, SyncMode.LOCAL_SGD)  # hybrid runs an asp phase, refused there
-    if w.memory_format != "nhwc" and (mp or t.parallelism.zero):
-        raise ScenarioError.bad_value("workload.memory_format", w.memory_format, "nhwc with tp, pp or ZeRO (their "
+    if w.memory_format != "native" and (mp or t.parallelism.zero):
+        raise ScenarioError.bad_value("workload.memory_format", w.memory_format, "native with tp, pp or ZeRO (their "
                                       "compute does not take the layout; a conv model runs data-parallel)")
     for key, value in (("input_pipeline", w.input_pipeline), ("single_gpu_throughput", w.single_gpu_throughput)):
         if value is None:
