@@ -6,6 +6,7 @@ its answers in the form the network models use, and can be cleared when routes c
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -66,8 +67,10 @@ class PathTable:
 
     @property
     def spread(self) -> int:
-        """Paths each (src, dst) connection is split over: SPRAY_PATHS with routing 'spray', else 1."""
-        return SPRAY_PATHS if getattr(self.router, "routing", "") == "spray" else 1
+        """Paths each (src, dst) connection is split over: SPRAY_PATHS with routing 'spray', else the fabric
+        planes a GPU owns on a direct-connect fabric (Router.planes: one flow key per plane), else 1."""
+        planes = getattr(self.router, "planes", 1)
+        return math.lcm(SPRAY_PATHS, planes) if getattr(self.router, "routing", "") == "spray" else planes
 
     def paths(self, src: int, dst: int) -> list[tuple[np.ndarray, float]]:
         """The `spread` paths of one connection (flow keys 0..spread-1), each with its latency."""

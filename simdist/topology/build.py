@@ -24,7 +24,7 @@ from simdist.topology.direct import build_direct
 from simdist.topology.fattree import build_fat_tree, build_single_switch
 from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
-from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior
+from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior, rail_share
 from simdist.topology.machines import Machine
 from simdist.topology.plain import LinkGraph
 from simdist.topology.validate import validate_cluster
@@ -119,4 +119,29 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
                                        for nic in m.nics for w, d in g._adj[nic].items()):
             del stamped[m.prefix]
     g.graph["node_templates"] = stamped  # machines with equal values have identical interiors (routing)
+    _add_fabric_planes(g, machines[:n])
     return Topology(g, tuple(endpoints), tuple(endpoint_node), cluster.num_gpus, description)
+
+
+def _add_fabric_planes(g: LinkGraph, machines: "list[Machine]") -> None:
+    """On a direct-connect fabric (torus, ring, or a custom graph cabling NICs to other machines' NICs) each NIC
+    is a port of the fabric, one plane of it, as a TPU's ICI links are its chip's own: a GPU drives every NIC it
+    owns (intranode.rail_share) at once, so it gets them all as `rails` and topology.routing spreads its flows
+    over them. On switched fabrics a GPU keeps its one rail NIC (NCCL binds a GPU to its nearest NIC)."""
+    def cabled_to_machines(m: Machine) -> bool:
+        return any("/" in w and not w.startswith(m.prefix + "/") for nic in m.nics for w in g._adj[nic])
+
+    planed = {m.prefix: m for m in machines if len(m.nics) > 1 and cabled_to_machines(m)}
+    if not planed:
+        return
+    gpus: dict[str, list[tuple[int, str]]] = {}
+    for v, d in g.nodes(data=True):
+        prefix = v.split("/", 1)[0]
+        if prefix in planed and d.get("rail") is not None and "/gpu" in v:
+            gpus.setdefault(prefix, []).append((int(v.rsplit("gpu", 1)[1]), v))
+    for prefix, found in gpus.items():
+        nics = planed[prefix].nics
+        for j, (_, gpu) in enumerate(sorted(found)):
+            share = rail_share(j, len(found), len(nics))
+            if len(share) > 1:
+                g.nodes[gpu]["rails"] = tuple(nics[i] for i in share)

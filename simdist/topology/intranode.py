@@ -47,6 +47,13 @@ def rail_index(local_gpu: int, gpus: int, nics: int) -> int:
     return local_gpu * nics // gpus
 
 
+def rail_share(local_gpu: int, gpus: int, nics: int) -> range:
+    """The NICs GPU `local_gpu` of `gpus` owns when the node has `nics` NICs: floor(j*m/g) up to floor((j+1)*m/g)
+    (one NIC, its rail_index, when there are no more NICs than GPUs)."""
+    first = rail_index(local_gpu, gpus, nics)
+    return range(first, max(first + 1, (local_gpu + 1) * nics // gpus))
+
+
 def host_link(link: LinkSpec, at_least_Bps: float = 0.0) -> LinkSpec:
     """A host-internal hop that never limits: the NIC's line rate (or `at_least_Bps` when more: a
     torus/ring NIC is a router whose several fabric ports the node feeds at once), zero latency,

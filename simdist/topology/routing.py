@@ -148,6 +148,11 @@ class Router:
         self._nh_core: dict[tuple, tuple[str, ...]] = {}
         self._dag: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
         self._rail: dict[str, str] = {v: d["rail"] for v, d in graph.nodes(data=True) if d.get("rail") in graph}
+        # GPUs owning several fabric-port NICs (direct-connect planes, topology.build): flow key k leaves through
+        # rails[k mod len]; `planes` is how many flow keys a connection needs to use them all (PathTable.spread)
+        self._planes: dict[str, tuple[str, ...]] = {v: tuple(d["rails"]) for v, d in graph.nodes(data=True)
+                                                    if len(d.get("rails", ())) > 1}
+        self.planes = max((len(r) for r in self._planes.values()), default=1)
         self._via: dict[tuple[str, str], tuple[str, ...]] = {}
         self._fixed: dict[tuple[int, str, str], tuple[str, ...] | None] = {}
         self.routing = str(graph.graph.get("routing", "ecmp"))
@@ -439,11 +444,18 @@ class Router:
         hit = self._via.get(key)
         if hit is not None:
             return hit
+        hit = self._via[key] = self._least_cost_via(src_vertex, dst_vertex, self._rail.get(src_vertex),
+                                                    self._rail.get(dst_vertex))
+        return hit
+
+    def _least_cost_via(self, src_vertex: str, dst_vertex: str, src_rail: "str | None",
+                        dst_rail: "str | None") -> tuple[str, ...]:
+        """The NICs `src_rail`, then `dst_rail`, each kept only when it lies on a least-cost path."""
         via: list[str] = []
         if src_vertex != dst_vertex and self._machine[dst_vertex] != self._machine[src_vertex]:
             here = src_vertex
             total = None  # distance(here, dst_vertex), carried over when `here` moves to a rail
-            for rail in (self._rail.get(src_vertex), self._rail.get(dst_vertex)):
+            for rail in (src_rail, dst_rail):
                 if rail is not None and rail != here:
                     if total is None:
                         total = self.distance(here, dst_vertex)
@@ -452,7 +464,19 @@ class Router:
                         if self.distance(here, rail) + rest == total:
                             via.append(rail)
                             here, total = rail, rest
-        hit = self._via[key] = tuple(via)
+        return tuple(via)
+
+    def _plane_via(self, src_vertex: str, dst_vertex: str, flow_key: int) -> tuple[str, ...]:
+        """waypoints for flow key `flow_key` of a connection whose GPU owns several fabric planes: it leaves
+        (enters) through plane flow_key mod its planes, so a connection split over `planes` keys uses each."""
+        rails = []
+        for v in (src_vertex, dst_vertex):
+            planes = self._planes.get(v)
+            rails.append(planes[flow_key % len(planes)] if planes else self._rail.get(v))
+        key = (src_vertex, dst_vertex, rails[0], rails[1])
+        hit = self._via.get(key)
+        if hit is None:
+            hit = self._via[key] = self._least_cost_via(src_vertex, dst_vertex, rails[0], rails[1])
         return hit
 
     def vertex_path(self, src_vertex: str, dst_vertex: str, flow_hash_: int = 0, offset: int = 0) -> list[str]:
@@ -466,14 +490,16 @@ class Router:
             path.extend(self._walk(path[-1], v, flow_hash_, offset, reachable=bool(via))[1:])
         return path
 
-    def _links(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int) -> list[int]:
+    def _links(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int,
+               via: "tuple[str, ...] | None" = None) -> list[int]:
         """vertex_path as directed link ids; a stretch inside one machine without an equal-cost branch
         (GPU to its rail NIC) is its machine template's fixed path, which the walk would follow too."""
         index = self.topology.links.index
         machine = self._machine
         out: list[int] = []
         here = src_vertex
-        via = self.waypoints(src_vertex, dst_vertex)
+        if via is None:
+            via = self.waypoints(src_vertex, dst_vertex)
         for v in via + (dst_vertex,):
             m = machine[here]
             fixed = self._fixed_local(m, here, v) if m is not None and m == machine[v] else None
@@ -594,6 +620,8 @@ class Router:
             fixed = self._fixed_local(m, s, t)
             if fixed is not None:
                 return fixed
+        elif self._planes and (s in self._planes or t in self._planes):
+            return self._plane_path(src, dst, s, t, flow_key)
         links = self._links if self._classes is None or m == self._machine[t] else self._classes.links
         if s in self._lane and m != self._machine[t]:
             nodes = self.topology.endpoint_node
@@ -603,3 +631,16 @@ class Router:
                 h = self._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
             return tuple(links(s, t, h, self._lane[s]))
         return tuple(links(s, t, flow_hash(src, dst, flow_key), 0))
+
+    def _plane_path(self, src: int, dst: int, s: str, t: str, flow_key: int) -> tuple[int, ...]:
+        """path() between machines for a GPU that owns several fabric planes: through plane flow_key mod its
+        planes (_plane_via), hashed as any railed pair (per machine pair, offset by the GPU's lane)."""
+        via = self._plane_via(s, t, flow_key)
+        if s in self._lane:
+            nodes = self.topology.endpoint_node
+            key = (nodes[src], nodes[dst], flow_key)
+            h = self._mhash.get(key)
+            if h is None:
+                h = self._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
+            return tuple(self._links(s, t, h, self._lane[s], via))
+        return tuple(self._links(s, t, flow_hash(src, dst, flow_key), 0, via))
