@@ -417,6 +417,10 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
         with quiet(as_json):
             report = run_suite()
         click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+        if report["failed"]:  # a case that could not be predicted is a failed validation run (exit 1)
+            click.echo(f"error: {len(report['failed'])} published case(s) failed to run: "
+                       f"{', '.join(report['failed'])}", err=True)
+            sys.exit(1)
         return
     if not files:
         raise click.UsageError("give scenario FILES to run, or --published")

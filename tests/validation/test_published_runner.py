@@ -94,6 +94,16 @@ def test_cli_validate_published_json_exits_0() -> None:
     assert report["failed"] == []
 
 
+def test_cli_validate_published_exits_1_when_a_case_fails_to_run(monkeypatch) -> None:
+    """A case the simulator could not predict is a failed validation run: the report prints, then exit 1."""
+    import validation.published.runner as published_runner
+
+    report = {"cases": [], "failed": ["nccl-x"], "mape": None}
+    monkeypatch.setattr(published_runner, "run_suite", lambda: report)
+    result = CliRunner().invoke(main, ["validate", "--published", "--json"])
+    assert result.exit_code == 1 and "nccl-x" in result.output
+
+
 def test_cli_validate_needs_files_or_published() -> None:
     result = CliRunner().invoke(main, ["validate"])
     assert result.exit_code == 2 and "--published" in result.output
