@@ -120,7 +120,8 @@ def nccl_candidate(
     else:
         base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))
-    sched = apply_protocol(base, proto, group, family=family, intra=fabric.intra).with_streams(SOCKET_STREAMS)
+    sched = apply_protocol(base, proto, group, family=family, intra=fabric.intra,
+                           nccl_hops=fabric.kernel_bypass).with_streams(SOCKET_STREAMS)
     if algorithm == "tree" and timer is not None and len(group.nodes) > 1:
         sched = _tree_channel_limit(sched, fabric, len(group.nodes), timer)
     return sched

@@ -46,6 +46,8 @@ class NodeFabric:
     nic_Bps: float = 24e9  # one node's NIC bandwidth in total, per direction
     nics: int = 1
     arch_index: int | None = None  # NCCL's compCapIndex from the NVLink generation (None: not known)
+    # every NIC kernel-bypass (rdma) and not Simple-only, or no NIC: NCCL's per-hop latencies apply (protocols)
+    kernel_bypass: bool = True
 
 
 def intra_node_has_nvls(intra: IntraNodeSpec, gpus: int) -> bool:
@@ -110,10 +112,12 @@ def from_topology(topology, group: Group, collnet: bool = False, nvls_enabled: b
     nic_bw = 0.0
     cpu_path = False
     simple_only = False
+    bypass = True
     for nic in nics:
         ext = [d["link"] for u, w, d in g.edges(nic, data=True) if not str(w).startswith(f"node{node}/")]
         nic_bw += max((link.effective_Bps for link in ext), default=0.0)
         simple_only = simple_only or any(link.name in SIMPLE_ONLY_NICS for link in ext)
+        bypass = bypass and all(link.transport == "rdma" for link in ext)
         cpu_path = cpu_path or any(str(w).startswith(f"node{node}/cpu") for w in g.neighbors(nic))
     nvswitch = any("/nvswitch" in v for v in local)
     kind = None
@@ -129,4 +133,5 @@ def from_topology(topology, group: Group, collnet: bool = False, nvls_enabled: b
         nic_Bps=nic_bw or intra_Bps,
         nics=max(1, len(nics)),
         arch_index=arch if all_nvlink else None,
+        kernel_bypass=bypass and not simple_only,
     )

@@ -208,24 +208,54 @@ def step_extra_latency_s(step: Step, node_of: dict[int, int], family: str, proto
     return step.repeat * per
 
 
+# Families whose hops NCCL's tuning model prices per protocol and hop kind (hwLatencies), and which
+# apply_protocol can therefore charge as NCCL does (`nccl_hops`); NVLS and CollNet price their switch hops
+# per call instead.
+HOP_PRICED_FAMILIES = frozenset({"ring", "tree"})
+
+
+def step_hop_latency_s(step: Step, node_of: dict[int, int], family: str, protocol: str, intra: HopKind,
+                       multi_node: bool = False) -> float:
+    """One repetition's hop latency as NCCL's tuning model charges it: its hwLatencies entry for the hop's kind
+    (network between nodes, `intra` inside one; on a multi-node ring at least the network post overhead), the
+    mean over a pipelined ring's hops, the worst hop otherwise."""
+    c = costs(family, protocol)
+    inter = c.hop_latency_s[HopKind.NET]
+    local = c.hop_latency_s[intra]
+    if multi_node and family == "ring":
+        local = max(local, NET_OVERHEAD_S * (3 if Protocol(protocol) == Protocol.SIMPLE else 1))
+    get = node_of.get
+    hops = [inter if get(t.src, -1) != get(t.dst, -2) else local for t in step.transfers]
+    return sum(hops) / len(hops) if step.pipelined else max(hops)
+
+
 def apply_protocol(
     schedule: Schedule, protocol: str, group: Group, *,
-    family: str | None = None, intra: HopKind = HopKind.NVLINK,
+    family: str | None = None, intra: HopKind = HopKind.NVLINK, nccl_hops: bool = False,
 ) -> Schedule:
     """`schedule` as it runs under `protocol`: wire bytes / bandwidth fraction, the per-call latency
-    as a leading step of each chain, and each step's extra per-hop latency added to its delay
-    (a tree's steady step has repeat 1 and so pays one hop: its chunks are in flight together)."""
+    as a leading step of each chain, and each step's per-hop latency (a tree's steady step has repeat 1 and
+    so pays one hop: its chunks are in flight together). `nccl_hops` (a kernel-bypass fabric, or one node):
+    every hop of a ring or tree costs what NCCL's tuning model says (step_hop_latency_s, Step.hop_latency_s)
+    instead of its links' latencies; otherwise (sockets, EFA) the links' latencies stay and the protocol's
+    extra over its cheapest protocol is added to the step's delay."""
     family = family or schedule.algorithm
     c = costs(family, protocol)
     fraction = c.fraction(len(group.nodes))
     node_of = node_index(group)
+    multi_node = len(group.nodes) > 1
+    priced = nccl_hops and family in HOP_PRICED_FAMILIES
     chains = []
     inflated: dict = {}
     for chain in schedule.chains:
         steps = [Step((), delay_s=c.base_latency_s, label=f"{protocol} launch")] if c.base_latency_s else []
         for step in chain:
-            extra = step_extra_latency_s(step, node_of, family, protocol, intra, multi_node=len(group.nodes) > 1)
             s = _inflate(step, fraction, inflated)
+            if priced and step.transfers:
+                steps.append(replace(s, hop_latency_s=step_hop_latency_s(step, node_of, family, protocol, intra,
+                                                                         multi_node)))
+                continue
+            extra = step_extra_latency_s(step, node_of, family, protocol, intra, multi_node=multi_node)
             steps.append(replace(s, delay_s=s.delay_s + extra) if extra else s)
         chains.append(tuple(steps))
     name = schedule.algorithm if "/" in schedule.algorithm else f"{schedule.algorithm}/{protocol}"

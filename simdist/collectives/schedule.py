@@ -134,6 +134,8 @@ class Step:
     `streams`: the TCP streams behind each transfer's connection (gloo and textbook rings 1; NCCL 2, its
     duplicated channels): on a link with a per-stream cap (LinkSpec.stream_cap_Bps) a transfer moves at
     most streams x that cap.
+    `hop_latency_s`: when set, what each repetition's hop costs instead of the routed paths' latency (NCCL's own
+    per-hop latencies under backend nccl on kernel-bypass fabrics: protocols.apply_protocol).
     """
 
     transfers: tuple[Transfer, ...]
@@ -144,6 +146,7 @@ class Step:
     label: str = ""
     pipelined: bool = False
     streams: int = 1
+    hop_latency_s: float | None = None
 
     def __hash__(self) -> int:
         """Computed once: network models look steps up by value, and a ring step of a large cluster
@@ -151,7 +154,7 @@ class Step:
         cached = self.__dict__.get("_hash")
         if cached is None:
             cached = hash((self.transfers, self.repeat, self.lockstep, self.delay_s, self.reduce_bytes,
-                           self.label, self.pipelined, self.streams))
+                           self.label, self.pipelined, self.streams, self.hop_latency_s))
             object.__setattr__(self, "_hash", cached)
         return cached
 

@@ -225,6 +225,8 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
         sizes = np.fromiter((t.size_bytes for t in step.transfers), dtype=float, count=len(step.transfers))
     if not sizes.size:
         latency = 0.0
+    elif step.hop_latency_s is not None:  # the hop's cost as the step states it (NCCL's tuning model)
+        latency = step.hop_latency_s
     elif step.pipelined:  # a ring's critical path runs through consecutive hops: their mean
         latency = float(routes.latencies.mean())
     else:
@@ -334,7 +336,7 @@ def step_key(step: Step, digests: "tuple[bytes, bytes] | None" = None) -> tuple[
     scalars (equal steps give equal keys; a digest collision is a 2**-128 chance)."""
     value, pairs = digests if digests is not None else _digests(step.transfers)
     return (value, len(step.transfers), step.repeat, step.lockstep, step.delay_s, step.reduce_bytes, step.label,
-            step.pipelined, step.streams), pairs
+            step.pipelined, step.streams, step.hop_latency_s), pairs
 
 
 class StepCache:

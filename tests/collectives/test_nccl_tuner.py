@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simdist.collectives.backends import nccl_candidate
+from simdist.collectives.fabric import NodeFabric
 from simdist.collectives.nccl import candidates
 from simdist.collectives.node_tree import node_tree_all_reduce
 from simdist.collectives.protocols import COSTS, Protocol, apply_protocol
@@ -64,10 +65,17 @@ def test_protocols_cost_what_nccl_says():
     assert ll.wire_bytes() == pytest.approx(2 * ring.wire_bytes())
     # the call starts with NCCL's base latency (tuning.cc baseLatencies)
     assert ring.chains[0][0].delay_s == COSTS["ring"][Protocol.SIMPLE].base_latency_s == 8.4e-6
-    # Simple pays per hop 3.4 - 0.6 us more than LL over NVLink and 14 - 2.7 us more across nodes;
-    # on 2 nodes of 8, 2 of the 16 ring hops cross nodes: mean extra per step, 15 steps per phase
-    extra = (14 * 2.8 + 2 * 11.3) / 16 * 1e-6 * 15
-    assert ring.chains[0][1].delay_s == pytest.approx(extra)
+    # on a kernel-bypass fabric every hop costs NCCL's hwLatencies (Simple: 3.4 us over NVLink, 14 us across
+    # nodes), in place of the links' own latencies: on 2 nodes of 8, 2 of the 16 ring hops cross nodes, and a
+    # pipelined ring step pays their mean per repetition
+    step = ring.chains[0][1]
+    assert step.hop_latency_s == pytest.approx((14 * 3.4 + 2 * 14.0) / 16 * 1e-6) and step.delay_s == 0.0
+    assert ll.chains[0][1].hop_latency_s == pytest.approx((14 * 1.0 + 2 * 2.7) / 16 * 1e-6)  # LL: the 1 us post
+    # elsewhere (sockets, EFA) the links' latencies stay, and Simple pays 3.4 - 0.6 us more than LL over NVLink
+    # and 14 - 2.7 us more across nodes, as extra delay: mean extra per step, 15 steps per phase
+    sockets = nccl_candidate("all_reduce", "ring", "Simple", 1e6, g, fabric=NodeFabric(kernel_bypass=False))
+    assert sockets.chains[0][1].hop_latency_s is None
+    assert sockets.chains[0][1].delay_s == pytest.approx((14 * 2.8 + 2 * 11.3) / 16 * 1e-6 * 15)
 
 
 def test_node_tree_per_nic_traffic_and_2S_over_B():
@@ -128,8 +136,8 @@ def test_apply_protocol_keeps_the_op_and_names_the_protocol():
 
 def test_simdist_pick_matches_nccls_own_model_on_dgx_h100_clusters():
     # NCCL's closed form on the same NodeFabric agrees with simdist's pick at small, medium and large
-    # sizes (measured: 15 of 18 (nodes, size) points on 8/16/64 nodes; the 3 others differ only in
-    # protocol at 256 MB, tree/LL128 vs tree/Simple)
+    # sizes (measured: 17 of 18 (nodes, size) points on 8/16/64 nodes at 8 KB-1 GB; the other, 32 MB on 16
+    # nodes, is tree/LL128 against NCCL's nvls_tree/Simple)
     from simdist.collectives.nccl import nccl_choice
 
     ctx = _ctx(IB, "cluster.nodes.0.count=16", "cluster.fabric.nodes_per_leaf=8")
