@@ -624,23 +624,22 @@ class Router:
             return self._plane_path(src, dst, s, t, flow_key)
         links = self._links if self._classes is None or m == self._machine[t] else self._classes.links
         if s in self._lane and m != self._machine[t]:
-            nodes = self.topology.endpoint_node
-            key = (nodes[src], nodes[dst], flow_key)  # one hash per machine pair, whichever rail
-            h = self._mhash.get(key)
-            if h is None:
-                h = self._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
-            return tuple(links(s, t, h, self._lane[s]))
+            return tuple(links(s, t, self._machine_pair_hash(src, dst, flow_key), self._lane[s]))
         return tuple(links(s, t, flow_hash(src, dst, flow_key), 0))
+
+    def _machine_pair_hash(self, src: int, dst: int, flow_key: int) -> int:
+        """A railed GPU's flow hash: one per (source machine, destination machine, key), whichever rail."""
+        nodes = self.topology.endpoint_node
+        key = (nodes[src], nodes[dst], flow_key)
+        h = self._mhash.get(key)
+        if h is None:
+            h = self._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
+        return h
 
     def _plane_path(self, src: int, dst: int, s: str, t: str, flow_key: int) -> tuple[int, ...]:
         """path() between machines for a GPU that owns several fabric planes: through plane flow_key mod its
         planes (_plane_via), hashed as any railed pair (per machine pair, offset by the GPU's lane)."""
         via = self._plane_via(s, t, flow_key)
         if s in self._lane:
-            nodes = self.topology.endpoint_node
-            key = (nodes[src], nodes[dst], flow_key)
-            h = self._mhash.get(key)
-            if h is None:
-                h = self._mhash[key] = flow_hash(-1 - key[0], -1 - key[1], flow_key)
-            return tuple(self._links(s, t, h, self._lane[s], via))
+            return tuple(self._links(s, t, self._machine_pair_hash(src, dst, flow_key), self._lane[s], via))
         return tuple(self._links(s, t, flow_hash(src, dst, flow_key), 0, via))
