@@ -235,8 +235,8 @@ def apply_protocol(
 ) -> Schedule:
     """`schedule` as it runs under `protocol`: wire bytes / bandwidth fraction, the per-call latency
     as a leading step of each chain, and each step's per-hop latency (a tree's steady step has repeat 1 and
-    so pays one hop: its chunks are in flight together). `nccl_hops` (a kernel-bypass fabric, or one node):
-    every hop of a ring or tree costs what NCCL's tuning model says (step_hop_latency_s, Step.hop_latency_s)
+    so pays one hop: its chunks are in flight together). With `nccl_hops` (a kernel-bypass fabric) or on one
+    node, every hop of a ring or tree costs what NCCL's tuning model says (step_hop_latency_s, Step.hop_latency_s)
     instead of its links' latencies; otherwise (sockets, EFA) the links' latencies stay and the protocol's
     extra over its cheapest protocol is added to the step's delay."""
     family = family or schedule.algorithm
@@ -244,7 +244,7 @@ def apply_protocol(
     fraction = c.fraction(len(group.nodes))
     node_of = node_index(group)
     multi_node = len(group.nodes) > 1
-    priced = nccl_hops and family in HOP_PRICED_FAMILIES
+    priced = family in HOP_PRICED_FAMILIES and (nccl_hops or not multi_node)  # one node: no NIC on the way
     chains = []
     inflated: dict = {}
     for chain in schedule.chains:

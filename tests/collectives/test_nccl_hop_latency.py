@@ -49,3 +49,15 @@ def test_a_small_all_reduce_pays_nccls_hops_not_the_nics_catalog_latency():
     tcp_fast, _ = small("2 us", "tcp")
     tcp_slow, _ = small("20 us", "tcp")
     assert tcp_slow - tcp_fast > 2 * 18e-6  # at least one network hop each way, two NIC links per hop
+
+
+def test_one_node_pays_nccls_hops_whatever_its_nics():
+    """Inside one node no NIC is on the way: NVLink hops cost NCCL's table even when the NICs are sockets."""
+    from simdist.collectives.backends import nccl_candidate
+    from simdist.collectives.fabric import NodeFabric
+    from simdist.collectives.schedule import Group
+
+    sched = nccl_candidate("all_reduce", "ring", "LL", 1e6, Group.flat(range(8), 8),
+                           fabric=NodeFabric(kernel_bypass=False))
+    step = next(s for s in sched.chains[0] if s.transfers)
+    assert step.hop_latency_s == pytest.approx(0.6e-6) and step.delay_s == 0.0
