@@ -81,8 +81,9 @@ def _gpus_by_node(topology: Topology) -> list[list[int]]:
 
 
 def ps_server_endpoints(topology: Topology, n: int, placement: "PsPlacement | str") -> tuple[int, ...]:
-    """Endpoints of `n` parameter servers: dedicated hosts (after the GPUs), or GPUs spread over
-    nodes (colocated: one per node first, evenly spaced over the nodes, then a second per node...)."""
+    """Endpoints of `n` parameter servers: dedicated hosts or the nodes' CPU sockets (placement host; both
+    after the GPUs, as build_topology added them), or GPUs spread over nodes (colocated: one per node first,
+    evenly spaced over the nodes, then a second per node...)."""
     try:
         kind = PsPlacement(placement)
     except ValueError:
@@ -90,11 +91,11 @@ def ps_server_endpoints(topology: Topology, n: int, placement: "PsPlacement | st
                                       " or ".join(repr(p.value) for p in PsPlacement)) from None
     if n < 1:
         raise ScenarioError.bad_value("communication.ps.servers", n, "at least 1 server")
-    if kind == PsPlacement.DEDICATED:
+    if kind in (PsPlacement.DEDICATED, PsPlacement.HOST):
         hosts = len(topology.endpoints) - topology.num_gpus
         if n > hosts:
             raise ScenarioError.bad_value("communication.ps.servers", n,
-                                          f"at most the topology's {hosts} dedicated server hosts")
+                                          f"at most the topology's {hosts} {kind.value} server endpoints")
         return tuple(range(topology.num_gpus, topology.num_gpus + n))
     nodes = _gpus_by_node(topology)
     if n > topology.num_gpus:

@@ -44,9 +44,10 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
 
     cluster = scenario.cluster
     comm = scenario.communication
+    from simdist.engine.context import server_topology_args
+
     dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
-    topology = build_topology(cluster, server_hosts=comm.ps_servers if dedicated else 0,
-                              server_nic=cluster.node_groups[0].nic.host_side() if dedicated else None)
+    topology = build_topology(cluster, **server_topology_args(scenario))
     facts = summary(topology)
     precision = scenario.workload.precision.value
     peak = sum(g.count * g.gpus_per_node * g.gpu.flops(precision) for g in cluster.node_groups)
@@ -67,6 +68,8 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
     }
     if comm.strategy == StrategyKind.PS:  # `servers` counts server machines; colocated ones are on the workers
         facts["ps servers"] = (f"{comm.ps_servers} dedicated machines" if dedicated else
+                               f"{comm.ps_servers} in the worker nodes' host memory (no extra machines)"
+                               if comm.ps_placement == PsPlacement.HOST else
                                f"{comm.ps_servers} colocated on the worker nodes (no extra machines)")
     for key, value in facts.items():
         if key in ("gpus", "nodes"):

@@ -83,8 +83,9 @@ class Backend(StrEnum):
 
 
 class PsPlacement(StrEnum):
-    COLOCATED = "colocated"
-    DEDICATED = "dedicated"
+    COLOCATED = "colocated"  # on worker GPUs: a server's own shard never touches the wire
+    DEDICATED = "dedicated"  # on extra CPU machines, behind their own NICs
+    HOST = "host"  # in the worker nodes' host memory: pushes cross PCIe to a CPU socket (TF local_parameter_device=cpu)
 
 
 class Bucketing(StrEnum):

@@ -52,6 +52,9 @@ def layout_for(scenario: Scenario, rate_scale: float = 1.0, prefix: str = "sdt")
         raise ScenarioError.bad_value("--rate-scale", rate_scale, "a positive factor")
     nic_bps, per_node, group = _uniform(scenario)
     comm = scenario.communication
+    if comm.strategy is StrategyKind.PS and comm.ps_placement is PsPlacement.HOST:
+        raise ScenarioError.bad_value("communication.ps.placement", "host",
+                                      "colocated or dedicated (the harness runs one process per GPU or server host)")
     extra = comm.ps_servers if (comm.strategy is StrategyKind.PS and comm.ps_placement is PsPlacement.DEDICATED) else 0
     fabric = scenario.cluster.fabric
     kind = str(fabric.topology)

@@ -148,12 +148,20 @@ SCHEDULE_KEYS = ("strategy", "backend", "hierarchical_intra", "hierarchical_inte
                  "ps_aggregation", "ps_server", "ps_partition_bytes", "collnet", "nvls")
 
 
-def _server_hosts(scenario: Scenario) -> tuple[int, object]:
-    """(dedicated PS hosts added to the topology, their NIC): (0, None) unless PS runs on dedicated hosts."""
+def server_topology_args(scenario: Scenario) -> dict:
+    """build_topology's parameter-server arguments: dedicated hosts (with their NIC) or servers in the worker
+    nodes' host memory, as communication.ps.placement asks; none without a parameter server."""
     comm = scenario.communication
-    if comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED:
-        return comm.ps_servers, scenario.cluster.node_groups[0].nic.host_side()
-    return 0, None
+    if comm.strategy != StrategyKind.PS or comm.ps_placement == PsPlacement.COLOCATED:
+        return {}
+    if comm.ps_placement == PsPlacement.HOST:
+        return {"host_servers": comm.ps_servers}
+    return {"server_hosts": comm.ps_servers, "server_nic": scenario.cluster.node_groups[0].nic.host_side()}
+
+
+def _server_hosts(scenario: Scenario) -> tuple:
+    """What the topology's server endpoints depend on (server_topology_args, as a hashable key)."""
+    return tuple(sorted(server_topology_args(scenario).items()))
 
 
 def fabric_key(scenario: Scenario) -> tuple:
@@ -186,8 +194,7 @@ def build_fabric(scenario: Scenario) -> Fabric:
     from simdist.topology.build import build_topology
     from simdist.topology.routing import ring_channels
 
-    server_hosts, server_nic = _server_hosts(scenario)
-    topology = build_topology(scenario.cluster, server_hosts=server_hosts, server_nic=server_nic)
+    topology = build_topology(scenario.cluster, **server_topology_args(scenario))
     group = data_parallel_group(scenario.cluster, topology)
     return Fabric(topology, group, ring_channels(topology, group.nodes))
 

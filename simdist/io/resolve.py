@@ -151,6 +151,10 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
             and gpus is not None and c.ps.servers > gpus):
         issues.append(Issue("communication.ps.servers", f"got {c.ps.servers}; colocated servers cannot "
                                                         f"outnumber the {gpus} GPUs"))
+    if (strategy is StrategyKind.PS and PsPlacement(c.ps.placement) is PsPlacement.HOST
+            and PsServer(c.ps.server) is not PsServer.CPU):
+        issues.append(Issue("communication.ps.server", f"got '{c.ps.server}' with placement 'host'; servers in the "
+                                                       "nodes' host memory update on the CPU: expected cpu"))
     if c.collnet and Backend(c.backend) is not Backend.NCCL:
         issues.append(Issue("communication.collnet", f"got true with backend '{c.backend}'; CollNet is NCCL's "
                                                      "(NCCL_COLLNET_ENABLE): expected backend nccl"))

@@ -298,7 +298,7 @@ class PsModel(Strict):
     servers: PosInt = 1
     """Parameter-server shards."""
     placement: PsPlacement = PsPlacement.COLOCATED
-    """colocated (on worker nodes) | dedicated (extra hosts with the first group's NIC)."""
+    """colocated (on worker nodes) | dedicated (extra hosts with the first group's NIC) | host (processes on the worker nodes' CPU sockets, in host memory: a node's GPUs push over PCIe, other nodes through its NIC, as TensorFlow's parameter_server with local_parameter_device=cpu and PS tasks on the worker machines run; needs server: cpu) (host added)."""
     aggregation: PsAggregation = PsAggregation.GPU
     """gpu (every GPU pushes and pulls its whole gradient) | node (the node's GPUs reduce-scatter first, so one gradient's worth per node crosses its NICs, as TensorFlow replicated, MXNet KVStore device+dist and BytePS do) (added key)."""
     server: PsServer = PsServer.GPU

@@ -1,7 +1,8 @@
 """build_topology: a ClusterSpec (plus optional dedicated server hosts) as one graph (a LinkGraph, topology.plain).
 
 Machines are the worker nodes in ClusterSpec order, then `server_hosts` parameter servers (each a
-"server{s}/cpu0" endpoint with `server_nic`, default the first node group's NIC). The fabric builder
+"server{s}/cpu0" endpoint with `server_nic`, default the first node group's NIC). `host_servers` adds
+parameter servers inside the worker nodes instead: endpoints at their CPU sockets' vertices (host_server_vertices). The fabric builder
 is chosen from FABRIC_BUILDERS by FabricSpec.topology; structural facts go to `graph.graph["fabric"]`
 (used by bisection and drawing).
 
@@ -60,23 +61,46 @@ _BUILT: "OrderedDict[str, Topology]" = OrderedDict()
 _KEEP = 2  # topologies of 100k GPUs take a GB or more: keep only the latest few
 
 
-def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None) -> Topology:
+def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None,
+                   host_servers: int = 0) -> Topology:
     """The whole cluster (node interiors, servers, fabric) as a Topology; ScenarioError on bad specs.
     An equal spec built before in this process gives the same (shared, read-only) Topology."""
-    key = repr((cluster, server_hosts, server_nic))  # specs hold dicts (not hashable); repr is exact
+    key = repr((cluster, server_hosts, server_nic, host_servers))  # specs hold dicts (not hashable); repr is exact
     hit = _BUILT.get(key)
     if hit is not None:
         _BUILT.move_to_end(key)
         return hit
     with gc_paused():
-        topology = _build(cluster, server_hosts, server_nic)
+        topology = _build(cluster, server_hosts, server_nic, host_servers)
     _BUILT[key] = topology
     while len(_BUILT) > _KEEP:
         _BUILT.popitem(last=False)
     return topology
 
 
-def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) -> Topology:
+def host_server_vertices(g: LinkGraph, cluster: ClusterSpec, count: int) -> list[tuple[str, int]]:
+    """(vertex, node) of `count` parameter servers in the worker nodes' host memory: socket 0 of nodes spread
+    evenly over the cluster first, then socket 1 of nodes that have one, and so on; ScenarioError when the
+    nodes have fewer sockets in the graph (a node without a PCIe tree has none)."""
+    sockets = [[v for v in (f"node{n}/cpu{k}" for k in range(64)) if v in g] for n in range(cluster.num_nodes)]
+    total = sum(len(s) for s in sockets)
+    if count > total:
+        raise ScenarioError.bad_value(
+            "communication.ps.servers", count,
+            f"at most the worker nodes' {total} CPU sockets for placement host (a node's sockets are in the "
+            "topology where its intra_node has a pcie_link)")
+    out: list[tuple[str, int]] = []
+    layer = 0
+    while len(out) < count:
+        nodes = [n for n, s in enumerate(sockets) if layer < len(s)]
+        want = min(count - len(out), len(nodes))
+        out.extend((sockets[nodes[(k * len(nodes)) // want]][layer], nodes[(k * len(nodes)) // want])
+                   for k in range(want))
+        layer += 1
+    return out
+
+
+def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None, host_servers: int = 0) -> Topology:
     issues = validate_cluster(cluster, server_hosts)
     if server_hosts < 0:
         issues.append(Issue("communication.ps.servers", f"got {server_hosts!r}; expected >= 0 server hosts"))
@@ -102,6 +126,9 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) 
             endpoint_node.extend([n] * len(gpus))
             machines.append(Machine(f"node{n}", tuple(nics), group.nic.link))
             n += 1
+    for vertex, node in host_server_vertices(g, cluster, host_servers):
+        endpoints.append(vertex)
+        endpoint_node.append(node)
     nic = server_nic or cluster.node_groups[0].nic
     for s in range(server_hosts):
         cpu, nics = add_server_interior(g, s, nic.count, nic.link)
