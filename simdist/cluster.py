@@ -17,6 +17,7 @@ from simdist.network.base import NetworkModel
 from simdist.network.flows import FlowNetwork
 from simdist.scenario import Fidelity, PsPlacement
 from simdist.topology.graph import Topology
+from simdist.topology.machines import spread_over_nodes
 from simdist.topology.routing import Router
 
 
@@ -101,14 +102,7 @@ def ps_server_endpoints(topology: Topology, n: int, placement: "PsPlacement | st
     if n > topology.num_gpus:
         raise ScenarioError.bad_value("communication.ps.servers", n,
                                       f"at most one colocated server per GPU ({topology.num_gpus})")
-    out: list[int] = []
-    layer = 0
-    while len(out) < n:
-        candidates = [gpus[layer] for gpus in nodes if layer < len(gpus)]
-        want = min(n - len(out), len(candidates))
-        out.extend(candidates[(k * len(candidates)) // want] for k in range(want))
-        layer += 1
-    return tuple(out)
+    return tuple(spread_over_nodes(nodes, n))
 
 
 NETWORK_BUILDERS: dict[Fidelity, Callable[[object, Topology, Router | None], NetworkModel]] = {

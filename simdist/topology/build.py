@@ -16,6 +16,7 @@ it its router's and compiled steps' caches. A Topology is never modified after i
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import count as count_from, takewhile
 from typing import Callable
 
 from simdist.errors import Issue, ScenarioError
@@ -26,7 +27,7 @@ from simdist.topology.fattree import build_fat_tree, build_single_switch
 from simdist.topology.gcpause import gc_paused
 from simdist.topology.graph import Topology
 from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior, rail_share
-from simdist.topology.machines import Machine
+from simdist.topology.machines import Machine, spread_over_nodes
 from simdist.topology.plain import LinkGraph
 from simdist.topology.validate import validate_cluster
 
@@ -82,22 +83,15 @@ def host_server_vertices(g: LinkGraph, cluster: ClusterSpec, count: int) -> list
     """(vertex, node) of `count` parameter servers in the worker nodes' host memory: socket 0 of nodes spread
     evenly over the cluster first, then socket 1 of nodes that have one, and so on; ScenarioError when the
     nodes have fewer sockets in the graph (a node without a PCIe tree has none)."""
-    sockets = [[v for v in (f"node{n}/cpu{k}" for k in range(64)) if v in g] for n in range(cluster.num_nodes)]
+    sockets = [[(v, n) for v in takewhile(g.__contains__, (f"node{n}/cpu{k}" for k in count_from(0)))]
+               for n in range(cluster.num_nodes)]  # a node's sockets are cpu0, cpu1, ... (intranode._pcie_tree)
     total = sum(len(s) for s in sockets)
     if count > total:
         raise ScenarioError.bad_value(
             "communication.ps.servers", count,
             f"at most the worker nodes' {total} CPU sockets for placement host (a node's sockets are in the "
             "topology where its intra_node has a pcie_link)")
-    out: list[tuple[str, int]] = []
-    layer = 0
-    while len(out) < count:
-        nodes = [n for n, s in enumerate(sockets) if layer < len(s)]
-        want = min(count - len(out), len(nodes))
-        out.extend((sockets[nodes[(k * len(nodes)) // want]][layer], nodes[(k * len(nodes)) // want])
-                   for k in range(want))
-        layer += 1
-    return out
+    return spread_over_nodes(sockets, count)
 
 
 def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None, host_servers: int = 0) -> Topology:

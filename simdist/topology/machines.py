@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence, TypeVar
 
 from simdist.hardware.specs import LinkSpec
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # any graph with networkx's add_edge/has_edge/edges: a LinkGraph or an nx.Graph
     from simdist.topology.plain import LinkGraph
@@ -40,3 +42,17 @@ def add_link(g: LinkGraph, u: str, v: str, link: LinkSpec, kind: str, multiplici
         g.add_edge(u, v, link=link, kind=kind, multiplicity=multiplicity)
     else:
         g.add_edge(u, v, link=link, kind=kind)
+
+
+def spread_over_nodes(per_node: Sequence[Sequence[T]], count: int) -> list[T]:
+    """`count` items picked from each node's list in turn: every node's first item first (evenly spaced over
+    the nodes when fewer are wanted), then every node's second, and so on (how parameter servers are placed).
+    The caller checks that the lists hold `count` items in all."""
+    out: list[T] = []
+    layer = 0
+    while len(out) < count:
+        candidates = [items[layer] for items in per_node if layer < len(items)]
+        want = min(count - len(out), len(candidates))
+        out.extend(candidates[(k * len(candidates)) // want] for k in range(want))
+        layer += 1
+    return out
