@@ -86,6 +86,19 @@ def allowed_keys(loc: tuple[Any, ...], root: type[BaseModel] = ScenarioModel) ->
     return []
 
 
+def _accepted_types(loc: tuple[Any, ...], root: type[BaseModel] = ScenarioModel) -> set[Any]:
+    """The schema's types (wrappers stripped, a union's members apart) at location `loc`; empty where unknown."""
+    tp: Any = root
+    for part in loc:
+        tp = _step(tp, part)
+        if tp is None:
+            return set()
+    tp = _strip(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return {_strip(member) for member in typing.get_args(tp)}
+    return {tp}
+
+
 def _got(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -125,9 +138,11 @@ def _message(err: dict[str, Any]) -> str:
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         bound = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
                  "less_than_equal": "<= {le}"}[kind].format(**{k: ctx.get(k) for k in ("gt", "ge", "lt", "le")})
-        what = "an integer" if isinstance(value, int) else "a number"
+        # An integer given for a key that takes numbers (a ratio, a size) must not be told "expected an integer".
+        integral = isinstance(value, int) and float not in _accepted_types(tuple(loc))
+        what = "an integer" if integral else "a number"
         if kind == "greater_than" and ctx.get("gt") == 0:
-            return f"got {_got(value)}; expected a positive {'integer' if what == 'an integer' else 'number'}"
+            return f"got {_got(value)}; expected a positive {'integer' if integral else 'number'}"
         return f"got {_got(value)}; expected {what} {bound}"
     if kind == "too_short":
         return f"got {_got(value)}; expected at least {ctx.get('min_length')} item(s)"
