@@ -86,6 +86,26 @@ def allowed_keys(loc: tuple[Any, ...], root: type[BaseModel] = ScenarioModel) ->
     return []
 
 
+def unknown_key(dotted_key: str, root: type[BaseModel] = ScenarioModel) -> Issue | None:
+    """An Issue when a dotted scenario key (`cluster.nodes.0.count`) names a key the schema does not have, with
+    the keys it has there; None when it exists or cannot be told (below a union, e.g. a catalog key or inline)."""
+    tp: Any = root
+    parts = dotted_key.split(".")
+    for i, part in enumerate(parts):
+        stripped = _strip(tp)
+        if isinstance(stripped, type) and issubclass(stripped, BaseModel) and part not in stripped.model_fields:
+            import difflib  # only when a key is unknown
+
+            allowed = list(stripped.model_fields)
+            close = difflib.get_close_matches(part, allowed, n=1, cutoff=0.5)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            return Issue(dotted_key, f"unknown key '{part}'{hint}; expected one of: {', '.join(allowed)}")
+        tp = _step(tp, int(part) if part.isdigit() else part)
+        if tp is None:
+            return None
+    return None
+
+
 def _accepted_types(loc: tuple[Any, ...], root: type[BaseModel] = ScenarioModel) -> set[Any]:
     """The schema's types (wrappers stripped, a union's members apart) at location `loc`; empty where unknown."""
     tp: Any = root

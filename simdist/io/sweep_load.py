@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import yaml
 
 from simdist.errors import Issue, ScenarioError
+from simdist.io.issues import unknown_key
 from simdist.io.load import load_data
 from simdist.io.overrides import apply_overrides, set_path
 from simdist.io.yaml_source import read_file
@@ -69,6 +70,9 @@ def sweep_spec(block: dict, axis_texts: Sequence[str] = (), zip_texts: Sequence[
     axes: list[Axis] = [make_axis(str(k), v) for k, v in axes_block.items() if str(k) not in cli_keys] + cli
     if not axes:
         raise ScenarioError(Issue("--axis", "the sweep has no axes; give --axis KEY=V1,V2 or a sweep.axes block"))
+    typos = [issue for issue in (unknown_key(a.key) for a in axes) if issue is not None]
+    if typos:  # a key no point can have: refuse it now rather than run every point into the same error
+        raise ScenarioError(typos)
     zipped = [tuple(str(k) for k in z) for z in _list(block.get("zip"), "sweep.zip")]
     zipped += [tuple(k.strip() for k in z.split(",") if k.strip()) for z in zip_texts]
     texts = [str(c) for c in _list(block.get("constraints"), "sweep.constraints")] + list(constraints)

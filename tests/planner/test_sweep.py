@@ -63,6 +63,18 @@ def test_infeasible_and_invalid_points_carry_their_reasons(base, tmp_path):
     assert outcome.by_status == {"ok": 1, "infeasible": 1, "invalid": 2}
 
 
+def test_an_axis_on_a_key_the_schema_lacks_is_refused_before_any_point_runs():
+    """A misspelt axis key would make every point invalid with the same error: it is refused up front, with the
+    keys the schema has there; keys below a catalog-or-inline union (nic.bandwidth) are left to each point."""
+    with pytest.raises(ScenarioError) as e:
+        sweep_spec({}, ["communication.strategi=ring,tree", "cluster.nodes.0.count=1,2"])
+    assert [i.path for i in e.value.issues] == ["communication.strategi"]
+    assert "did you mean 'strategy'" in str(e.value)
+    keys = [a.key for a in sweep_spec({}, ["cluster.nodes.0.nic.bandwidth=1 Gb/s,2 Gb/s",
+                                           "workload.model.gpt.layers=2,4", "training.parallelism.tp=1,2"]).axes]
+    assert keys == ["cluster.nodes.0.nic.bandwidth", "workload.model.gpt.layers", "training.parallelism.tp"]
+
+
 def test_constraints_on_inputs_prune_and_on_results_mark(base, tmp_path):
     outcome = run_sweep(sweep_spec({}, AXES[:2], constraints=["gpus <= 32 and samples_per_s > 3000"]), base,
                         load_point, str(tmp_path / "s.csv"), jobs=1)
