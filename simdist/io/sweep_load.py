@@ -56,7 +56,7 @@ def read_sweep_file(path: str | Path, block_key: str = "sweep") -> tuple[dict, d
 
 
 def sweep_spec(block: dict, axis_texts: Sequence[str] = (), zip_texts: Sequence[str] = (),
-               constraints: Sequence[str] = ()) -> SweepSpec:
+               constraints: Sequence[str] = (), block_key: str = "sweep") -> SweepSpec:
     """The file's sweep block merged with --axis / --zip / --constraint (command-line axes replace the
     block's axes of the same key and come after the others)."""
     unknown = sorted(set(block) - set(_BLOCK_KEYS))
@@ -69,7 +69,8 @@ def sweep_spec(block: dict, axis_texts: Sequence[str] = (), zip_texts: Sequence[
     cli_keys = {a.key for a in cli}
     axes: list[Axis] = [make_axis(str(k), v) for k, v in axes_block.items() if str(k) not in cli_keys] + cli
     if not axes:
-        raise ScenarioError(Issue("--axis", "the sweep has no axes; give --axis KEY=V1,V2 or a sweep.axes block"))
+        raise ScenarioError(Issue("--axis", f"the {block_key} has no axes; give --axis KEY=V1,V2 or a {block_key}.axes "
+                                            "block"))
     typos = [issue for issue in (unknown_key(a.key) for a in axes) if issue is not None]
     if typos:  # a key no point can have: refuse it now rather than run every point into the same error
         raise ScenarioError(typos)
@@ -93,7 +94,7 @@ def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None 
         raise ScenarioError(Issue(f"plan.{unknown[0]}", f"unknown key; expected one of {', '.join(_PLAN_KEYS)}"))
     given = {k: v for k, v in (options or {}).items() if v is not None and v != ()}
     opts = {k: v for k, v in {**block, **given}.items() if v is not None}
-    space = sweep_spec({"axes": block.get("axes") or {}}, axis_texts)
+    space = sweep_spec({"axes": block.get("axes") or {}}, axis_texts, block_key="plan")
     constraints = [str(c) for c in _list(block.get("constraints"), "plan.constraints")]
     constraints += list((options or {}).get("constraints") or ())
     if "budget_per_hour" in opts:
