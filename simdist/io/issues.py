@@ -66,14 +66,21 @@ def _step(tp: Any, part: Any) -> Any:
     return None
 
 
-def allowed_keys(loc: tuple[Any, ...], root: type[BaseModel] = ScenarioModel) -> list[str]:
-    """The keys the schema accepts at the mapping that contains location `loc`."""
+def _type_at(loc: Iterable[Any], root: type[BaseModel] = ScenarioModel) -> Any:
+    """The schema's type at location `loc` (wrappers stripped), or None where the walk cannot follow it."""
     tp: Any = root
-    for part in loc[:-1]:
+    for part in loc:
         tp = _step(tp, part)
         if tp is None:
-            return []
-    tp = _strip(tp)
+            return None
+    return _strip(tp)
+
+
+def allowed_keys(loc: tuple[Any, ...], root: type[BaseModel] = ScenarioModel) -> list[str]:
+    """The keys the schema accepts at the mapping that contains location `loc`."""
+    tp = _type_at(loc[:-1], root)
+    if tp is None:
+        return []
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         keys: list[str] = []
         for member in typing.get_args(tp):
@@ -90,16 +97,10 @@ def unknown_key(dotted_key: str, root: type[BaseModel] = ScenarioModel) -> Issue
     """An Issue when a dotted scenario key (`cluster.nodes.0.count`) names a key the schema does not have, with
     the keys it has there; None when it exists or cannot be told (below a union, e.g. a catalog key or inline)."""
     tp: Any = root
-    parts = dotted_key.split(".")
-    for i, part in enumerate(parts):
+    for part in dotted_key.split("."):
         stripped = _strip(tp)
         if isinstance(stripped, type) and issubclass(stripped, BaseModel) and part not in stripped.model_fields:
-            import difflib  # only when a key is unknown
-
-            allowed = list(stripped.model_fields)
-            close = difflib.get_close_matches(part, allowed, n=1, cutoff=0.5)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            return Issue(dotted_key, f"unknown key '{part}'{hint}; expected one of: {', '.join(allowed)}")
+            return Issue(dotted_key, _unknown_key_text(part, list(stripped.model_fields)))
         tp = _step(tp, int(part) if part.isdigit() else part)
         if tp is None:
             return None
@@ -108,15 +109,22 @@ def unknown_key(dotted_key: str, root: type[BaseModel] = ScenarioModel) -> Issue
 
 def _accepted_types(loc: tuple[Any, ...], root: type[BaseModel] = ScenarioModel) -> set[Any]:
     """The schema's types (wrappers stripped, a union's members apart) at location `loc`; empty where unknown."""
-    tp: Any = root
-    for part in loc:
-        tp = _step(tp, part)
-        if tp is None:
-            return set()
-    tp = _strip(tp)
+    tp = _type_at(loc, root)
+    if tp is None:
+        return set()
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return {_strip(member) for member in typing.get_args(tp)}
     return {tp}
+
+
+def _unknown_key_text(key: str, allowed: list[str]) -> str:
+    """"unknown key 'k' (did you mean 'x'?); expected one of: ..." for a key not among `allowed`."""
+    import difflib  # only when a key is unknown: lazily, not at start-up
+
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    known = f"; expected one of: {', '.join(allowed)}" if allowed else ""
+    return f"unknown key '{key}'{hint}{known}"
 
 
 def _got(value: Any) -> str:
@@ -141,12 +149,7 @@ def _message(err: dict[str, Any]) -> str:
         msg = str(err["msg"])
         return msg if msg.startswith("got ") else f"got {_got(value)}; {msg}"
     if kind == "extra_forbidden":
-        key = str(loc[-1]) if loc else ""
-        allowed = allowed_keys(tuple(loc))
-        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        known = f"; expected one of: {', '.join(allowed)}" if allowed else ""
-        return f"unknown key '{key}'{hint}{known}"
+        return _unknown_key_text(str(loc[-1]) if loc else "", allowed_keys(tuple(loc)))
     if kind == "missing":
         return "required key is missing"
     if kind in ("enum", "literal_error"):
