@@ -13,8 +13,7 @@ import math
 
 from simdist.compute import OPTIMIZER_STATES
 from simdist.failures.fabric import FabricFacts
-from simdist.failures.state import JobSpec
-from simdist.failures.timeline import Costs
+from simdist.failures.state import Costs, JobSpec
 from simdist.scenario import BatchSplit, RecoveryPolicy, Scenario
 
 DEFAULT_WRITE_S = 60.0

@@ -16,8 +16,8 @@ import numpy as np
 from simdist.failures.fabric import FabricFacts
 from simdist.failures.incidents import DEFAULT_REPAIR_S, sample_random, scheduled
 from simdist.failures.rates import job_rate, mtbfs, young_daly_interval_s, closed_form_goodput
-from simdist.failures.state import JobSpec, StepTime
-from simdist.failures.timeline import Costs, Tally, run_timeline
+from simdist.failures.state import Costs, JobSpec, StepTime, Tally
+from simdist.failures.timeline import run_timeline
 from simdist.scenario import FailuresSpec, RecoveryPolicy
 
 FIGURES = ("ratio", "useful_s", "wall_s", "lost_work_s", "checkpoint_s", "restart_s", "downtime_s", "degraded_s",

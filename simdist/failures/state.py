@@ -1,4 +1,5 @@
-"""A cluster state as the engine sees it, and the job parameters the goodput timeline needs.
+"""What the goodput timeline is given and gives back: a cluster state as the engine sees it, the job's
+parameters, the seconds each recovery step costs (Costs), and where the wall time went (Tally).
 
 Between two events the iteration time is constant, so the timeline asks the engine once per distinct
 state for `step_time(state)` (seconds per iteration; math.inf when the state cannot train, e.g. the
@@ -9,6 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Callable
+
+# what the job does between two events: trains, recovers (detection and restart), is down for maintenance,
+# or waits for a repair (no rank can train)
+RUN, RECOVER, DOWN, WAIT = "run", "recover", "down", "wait"
 
 
 @dataclass(frozen=True)
@@ -66,3 +71,45 @@ def batch_per_gpu(job: JobSpec, state: ClusterState) -> int:
     if state.keep_global_batch:
         return math.ceil(job.global_batch / (gpus * job.micro_steps))
     return job.batch_per_gpu
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Seconds each recovery step takes (resolved from the scenario by failures.costs)."""
+
+    interval_s: float  # compute time between checkpoints (in_memory: between copies to peers)
+    write_s: float  # blocking part of a persistent checkpoint
+    persist_s: float = 0.0  # async: background write after the blocking snapshot (0: synchronous)
+    detection_s: float = 0.0
+    restart_s: float = 0.0
+    memory_copy_s: float = 0.0  # in_memory: blocking copy of a node's shard to its peer
+    restore_s: float = 0.0  # in_memory: restore of a shard from the peer
+    persistent_interval_s: float = math.inf  # in_memory: compute time between persistent checkpoints
+    load_s: float = 0.0  # in_memory: reading the persistent checkpoint back after a correlated failure
+    spares: int = 0
+    spare_delay_s: float = 0.0
+    weight_copy_s: float = 0.0  # replica_groups: a rejoining group copies the state from a peer
+
+
+@dataclass
+class Tally:
+    """Where the wall time went, and counts."""
+
+    wall_s: float = 0.0
+    useful_s: float = 0.0
+    degraded_s: float = 0.0
+    lost_work_s: float = 0.0
+    checkpoint_s: float = 0.0
+    restart_s: float = 0.0
+    downtime_s: float = 0.0
+    failures: int = 0
+    restarts: int = 0
+    rejoins: int = 0
+    checkpoints: int = 0
+    correlated: int = 0
+    maintenance: int = 0
+    group_out_s: float = 0.0
+    rebalances: int = 0  # batch_split dynamic: re-splits after a straggler appeared or went
+    samples: float = 0.0
+    failures_by_kind: dict[str, int] = field(default_factory=dict)
+    segments: list[tuple[str, float, float]] = field(default_factory=list)  # (what, start, end) when recorded

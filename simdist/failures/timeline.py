@@ -10,60 +10,21 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from typing import Any, Callable
 
 from simdist.failures.incidents import Incident, Slowdown
-from simdist.failures.state import ClusterState, JobSpec, StepTime, samples_per_step
+from simdist.failures.recovery import RESPONSES
+from simdist.failures.state import (DOWN, RECOVER, RUN, WAIT, ClusterState, Costs, JobSpec, StepTime, Tally,
+                                    samples_per_step)
 from simdist.scenario import RecoveryPolicy
 
-RUN, RECOVER, DOWN, WAIT = "run", "recover", "down", "wait"
-_CHECKPOINT_FAMILY = (RecoveryPolicy.CHECKPOINT_RESTART, RecoveryPolicy.SPARES, RecoveryPolicy.IN_MEMORY)
 _EPS = 1e-9
 
 
-@dataclass(frozen=True)
-class Costs:
-    """Seconds each recovery step takes (resolved from the scenario by failures.costs)."""
+class Timeline:
+    """One run's state between events, the event queue, and the handlers of each event kind (EVENTS)."""
 
-    interval_s: float  # compute time between checkpoints (in_memory: between copies to peers)
-    write_s: float  # blocking part of a persistent checkpoint
-    persist_s: float = 0.0  # async: background write after the blocking snapshot (0: synchronous)
-    detection_s: float = 0.0
-    restart_s: float = 0.0
-    memory_copy_s: float = 0.0  # in_memory: blocking copy of a node's shard to its peer
-    restore_s: float = 0.0  # in_memory: restore of a shard from the peer
-    persistent_interval_s: float = math.inf  # in_memory: compute time between persistent checkpoints
-    load_s: float = 0.0  # in_memory: reading the persistent checkpoint back after a correlated failure
-    spares: int = 0
-    spare_delay_s: float = 0.0
-    weight_copy_s: float = 0.0  # replica_groups: a rejoining group copies the state from a peer
-
-
-@dataclass
-class Tally:
-    """Where the wall time went, and counts."""
-
-    wall_s: float = 0.0
-    useful_s: float = 0.0
-    degraded_s: float = 0.0
-    lost_work_s: float = 0.0
-    checkpoint_s: float = 0.0
-    restart_s: float = 0.0
-    downtime_s: float = 0.0
-    failures: int = 0
-    restarts: int = 0
-    rejoins: int = 0
-    checkpoints: int = 0
-    correlated: int = 0
-    maintenance: int = 0
-    group_out_s: float = 0.0
-    rebalances: int = 0  # batch_split dynamic: re-splits after a straggler appeared or went
-    samples: float = 0.0
-    failures_by_kind: dict[str, int] = field(default_factory=dict)
-    segments: list[tuple[str, float, float]] = field(default_factory=list)  # (what, start, end) when recorded
-
-
-class _Job:
     def __init__(self, job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
                  record: bool = False, cut_off=None) -> None:
         self.job, self.policy, self.costs, self.step_time = job, policy, costs, step_time
@@ -102,7 +63,7 @@ class _Job:
             raise ValueError("the healthy cluster cannot train (step time is not finite)")
         self.node_of_gpu = [i for i, k in enumerate(job.gpus_per_node) for _ in range(k)]
         self.group_of = {n: g for g, nodes in enumerate(job.groups) for n in nodes}
-        self._update_state()
+        self.update_state()
 
     # ---------------------------------------------------------------- state and rates
     def _state(self) -> ClusterState:
@@ -120,7 +81,7 @@ class _Job:
         return ClusterState(frozenset(out), tuple(sorted((g, x) for g, x in strag.items() if node_of[g] not in out)),
                             tuple(sorted(links)), self.policy is not RecoveryPolicy.REPLICA_GROUPS, balanced)
 
-    def _update_state(self) -> None:
+    def update_state(self) -> None:
         state = self._state()
         if state not in self._rates:
             samples = samples_per_step(self.job, state)
@@ -149,17 +110,18 @@ class _Job:
         self.push(self.t + self.job.rebalance_every * self.step_s, "rebalance", state.stragglers,
                   token=self.rebalance_token)
 
-    def _on_rebalance(self, stragglers, token: int) -> None:
+    def on_rebalance(self, stragglers, token: int) -> None:
         if token != self.rebalance_token:
             return
         self.rebalance_target = None
         self.balanced = stragglers
         self.tally.rebalances += 1
-        self._update_state()
+        self.update_state()
 
     # ---------------------------------------------------------------- event queue
     def push(self, time_s: float, kind: str, payload=None, token: int = 0) -> None:
-        order = {"incident": 1}.get(kind, 0)
+        """Queue an event of `kind` (a key of EVENTS) at `time_s`; `token` lets a later change void it."""
+        order = EVENTS[kind][0]
         heapq.heappush(self.heap, (time_s, order, self.seq, kind, payload, token))
         self.seq += 1
 
@@ -168,7 +130,7 @@ class _Job:
         while self.heap and self.heap[0][0] < end:
             self.advance(self.heap[0][0])  # stops early at any event pushed meanwhile (an async commit)
             time_s, _, _, kind, payload, token = heapq.heappop(self.heap)
-            getattr(self, f"_on_{kind}")(payload, token)
+            EVENTS[kind][1](self, payload, token)
         self.advance(end)
         self.tally.useful_s = self.work - self.tally.lost_work_s
         self.tally.samples = self.tally.useful_s * self.healthy_rate
@@ -283,11 +245,11 @@ class _Job:
             self.pc = 0.0
             self.backup_missing.clear()
 
-    def _on_persist(self, _payload, token: int) -> None:
+    def on_persist(self, _payload, token: int) -> None:
         if token == self.persist_token:
             self.pend = 0.0
 
-    def _rollback(self, to_persistent: bool) -> None:
+    def rollback(self, to_persistent: bool) -> None:
         lost = self.cur + self.pend + (self.mid if to_persistent else 0.0)
         self.tally.lost_work_s += lost
         self.cur = self.pend = 0.0
@@ -298,7 +260,7 @@ class _Job:
         self.writing_until = None
         self.c = 0.0
 
-    def _lose_partial_step(self, share: float) -> None:
+    def lose_partial_step(self, share: float) -> None:
         """The iteration in flight when a rank fails is lost (for `share` of the batch)."""
         if not math.isfinite(self.step_s) or self.step_s <= 0:
             return
@@ -307,19 +269,19 @@ class _Job:
         self.tally.lost_work_s += lost
 
     # ---------------------------------------------------------------- recovery
-    def _recover(self, seconds: float) -> None:
+    def recover(self, seconds: float) -> None:
         self.token += 1
         self.mode = RECOVER
         self.writing_until = None
         self.push(self.t + seconds, "ready", token=self.token)
 
-    def _on_ready(self, _payload, token: int) -> None:
+    def on_ready(self, _payload, token: int) -> None:
         if token != self.token:
             return
-        self._update_state()
+        self.update_state()
         self.mode = RUN if self.rate > 0 else WAIT
 
-    def _on_incident(self, inc: Incident, _token: int) -> None:
+    def on_incident(self, inc: Incident, _token: int) -> None:
         t = self.tally
         if self.record:
             t.segments.append((f"failure: {inc.kind} {','.join(map(str, inc.nodes[:4]))}", self.t, self.t))
@@ -332,7 +294,7 @@ class _Job:
                 inc = replace(inc, nodes=cut)
         if inc.links and not inc.nodes:  # every rank still reachable: the fabric reroutes, the job runs on
             s = Slowdown(self.t, self.t + inc.repair_s, inc.kind, links=tuple((u, v, 0.0) for u, v in inc.links))
-            self._on_slow_start(s, 0)
+            self.on_slow_start(s, 0)
             if math.isfinite(s.end_s):
                 self.push(s.end_s, "slow_end", s)
             return
@@ -344,76 +306,16 @@ class _Job:
             if self.policy is RecoveryPolicy.ELASTIC:
                 self.nodes_out |= set(inc.nodes)
             return
-        getattr(self, f"_incident_{self.policy.value}")(inc)
+        RESPONSES[self.policy](self, inc)
 
-    def _incident_checkpoint_restart(self, inc: Incident) -> None:
-        if self.mode == RUN:
-            self._rollback(to_persistent=True)
-        self.tally.restarts += 1
-        self._recover(self.costs.detection_s + self.costs.restart_s)
-
-    def _incident_spares(self, inc: Incident) -> None:
-        if self.mode == RUN:
-            self._rollback(to_persistent=True)
-        self.tally.restarts += 1
-        need = [n for n in inc.nodes if n not in self.covered]
-        if inc.nodes and self.free_spares >= len(need):
-            self.free_spares -= len(need)
-            self.covered |= set(need)
-            self._recover(self.costs.detection_s + self.costs.spare_delay_s)
-        else:  # no spare left (or a fabric fault): the scheduler's slow path
-            self._recover(self.costs.detection_s + self.costs.restart_s)
-
-    def _incident_in_memory(self, inc: Incident) -> None:
-        n_nodes = self.job.nodes
-        hit = set(inc.nodes)
-        correlated = any((n + 1) % n_nodes in hit or n in self.backup_missing for n in inc.nodes) and n_nodes > 1
-        if self.mode == RUN:
-            self._rollback(to_persistent=correlated)
-        if correlated:
-            self.tally.correlated += 1
-        self.backup_missing |= {(n - 1) % n_nodes for n in inc.nodes}  # the copies the failed nodes held
-        self.tally.restarts += 1
-        k = self.costs
-        self._recover(k.detection_s + k.restart_s + (k.load_s if correlated else k.restore_s))
-
-    def _incident_elastic(self, inc: Incident) -> None:
-        if self.mode == RUN:
-            self._lose_partial_step(1.0)
-        self.nodes_out |= set(inc.nodes)
-        if len(self.nodes_out) >= self.job.nodes:  # nobody holds the model any more
-            self._rollback(to_persistent=True)
-        self.tally.restarts += 1
-        self._recover(self.costs.detection_s + self.costs.restart_s)
-
-    def _incident_replica_groups(self, inc: Incident) -> None:
-        k = self.costs
-        if not inc.nodes:  # a fabric fault aborts every group's collectives: a short whole-job restart
-            if self.mode == RUN:
-                self._lose_partial_step(1.0)
-            self.tally.restarts += 1
-            self._recover(k.detection_s + k.restart_s)
-            return
-        hit = {self.group_of[n] for n in inc.nodes} - self.groups_out
-        if self.mode == RUN:
-            self._lose_partial_step(len(hit) / len(self.job.groups))
-        for g in sorted(hit):
-            self.groups_out.add(g)
-            self.push(self.t + k.detection_s + k.restart_s + k.weight_copy_s, "group_back", g)
-        self._update_state()
-        if len(self.groups_out) == len(self.job.groups):
-            self._rollback(to_persistent=True)
-            self.mode = WAIT
-        self.tally.restarts += len(hit)
-
-    def _on_group_back(self, g: int, _token: int) -> None:
+    def on_group_back(self, g: int, _token: int) -> None:
         self.groups_out.discard(g)
         self.tally.rejoins += 1
-        self._update_state()
+        self.update_state()
         if self.mode == WAIT and self.rate > 0:
             self.mode = RUN
 
-    def _on_repair(self, n: int, _token: int) -> None:
+    def on_repair(self, n: int, _token: int) -> None:
         self.down.discard(n)
         if n in self.covered:
             self.covered.discard(n)
@@ -422,18 +324,18 @@ class _Job:
             self.nodes_out.discard(n)
             self.tally.rejoins += 1
             if self.mode in (RUN, WAIT):  # re-form the group with the repaired node
-                self._recover(self.costs.restart_s)
+                self.recover(self.costs.restart_s)
 
     # ---------------------------------------------------------------- slowdowns and maintenance
-    def _on_slow_start(self, s: Slowdown, _token: int) -> None:
+    def on_slow_start(self, s: Slowdown, _token: int) -> None:
         self.active.append(s)
-        self._update_state()
+        self.update_state()
 
-    def _on_slow_end(self, s: Slowdown, _token: int) -> None:
+    def on_slow_end(self, s: Slowdown, _token: int) -> None:
         self.active.remove(s)
-        self._update_state()
+        self.update_state()
 
-    def _on_maintenance(self, duration_s: float, _token: int) -> None:
+    def on_maintenance(self, duration_s: float, _token: int) -> None:
         self.tally.maintenance += 1
         ckpt = 0.0
         if self.mode == RUN:  # planned: save everything first, so no work is lost
@@ -447,9 +349,25 @@ class _Job:
         self.down_ckpt_until = self.t + ckpt
         self.push(self.t + ckpt + duration_s, "down_end", token=self.token)
 
-    def _on_down_end(self, _payload, token: int) -> None:
+    def on_down_end(self, _payload, token: int) -> None:
         if token == self.token:
-            self._recover(self.costs.restart_s)
+            self.recover(self.costs.restart_s)
+
+
+# kind -> (order among events at the same instant, handler(timeline, payload, token)). An incident comes after
+# every other event of its instant, so a repair, a slowdown's end or a finished restart at that time counts first.
+EVENTS: dict[str, tuple[int, Callable[[Timeline, Any, int], None]]] = {
+    "incident": (1, Timeline.on_incident),
+    "repair": (0, Timeline.on_repair),
+    "ready": (0, Timeline.on_ready),
+    "group_back": (0, Timeline.on_group_back),
+    "persist": (0, Timeline.on_persist),
+    "slow_start": (0, Timeline.on_slow_start),
+    "slow_end": (0, Timeline.on_slow_end),
+    "maintenance": (0, Timeline.on_maintenance),
+    "down_end": (0, Timeline.on_down_end),
+    "rebalance": (0, Timeline.on_rebalance),
+}
 
 
 def run_timeline(job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
@@ -458,7 +376,7 @@ def run_timeline(job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: 
     """One realisation of the run: where its wall time went (and, with `record`, its segments). `cut_off`
     (dead edges -> nodes cut off) lets a fabric fault that partitions the fabric only together with faults
     already active stop the job as a partition does."""
-    j = _Job(job, RecoveryPolicy(policy), costs, step_time, record, cut_off)
+    j = Timeline(job, RecoveryPolicy(policy), costs, step_time, record, cut_off)
     for inc in incidents:
         j.push(inc.time_s, "incident", inc)
     for s in slowdowns:

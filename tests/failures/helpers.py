@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from simdist.failures.fabric import FabricFacts
-from simdist.failures.state import ClusterState, JobSpec, gpus_in, samples_per_step
-from simdist.failures.timeline import Tally
+from simdist.failures.state import ClusterState, JobSpec, Tally, gpus_in, samples_per_step
 
 
 def job(nodes: int = 4, gpus: int = 8, duration_s: float = 36000.0, groups: int = 0) -> JobSpec:

@@ -9,7 +9,8 @@ import pytest
 
 from simdist.failures.incidents import sample_random
 from simdist.failures.rates import closed_form_goodput
-from simdist.failures.timeline import Costs, run_timeline
+from simdist.failures.state import Costs
+from simdist.failures.timeline import run_timeline
 from simdist.scenario import RandomFailuresSpec
 from tests.failures.helpers import facts, job
 

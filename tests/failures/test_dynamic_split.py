@@ -9,8 +9,8 @@ import pytest
 
 from simdist.engine.simulation import simulate
 from simdist.failures.incidents import Slowdown
-from simdist.failures.state import ClusterState
-from simdist.failures.timeline import Costs, run_timeline
+from simdist.failures.state import ClusterState, Costs
+from simdist.failures.timeline import run_timeline
 from simdist.scenario import RecoveryPolicy
 from tests.failures.helpers import budget, job
 from tests.failures.test_engine_goodput import _scenario

@@ -6,7 +6,8 @@ import math
 import pytest
 
 from simdist.failures.incidents import Incident, Slowdown
-from simdist.failures.timeline import Costs, run_timeline
+from simdist.failures.state import Costs
+from simdist.failures.timeline import run_timeline
 from tests.failures.helpers import budget, compute_bound, job
 
 COSTS = Costs(interval_s=3600.0, write_s=60.0, detection_s=60.0, restart_s=300.0)
