@@ -1,6 +1,8 @@
 """Text reports for the CLI: cluster summary, result tables, catalog listings (presentation only)."""
 from __future__ import annotations
 
+import re
+
 from simdist.failures.report import format_goodput, format_phases
 from simdist.results.records import RunResult
 from simdist.scenario import Scenario
@@ -81,9 +83,20 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
         if "bisection" in key and isinstance(value, (int, float)):
             value = format_bandwidth(value) if cluster.num_nodes > 1 else "n/a (one node)"
             key = "bisection bandwidth"
+        if key == "node_switches":  # NVSwitch chips and PCIe switches inside the nodes, not fabric switches
+            key, value = "switches inside nodes", f"{value} (NVSwitch and PCIe switches)"
         out[key.replace("_", " ")] = value
-    out[f"aggregate peak ({precision})"] = format_flops(peak)
+    out[f"aggregate peak ({precision})"] = format_flops(peak) + _fallback_text(scenario)
     return out, topology
+
+
+def _fallback_text(scenario: Scenario) -> str:
+    """' (a100-sxm4-80gb: no fp8 units, counted at its fp16 peak)' where a GPU computes the run's precision in
+    another (GpuSpec.runs_as), else ''."""
+    precision = scenario.workload.precision.value
+    ran = {g.gpu.key: g.gpu.runs_as(precision) for g in scenario.cluster.node_groups}
+    gone = [f"{gpu}: no {precision} units, counted at its {r} peak" for gpu, r in ran.items() if r != precision]
+    return f" ({'; '.join(gone)})" if gone else ""
 
 
 def print_result(scenario: Scenario, result: RunResult) -> str:
@@ -107,9 +120,19 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
     if cost:
         parts.append(format_pairs([("cost", cost)], title="== cost (catalog prices, `simdist catalog gpus`) =="))
     if result.links:
-        parts.append(format_table(["link", "utilization"], [[l.link, f"{l.utilization:.1%}"] for l in result.links],
-                                  title="== most utilised links =="))
+        parts.append(format_table(["link", "utilization", "links like it"], link_rows(result.links),
+                                  title=f"== the {len(result.links)} most utilised links (one direction each) =="))
     return "\n\n".join(parts)
+
+
+def link_rows(links) -> list[list[object]]:
+    """One row per kind of link at one utilisation: ten NICs of one leaf equally loaded are
+    'leaf0->node0/nic0 (and 9 like it: leaf#->node#/nic#)', not ten identical rows."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for link in links:
+        groups.setdefault((re.sub(r"\d+", "#", link.link), f"{link.utilization:.1%}"), []).append(link.link)
+    return [[names[0], share, f"x {len(names)} ({shape})" if len(names) > 1 else "-"]
+            for (shape, share), names in groups.items()]
 
 
 def cost_text(cost: dict | None) -> str:
@@ -148,43 +171,99 @@ def _ps_text(scenario: Scenario | None) -> str:
             f"server {c.ps_server.value}")
 
 
+_BREAKDOWN_TERMS = (  # (breakdown_s key, row label): docs/results.md explains each
+    ("compute", "compute"), ("communication", "communication (busy)"),
+    ("exposed_communication", "exposed communication (not hidden by compute)"),
+    ("compression", "compression"), ("optimizer", "optimizer"),
+    ("pipeline_bubble", "pipeline bubble (stage waits for inputs)"),
+    ("tp_communication", "tensor-parallel communication"), ("dp_communication", "data-parallel communication"),
+    ("pp_communication", "pipeline sends in flight"))
+
+
+def _parallelism_text(p: dict) -> str:
+    """'tp 8 x pp 16 x dp 8, 1f1b schedule, 192 micro-batches of 1, recompute full'."""
+    text = f"tp {p.get('tp')} x pp {p.get('pp')} x dp {p.get('dp')}"
+    if int(p.get("pp") or 1) > 1:
+        stages = f" x {p['virtual_stages']} virtual stages" if int(p.get("virtual_stages") or 1) > 1 else ""
+        text += f", {p.get('schedule')} schedule{stages}, {p.get('micro_batches')} micro-batches of {p.get('micro_batch')}"
+    extras = [f"ZeRO {p['zero']}" if p.get("zero") else "", f"recompute {p['recompute']}" if p.get("recompute")
+              not in (None, "none") else "", "sequence parallel" if p.get("sequence_parallel") else ""]
+    return text + "".join(f", {e}" for e in extras if e)
+
+
+def _flops_pairs(result: RunResult, scenario: Scenario | None) -> list[tuple[str, str]]:
+    """MFU and model TFLOP/s per GPU (3 x forward FLOPs per sample, as Megatron counts), the peak they are a
+    share of (naming a precision fallback), and hardware TFLOP/s where recomputation adds FLOPs."""
+    mfu = result.extra.get("mfu")
+    if mfu is None:
+        return []
+    peak_text, model_tflops = "", None
+    if scenario is not None:
+        groups = scenario.cluster.node_groups
+        precision = scenario.workload.precision.value
+        peak = sum(g.count * g.gpus_per_node * g.gpu.flops(precision) for g in groups) / max(1, result.gpus)
+        model_tflops = mfu * peak / 1e12
+        mean = "mean over the node groups: " if len({g.gpu.key for g in groups}) > 1 else ""
+        peak_text = f" of the {precision} peak ({mean}{peak / 1e12:,.1f} TFLOP/s per GPU{_fallback_text(scenario)})"
+    pairs = [("MFU", f"{mfu:.1%}{peak_text}")]
+    if model_tflops is not None:
+        text = f"{model_tflops:,.1f} (model FLOPs)"
+        hw = result.extra.get("achieved_tflops_per_gpu")
+        if hw is not None and abs(hw - model_tflops) > 0.05:
+            text += f", {hw:,.1f} with recomputation (hardware FLOPs)"
+        pairs.append(("TFLOP/s per GPU", text))
+    return pairs
+
+
 def _training_report(result: RunResult, scenario: Scenario | None = None) -> str:
     s = result.extra.get("strategy", {})
-    b = result.breakdown_s
     tp = result.throughput
     pairs = [
         ("strategy", f"{s.get('name')} (backend {s.get('backend')}{_ps_text(scenario)}, {s.get('buckets')} buckets, "
                      f"overlap {s.get('overlap')}, compression {_compression_text(s)})"),
+    ]
+    if result.extra.get("parallelism"):
+        pairs.append(("parallelism", _parallelism_text(result.extra["parallelism"])))
+    pairs += [
         ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"
                          if s.get("batch_split", "equal") == "equal" else
                          f"{s.get('global_batch')} (split {s.get('batch_split')} over the node groups, "
                          f"x {s.get('grad_accumulation')} micro-steps)"),
         ("iterations", f"{result.extra.get('simulated_iterations')} simulated, "
-                       f"{result.extra.get('inferred_iterations', 0)} inferred from the steady state"),
+                       f"{result.extra.get('inferred_iterations', 0)} inferred (repeats of the steady state, not re-run)"),
         ("iteration time", format_duration(result.iteration_time_s or 0.0)),
         ("throughput", f"{tp.samples_per_s:,.1f} samples/s" + (f", {tp.tokens_per_s:,.0f} tokens/s" if tp.tokens_per_s else "")),
-        ("scaling efficiency", f"{result.scaling_efficiency:.1%}"),
+        *_flops_pairs(result, scenario),
+        ("scaling efficiency", f"{result.scaling_efficiency:.1%} (throughput over the GPUs' single-GPU sum)"),
     ]
+    groups = result.extra.get("node_groups") or []
+    memory: dict = {}  # per node group of a mixed cluster: comes with engine.training.memory_by_group
     if result.memory:
         m = result.memory
-        pairs.append(("memory per GPU", f"{format_memory(m.per_gpu_bytes)} of {format_memory(m.capacity_bytes)}"))
+        pairs.append(("memory per GPU", f"{format_memory(m.per_gpu_bytes)} of {format_memory(m.capacity_bytes)}"
+                      + (" on the tightest node group (each group's below)" if memory else "")))
     out = format_pairs(pairs, title=f"== training ({result.fidelity}) ==")
+    b = result.breakdown_s
     if b:
-        rows = [["compute", b.compute], ["communication", b.communication], ["exposed communication", b.exposed_communication],
-                ["compression", b.compression], ["optimizer", b.optimizer]]
+        terms = b.to_dict()
         total = result.iteration_time_s or 1.0
-        out += "\n\n" + format_table(["per iteration", "time", "share of iteration"],
-                                     [[k, format_duration(v), f"{v / total:.1%}"] for k, v in rows],
-                                     title="== where the time goes ==")
-    groups = result.extra.get("node_groups") or []
+        rows = [[label, format_duration(terms[k]), f"{terms[k] / total:.1%}"] for k, label in _BREAKDOWN_TERMS
+                if k in terms and (k != "compression" or terms[k] > 0)]
+        out += "\n\n" + format_table(["per iteration", "time", "share of iteration"], rows,
+                                     title="== where the time goes (terms overlap: they need not add up) ==")
     if groups:
-        out += "\n\n" + format_table(
-            ["node group", "GPUs", "batch per GPU", "step time", "idle (waits for slowest)"],
-            [[f"{g['group']}: {g['gpu']}", g["gpus"], ", ".join(str(b) for b in g["batches"]),
-              format_duration(g["step_s"]), format_duration(g["idle_s"])] for g in groups],
-            title=f"== node groups (batch split {s.get('batch_split', 'equal')}) ==")
+        head = ["node group", "GPUs", "batch per GPU", "step time", "idle (waits for slowest)"]
+        rows = [[f"{g['group']}: {g['gpu']}", g["gpus"], ", ".join(str(b) for b in g["batches"]),
+                 format_duration(g["step_s"]), format_duration(g["idle_s"])] for g in groups]
+        if memory:
+            head.append("memory per GPU")
+            for row, g in zip(rows, groups):
+                used, capacity = memory.get(g["group"], (None, None))
+                row.append(f"{format_memory(used)} of {format_memory(capacity)}" if used is not None else "-")
+        out += "\n\n" + format_table(head, rows, title=f"== node groups (batch split {s.get('batch_split', 'equal')}) ==")
         for g in groups:
             if g.get("precision_ran"):
                 out += (f"\n  group {g['group']}: the {g['gpu']} has no {g['precision']} units; it computes "
                         f"{g['precision']} as {g['precision_ran']}")
     return out
+
