@@ -19,7 +19,7 @@ from pathlib import Path
 from simdist.engine.context import build_context
 from simdist.engine.context_cache import process_cache
 from simdist.engine.simulation import simulate
-from simdist.engine.training import run_training
+from simdist.engine.composite import run_training
 from simdist.io.load import load_scenario
 from simdist.scenario import Fidelity
 

@@ -155,7 +155,7 @@ def _startup() -> dict:
     import simdist.io.schema  # noqa: F401
     marks.append(_cpu())
     from simdist.collectives.schedule import CollectiveOp
-    from simdist.engine.simulation import Simulation
+    from simdist.engine.state import Simulation
     from simdist.io.load import load_scenario
     from simdist.scenario import Fidelity
     marks.append(_cpu())

@@ -314,7 +314,7 @@ def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
 
     interval = "failures.recovery.checkpoint_interval"
     if interval in keys and any(r.get("goodput_ratio") not in (None, "") for r in rows):
-        from simdist.engine.goodput import failure_model
+        from simdist.engine.composite import failure_model
 
         optimum = failure_model(base_scenario()).get("young_daly_interval_s") if base_scenario else None
         plot_goodput_sweep(rows, interval, path, optimum, title=f"{name}: goodput against the checkpoint interval")

@@ -102,7 +102,7 @@ def with_nic_bandwidth(scenario: Scenario, bandwidth_Bps: float) -> Scenario:
 
 
 def _time(scenario: Scenario, fidelity: Fidelity) -> float | None:
-    from simdist.engine.training import run_training
+    from simdist.engine.composite import run_training
 
     try:
         return run_training(scenario, fidelity, with_baseline=False).iteration_time_s

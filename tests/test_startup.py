@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from simdist.engine.simulation import Simulation
+from simdist.engine.state import Simulation
 from simdist.io.load import load_scenario
 from simdist.scenario import Fidelity
 

@@ -1,7 +1,9 @@
 """nccl-tests-style predictions: time, algbw and busbw of one collective over a sweep of sizes."""
 from __future__ import annotations
 
+from simdist.collectives.cost import bus_factor
 from simdist.engine.context import build_context
+from simdist.engine.state import result_header
 from simdist.topology.summary import link_assumptions
 from simdist.results.records import CollectiveRow, LinkUtilization, RunResult
 from simdist.scenario import Fidelity, Scenario
@@ -9,9 +11,6 @@ from simdist.scenario import Fidelity, Scenario
 
 def run_benchmark(scenario: Scenario, fidelity: Fidelity) -> RunResult:
     """Each size runs alone on an idle fabric, as nccl-tests measures it (one op at a time)."""
-    from simdist.collectives.cost import bus_factor
-    from simdist.engine.simulation import result_header
-
     bench = scenario.workload.benchmark
     assert bench is not None
     ctx = build_context(scenario, fidelity)

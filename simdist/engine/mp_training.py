@@ -7,11 +7,18 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from simdist.engine.executor import _union_s
+from simdist.compute import comm_slowdown
+from simdist.engine.closed_form import fold
+from simdist.engine.executor import Executor, _union_s
+from simdist.engine.outcomes import link_records, run_mfu, top_links
+from simdist.engine.state import Simulation, result_header
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
 from simdist.results.records import Breakdown, MemoryUsage, RunResult, Throughput
 from simdist.scenario import Fidelity, Scenario
 from simdist.strategies.mp_plan import MpPlan, build_mp_plan, transformer_shape
+from simdist.strategies.pipeline_graph import P2P_OP, fused_pipeline_graphs, pipeline_graphs
+from simdist.strategies.sharding import check_stages_fit, model_parallel_memory
+from simdist.topology.summary import link_assumptions
 
 
 @dataclass(frozen=True)
@@ -30,8 +37,6 @@ class MpBreakdown(Breakdown):
 
 def mp_memory(scenario: Scenario, plan: MpPlan) -> MemoryUsage:
     """The tightest stage's memory per GPU; InfeasibleError (exit 3) with the numbers when one does not fit."""
-    from simdist.strategies.sharding import check_stages_fit, model_parallel_memory
-
     s, t, w = scenario, scenario.training, scenario.workload
     chunks = [None] * (plan.pp * plan.virtual_stages)
     for st in plan.stages:
@@ -51,8 +56,6 @@ def mp_memory(scenario: Scenario, plan: MpPlan) -> MemoryUsage:
 def fused_graphs(plan: MpPlan, fabric, bucket_size_bytes: float):
     """estimate's graphs with each chunk's blocking tp chain folded into one task (exact: the chain is
     sequential on the stage's own class; pipeline_graph._Fuse), timed by the fabric's closed forms."""
-    from simdist.strategies.pipeline_graph import fused_pipeline_graphs
-
     memo: dict[tuple, float] = {}
 
     def tp_time(group: str, op, size_bytes: float) -> float:
@@ -78,9 +81,6 @@ def mp_interference(scenario: Scenario, plan: MpPlan):
     """Compute-communication interference of the stage classes (compute.comm_slowdown, as engine.training.interference_of) for their
     tp and dp collectives; pipeline sends and receives are none: point-to-point copies (NIC DMA, NVLink copy
     engines) without reduction kernels on the GPU, as the parameter-server exchange is treated."""
-    from simdist.compute import comm_slowdown
-    from simdist.strategies.pipeline_graph import P2P_OP
-
     if not runs_beside_compute(scenario, plan):
         return None  # exact: no collective runs beside the compute of its class
     base = comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [st.rank_class for st in plan.stages])
@@ -142,14 +142,6 @@ def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: f
 
 def run_model_parallel(scenario: Scenario, fidelity: Fidelity, context=None) -> RunResult:
     """Simulate or estimate a tensor/pipeline(/data) parallel run (BSP)."""
-    from simdist.engine.closed_form import fold
-    from simdist.engine.executor import Executor
-    from simdist.engine.outcomes import link_records, top_links
-    from simdist.engine.outcomes import run_mfu
-    from simdist.engine.simulation import Simulation, result_header
-    from simdist.strategies.pipeline_graph import pipeline_graphs
-    from simdist.topology.summary import link_assumptions
-
     plan = build_mp_plan(scenario)
     memory = mp_memory(scenario, plan)
     sim = Simulation(scenario, fidelity, context)

@@ -1,12 +1,12 @@
 """From what the executor (or the fold) measured to the RunResult's keys: breakdown, sync, node groups,
-links, throughput and the statistical-efficiency baseline."""
+links and throughput."""
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from simdist.results.records import Breakdown, LinkUtilization, StepRecord, Throughput
-from simdist.scenario import CompressionMethod, CompressionSpec, Scenario, StrategyKind, SyncMode
+from simdist.scenario import Scenario, StrategyKind, SyncMode
 from simdist.strategies.plan import DTYPE_BYTES, IterationPlan
 from simdist.strategies.sync_report import server_load, wire_bytes_per_iteration
 
@@ -163,56 +163,3 @@ def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[d
         if ran != precision:  # a fallback is reported, never silent: this GPU has no units for the precision
             rows[-1].update(precision=precision, precision_ran=ran)
     return rows
-
-
-def is_baseline(scenario: Scenario) -> bool:
-    return scenario.training.sync == SyncMode.BSP and scenario.communication.compression.method == CompressionMethod.NONE
-
-
-def baseline_scenario(scenario: Scenario) -> Scenario:
-    """The same cluster, model and strategy under BSP without compression (the convergence reference)."""
-    return replace(scenario,
-                   training=replace(scenario.training, sync=SyncMode.BSP, convergence_factor=1.0),
-                   communication=replace(scenario.communication, compression=CompressionSpec()))
-
-
-def baseline_samples_per_s(ctx, scenario: Scenario) -> float:
-    """Throughput of the uncompressed BSP baseline, folded in closed form on the run's own topology
-    (an analytical network over the same routes; no second simulation)."""
-    from simdist.engine.closed_form import fold
-    from simdist.network.analytical import AnalyticalNetwork
-    from simdist.strategies.data_parallel import bsp_graphs
-    from simdist.strategies.plan import build_plan
-
-    base = baseline_scenario(scenario)
-    plan = build_plan(base)
-    if isinstance(ctx.network, AnalyticalNetwork):
-        def time_of(task, graph):
-            return ctx.collective_time(task.op, task.size_bytes, task.server_delay_s)
-    else:
-        network, cache = AnalyticalNetwork(ctx.topology), {}
-
-        def time_of(task, graph):
-            key = (task.op, task.size_bytes, task.server_delay_s)
-            if key not in cache:
-                cache[key] = network.schedule_time(ctx.cached_schedule(*key))
-            return cache[key]
-    from simdist.engine.training import interference_of
-
-    graphs = bsp_graphs(plan)
-    folded = fold(graphs, time_of, ctx.process_groups(), interference_of(base, graphs))
-    return plan.global_batch / folded.end_s
-
-
-def statistical_efficiency(ctx, plan: IterationPlan, samples_per_s: float, with_baseline: bool) -> dict:
-    """Throughput divided by the assumed convergence factor, and time-to-target relative to BSP uncompressed."""
-    scenario = ctx.scenario
-    cf = scenario.training.convergence_factor
-    out = {"convergence_factor": cf, "effective_samples_per_s": samples_per_s / cf,
-           "relative_time_to_target": None, "baseline": "bsp, no compression, same cluster and strategy",
-           "assumed": True}
-    if is_baseline(scenario):
-        out["relative_time_to_target"] = cf
-    elif with_baseline:
-        out["relative_time_to_target"] = cf * baseline_samples_per_s(ctx, scenario) / samples_per_s
-    return out

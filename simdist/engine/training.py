@@ -10,25 +10,36 @@ from __future__ import annotations
 import math
 import statistics
 
-from simdist.engine.outcomes import (Outcome, breakdown, node_groups, run_mfu, servers_row, sharded_payload_bytes,
-                                     statistical_efficiency, strategy_summary, sync_common, throughput, top_links,
-                                     link_records)
+from dataclasses import replace
+
+from simdist.compression import make_codec
+from simdist.compute import comm_slowdown
+from simdist.engine.closed_form import fold
+from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
+from simdist.engine.mp_training import run_model_parallel
+from simdist.engine.outcomes import (Outcome, breakdown, link_records, node_groups, run_mfu, servers_row,
+                                     sharded_payload_bytes, strategy_summary, sync_common, throughput, top_links)
+from simdist.engine.state import Simulation, result_header
+from simdist.input_pipeline import loader_bound
+from simdist.memory import check_fits, estimate_memory
+from simdist.network.analytical import AnalyticalNetwork
 from simdist.results.records import MemoryUsage, RunResult
-from simdist.topology.summary import link_assumptions
-from simdist.scenario import Fidelity, Scenario, SyncMode
-from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, rank_batches
+from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, StrategyKind, SyncMode
+from simdist.strategies.async_ps import PsExchange, PsPolicy, worker_graphs
+from simdist.strategies.data_parallel import bsp_graphs
+from simdist.strategies.local_sgd import local_compute_s, round_graphs
+from simdist.strategies.mp_plan import is_model_parallel
+from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, data_parallel_degree, rank_batches, rank_groups
+from simdist.strategies.sharded_dp import build_sharded_plan, sharded_graphs, sharded_memory
 from simdist.strategies.sync_report import ps_bytes_per_exchange, staleness_stats, worker_iteration_s
+from simdist.topology.summary import link_assumptions
 
 
 def check_memory(scenario: Scenario) -> MemoryUsage:
     """Per-GPU memory of the tightest node group at its own batch; raises InfeasibleError when one does not fit."""
-    from simdist.compression import make_codec
-    from simdist.memory import check_fits, estimate_memory
-    from simdist.strategies.plan import rank_groups
-
     model = scenario.workload.model
     assert model is not None
-    dp = check_supported(scenario)
+    dp = data_parallel_degree(scenario)
     if scenario.training.parallelism.zero:
         return _sharded_memory(scenario, dp)
     grad_bytes = DTYPE_BYTES[scenario.workload.grad_dtype]
@@ -53,10 +64,6 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
 
 def _sharded_memory(scenario: Scenario, dp: int) -> MemoryUsage:
     """ZeRO / FSDP: the stage's sharded model states per GPU (strategies.sharded_dp.sharded_memory)."""
-    from simdist.memory import check_fits
-    from simdist.strategies.plan import rank_groups
-    from simdist.strategies.sharded_dp import sharded_memory
-
     w, t = scenario.workload, scenario.training
     worst = None
     for g, batch in sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp)))):
@@ -70,32 +77,22 @@ def _sharded_memory(scenario: Scenario, dp: int) -> MemoryUsage:
                        parts_bytes=dict(worst.parts_bytes))
 
 
-def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
-    """Simulate or estimate a training workload in its sync mode.
+def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
+    """Simulate or estimate a steady training workload in its sync mode (phased runs: engine/composite.py).
 
     `with_baseline` also gives `relative_time_to_target` against BSP without compression (folded in
     closed form from the same cluster, never a second simulation); compare.py turns it off.
     `context`: an already built FabricContext of the same cluster and strategy, reused by `estimate`
     (a sweep builds the topology and routes once).
     """
-    from simdist.engine.hybrid import is_phased, run_phased
-    from simdist.engine.simulation import Simulation, result_header
-    from simdist.strategies.mp_plan import is_model_parallel
-
     if is_model_parallel(scenario):  # tensor / pipeline parallel: its own plan, graphs and result assembly
-        from simdist.engine.mp_training import run_model_parallel
-
         return run_model_parallel(scenario, fidelity, context)
-    if is_phased(scenario):  # sync hybrid, batch_split dynamic: steady phases combined (engine/hybrid.py)
-        return run_phased(scenario, fidelity, with_baseline)
     memory = check_memory(scenario)
     plan = build_plan(scenario)
     sim = Simulation(scenario, fidelity, context)
     sync = scenario.training.sync
     sharded = None
     if scenario.training.parallelism.zero:  # ZeRO / FSDP: its own graphs (strategies.sharded_dp)
-        from simdist.strategies.sharded_dp import build_sharded_plan, sharded_graphs
-
         sharded = build_sharded_plan(scenario, plan)
         plan = sharded.plan
         out = _run_lockstep(sim, plan, None, sharded_graphs(sharded))
@@ -132,10 +129,6 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
 def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):
     """The step held to the slowest node's input pipeline: a prefetching loader overlaps the GPU entirely, so a
     step takes max(simulated step, samples per rank per step / the loader's rate); per-iteration times likewise."""
-    import dataclasses
-
-    from simdist.input_pipeline import loader_bound
-
     groups = scenario.cluster.node_groups
     gpus = tuple((g.gpus_per_node, g.intra_node.key) for g in groups)  # CPU per node
     samples = tuple(max((c.rank_class.batch for c in plan.classes if c.rank_class.node_group == i), default=0)
@@ -144,7 +137,7 @@ def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):
     if not bound.bound:
         return out, bound
     floor = bound.loader_s
-    return dataclasses.replace(out, iteration_s=floor, times=tuple(max(t, floor) for t in out.times)), bound
+    return replace(out, iteration_s=floor, times=tuple(max(t, floor) for t in out.times)), bound
 
 
 def interference_of(scenario: Scenario, graphs):
@@ -152,9 +145,6 @@ def interference_of(scenario: Scenario, graphs):
     or a calibration profile (simdist.compute.comm_slowdown). A parameter-server exchange is none: its
     pushes and pulls are point-to-point copies (NIC DMA, copy engines) with the reduction on the servers,
     not reduction kernels on the worker GPU (and so BSP and SSP with bound 0 stay equal)."""
-    from simdist.compute import comm_slowdown
-    from simdist.scenario import StrategyKind
-
     if scenario.communication.strategy == StrategyKind.PS:
         return None
 
@@ -168,19 +158,12 @@ def collective_schedules(ctx):
 
 def lockstep_graphs(plan: IterationPlan, local_steps: int | None):
     """BSP graphs (`local_steps` None) or local-SGD rounds of `local_steps` local iterations."""
-    from simdist.strategies.data_parallel import bsp_graphs
-    from simdist.strategies.local_sgd import round_graphs
-
     return bsp_graphs(plan) if local_steps is None else round_graphs(plan, local_steps)
 
 
 def _run_lockstep(sim, plan: IterationPlan, local_steps: int | None, graphs=None) -> Outcome:
     """BSP (`local_steps` None) or local SGD (a round of `local_steps` local steps per executor iteration);
     `graphs`: BSP graphs built elsewhere (ZeRO / FSDP) instead of DDP's."""
-    from simdist.engine.closed_form import fold
-    from simdist.engine.executor import Executor
-    from simdist.strategies.local_sgd import local_compute_s
-
     scenario, ctx, run = sim.scenario, sim.context, sim.scenario.run
     graphs = lockstep_graphs(plan, local_steps) if graphs is None else graphs
     period = 1 if local_steps is None else local_steps
@@ -269,9 +252,6 @@ class TimedOnly:
 
 
 def _run_async(sim, plan: IterationPlan) -> Outcome:
-    from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
-    from simdist.strategies.async_ps import PsExchange, PsPolicy, worker_graphs
-
     scenario, ctx = sim.scenario, sim.context
     t, run = scenario.training, scenario.run
     bound = t.staleness if t.sync == SyncMode.SSP else None
@@ -317,3 +297,49 @@ def _run_async(sim, plan: IterationPlan) -> Outcome:
     return Outcome(iteration_s, comm_busy, compute, plan.optimizer_s, _codec_s(plan), tuple(per_iter),
                    log.simulated, 0, sync, records, top_links(ctx) if simulated else (),
                    {i: p for i, p in enumerate(per_iter)}, busy, async_classes=True)
+
+
+def is_baseline(scenario: Scenario) -> bool:
+    return scenario.training.sync == SyncMode.BSP and scenario.communication.compression.method == CompressionMethod.NONE
+
+
+def baseline_scenario(scenario: Scenario) -> Scenario:
+    """The same cluster, model and strategy under BSP without compression (the convergence reference)."""
+    return replace(scenario,
+                   training=replace(scenario.training, sync=SyncMode.BSP, convergence_factor=1.0),
+                   communication=replace(scenario.communication, compression=CompressionSpec()))
+
+
+def baseline_samples_per_s(ctx, scenario: Scenario) -> float:
+    """Throughput of the uncompressed BSP baseline, folded in closed form on the run's own topology
+    (an analytical network over the same routes; no second simulation)."""
+    base = baseline_scenario(scenario)
+    plan = build_plan(base)
+    if isinstance(ctx.network, AnalyticalNetwork):
+        def time_of(task, graph):
+            return ctx.collective_time(task.op, task.size_bytes, task.server_delay_s)
+    else:
+        network, cache = AnalyticalNetwork(ctx.topology), {}
+
+        def time_of(task, graph):
+            key = (task.op, task.size_bytes, task.server_delay_s)
+            if key not in cache:
+                cache[key] = network.schedule_time(ctx.cached_schedule(*key))
+            return cache[key]
+    graphs = bsp_graphs(plan)
+    folded = fold(graphs, time_of, ctx.process_groups(), interference_of(base, graphs))
+    return plan.global_batch / folded.end_s
+
+
+def statistical_efficiency(ctx, plan: IterationPlan, samples_per_s: float, with_baseline: bool) -> dict:
+    """Throughput divided by the assumed convergence factor, and time-to-target relative to BSP uncompressed."""
+    scenario = ctx.scenario
+    cf = scenario.training.convergence_factor
+    out = {"convergence_factor": cf, "effective_samples_per_s": samples_per_s / cf,
+           "relative_time_to_target": None, "baseline": "bsp, no compression, same cluster and strategy",
+           "assumed": True}
+    if is_baseline(scenario):
+        out["relative_time_to_target"] = cf
+    elif with_baseline:
+        out["relative_time_to_target"] = cf * baseline_samples_per_s(ctx, scenario) / samples_per_s
+    return out

@@ -1,3 +1,3 @@
 """Failures, stragglers and goodput (layer 4): component failure models, scheduled events, recovery
 policies and the job-level goodput timeline. The engine supplies the iteration time of each cluster
-state (engine/goodput.py); nothing here runs the network itself."""
+state (engine/composite.py); nothing here runs the network itself."""

@@ -48,7 +48,7 @@ def format_goodput(g: dict) -> str:
 
 
 def format_phases(p: dict) -> str:
-    """One row per steady phase (engine/hybrid.py) and the iteration-weighted total."""
+    """One row per steady phase (engine/composite.py) and the iteration-weighted total."""
     rows = [[f"{r['first_iteration']}-{r['first_iteration'] + r['iterations'] - 1}", r["sync"], r["batch_split"],
              format_duration(r["iteration_time_s"]), f"{r['samples_per_s']:,.1f}", format_duration(r["time_s"])]
             for r in p["phases"]]

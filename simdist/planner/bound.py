@@ -27,7 +27,7 @@ Bounded here, each by the plan its engine builds:
   `global_batch` samples takes at least the busiest stage's `micro_batches x sum over chunks (fwd_s + bwd_s)
   + optimizer_s` (tp collectives, pipeline sends, bubbles and dp exchanges only add), and the rate is at most
   global_batch over that;
-* failures: a result under failures reports the healthy run's rate (`engine/goodput.py healthy_scenario`,
+* failures: a result under failures reports the healthy run's rate (`engine/composite.py healthy_scenario`,
   the scenario without its failures) and a goodput ratio <= 1 (useful time over wall time), so the healthy
   scenario's bound bounds both the rate and the useful rate (rate x ratio) the goodput objective ranks by.
   No keys under `failures.` change the healthy run, so they are compute-free too.
@@ -67,7 +67,7 @@ class ClassBound:
 
 def no_bound_reason(scenario: Any) -> str | None:
     """Why `compute_bound` gives no bound for `scenario` (None: it may give one)."""
-    from simdist.engine.hybrid import is_phased
+    from simdist.engine.composite import is_phased
     from simdist.scenario import SyncMode
 
     if scenario.workload.benchmark is not None or scenario.workload.model is None:
@@ -83,7 +83,7 @@ def no_bound_reason(scenario: Any) -> str | None:
 def _healthy(scenario: Any) -> Any:
     if scenario.failures is None:
         return scenario
-    from simdist.engine.goodput import healthy_scenario
+    from simdist.engine.composite import healthy_scenario
 
     return healthy_scenario(scenario)
 

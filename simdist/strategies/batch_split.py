@@ -6,7 +6,7 @@ batches are integers that add up to the global batch (largest remainder, ties to
 refined a few times because step time is not linear in the batch (launch overheads, rooflines).
 A static straggler is a fault, not a property of the GPU: it does not change the proportional split.
 `dynamic` is the split a job re-computes from the step times it observes (every `rebalance_every`
-iterations, engine/hybrid.py and the goodput timeline): proportional to speed with each GPU's straggler
+iterations, engine/composite.py and the goodput timeline): proportional to speed with each GPU's straggler
 slowdown included, so a slow GPU gets less work.
 """
 from __future__ import annotations

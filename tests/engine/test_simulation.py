@@ -89,8 +89,8 @@ def test_trace_has_each_class_representative_and_the_first_64_ranks():
 
 def test_estimate_reuses_a_built_cluster_only_when_it_fits():
     from simdist.engine.context import build_context
-    from simdist.engine.simulation import Simulation
-    from simdist.engine.training import run_training
+    from simdist.engine.state import Simulation
+    from simdist.engine.composite import run_training
     from simdist.io.load import load_data
     from simdist.scenario import Fidelity
 

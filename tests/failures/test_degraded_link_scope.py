@@ -5,7 +5,7 @@ import pytest
 
 import simdist
 from simdist.engine.context import build_context
-from simdist.engine.training import run_training
+from simdist.engine.composite import run_training
 from simdist.scenario import Fidelity
 
 SCENARIO = {

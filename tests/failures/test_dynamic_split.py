@@ -66,7 +66,7 @@ def test_dynamic_split_through_the_engine_gives_the_straggler_less_work():
 
 
 def test_dynamic_split_through_the_engine_matches_the_hand_combination():
-    from simdist.engine.goodput import StateStepTime
+    from simdist.engine.composite import StateStepTime
     from simdist.failures.costs import job_spec
     from simdist.failures.fabric import fabric_facts
     from simdist.scenario import Fidelity

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from simdist.engine.goodput import StateStepTime
+from simdist.engine.composite import StateStepTime
 from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
 from simdist.failures.state import ClusterState
@@ -77,7 +77,7 @@ def test_rack_down_takes_every_node_under_the_leaf_at_once():
 def test_elastic_shrink_raises_per_gpu_work_in_the_engine():
     s = _scenario({"failures.recovery": {"policy": "elastic"}})
     r = simulate(s, fidelity="estimate")
-    from simdist.engine.goodput import run_goodput  # noqa: F401 - the path simulate took
+    from simdist.engine.composite import run_goodput  # noqa: F401 - the path simulate took
     from simdist.failures.costs import job_spec
     from simdist.failures.fabric import fabric_facts
     from simdist.topology.build import build_topology

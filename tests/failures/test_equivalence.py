@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from simdist.engine.context import build_context
-from simdist.engine.goodput import StateStepTime, healthy_scenario, run_goodput
-from simdist.engine.training import run_training
+from simdist.engine.composite import StateStepTime, healthy_scenario, run_goodput
+from simdist.engine.composite import run_training
 from simdist.failures.costs import job_spec
 from simdist.failures.equivalence import FabricEquivalence
 from simdist.failures.fabric import fabric_facts

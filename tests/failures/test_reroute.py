@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simdist.engine.goodput import StateStepTime
+from simdist.engine.composite import StateStepTime
 from simdist.failures.costs import job_spec
 from simdist.failures.fabric import fabric_facts
 from simdist.failures.incidents import sample_random

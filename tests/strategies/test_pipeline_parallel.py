@@ -183,7 +183,7 @@ def test_zero_with_tp_and_no_dp_is_refused_by_name():
 
 def test_a_reused_context_gives_the_same_estimate():
     from simdist.engine.context import build_context
-    from simdist.engine.training import run_training
+    from simdist.engine.composite import run_training
     from simdist.scenario import Fidelity
 
     a = _scenario({"training.parallelism": {"tp": 4, "pp": 2, "dp": 2}})

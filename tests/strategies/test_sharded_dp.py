@@ -11,7 +11,7 @@ import pytest
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.engine.executor import Executor
-from simdist.engine.simulation import Simulation
+from simdist.engine.state import Simulation
 from simdist.engine.training import collective_schedules
 from simdist.errors import ScenarioError
 from simdist.graph.tasks import Collective

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from simdist.engine.executor import Executor
-from simdist.engine.simulation import Simulation, simulate
+from simdist.engine.simulation import simulate
+from simdist.engine.state import Simulation
 from simdist.engine.training import collective_schedules
 from simdist.io.load import load_data
 from simdist.scenario import Fidelity
