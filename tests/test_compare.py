@@ -140,3 +140,19 @@ def test_a_codec_that_wins_at_the_top_bandwidth_but_loses_below_is_mixed_without
     assert _crossover(bws, (1.0, 1.0, 1.0), (1.1, 1.1, 0.95)) == (None, "mixed")
     crossing, status = _crossover(bws, (1.0, 1.0, 1.0), (0.9, 1.1, 1.1))
     assert status == "crossover" and 1e9 < crossing < 2e9
+
+
+def test_side_by_side_shows_cost_mfu_and_human_units():
+    from simdist.planner.side_by_side import comparison, format_comparison
+
+    a = simulate(load_data(copy.deepcopy(BASE)), fidelity="estimate")
+    b = simulate(load_data(copy.deepcopy(DGX)), fidelity="estimate")
+    table = comparison([("cmp", a), ("dgx", b)])
+    rows = {r["figure"]: r for r in table["rows"]}
+    assert rows["mfu"]["values"] == [a.to_dict()["mfu"], b.to_dict()["mfu"]]
+    assert rows["cost_per_hour_usd"]["values"][1] == b.to_dict()["cost"]["price_per_hour_usd"]
+    text = format_comparison(table)
+    memory = next(line for line in text.splitlines() if line.startswith("memory_per_gpu_bytes"))
+    assert "GiB" in memory and "e+" not in memory  # 13.3 GiB, not 1.428e+10
+    assert f"{100 * a.to_dict()['mfu']:.1f}%" in next(l for l in text.splitlines() if l.startswith("mfu"))
+    assert "$" in next(l for l in text.splitlines() if l.startswith("cost_per_hour_usd"))

@@ -13,7 +13,11 @@ FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("samples_per_s", ("throughput", "samples_per_s")),
     ("tokens_per_s", ("throughput", "tokens_per_s")),
     ("scaling_efficiency", ("scaling_efficiency",)),
+    ("mfu", ("mfu",)),
     ("memory_per_gpu_bytes", ("memory", "per_gpu_bytes")),
+    ("cost_per_hour_usd", ("cost", "price_per_hour_usd")),
+    ("cost_per_sample_usd", ("cost", "per_sample_usd")),
+    ("cost_per_token_usd", ("cost", "per_token_usd")),
 )
 
 
@@ -44,8 +48,35 @@ def comparison(results: Sequence[tuple[str, RunResult]]) -> dict[str, Any]:
     return {"scenarios": [name for name, _ in dicts], "rows": out}
 
 
+def _shown(figure: str, value: Any, signed: bool = False) -> str:
+    """A figure in its unit: '13.3 GiB', '92.49 ms', '98.8%', '$439.16'; a difference gets its sign."""
+    from simdist.units import format_duration, format_memory
+
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-" if value is None else str(value)
+    sign = ("+" if value > 0 else "-" if value < 0 else "") if signed else ("-" if value < 0 else "")
+    size = abs(value)
+    if figure.endswith("_bytes"):
+        text = format_memory(size)
+    elif figure.endswith("_per_s"):
+        text = f"{size:,.1f}/s"
+    elif figure.endswith("_s") or figure.startswith("breakdown_s."):
+        text = format_duration(size)
+    elif figure in ("mfu", "scaling_efficiency"):
+        text = f"{100 * size:.1f}" + (" pts" if signed else "%")
+    elif figure.endswith("_usd"):
+        text = f"${size:,.2f}" if size >= 1 else f"${size:.4g}"
+    elif figure == "gpus":
+        text = f"{size:,.0f}"
+    else:
+        text = f"{size:,.1f}"
+    return sign + text
+
+
 def format_comparison(table: dict[str, Any]) -> str:
+    """The rows in human units (GiB, ms, %, $); --json keeps SI numbers."""
     names = table["scenarios"]
     headers = ["", *names, *(f"{n} - {names[0]}" for n in names[1:])]
-    body = [[r["figure"], *r["values"], *r["minus_first"]] for r in table["rows"]]
-    return format_table(headers, body, title="side by side (breakdown in seconds per iteration)")
+    body = [[r["figure"], *(_shown(r["figure"], v) for v in r["values"]),
+             *(_shown(r["figure"], v, signed=True) for v in r["minus_first"])] for r in table["rows"]]
+    return format_table(headers, body, title="side by side (breakdown per iteration; differences from the first)")
