@@ -151,14 +151,13 @@ def estimate(file: str, overrides, debug: bool, as_json: bool, out: str | None, 
 @_handle_errors
 def catalog(kind: str, as_json: bool, debug: bool) -> None:
     """List the catalog: gpus, links, topologies, intra_node or models."""
-    from simdist.report import catalog_rows
-    from simdist.tables import format_table
+    from simdist.report import catalog_rows, catalog_text
 
-    headers, rows = catalog_rows(kind)
     if as_json:
+        headers, rows = catalog_rows(kind)
         click.echo(json.dumps([dict(zip(headers, r)) for r in rows], indent=2))
     else:
-        click.echo(format_table(headers, rows))
+        click.echo(catalog_text(kind))
 
 
 @main.command()

@@ -27,6 +27,21 @@ def catalog_rows(kind: str) -> tuple[list[str], list[list[object]]]:
     return list(headers), [list(r) for r in rows]
 
 
+def catalog_text(kind: str) -> str:
+    """`simdist catalog KIND` for a terminal: the GPU table keeps the figures (peak dense TFLOP/s per precision,
+    memory, bandwidth, power, price) within ~110 columns; price basis and full name are in --json."""
+    headers, rows = catalog_rows(kind)
+    if kind != "gpus":
+        return format_table(headers, rows)
+    keep = ["key", "fp32 TFLOP/s", "tf32 TFLOP/s", "fp16 TFLOP/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "memory",
+            "mem bw", "TDP", "$/h", "price date"]
+    at = [headers.index(h) for h in keep]
+    table = format_table([h.replace(" TFLOP/s", "") for h in keep], [[row[i] for i in at] for row in rows],
+                         title="GPUs: peak dense TFLOP/s per precision ('-': no units for it), memory, power, "
+                               "on-demand $ per GPU-hour")
+    return table + "\nprice basis and full names: simdist catalog gpus --json"
+
+
 def _caps(link) -> str:
     """The NIC's per-connection and per-stream limits, where it has them."""
     parts = []

@@ -89,3 +89,11 @@ def test_identical_links_are_one_row():
     rows = link_rows(links)
     assert rows == [["leaf0->node0/nic0", "1.2%", "x 8 (leaf#->node#/nic#)"], ["leaf1->spine0", "1.2%", "-"],
                     ["node0/nic0->leaf0", "1.1%", "-"]]
+
+
+def test_catalog_gpus_fits_a_terminal_and_json_keeps_every_column():
+    text = _run("catalog", "gpus")
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "a100-sxm4-80gb" in text and "312" in text
+    rows = json.loads(_run("catalog", "gpus", "--json"))
+    assert {"price basis", "name", "vendor"} <= set(rows[0])
