@@ -26,12 +26,14 @@ from simdist.collectives.gloo import (
     gloo_hierarchical_chain,
     gloo_reduce_chain,
 )
-from simdist.collectives.nccl import SOCKET_STREAMS, candidates, nccl_predicted_time_s
+from simdist.collectives.nccl import SOCKET_STREAMS, candidates, nccl_predicted_time_s, no_candidate_text
+from simdist.collectives.nccl_env import NcclEnable
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
 from simdist.collectives.nvls import nvls_all_reduce, nvls_collnet_all_reduce, nvls_tree_all_reduce
 from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, costs, tree_algbw_cap_Bps,
                                            tree_chunk_bytes)
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
+from simdist.errors import InfeasibleError
 
 Op = CollectiveOp
 BACKENDS = ("textbook", "gloo", "nccl")
@@ -65,6 +67,7 @@ Timer = Callable[[Schedule], float]
 def select_algorithm(
     backend: str, op: str, size_bytes: float, group: Group, *, requested: str = "ring",
     fabric: NodeFabric | None = None, timer: Timer | None = None, channels: int | None = None,
+    enable: NcclEnable | None = None,
 ) -> str:
     """The algorithm `backend` runs for `op` of `size_bytes` over `group` when `requested` is asked for
     (for nccl "algorithm/protocol", e.g. "tree/LL128")."""
@@ -79,7 +82,8 @@ def select_algorithm(
         return GLOO_ALGORITHMS[op]
     if requested in COMPOSITE:
         return str(requested)
-    return nccl_schedule(op, size_bytes, group, fabric=fabric, timer=timer, channels=channels).algorithm
+    return nccl_schedule(op, size_bytes, group, fabric=fabric, timer=timer, channels=channels,
+                         enable=enable).algorithm
 
 
 def nccl_candidate(
@@ -148,16 +152,17 @@ def _tree_channel_limit(sched: Schedule, fabric: NodeFabric, n_nodes: int, timer
 def nccl_schedule(
     op: str, size_bytes: float, group: Group, *, fabric: NodeFabric | None = None, timer: Timer | None = None,
     channels: int | None = None, node_orders: Sequence[tuple[int, ...]] | None = None,
+    enable: NcclEnable | None = None,
 ) -> Schedule:
-    """What NCCL runs: of its candidates on this hardware (nccl.candidates), the one with the least
-    predicted time by `timer` (simdist's own model of the schedule on the cluster) or, without one,
-    by NCCL's closed form on `fabric`."""
+    """What NCCL runs: of its candidates on this hardware that NCCL_ALGO / NCCL_PROTO leave (`enable`,
+    nccl.candidates), the one with the least predicted time by `timer` (simdist's own model of the schedule on the
+    cluster) or, without one, by NCCL's closed form on `fabric`; InfeasibleError where none is left."""
     fabric = fabric or NodeFabric()
     op = CollectiveOp(op)
     n_nodes = max(1, len(group.nodes))
     best: tuple[float, Schedule] | None = None
     uneven = len({len(node) for node in group.nodes}) != 1 or min(len(node) for node in group.nodes) < 2
-    for alg, proto in candidates(op, group.size, n_nodes, fabric):
+    for alg, proto in candidates(op, group.size, n_nodes, fabric, enable):
         pairs_heads = alg == "nvls_tree" or alg.startswith("collnet") or (alg == "nvls" and n_nodes > 1)
         if uneven and pairs_heads:  # these pair every node's heads: NCCL runs them on equal nodes only
             continue
@@ -166,10 +171,11 @@ def nccl_schedule(
         if timer is not None:
             t = timer(sched)
         else:
-            t = nccl_predicted_time_s(op, alg, proto, size_bytes, group.size, n_nodes, fabric)
+            t = nccl_predicted_time_s(op, alg, proto, size_bytes, group.size, n_nodes, fabric, enable)
         if best is None or t < best[0]:
             best = (t, sched)
-    assert best is not None
+    if best is None:
+        raise InfeasibleError(no_candidate_text(str(op), enable))
     return best[1]
 
 
@@ -178,17 +184,18 @@ def build_backend_schedule(
     intra: str = "ring", inter: str = "ring", servers: Sequence[int] = (), server_delay_s: float = 0.0,
     chunks: int | None = None, channels: int | None = None,
     fabric: NodeFabric | None = None, timer: Timer | None = None,
-    node_orders: Sequence[tuple[int, ...]] | None = None,
+    node_orders: Sequence[tuple[int, ...]] | None = None, enable: NcclEnable | None = None,
 ) -> Schedule:
     """The schedule `backend` really runs (see select_algorithm), built for `group`. For nccl,
-    `fabric` (fabric.from_topology) says what the hardware enables and `timer` ranks the candidates.
+    `fabric` (fabric.from_topology) says what the hardware enables, `enable` what NCCL_ALGO / NCCL_PROTO
+    leave (communication.nccl_algo / nccl_proto) and `timer` ranks the candidates.
     `node_orders` (node_rings.py) are the rings found in the node's graph; textbook and nccl rings
     run over them (gloo runs one ring in rank order)."""
     op = CollectiveOp(op)
     backend = _check_backend(backend)
     if backend == "nccl" and requested not in COMPOSITE:
         return nccl_schedule(op, size_bytes, group, fabric=fabric, timer=timer, channels=channels,
-                             node_orders=node_orders)
+                             node_orders=node_orders, enable=enable)
     alg = select_algorithm(backend, op, size_bytes, group, requested=requested)
     if alg in GLOO_CHAINS:
         return Schedule(op, alg, float(size_bytes), (GLOO_CHAINS[alg](size_bytes, group.ranks),))

@@ -15,11 +15,14 @@ NCCL's closed form fed with the group's real bandwidths (fabric.NodeFabric) inst
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from simdist.collectives.collnet import collnet_latency_s
 from simdist.collectives.fabric import NodeFabric
+from simdist.collectives.nccl_env import NcclEnable
 from simdist.collectives.protocols import COSTS, NET_OVERHEAD_S, HopKind, Protocol, costs, tree_algbw_cap_Bps
 from simdist.collectives.schedule import CollectiveOp
+from simdist.errors import InfeasibleError
 
 Op = CollectiveOp
 PROTOCOLS = tuple(str(p) for p in Protocol)
@@ -39,14 +42,31 @@ def _steps(op: CollectiveOp, n: int) -> int:
     return n
 
 
-def candidates(op: str, n_ranks: int, n_nodes: int, fabric: NodeFabric) -> list[tuple[str, str]]:
-    """(algorithm, protocol) pairs NCCL would consider for `op` on this hardware, in a fixed order."""
+def candidates(op: str, n_ranks: int, n_nodes: int, fabric: NodeFabric,
+               enable: NcclEnable | None = None) -> list[tuple[str, str]]:
+    """(algorithm, protocol) pairs NCCL would consider for `op` on this hardware, in a fixed order, of those
+    NCCL_ALGO / NCCL_PROTO (`enable`, nccl_env.py) leave it."""
     op = CollectiveOp(op)
+    if op == Op.ALL_TO_ALL:  # point-to-point: not tuned, NCCL_ALGO / NCCL_PROTO do not apply
+        return [("ring", str(Protocol.SIMPLE))]
+    forced = enable.protocols(op) if enable is not None else None
+    if forced is not None:  # a protocol the user names runs even where NCCL leaves it off by default
+        protos = [p for p in Protocol if str(p) in forced]
+        return [c for c in _hardware_candidates(op, n_ranks, n_nodes, fabric, protos)
+                if enable.allows(op, c[0], c[1])]
     protos = [Protocol.LL] + ([Protocol.LL128] if fabric.ll128 else []) + [Protocol.SIMPLE]
     if fabric.simple_only:  # the net plugin set NCCL_PROTO=simple (fabric.SIMPLE_ONLY_NICS)
         protos = [Protocol.SIMPLE]
-    if op == Op.ALL_TO_ALL:
-        return [("ring", str(Protocol.SIMPLE))]
+    out = _hardware_candidates(op, n_ranks, n_nodes, fabric, protos)
+    return out if enable is None else [c for c in out if enable.allows(op, c[0], c[1])]
+
+
+def _hardware_candidates(op: CollectiveOp, n_ranks: int, n_nodes: int, fabric: NodeFabric,
+                         protos: list[Protocol]) -> list[tuple[str, str]]:
+    """Every (algorithm, protocol) the hardware enables for `op` with protocols `protos` (ring and tree run any;
+    the in-switch algorithms Simple only)."""
+    if Protocol.SIMPLE not in protos:  # NVLS, NVLSTree and CollNet run Simple only
+        fabric = replace(fabric, nvls=False, collnet=None)
     out = [("ring", str(p)) for p in protos]
     if op == Op.ALL_REDUCE and n_nodes > 1:
         out += [("tree", str(p)) for p in protos]
@@ -64,7 +84,7 @@ def candidates(op: str, n_ranks: int, n_nodes: int, fabric: NodeFabric) -> list[
 
 def nccl_predicted_time_s(
     op: str, algorithm: str, protocol: str, size_bytes: float, n_ranks: int, n_nodes: int,
-    fabric: NodeFabric | None = None,
+    fabric: NodeFabric | None = None, enable: NcclEnable | None = None,
 ) -> float | None:
     """NCCL's closed-form time for one (algorithm, protocol) on `fabric`, or None where it has none.
     Bus bandwidth: the GPU's intra-node bandwidth on one node, else min(that, the node's NICs) (one
@@ -79,7 +99,7 @@ def nccl_predicted_time_s(
     NCCL's other empirical factors are not applied."""
     op = CollectiveOp(op)
     fabric = fabric or NodeFabric()
-    if (algorithm, protocol) not in candidates(op, n_ranks, n_nodes, fabric):
+    if (algorithm, protocol) not in candidates(op, n_ranks, n_nodes, fabric, enable):
         return None
     if n_ranks <= 1:
         return 0.0
@@ -131,16 +151,26 @@ def nccl_predicted_time_s(
 
 def nccl_choice(
     op: str, size_bytes: float, n_ranks: int, n_nodes: int, fabric: NodeFabric | None = None,
+    enable: NcclEnable | None = None,
 ) -> tuple[str, str, float]:
     """(algorithm, protocol, predicted seconds) with the least closed-form time."""
     fabric = fabric or NodeFabric()
     best: tuple[str, str, float] | None = None
-    for alg, proto in candidates(op, n_ranks, n_nodes, fabric):
-        t = nccl_predicted_time_s(op, alg, proto, size_bytes, n_ranks, n_nodes, fabric)
+    for alg, proto in candidates(op, n_ranks, n_nodes, fabric, enable):
+        t = nccl_predicted_time_s(op, alg, proto, size_bytes, n_ranks, n_nodes, fabric, enable)
         if t is not None and (best is None or t < best[2]):
             best = (alg, proto, t)
-    assert best is not None
+    if best is None:
+        raise InfeasibleError(no_candidate_text(op, enable))
     return best
 
 
-__all__ = ["COSTS", "PROTOCOLS", "candidates", "nccl_choice", "nccl_predicted_time_s"]
+def no_candidate_text(op: str, enable: NcclEnable | None) -> str:
+    """NCCL's own complaint when NCCL_ALGO / NCCL_PROTO leave a collective nothing to run (enqueue.cc)."""
+    algo = enable.algo if enable is not None else None
+    proto = enable.proto if enable is not None else None
+    return (f"no algorithm/protocol available for {op} on this hardware with communication.nccl_algo {algo!r} "
+            f"and nccl_proto {proto!r} (NCCL fails the call the same way); enable another algorithm or protocol")
+
+
+__all__ = ["COSTS", "PROTOCOLS", "candidates", "nccl_choice", "nccl_predicted_time_s", "no_candidate_text"]

@@ -124,7 +124,10 @@ class FabricContext:
                 self._built[key] = from_topology(self.topology, self.group, collnet=comm.collnet,
                                                  nvls_enabled=comm.nvls)
             timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
-            cached = self._local["tuning"] = {"fabric": self._built[key], "timer": timer.schedule_time}
+            from simdist.collectives.nccl_env import enable_of
+
+            cached = self._local["tuning"] = {"fabric": self._built[key], "timer": timer.schedule_time,
+                                              "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
         return cached
 
     def model_parallel_fabric(self, layout, plan):

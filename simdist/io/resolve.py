@@ -13,6 +13,7 @@ from simdist.errors import Issue, ScenarioError
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
 from simdist.io.resolve_failures import resolve_failures
+from simdist.io.rules_nccl import nccl_choice_issues
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec,
@@ -165,6 +166,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
     if "nvls" in c.model_fields_set and Backend(c.backend) is not Backend.NCCL:
         issues.append(Issue("communication.nvls", f"got {str(c.nvls).lower()} with backend '{c.backend}'; NVLS is "
                                                   "NCCL's in-switch reduction, read only with backend nccl"))
+    issues.extend(nccl_choice_issues(c))
     if m.cluster.fabric.sharp and not c.collnet:
         issues.append(Issue("cluster.fabric.sharp", "got true; read only with communication.collnet: true (NCCL "
                                                     "leaves CollNet off by default, NCCL_COLLNET_ENABLE=0, and "
@@ -176,7 +178,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
         ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
-        overlap=c.overlap, collnet=c.collnet, nvls=c.nvls,
+        overlap=c.overlap, collnet=c.collnet, nvls=c.nvls, nccl_algo=c.nccl_algo, nccl_proto=c.nccl_proto,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
     )
 

@@ -320,7 +320,8 @@ class CompressionModel(Strict):
 
 class CommunicationModel(Strict):
     strategy: StrategyKind = StrategyKind.RING
-    """ring | tree | halving_doubling | hierarchical | torus2d | ps."""
+    """ring | tree | halving_doubling | hierarchical | torus2d | ps. With backend nccl, ring leaves the algorithm
+    to NCCL's tuner (pin one with nccl_algo, as NCCL_ALGO does); tree and halving_doubling are refused there."""
     backend: Backend = Backend.TEXTBOOK
     """textbook | gloo | nccl: which library's real algorithms to model."""
     hierarchical: HierarchicalModel = HierarchicalModel()
@@ -346,6 +347,16 @@ class CommunicationModel(Strict):
     each node, a tree over the nodes) all-reduce on third-generation NVSwitch nodes where its tuner predicts them
     faster; false turns them off (NCCL_NVLS_ENABLE=0); read only with backend nccl, refused where no node runs
     NVLS (added key)."""
+    nccl_algo: Key | None = None
+    """NCCL_ALGO: the algorithms backend nccl's tuner may choose, as NCCL reads the variable: a list ('Ring',
+    'Tree,Ring'), everything but a list ('^NVLS,NVLSTree'), per function after the first entry
+    ('Ring;allreduce:Tree'); names Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, any case.
+    Read only with backend nccl and a flat strategy (ring); a collective left nothing it can run ends the run
+    (exit 3), as NCCL fails the call (added key)."""
+    nccl_proto: Key | None = None
+    """NCCL_PROTO: the protocols backend nccl may use, in NCCL_ALGO's syntax with LL, LL128, Simple; a protocol
+    named runs even where NCCL leaves it off by default (LL128 off NVLink). Read only with backend nccl and a flat
+    strategy (ring) (added key)."""
     overlap: StrictBool = True
     """Overlap gradient communication with backward compute."""
     compression: CompressionModel = CompressionModel()

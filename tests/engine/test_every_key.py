@@ -214,6 +214,13 @@ CASES: dict[str, tuple] = {
                                    "cluster.nodes.0.gpu": "h100-sxm5-80gb", "cluster.nodes.0.gpus_per_node": 8,
                                    "cluster.nodes.0.intra_node": "nvswitch-h100"},
                            {"communication.nvls": False}, "changes"),
+    # NCCL_ALGO / NCCL_PROTO: on two H100 nodes the tuner's NVLSTree gives way to the rings, Simple to LL
+    "communication.nccl_algo": (BENCH, {"communication.backend": "nccl", "cluster.nodes.0.count": 2,
+                                        "cluster.nodes.0.gpu": "h100-sxm5-80gb", "cluster.nodes.0.gpus_per_node": 8,
+                                        "cluster.nodes.0.intra_node": "nvswitch-h100"},
+                                {"communication.nccl_algo": "Ring"}, "changes"),
+    "communication.nccl_proto": (BENCH, {"communication.backend": "nccl"}, {"communication.nccl_proto": "LL"},
+                                 "changes"),
     "communication.compression.method": (TRAIN, {}, {"communication.compression": {"method": "fp16"}}, "changes"),
     "communication.compression.ratio": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
                                         {"communication.compression.ratio": 0.1}, "changes"),
