@@ -243,12 +243,12 @@ class CommunicationSpec:
     ps_partition_bytes: float | None = None  # push/pull in pipelined partitions of this size (BytePS); None: whole shards
     bucket_size_bytes: float = 25e6
     first_bucket_bytes: float | None = None  # None: the first bucket has bucket_size_bytes too
-    nccl_algo: str | None = None  # NCCL_ALGO as NCCL parses it (collectives/nccl_env.py); None: unset
-    nccl_proto: str | None = None  # NCCL_PROTO, the same syntax
     bucketing: Bucketing = Bucketing.DDP
     fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
     collnet: bool = False  # NCCL_COLLNET_ENABLE=1 over SHARP switches (collectives/collnet.py)
     nvls: bool = True  # NCCL_NVLS_ENABLE: NVLS / NVLSTree where the nodes' NVSwitch has them (collectives/nvls.py)
+    nccl_algo: str | None = None  # NCCL_ALGO as NCCL parses it (collectives/nccl_env.py); None: unset
+    nccl_proto: str | None = None  # NCCL_PROTO, the same syntax
     overlap: bool = True
     compression: CompressionSpec = field(default_factory=CompressionSpec)
 
