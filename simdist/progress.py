@@ -1,6 +1,7 @@
 """A one-line progress bar (points done, rate, ETA) on a terminal; silent when output is not a terminal.
 
-Long work (sweeps, Monte Carlo goodput, validation runs) draws one on stderr. `quiet()` turns every bar
+Long work (sweeps, Monte Carlo goodput, validation runs) draws one on stderr; work with no countable steps (one
+long estimate) shows its elapsed time (`Status`). `quiet()` turns every bar
 off for a block, which the CLI does for `--json`, so machine-readable output never carries one.
 """
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
+import threading
 import time
 from typing import Iterator, TextIO
 
@@ -77,6 +79,48 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self._shown = False
+
+
+class Status:
+    """'estimating gpt (16,384 GPUs)  12.0 s' on one redrawn stderr line while work with no countable steps runs
+    (one long `estimate` or `run`), from `delay_s` on, so quick runs print nothing. A thread redraws it twice a
+    second; it steps aside while a Progress bar draws (replicas, phases) and the line is wiped at the end.
+    Silent when not a terminal and inside quiet(). Use as a context manager."""
+
+    def __init__(self, label: str, stream: TextIO | None = None, enabled: bool | None = None,
+                 delay_s: float = 1.0, interval_s: float = 0.5) -> None:
+        self.label, self.delay_s, self.interval_s = label, delay_s, interval_s
+        self.stream = stream or sys.stderr
+        self.enabled = (self.stream.isatty() and _SHOW.get()) if enabled is None else enabled
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._width = 0
+
+    def __enter__(self) -> "Status":
+        if self.enabled:
+            self._start = time.monotonic()
+            self._thread = threading.Thread(target=self._draw, name="simdist-status", daemon=True)
+            self._thread.start()
+        return self
+
+    def _draw(self) -> None:
+        if self._stop.wait(self.delay_s):
+            return
+        while not self._stop.is_set():
+            if not _OPEN[0]:  # a bar of countable work draws instead
+                text = f"{self.label}  {_duration(time.monotonic() - self._start)}"
+                self.stream.write("\r" + text.ljust(self._width))
+                self.stream.flush()
+                self._width = max(self._width, len(text))
+            self._stop.wait(self.interval_s)
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            if self._width:  # wipe the line: the report starts on a clean one
+                self.stream.write("\r" + " " * self._width + "\r")
+                self.stream.flush()
 
 
 def _duration(s: float) -> str:

@@ -53,3 +53,52 @@ def test_a_bar_inside_another_bars_work_stays_silent():
     after = Progress(1, label="points", stream=out)  # once the outer one is closed, bars draw again
     after.advance()
     assert "1/1 points" in out.getvalue()
+
+
+def test_status_shows_elapsed_time_on_a_terminal_then_wipes_its_line():
+    from simdist.progress import Status
+
+    out = Terminal()
+    with Status("estimating big (16,384 GPUs)", stream=out, delay_s=0.0, interval_s=0.01):
+        import time
+
+        time.sleep(0.1)
+    text = out.getvalue()
+    assert "estimating big (16,384 GPUs)" in text and text.endswith("\r") and "\n" not in text
+    assert text.rstrip("\r").split("\r")[-1].strip() == ""  # the last draw is the wipe
+
+
+def test_status_silent_when_quick_piped_or_quiet():
+    from simdist.progress import Status
+
+    quick = Terminal()
+    with Status("x", stream=quick, delay_s=60.0):
+        pass
+    assert quick.getvalue() == ""
+    piped = io.StringIO()
+    with Status("x", stream=piped, delay_s=0.0, interval_s=0.01):
+        import time
+
+        time.sleep(0.05)
+    assert piped.getvalue() == ""
+    out = Terminal()
+    with quiet():
+        with Status("x", stream=out, delay_s=0.0, interval_s=0.01):
+            import time
+
+            time.sleep(0.05)
+    assert out.getvalue() == ""
+
+
+def test_status_steps_aside_while_a_bar_draws():
+    import time
+
+    from simdist.progress import Status
+
+    out = Terminal()
+    bar = Progress(2, label="replicas", stream=out)
+    with Status("estimating", stream=out, delay_s=0.0, interval_s=0.01):
+        time.sleep(0.05)
+        assert "estimating" not in out.getvalue()
+        bar.advance(2)
+        bar.close()
