@@ -7,6 +7,7 @@ order), e.g. 'leaf0-spine1' or 'node3/nic0-leaf0'.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from simdist.topology.graph import Topology
 
@@ -19,10 +20,7 @@ def _node_index(vertex: str) -> int | None:
     return int(prefix[4:]) if prefix.startswith("node") and prefix[4:].isdigit() else None
 
 
-_INDEXES: dict[int, tuple] = {}  # id(FabricFacts) -> (the facts, their _FabricIndex)
-
-
-class _FabricIndex:
+class FabricIndex:
     """The topology graph cut into *blocks*: the connected pieces left when every switch-to-switch edge is
     removed (a leaf with its machines, a spine alone). A fault that kills only switch-to-switch edges
     changes connectivity between blocks only, so it is a union-find over the live switch-to-switch edges
@@ -110,13 +108,13 @@ class FabricFacts:
 
     def switch_edges(self, switch: str) -> tuple[tuple[str, str], ...]:
         """Every edge at `switch` (a switch failure takes all its links down)."""
-        return self._index().at_switch.get(switch, ())
+        return self.index.at_switch.get(switch, ())
 
     def cut_off(self, dead: "tuple[tuple[str, str], ...]") -> tuple[int, ...]:
         """The worker nodes the fabric no longer connects to the rest when the `dead` edges are down: the
         nodes with a vertex outside the component that holds the most whole nodes (ties: the lowest node).
         Empty when every rank still reaches every other (the flow network reroutes around the dead edges)."""
-        index = self._index()
+        index = self.index
         if all("/" not in u and "/" not in v for u, v in dead):
             node_comps = index.node_components(dead)
         else:
@@ -132,14 +130,10 @@ class FabricFacts:
         main = max(whole, key=lambda i: (len(whole[i]), -whole[i][0]))
         return tuple(n for n, cs in sorted(node_comps.items()) if cs != {main})
 
-    def _index(self) -> "_FabricIndex":
-        """The graph of `edges` and its blocks, built once per FabricFacts."""
-        hit = _INDEXES.get(id(self))
-        if hit is None or hit[0] is not self:
-            if len(_INDEXES) > 8:
-                _INDEXES.clear()
-            hit = _INDEXES[id(self)] = (self, _FabricIndex(self.edges))
-        return hit[1]
+    @cached_property
+    def index(self) -> FabricIndex:
+        """The graph of `edges` and its blocks, built on first use and kept by these facts."""
+        return FabricIndex(self.edges)
 
     def link_ends(self, name: str) -> tuple[str, str] | None:
         """The edge 'U-V' names (either order), or None."""

@@ -22,7 +22,6 @@ DEFAULT_MTBF_S = {  # per component
     "link": 1_000_000 * HOUR_S,
     "switch": 250_000 * HOUR_S,
 }
-COMPONENTS = ("gpu", "node", "nic", "link", "switch")
 NODE_LEVEL = ("gpu", "node", "nic")  # the parts of a node (lemons fail more often)
 
 
@@ -49,7 +48,7 @@ def interrupting_counts(facts: FabricFacts) -> dict[str, int]:
     import networkx as nx
 
     counts = component_counts(facts)
-    index = facts._index()
+    index = facts.index
     blocks = nx.Graph()  # blocks joined by switch-to-switch edges (parallel ones counted)
     for _, a, b in index.fabric:
         if blocks.has_edge(a, b):

@@ -281,7 +281,3 @@ class ClusterSpec:
     def nodes(self) -> list[NodeGroupSpec]:
         """The group of each node, node by node."""
         return [g for g in self.node_groups for _ in range(g.count)]
-
-    def gpu_specs(self) -> list[GpuSpec]:
-        """The GpuSpec of each GPU, in global GPU order."""
-        return [g.gpu for g in self.node_groups for _ in range(g.count * g.gpus_per_node)]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -406,14 +405,11 @@ class StepCache:
         self._digests.clear()
 
 
-_SHARED: "weakref.WeakKeyDictionary[Topology, StepCache]" = weakref.WeakKeyDictionary()
-
-
 def shared_steps(topology: Topology) -> StepCache:
-    """The compiled steps of `topology` under its default routes, shared by every network model on it
-    (a sweep over one cluster routes each step once). A model that changes routes (a dead link, a
-    router of its own) switches to a private StepCache instead of touching this one."""
-    hit = _SHARED.get(topology)
+    """The compiled steps of `topology` under its default routes, kept by the topology and shared by every
+    network model on it (a sweep over one cluster routes each step once). A model that changes routes (a
+    dead link, a router of its own) switches to a private StepCache instead of touching this one."""
+    hit = topology.shared.steps
     if hit is None:
-        hit = _SHARED[topology] = StepCache(PathTable(topology))
+        hit = topology.shared.steps = StepCache(PathTable(topology))
     return hit

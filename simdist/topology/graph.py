@@ -8,7 +8,7 @@ Endpoints are what collectives address: the GPUs in global order, then dedicated
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -92,9 +92,20 @@ class DirectedLinks:
                    streams if np.isfinite(streams).any() else None)
 
 
+@dataclass
+class SharedRoutes:
+    """What every network model on one topology shares, built on first use and kept as long as the
+    topology: its default Router (topology.routing.shared_router) and the steps compiled on its routes
+    (network.steps.shared_steps). Typed loosely: both classes live in modules that import this one."""
+
+    router: Any = None
+    steps: Any = None
+
+
 @dataclass(frozen=True, eq=False)
 class Topology:
-    """A whole cluster as a graph, plus the endpoint numbering collectives use."""
+    """A whole cluster as a graph, plus the endpoint numbering collectives use; `shared` holds the routes
+    and compiled steps every network model on it reuses (a sweep over one cluster routes each step once)."""
 
     graph: AnyGraph  # LinkGraph from the builders; an nx.Graph built by hand works alike
     endpoints: tuple[str, ...]  # vertex of each endpoint id: GPUs (global order), then server hosts
@@ -102,9 +113,11 @@ class Topology:
     num_gpus: int
     description: str = ""
     links: DirectedLinks = field(init=False)
+    shared: SharedRoutes = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "links", DirectedLinks.from_graph(self.graph))
+        object.__setattr__(self, "shared", SharedRoutes())
 
     @property
     def num_nodes(self) -> int:

@@ -32,7 +32,6 @@ a ring collide on an uplink by chance, while machine pairs still spread by hash.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Sequence
 
 from simdist.errors import InfeasibleError
@@ -76,15 +75,13 @@ def _edge_costs(graph, dead: "frozenset[tuple[str, str]]") -> dict[str, dict[str
     return out
 
 
-_SHARED: "weakref.WeakKeyDictionary[Topology, Router]" = weakref.WeakKeyDictionary()
-
-
 def shared_router(topology: Topology) -> "Router":
-    """The one default Router of `topology` (its caches serve every network model built on it)."""
-    hit = _SHARED.get(topology)
+    """The one default Router of `topology`, kept by the topology (its caches serve every network model
+    built on it)."""
+    hit = topology.shared.router
     if hit is None:
         with gc_paused():
-            hit = _SHARED[topology] = Router(topology)
+            hit = topology.shared.router = Router(topology)
     return hit
 
 
