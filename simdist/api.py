@@ -344,6 +344,6 @@ def validate_published(cases_file: str | Path | None = None) -> PublishedReport:
     """Predict every case of the published-benchmark suite uncalibrated and compare with the measured figures,
     as `simdist validate --published` does (about 30 s; nothing is run for real). `cases_file` defaults to the
     shipped validation/published/cases.yaml."""
-    from validation.published.runner import CASES_FILE, run_suite
+    from simdist.validation.published.runner import CASES_FILE, run_suite
 
     return PublishedReport(run_suite(cases_file or CASES_FILE))

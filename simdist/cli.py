@@ -91,13 +91,10 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
     from simdist.report import print_result
 
     scenario = _load(file, overrides)
-    from simdist.progress import Status, quiet
+    from simdist.progress import quiet
 
-    verb = {"estimate": "estimating", "simulate": "simulating"}.get(fidelity or scenario.run.fidelity.value, "running")
-    with quiet(as_json):  # --json: no progress bar, even on a terminal; a pipe gets none either
-        with Status(f"{verb} {scenario.name} ({scenario.cluster.num_gpus:,} GPUs)"):
-            result = simulate(scenario, fidelity=fidelity)
-            report = None if as_json else print_result(scenario, result)  # builds the topology again: inside
+    with quiet(as_json):  # --json: no progress bar, even on a terminal
+        result = simulate(scenario, fidelity=fidelity)
     if out:
         from simdist.results.writers import write_result_dir
 
@@ -107,7 +104,7 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
 
         click.echo(result_json(result), nl=False)
     else:
-        click.echo(report)
+        click.echo(print_result(scenario, result))
         if out:
             click.echo(f"\nwrote {out}/")
     if plot:
@@ -412,7 +409,7 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
         if calibration or out or rate_scale != 1.0:
             raise click.UsageError("--published predicts uncalibrated and runs nothing: --calibration, --out "
                                    "and --rate-scale do not apply to it")
-        from validation.published.runner import format_report, run_suite
+        from simdist.validation.published.runner import format_report, run_suite
 
         from simdist.progress import quiet
 
@@ -426,7 +423,7 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
         return
     if not files:
         raise click.UsageError("give scenario FILES to run, or --published")
-    from validation.commands import format_validation, validate as run_validation
+    from simdist.validation.commands import format_validation, validate as run_validation
 
     from simdist.progress import quiet
 
@@ -443,7 +440,7 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
 @_handle_errors
 def calibrate(run_dir, out, debug) -> None:
     """Fit link latency/efficiency and compute efficiency from harness measurements into a profile."""
-    from validation.commands import calibrate_command
+    from simdist.validation.commands import calibrate_command
 
     click.echo(calibrate_command(run_dir, out))
 

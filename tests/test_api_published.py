@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import simdist
 from simdist import plots
 from tests.validation.cases_subset import write_cases_subset
-from validation.published import runner
+from simdist.validation.published import runner
 
 
 def _small_file(tmp_path: Path) -> Path:

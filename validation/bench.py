@@ -1,8 +1,8 @@
 """Driver: launch one worker per emulated host (or locally, or under torchrun), wait, collect the JSON.
 
-    python -m validation.bench --launcher emulab --hosts 4 --rate "500 Mb/s" --case all_reduce:sizes=16MB
-    python -m validation.bench --launcher local --hosts 4 --case ps:servers=1,sizes=4MB
-    python -m validation.bench cleanup          # remove sdt-* namespaces left by a killed run
+    python -m simdist.validation.bench --launcher emulab --hosts 4 --rate "500 Mb/s" --case all_reduce:sizes=16MB
+    python -m simdist.validation.bench --launcher local --hosts 4 --case ps:servers=1,sizes=4MB
+    python -m simdist.validation.bench cleanup          # remove sdt-* namespaces left by a killed run
 
 Each DDP case gets its own launch (fresh processes); all other cases share one launch.
 """
@@ -21,12 +21,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
+import simdist
 from simdist.errors import ScenarioError, SimdistError
-from validation.cases import Case, split_launches
-from validation.emulab.cluster import EmulatedCluster
-from validation.emulab.layout import EmulabLayout
+from simdist.validation.cases import Case, split_launches
+from simdist.validation.emulab.cluster import EmulatedCluster
+from simdist.validation.emulab.layout import EmulabLayout
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The folder holding the `simdist` package this process imported (the checkout, or site-packages for a wheel):
+# workers start there with it on PYTHONPATH and run `python -m simdist.validation.worker`.
+REPO_ROOT = Path(simdist.__file__).resolve().parent.parent
 BASE_PORT = 29500
 
 
@@ -80,7 +83,7 @@ def torchrun_argv(cases_path: str, out_path: str, nproc_per_node: int, nnodes: i
     """The torchrun command for one launch; with `rdzv_endpoint` it is the per-node command of a real cluster."""
     argv = [python, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}"]
     argv += ["--standalone"] if rdzv_endpoint is None else ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}"]
-    return argv + ["-m", "validation.worker", "--cases", cases_path, "--out", out_path, *extra]
+    return argv + ["-m", "simdist.validation.worker", "--cases", cases_path, "--out", out_path, *extra]
 
 
 class _Launch:
@@ -95,7 +98,7 @@ class _Launch:
         cases_path = self.workdir / f"cases{index}.json"
         out_path = self.workdir / f"result{index}.json"
         cases_path.write_text(json.dumps([c.to_dict() for c in cases]))
-        worker = [self.python, "-m", "validation.worker", "--cases", str(cases_path), "--out", str(out_path),
+        worker = [self.python, "-m", "simdist.validation.worker", "--cases", str(cases_path), "--out", str(out_path),
                   "--meta", json.dumps(meta), "--timeout-s", str(self.timeout_s)]
         base_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
                     "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -188,7 +191,7 @@ def run_cases(cases: Sequence[Case], launcher: Launcher | str = Launcher.LOCAL, 
 
 def _layout_from_args(args: "object") -> EmulabLayout | None:
     from simdist.units import parse_bandwidth
-    from validation.emulab.layout import from_scenario
+    from simdist.validation.emulab.layout import from_scenario
 
     if args.scenario:
         from simdist.io.load import load_scenario  # lazily: io/ is optional for plain-parameter runs
@@ -202,7 +205,7 @@ def _layout_from_args(args: "object") -> EmulabLayout | None:
 
 
 def _print_table(layout: EmulabLayout | None, result: dict[str, object]) -> None:
-    from validation.predict import add_predictions
+    from simdist.validation.predict import add_predictions
 
     rows = add_predictions(layout, result) if layout is not None else [
         {"label": r["label"], "size_bytes": p["size_bytes"], "measured_s": p["median_s"], "min_s": p["min_s"],
@@ -219,9 +222,9 @@ def _print_table(layout: EmulabLayout | None, result: dict[str, object]) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    from validation.cases import parse_case
+    from simdist.validation.cases import parse_case
 
-    ap = argparse.ArgumentParser(prog="python -m validation.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m simdist.validation.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("verb", nargs="?", default="run", choices=["run", "cleanup"])
     ap.add_argument("--launcher", default="local", choices=[m.value for m in Launcher])
@@ -243,11 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.verb == "cleanup":
-            from validation.emulab.cluster import cleanup_stale
+            from simdist.validation.emulab.cluster import cleanup_stale
             removed = cleanup_stale()
             print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed else ""))
             return 0
-        from validation.cases import case_from_dict
+        from simdist.validation.cases import case_from_dict
         cases = [parse_case(c) for c in args.case]
         if args.cases_file:
             cases += [case_from_dict(d, f"cases[{i}]") for i, d in enumerate(json.loads(Path(args.cases_file).read_text()))]
@@ -255,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ap.error("give at least one --case or --cases-file")
         layout = _layout_from_args(args)
         if args.launcher == Launcher.EMULAB:
-            from validation.emulab.cluster import check_privileges
+            from simdist.validation.emulab.cluster import check_privileges
             check_privileges()
             if layout is None:
                 ap.error("--launcher emulab needs --hosts or --scenario")

@@ -30,8 +30,8 @@ from simdist.io.calibration import CalibrationProfile, ComputeEntry, LinkCalibra
 from simdist.results.writers import atomic_write_text
 from simdist.scenario import Scenario
 
-from validation.codec_fit import fit_codecs, step_codec_row
-from validation.p2p_fit import PROBE_LATENCY_S, efficiency_given_latency, fit_alpha_beta, fit_p2p_records  # noqa: F401
+from simdist.validation.codec_fit import fit_codecs, step_codec_row
+from simdist.validation.p2p_fit import PROBE_LATENCY_S, efficiency_given_latency, fit_alpha_beta, fit_p2p_records  # noqa: F401
 
 
 def _all_links(scenario: Scenario, latency_s: float, efficiency: float) -> Scenario:
@@ -60,7 +60,7 @@ def load_runs(run_dir: str | Path) -> list[dict]:
 
 def _scenario(rec: dict) -> Scenario:
     from simdist.io.load import load_scenario
-    from validation.from_scenario import scale_rates
+    from simdist.validation.from_scenario import scale_rates
 
     return scale_rates(load_scenario(rec["file"]), rec.get("rate_scale", 1.0))
 

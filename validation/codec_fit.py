@@ -5,7 +5,7 @@ The factor comes from the DDP steps themselves: each DDP case times its hook's o
 measured 4-rank step (`codec_in_step_s`, validation/hook_timing.py: the hook's span minus its collectives'),
 and the prediction is the same step's `compression` time in simdist's breakdown (the codec's roofline
 kernels on the scenario's GPU, calibrated links and compute, codec factor 1). The older codec probe
-(`validation.ddp_case.run_codec_case`: DDP steps on one-rank groups, codec = local[hook] - local[none])
+(`simdist.validation.ddp_case.run_codec_case`: DDP steps on one-rank groups, codec = local[hook] - local[none])
 is still read for methods no DDP step measured, but it mistimes the Python hooks against the step
 (int8 15-30 % slow, PowerSGD 20-25 % fast on 2 shared cores), so in-step figures win.
 """
@@ -16,7 +16,7 @@ from typing import Mapping
 
 from simdist.io.calibration import CodecEntry
 from simdist.scenario import CompressionMethod, CompressionSpec, Scenario
-from validation.cases import PROBE_RATIO
+from simdist.validation.cases import PROBE_RATIO
 
 HOOK_METHODS = {m.value: m for m in CompressionMethod if m is not CompressionMethod.NONE}  # hook name -> codec
 

@@ -10,8 +10,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from validation.cases import Case, CaseKind
-from validation.timing import summarize, timed_max
+from simdist.validation.cases import Case, CaseKind
+from simdist.validation.timing import summarize, timed_max
 
 
 # torch 2.13 renamed the tensor variants; keep working on older releases too.

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Sequence
 
 from simdist.errors import ScenarioError
-from validation.compare import build_report, format_validation  # noqa: F401  (re-exported for the CLI)
+from simdist.validation.compare import build_report, format_validation  # noqa: F401  (re-exported for the CLI)
 
 
 def _load(files: Sequence[str], rate_scale: float) -> list[tuple[str, object, object]]:
     from simdist.io.load import load_scenario
-    from validation.from_scenario import plan_for
+    from simdist.validation.from_scenario import plan_for
 
     out = []
     for f in files:
@@ -38,12 +38,12 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
     factors come from the codec time inside the DDP steps (validation/hook_timing.py), which the probe
     mistimes; it remains a microbenchmark of every hook without a DDP launch each.
     """
-    from validation.bench import Launcher, run_cases
-    from validation.cases import CaseKind, codec_case, p2p_case
+    from simdist.validation.bench import Launcher, run_cases
+    from simdist.validation.cases import CaseKind, codec_case, p2p_case
 
     launcher = Launcher(launcher)
     if launcher is Launcher.EMULAB:
-        from validation.emulab.cluster import check_privileges
+        from simdist.validation.emulab.cluster import check_privileges
         check_privileges()
     by_layout: dict[object, list[int]] = {}
     for i, (_, _, plan) in enumerate(plans):
@@ -91,7 +91,7 @@ def predict(scenario: object, profile: object | None, rate_scale: float) -> dict
     """Simulated figures for one scenario: {"rows": [(size_bytes, time_s, algorithm)]} or {"iteration_time_s"}."""
     from simdist.engine.simulation import simulate
     from simdist.io.calibration import apply_profile
-    from validation.from_scenario import scale_rates
+    from simdist.validation.from_scenario import scale_rates
 
     s = scale_rates(scenario, rate_scale)  # type: ignore[arg-type]
     if profile is not None:
@@ -116,8 +116,8 @@ def _predict_codec(rec: dict, profile: object | None, rate_scale: float) -> dict
     """{"rows": measured vs simdist's codec time per hook} for a codec probe record (profile applied)."""
     from simdist.io.calibration import apply_profile
     from simdist.io.load import load_scenario
-    from validation.codec_fit import probe_rows
-    from validation.from_scenario import scale_rates
+    from simdist.validation.codec_fit import probe_rows
+    from simdist.validation.from_scenario import scale_rates
 
     try:
         s = scale_rates(load_scenario(rec["file"]), rate_scale)
@@ -131,8 +131,8 @@ def _predict_p2p(rec: dict, profile: object | None, rate_scale: float) -> dict:
     """{"times": simdist's estimate per p2p point} on the record's scenario (scaled, profile applied)."""
     from simdist.io.calibration import apply_profile
     from simdist.io.load import load_scenario
-    from validation.from_scenario import scale_rates
-    from validation.p2p_fit import p2p_times
+    from simdist.validation.from_scenario import scale_rates
+    from simdist.validation.p2p_fit import p2p_times
 
     try:
         s = scale_rates(load_scenario(rec["file"]), rate_scale)
@@ -180,14 +180,14 @@ def validate(files: list[str], launcher: str, calibration: str | None, out: str 
         for rec in records:
             atomic_write_text(o / "measurements" / f"{rec['name']}.json", json.dumps(rec, indent=1))
         atomic_write_text(o / "validation.json", json.dumps(report, indent=1))
-        from validation.plot import plot_report
+        from simdist.validation.plot import plot_report
         plot_report(report, o / "predicted_vs_measured.png")
     return report
 
 
 def calibrate_command(run_dir: str, out: str) -> str:
     """Fit a profile from `run_dir` (written by validate --out), write it to `out`; returns a summary."""
-    from validation.calibrate import calibrate, describe, write_profile
+    from simdist.validation.calibrate import calibrate, describe, write_profile
 
     profile = calibrate(run_dir)
     path = write_profile(profile, out)

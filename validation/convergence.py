@@ -2,10 +2,10 @@
 codec and sync mode, relative to uncompressed BSP, with N workers simulated in one process.
 
 Each worker computes its gradient on its own shard of the batch; the codec runs exactly as the DDP hook
-does (validation.hooks exchanges, driven in lock-step). The factor is what a scenario may copy into
+does (simdist.validation.hooks exchanges, driven in lock-step). The factor is what a scenario may copy into
 `training.convergence_factor`. See docs/convergence.md for the method and its caveats.
 
-    python -m validation.convergence [--workers 8] [--seeds 3] [--json] [--out F]
+    python -m simdist.validation.convergence [--workers 8] [--seeds 3] [--json] [--out F]
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from simdist.scenario import CompressionMethod, SyncMode
-from validation.hooks import GradCodec, codec_for, run_lockstep
+from simdist.validation.hooks import GradCodec, codec_for, run_lockstep
 
 
 @dataclass(frozen=True)
@@ -309,7 +309,7 @@ def format_table(rows: Sequence[FactorRow]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m validation.convergence", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m simdist.validation.convergence", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0 .. n-1")

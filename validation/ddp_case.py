@@ -22,9 +22,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from validation.cases import PROBE_RATIO, RATIO_HOOKS, Case, DdpHook
-from validation.hook_timing import CollectiveLog, in_hooks, merged_timeline, split_step
-from validation.timing import summarize, timed_max
+from simdist.validation.cases import PROBE_RATIO, RATIO_HOOKS, Case, DdpHook
+from simdist.validation.hook_timing import CollectiveLog, in_hooks, merged_timeline, split_step
+from simdist.validation.timing import summarize, timed_max
 
 
 def build_mlp(hidden: int, depth: int) -> nn.Module:
@@ -38,9 +38,9 @@ def build_mlp(hidden: int, depth: int) -> nn.Module:
 
 def _register_hook(model: nn.parallel.DistributedDataParallel, case: Case, group: object = None,
                    clock: PhaseClock | None = None) -> None:
-    """The case's hook (validation.hooks.hook_for: torch's own for none / fp16 / bf16 / PowerSGD, simdist's
+    """The case's hook (simdist.validation.hooks.hook_for: torch's own for none / fp16 / bf16 / PowerSGD, simdist's
     codecs otherwise), timed by `clock`. Without a clock, hook none is DDP's built-in all_reduce."""
-    from validation.hooks import hook_for
+    from simdist.validation.hooks import hook_for
 
     if case.hook is DdpHook.NONE and clock is None:
         return

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 
 from simdist.errors import ScenarioError
 from simdist.scenario import CompressionMethod, PsPlacement, Scenario, StrategyKind
-from validation.cases import Case, CaseKind
-from validation.emulab.layout import EmulabLayout
+from simdist.validation.cases import Case, CaseKind
+from simdist.validation.emulab.layout import EmulabLayout
 
 _OPS = {"all_reduce": CaseKind.ALL_REDUCE, "reduce_scatter": CaseKind.REDUCE_SCATTER,
         "all_gather": CaseKind.ALL_GATHER}

@@ -1,7 +1,7 @@
 """Single-GPU compute calibration: time matmuls and every layer of catalog models, compare with simdist's
 roofline, fit the compute efficiency and write a calibration profile.
 
-`python -m validation.gpu_calibrate --gpu h200-sxm-141gb --out calibration/h200-sxm-141gb.json` on a GPU;
+`python -m simdist.validation.gpu_calibrate --gpu h200-sxm-141gb --out calibration/h200-sxm-141gb.json` on a GPU;
 `--device cpu --models tiny` runs the same pipeline on the CPU in seconds (for the tests). Layers with
 equal work (a transformer's identical blocks) are timed once. docs/validation.md explains the figures.
 """
@@ -26,7 +26,7 @@ from simdist.io.calibration import ComputeEntry
 from simdist.results.writers import atomic_write_text
 from simdist.workload import layers as L
 from simdist.workload.specs import ModelSpec
-from validation.layer_proxies import ProxyPlan, build_proxy, plan_model
+from simdist.validation.layer_proxies import ProxyPlan, build_proxy, plan_model
 
 DTYPES = ("fp32", "fp16", "bf16")
 # model key -> (batch per GPU, sequence length) when --batch / --seq are not given
@@ -66,7 +66,7 @@ def tiny_model(key: str, seq_len: int | None = None) -> ModelSpec:
     spec, x = L.pool("pool", x, 2, 2)
     gp, x = L.global_pool("avgpool", x)
     layers += [spec, gp, L.linear("fc", 1, x.c, 10)]
-    return ModelSpec("tiny-cnn", "cnn", tuple(layers), source="validation.gpu_calibrate")
+    return ModelSpec("tiny-cnn", "cnn", tuple(layers), source="simdist.validation.gpu_calibrate")
 
 
 def resolve_model(key: str, batch: int | None = None, seq_len: int | None = None) -> ModelCase:
@@ -296,7 +296,7 @@ def calibrate(gpu: GpuSpec, cases: Sequence[ModelCase], dtype: str, device: str,
     summary = {"mape_before": mape(before), "mape_after": mape(after), "mape_after_kind_factors": mape(after_kinds),
                "efficiency_before": matmul_efficiency(gpu, dtype), "efficiency_after": eff,
                "matmul_sweep_efficiency": mm_eff}
-    provenance = {"tool": "validation.gpu_calibrate", "gpu": gpu.key, "dtype": dtype, "device": str(device),
+    provenance = {"tool": "simdist.validation.gpu_calibrate", "gpu": gpu.key, "dtype": dtype, "device": str(device),
                   "device_name": torch.cuda.get_device_name(device) if str(device).startswith("cuda") else
                   (platform.processor() or platform.machine()),
                   "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
@@ -349,7 +349,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m validation.gpu_calibrate", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m simdist.validation.gpu_calibrate", description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", required=True, help="catalog GPU key the prediction uses (simdist catalog gpus)")
     ap.add_argument("--models", default=None, help="comma list of catalog keys or tiny/tiny-cnn "
                     "(default resnet50,bert-large,gpt2 on CUDA, tiny,tiny-cnn on CPU); 'none' = sweep only")

@@ -12,8 +12,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from validation.cases import Case, P2pMode
-from validation.timing import summarize, timed_max
+from simdist.validation.cases import Case, P2pMode
+from simdist.validation.timing import summarize, timed_max
 
 # ping-pongs cost well under 10 ms each but their software latency on shared cores is noisy (0.3-5 ms):
 # take at least this many repetitions (and 2 warm-ups) for the median

@@ -96,7 +96,7 @@ def fit_p2p(sizes_bytes: Sequence[float], measured_s: Sequence[float], stream: S
 
     `stream` marks the one-way stream points (default: sizes >= STREAM_MIN_BYTES), the rest are ping-pongs.
     """
-    from validation.cases import STREAM_MIN_BYTES
+    from simdist.validation.cases import STREAM_MIN_BYTES
 
     flags = [s >= STREAM_MIN_BYTES for s in sizes_bytes] if stream is None else list(stream)
     fit = fit_two_stage([1.0] * len(sizes_bytes), sizes_bytes, measured_s, flags)

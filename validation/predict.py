@@ -5,8 +5,8 @@ goodput), one rank per host, gloo's algorithms, alpha ignored (sizes are chosen 
 """
 from __future__ import annotations
 
-from validation.cases import Case, CaseKind, DdpHook
-from validation.emulab.layout import EmulabLayout
+from simdist.validation.cases import Case, CaseKind, DdpHook
+from simdist.validation.emulab.layout import EmulabLayout
 
 
 def _bw(layout: EmulabLayout) -> tuple[float, float]:
@@ -95,7 +95,7 @@ def predict_case(layout: EmulabLayout, case: Case, size_bytes: float, compute_s:
 
 def add_predictions(layout: EmulabLayout, measured: dict[str, object]) -> list[dict[str, object]]:
     """Rows {label, size_bytes, measured_s, predicted_s, ratio} for every point of a bench result."""
-    from validation.cases import case_from_dict
+    from simdist.validation.cases import case_from_dict
 
     rows = []
     for res in measured["cases"]:  # type: ignore[index]

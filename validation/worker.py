@@ -1,7 +1,7 @@
 """One rank of a validation launch: reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun style),
 runs the given cases and, on rank 0, writes one JSON with every timing and the environment.
 
-    python -m validation.worker --cases cases.json --out result.json [--meta '{"launcher": ...}']
+    python -m simdist.validation.worker --cases cases.json --out result.json [--meta '{"launcher": ...}']
 
 gloo on CPU, nccl when CUDA is present (one GPU per LOCAL_RANK). `torch.set_num_threads(1)`.
 """
@@ -25,14 +25,14 @@ def _write_atomic(path: str, data: dict[str, object]) -> None:
 
 
 def _load_cases(text: str) -> list[object]:
-    from validation.cases import case_from_dict
+    from simdist.validation.cases import case_from_dict
 
     raw = json.loads(open(text).read() if os.path.exists(text) else text)
     return [case_from_dict(d, path=f"cases[{i}]") for i, d in enumerate(raw)]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m validation.worker", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m simdist.validation.worker", description=__doc__)
     ap.add_argument("--cases", required=True, help="JSON list of case dicts, or a path to one")
     ap.add_argument("--out", required=True, help="where rank 0 writes the result JSON")
     ap.add_argument("--meta", default="{}", help="JSON object copied into 'environment' (rates, hosts...)")
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from validation.cases import CaseKind
+    from simdist.validation.cases import CaseKind
 
     torch.set_num_threads(1)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -68,16 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         gc.collect()
         if case.kind is CaseKind.DDP:
-            from validation.ddp_case import run_ddp_case
+            from simdist.validation.ddp_case import run_ddp_case
             res = run_ddp_case(case, device, sync)
         elif case.kind is CaseKind.CODEC:
-            from validation.ddp_case import run_codec_case
+            from simdist.validation.ddp_case import run_codec_case
             res = run_codec_case(case, device, sync)
         elif case.kind is CaseKind.P2P:
-            from validation.p2p_case import run_p2p_case
+            from simdist.validation.p2p_case import run_p2p_case
             res = run_p2p_case(case, device, sync)
         else:
-            from validation.comm_cases import run_comm_case
+            from simdist.validation.comm_cases import run_comm_case
             res = run_comm_case(case, device, sync)
         results.append(res)
         if rank == 0:

@@ -20,7 +20,7 @@ from simdist.io.load import load_data
 from simdist.scenario import Fidelity
 from simdist.topology.build import build_topology
 from tests.collectives.tuner_check import assert_never_slower
-from validation.published.cases import HERE
+from simdist.validation.published.cases import HERE
 
 HDR_Bps = 200e9 / 8 * 0.92  # ib-hdr per direction after the rdma efficiency
 

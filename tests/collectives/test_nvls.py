@@ -9,7 +9,7 @@ import pytest
 from simdist.collectives.nvls import nvls_all_reduce, nvls_link_bytes
 from simdist.engine.simulation import simulate
 from simdist.io.load import load_scenario
-from validation.published.cases import HERE
+from simdist.validation.published.cases import HERE
 
 H100 = HERE / "scenarios" / "nccl-hgx-h100.yaml"
 

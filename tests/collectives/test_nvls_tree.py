@@ -15,7 +15,7 @@ from simdist.collectives.protocols import HopKind
 from simdist.collectives.schedule import Group
 from simdist.engine.simulation import simulate
 from simdist.io.load import load_scenario
-from validation.published.cases import HERE
+from simdist.validation.published.cases import HERE
 
 H100 = HERE / "scenarios" / "nccl-hgx-h100.yaml"
 

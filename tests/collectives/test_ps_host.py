@@ -89,7 +89,7 @@ def test_cluster_summary_names_host_servers():
 
 
 def test_host_placement_is_refused_by_the_torch_harness():
-    from validation.from_scenario import layout_for
+    from simdist.validation.from_scenario import layout_for
 
     with pytest.raises(ScenarioError, match=r"communication\.ps\.placement.*host"):
         layout_for(_scenario())

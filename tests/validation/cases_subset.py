@@ -6,7 +6,7 @@ from typing import Callable
 
 import yaml
 
-from validation.published.cases import CASES_FILE
+from simdist.validation.published.cases import CASES_FILE
 
 
 def write_cases_subset(tmp_path: Path, choose: Callable[[list[dict]], list[dict]]) -> Path:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from validation.emulab import EmulabError, check_privileges
+from simdist.validation.emulab import EmulabError, check_privileges
 
 
 def _emulab_available() -> str | None:

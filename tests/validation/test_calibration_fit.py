@@ -14,10 +14,10 @@ from simdist.errors import ScenarioError
 from simdist.io.calibration import (CalibrationProfile, ComputeEntry, LinkCalibration, apply_profile,
                                     load_profile, profile_from_dict)
 from simdist.io.load import load_scenario
-from validation.calibrate import coefficients, fit_alpha_beta, write_profile
-from validation.cases import CaseKind, DdpHook
-from validation.compare import build_report, format_validation, ranking
-from validation.from_scenario import cases_for, layout_for, scale_rates
+from simdist.validation.calibrate import coefficients, fit_alpha_beta, write_profile
+from simdist.validation.cases import CaseKind, DdpHook
+from simdist.validation.compare import build_report, format_validation, ranking
+from simdist.validation.from_scenario import cases_for, layout_for, scale_rates
 
 REPO = Path(__file__).resolve().parents[2]
 VAL = REPO / "scenarios" / "validation"
@@ -214,7 +214,7 @@ def test_unpredicted_case_is_reported_not_dropped() -> None:
 
 
 def test_validate_with_given_records_compares_against_the_simulator(tmp_path: Path) -> None:
-    from validation.commands import predict, validate
+    from simdist.validation.commands import predict, validate
 
     s = load_scenario(FLAT)
     rows = predict(s, None, 1.0)["rows"]

@@ -13,9 +13,9 @@ from simdist.errors import ScenarioError
 from simdist.io.calibration import CalibrationProfile, CodecEntry, apply_profile, profile_from_dict
 from simdist.io.load import load_scenario
 from simdist.scenario import CompressionMethod, CompressionSpec
-from validation.cases import CaseKind, DdpHook, codec_case, parse_case, split_launches
-from validation.codec_fit import fit_codecs, mlp_shapes, predicted_codec_s, probe_rows
-from validation.compare import build_report, format_validation
+from simdist.validation.cases import CaseKind, DdpHook, codec_case, parse_case, split_launches
+from simdist.validation.codec_fit import fit_codecs, mlp_shapes, predicted_codec_s, probe_rows
+from simdist.validation.compare import build_report, format_validation
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 POWERSGD = VAL / "ddp-mlp-powersgd-1g.yaml"
@@ -106,8 +106,8 @@ def test_ddp_rows_carry_the_measured_and_predicted_split() -> None:
 
 @pytest.mark.slow
 def test_codec_probe_and_ddp_split_on_the_local_launcher() -> None:
-    from validation.bench import run_cases
-    from validation.emulab.cluster import machine_lock
+    from simdist.validation.bench import run_cases
+    from simdist.validation.emulab.cluster import machine_lock
 
     probe = parse_case("codec:hidden=64,depth=2,reps=2")
     ddp = parse_case("ddp:hook=powersgd,hidden=64,depth=2,reps=2")

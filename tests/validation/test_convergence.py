@@ -1,4 +1,4 @@
-"""validation.convergence: deterministic iterations-to-target, the BSP baseline, codec and staleness effects."""
+"""simdist.validation.convergence: deterministic iterations-to-target, the BSP baseline, codec and staleness effects."""
 from __future__ import annotations
 
 import itertools
@@ -11,7 +11,7 @@ import torch
 
 from simdist.scenario import CompressionMethod, SyncMode
 from validation import convergence as cv
-from validation.convergence import CodecSetting, FactorRow, SyncSetting, TaskSpec
+from simdist.validation.convergence import CodecSetting, FactorRow, SyncSetting, TaskSpec
 
 torch.set_num_threads(1)
 TASK = TaskSpec(target_iters=40, max_iters=200)

@@ -16,8 +16,8 @@ import pytest
 from simdist.engine.context import build_context
 from simdist.io.load import load_scenario
 from simdist.topology.intranode import DGX1_V100_BRICKS
-from validation.published.cases import load_cases
-from validation.published.runner import predict
+from simdist.validation.published.cases import load_cases
+from simdist.validation.published.runner import predict
 
 TOPO_CASE = "nccl-v100-sxm2-8gpu-1node-cubemesh"   # the source prints its NVLink matrix
 CASES = (TOPO_CASE, "nccl-v100-sxm2-8gpu-1node")

@@ -1,4 +1,4 @@
-"""validation.hook_timing: the hooks' codec time inside a DDP step (hook spans minus collective spans), the
+"""simdist.validation.hook_timing: the hooks' codec time inside a DDP step (hook spans minus collective spans), the
 collective log, and the in-step codec figures reaching the report and the calibration profile."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from validation.codec_fit import fit_codecs, step_codec_row
-from validation.compare import build_report
-from validation.hook_timing import CollectiveLog, covered_outside, in_hooks, length, merged_timeline, split_step, union
+from simdist.validation.codec_fit import fit_codecs, step_codec_row
+from simdist.validation.compare import build_report
+from simdist.validation.hook_timing import CollectiveLog, covered_outside, in_hooks, length, merged_timeline, split_step, union
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 
@@ -109,9 +109,9 @@ def test_in_step_codec_is_fitted_before_the_probe_and_reported() -> None:
 
 @pytest.mark.slow
 def test_ddp_steps_time_their_hooks_in_step_on_two_local_ranks() -> None:
-    from validation.bench import run_cases
-    from validation.cases import parse_case
-    from validation.emulab.cluster import machine_lock
+    from simdist.validation.bench import run_cases
+    from simdist.validation.cases import parse_case
+    from simdist.validation.emulab.cluster import machine_lock
 
     # hidden 384: int8's stochastic rounding over ~0.45 M gradients costs several ms more than `none`'s one
     # division, a gap a busy 2-core machine does not close (at hidden 128 both were ~2 ms, and a CI run once timed

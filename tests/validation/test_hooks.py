@@ -1,4 +1,4 @@
-"""validation.hooks: codecs in one process (lock-step) and for real under gloo + DDP on 3 local processes."""
+"""simdist.validation.hooks: codecs in one process (lock-step) and for real under gloo + DDP on 3 local processes."""
 from __future__ import annotations
 
 import math
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from simdist.compression import make_codec
 from simdist.errors import ScenarioError
 from simdist.scenario import CompressionMethod, CompressionSpec
-from validation.hooks import (Exchange, Op, codec_for, hook_for, pack_signs, payload_bytes, run_distributed,
+from simdist.validation.hooks import (Exchange, Op, codec_for, hook_for, pack_signs, payload_bytes, run_distributed,
                               run_lockstep, unpack_signs)
 
 torch.set_num_threads(1)

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from simdist.errors import ScenarioError
 from simdist.io.load import load_scenario
-from validation.bench import run_cases
-from validation.cases import Case, CaseKind, P2pMode, p2p_case, parse_case
+from simdist.validation.bench import run_cases
+from simdist.validation.cases import Case, CaseKind, P2pMode, p2p_case, parse_case
 from tests.validation.emulab_marks import needs_emulab
-from validation.emulab import EmulabLayout
-from validation.p2p_fit import (efficiency_given_latency, fit_alpha_beta, fit_p2p, fit_p2p_records, link_class,
+from simdist.validation.emulab import EmulabLayout
+from simdist.validation.p2p_fit import (efficiency_given_latency, fit_alpha_beta, fit_p2p, fit_p2p_records, link_class,
                                 p2p_coefficients, p2p_times)
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
@@ -128,7 +128,7 @@ def test_calibrate_takes_link_figures_from_p2p_records(tmp_path: Path) -> None:
     import json
 
     from simdist.io.calibration import CalibrationProfile, LinkCalibration, apply_profile
-    from validation.calibrate import calibrate
+    from simdist.validation.calibrate import calibrate
 
     f = VAL / "racks2x2-ring-fattree.yaml"
     truth = apply_profile(load_scenario(f), CalibrationProfile(links=(LinkCalibration(latency_s=2e-4, efficiency=0.95),)))

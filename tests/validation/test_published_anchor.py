@@ -9,8 +9,8 @@ import yaml
 
 from simdist.errors import ScenarioError
 from tests.validation.cases_subset import write_cases_subset
-from validation.published import runner
-from validation.published.cases import Metric, load_cases
+from simdist.validation.published import runner
+from simdist.validation.published.cases import Metric, load_cases
 
 
 def _file(tmp_path: Path, names: list[str]) -> Path:

@@ -10,7 +10,7 @@ import yaml
 
 from simdist.errors import ScenarioError
 from simdist.io.load import load_scenario
-from validation.published.cases import CASES_FILE, Metric, load_cases
+from simdist.validation.published.cases import CASES_FILE, Metric, load_cases
 
 # Sources reserved for an independent evaluation of simdist (kept here on purpose, so that a case citing
 # one fails this test even if the notes file moves). (repository, issue-or-PR number) pairs, repository

@@ -10,7 +10,7 @@ import pytest
 from simdist.engine.simulation import simulate
 from simdist.io import catalog
 from simdist.io.load import load_scenario
-from validation.published.cases import HERE, load_cases
+from simdist.validation.published.cases import HERE, load_cases
 
 EFA_SCENARIO = HERE / "scenarios" / "nccl-aws-efa.yaml"
 

@@ -6,7 +6,7 @@ import pytest
 
 from simdist.errors import ScenarioError
 from simdist.io.load import load_scenario
-from validation.published.cases import HERE
+from simdist.validation.published.cases import HERE
 
 FILE = HERE / "scenarios" / "horovod-tf-pcie.yaml"
 NIC = "cluster.nodes.0.nic={bandwidth: 25 Gb/s, latency: 25 us, count: 1, transport: tcp%s}"
@@ -35,8 +35,8 @@ SPR_SOCKET = 307.2e9 * 0.80  # pcie-gen5's host_memory: 8 x DDR5-4800 per socket
 
 
 def _busbw(overrides: list[str]) -> float:
-    from validation.published.runner import _run
-    from validation.published.cases import ScenarioRef
+    from simdist.validation.published.runner import _run
+    from simdist.validation.published.cases import ScenarioRef
 
     rows = _run(ScenarioRef(BOX, ("cluster.nodes.0.intra_node=pcie-gen5", *overrides)),
                 ["workload.benchmark.sizes=['1 GB']"])["collectives"]

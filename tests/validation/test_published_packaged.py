@@ -1,6 +1,6 @@
 """The published-benchmark suite works from an installed (non-editable) wheel, not only from a checkout.
 
-`validation/published/cases.yaml` and its scenarios are package data of `validation.published` (one copy,
+`validation/published/cases.yaml` and its scenarios are package data of `simdist.validation.published` (one copy,
 pyproject.toml's package-data); `cases.py` finds the data file with importlib.resources. The fast tests
 check that every file the suite reads lies inside the package and is matched by a package-data glob; the
 slow test builds the wheel from a copy of the sources, installs it into an empty folder and runs the
@@ -14,13 +14,14 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from importlib.resources import files
 from pathlib import Path
 
 import pytest
 import yaml
 
-from validation.published import cases as cases_mod
+from simdist.validation.published import cases as cases_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,11 +66,11 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 import simdist
-from validation.published import cases
+from simdist.validation.published import cases
 site = Path(sys.argv[1]).resolve()
 assert Path(cases.__file__).resolve().is_relative_to(site), cases.__file__
 assert Path(simdist.__file__).resolve().is_relative_to(site), simdist.__file__
-data = cases.load_cases(files("validation.published") / "cases.yaml")
+data = cases.load_cases(files("simdist.validation.published") / "cases.yaml")
 for case in data.cases:
     for ref in (case.scenario, case.baseline):
         if ref is not None:
@@ -91,11 +92,16 @@ def test_the_suite_loads_from_an_installed_wheel(tmp_path):
     for pkg in ("simdist", "validation"):
         shutil.copytree(ROOT / pkg, src / pkg, ignore=ignore)   # symlinks followed, as the wheel build does
     pip = [sys.executable, "-m", "pip"]
-    built = subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"), str(src)],
+    built = subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-v", "-w", str(tmp_path / "dist"), str(src)],
                            capture_output=True, text=True, cwd=tmp_path)
-    if built.returncode != 0:
-        pytest.skip(f"cannot build a wheel here: {built.stderr.strip().splitlines()[-1:]}")
+    assert built.returncode == 0, built.stderr[-2000:]
+    log = built.stdout + built.stderr
+    warnings = [ln for ln in log.splitlines() if "deprecat" in ln.lower() or "BuildBackendWarning" in ln]
+    assert not warnings, "\n".join(warnings)   # what `pip install .` would print
     wheel = next((tmp_path / "dist").glob("simdist-*.whl"))
+    with zipfile.ZipFile(wheel) as whl:
+        top = {name.split("/")[0] for name in whl.namelist()}
+    assert top == {"simdist", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, top
     site = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "-q", "--target", str(site), str(wheel)], check=True,
                    capture_output=True, cwd=tmp_path)

@@ -9,7 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from simdist.cli import main
-from validation.published import runner
+from simdist.validation.published import runner
 from tests.validation.cases_subset import write_cases_subset
 
 KEYS = {"cases", "mape", "max_error", "ranking_ok", "out_of_sample_mape", "fitting_subset"}
@@ -63,7 +63,7 @@ def test_ranking_checks_ratios_against_one_and_pairs_within_a_group() -> None:
 def test_scaling_against_a_baseline_run_divides_the_throughput_ratio_by_the_gpu_ratio() -> None:
     """Weak scaling against a smaller run (a source's 1-node row): 4 nodes at 3.6x one node's samples/s are
     0.9 of linear; a baseline no smaller than the run is refused."""
-    from validation.published.cases import Metric, PublishedCase, ScenarioRef
+    from simdist.validation.published.cases import Metric, PublishedCase, ScenarioRef
 
     ref, base = ScenarioRef(Path("big.yaml")), ScenarioRef(Path("small.yaml"))
     case = PublishedCase(name="w", category="scaling", metric=Metric.SCALING_EFFICIENCY, measured=0.9,
@@ -96,7 +96,7 @@ def test_cli_validate_published_json_exits_0() -> None:
 
 def test_cli_validate_published_exits_1_when_a_case_fails_to_run(monkeypatch) -> None:
     """A case the simulator could not predict is a failed validation run: the report prints, then exit 1."""
-    import validation.published.runner as published_runner
+    import simdist.validation.published.runner as published_runner
 
     report = {"cases": [], "failed": ["nccl-x"], "mape": None}
     monkeypatch.setattr(published_runner, "run_suite", lambda: report)

@@ -27,7 +27,7 @@ def _confirm_outliers(net: list[dict], profile: Path, out: Path) -> list[dict]:
     """`net` with every case over 10 % measured once more, its second measurement in its place: a transient on a
     shared machine (one 16 MB PS exchange once came out 17 % off, then within 10 % on the same clone) does not
     come back, a model error does."""
-    from validation.commands import validate
+    from simdist.validation.commands import validate
 
     outliers = sorted({c["name"].split("/")[0] for c in net if c["error"] > 0.10})
     if not outliers:
@@ -50,7 +50,7 @@ def _confirm_steps(steps: list[dict], out: Path) -> list[dict]:
     a second calibration + validation launch: the codec figures come from one calibration launch, and on 2
     shared cores one launch timed the hooks 1.3-3.6x above the next (PowerSGD 401 ms calibrated, 204 ms in the
     step; another, int8 730 ms against 445). A transient is not in both launches; a model error is."""
-    from validation.commands import calibrate_command, validate
+    from simdist.validation.commands import calibrate_command, validate
 
     if not _step_off(steps):
         return steps
@@ -65,7 +65,7 @@ def _confirm_steps(steps: list[dict], out: Path) -> list[dict]:
 @needs_emulab
 def test_calibrated_predictions_match_the_emulated_cluster(tmp_path: Path) -> None:
     from simdist.io.calibration import load_profile
-    from validation.commands import calibrate_command, validate
+    from simdist.validation.commands import calibrate_command, validate
 
     cal_dir, profile = tmp_path / "cal", tmp_path / "profile.json"
     validate([str(VAL / f"{m}.yaml") for m in CALIBRATION], "emulab", None, str(cal_dir))

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from validation.bench import run_cases
-from validation.cases import Case, CaseKind, DdpHook
+from simdist.validation.bench import run_cases
+from simdist.validation.cases import Case, CaseKind, DdpHook
 from tests.validation.emulab_marks import needs_emulab
-from validation.emulab import EmulabLayout, EmulatedCluster, cleanup_stale
-from validation.emulab.cluster import list_namespaces, machine_lock
+from simdist.validation.emulab import EmulabLayout, EmulatedCluster, cleanup_stale
+from simdist.validation.emulab.cluster import list_namespaces, machine_lock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_teardown_after_exception_inside_context() -> None:
 
 _DRIVER = """
 import sys, time
-from validation.emulab import EmulabLayout, EmulatedCluster
+from simdist.validation.emulab import EmulabLayout, EmulatedCluster
 with EmulatedCluster(EmulabLayout(3, 1e8, prefix="sdtk")) as cl:
     cl.popen(2, ["sleep", "120"])
     print("ready", flush=True)

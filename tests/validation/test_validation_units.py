@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from simdist.errors import ScenarioError
 from simdist.hardware.specs import (ClusterSpec, FabricSpec, GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec,
                                     NicSpec, NodeGroupSpec, TopologyKind)
-from validation.cases import Case, CaseKind, DdpHook, case_from_dict, parse_case, split_launches
-from validation.emulab import GOODPUT_FACTOR, EmulabLayout
-from validation.emulab.commands import build_plan, rerate_plan
-from validation.emulab.layout import from_scenario
+from simdist.validation.cases import Case, CaseKind, DdpHook, case_from_dict, parse_case, split_launches
+from simdist.validation.emulab import GOODPUT_FACTOR, EmulabLayout
+from simdist.validation.emulab.commands import build_plan, rerate_plan
+from simdist.validation.emulab.layout import from_scenario
 from validation import predict
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
@@ -172,8 +172,8 @@ def test_all_reduce_prediction_is_twice_reduce_scatter_and_linear(n: int, rate: 
 
 
 def test_cli_refuses_without_root_with_exit_code_2(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    import validation.emulab.cluster as cl
-    from validation.bench import main
+    import simdist.validation.emulab.cluster as cl
+    from simdist.validation.bench import main
 
     monkeypatch.setattr(cl.os, "geteuid", lambda: 1000)
     assert main(["--launcher", "emulab", "--hosts", "4", "--case", "all_reduce"]) == 2
@@ -183,19 +183,19 @@ def test_cli_refuses_without_root_with_exit_code_2(monkeypatch: pytest.MonkeyPat
 
 
 def test_torchrun_command_for_a_real_cluster() -> None:
-    from validation.bench import torchrun_argv
+    from simdist.validation.bench import torchrun_argv
 
     argv = torchrun_argv("c.json", "r.json", 8, nnodes=4, rdzv_endpoint="node0:29400", python="python")
     assert argv[:3] == ["python", "-m", "torch.distributed.run"]
     assert "--nnodes=4" in argv and "--nproc-per-node=8" in argv and "--rdzv-endpoint=node0:29400" in argv
-    assert argv[-6:] == ["-m", "validation.worker", "--cases", "c.json", "--out", "r.json"]
+    assert argv[-6:] == ["-m", "simdist.validation.worker", "--cases", "c.json", "--out", "r.json"]
     assert "--standalone" in torchrun_argv("c.json", "r.json", 2)
 
 
 def test_tree_runs_the_library_all_reduce_and_a_textbook_tree_pins_nccl() -> None:
     from simdist.io.load import load_scenario
-    from validation.bench import run_cases
-    from validation.from_scenario import cases_for
+    from simdist.validation.bench import run_cases
+    from simdist.validation.from_scenario import cases_for
 
     gloo_tree = load_scenario(VAL / "flat4-tree-500m.yaml")
     (case,) = cases_for(gloo_tree, "t")
@@ -216,7 +216,7 @@ def test_tree_runs_the_library_all_reduce_and_a_textbook_tree_pins_nccl() -> Non
 
 def test_ddp_cases_take_the_scenario_buckets_and_refuse_what_ddp_cannot_run() -> None:
     from simdist.io.load import load_scenario
-    from validation.from_scenario import cases_for
+    from simdist.validation.from_scenario import cases_for
 
     (multi,) = cases_for(load_scenario(VAL / "ddp-mlp-buckets-1g.yaml"), "b")
     assert multi.kind is CaseKind.DDP and multi.bucket_mb == 8.0
@@ -233,7 +233,7 @@ def test_ddp_cases_take_the_scenario_buckets_and_refuse_what_ddp_cannot_run() ->
 
 def test_every_codec_maps_to_a_ddp_hook_case() -> None:
     from simdist.io.load import load_scenario
-    from validation.from_scenario import cases_for
+    from simdist.validation.from_scenario import cases_for
 
     base = VAL / "ddp-mlp-none-1g.yaml"
     (topk,) = cases_for(load_scenario(base, ["communication.compression.method=topk",

@@ -20,8 +20,8 @@ from types import FrameType
 from typing import Iterator, Mapping, Sequence
 
 from simdist.errors import SimdistError
-from validation.emulab.commands import build_plan, rerate_plan
-from validation.emulab.layout import EmulabLayout
+from simdist.validation.emulab.commands import build_plan, rerate_plan
+from simdist.validation.emulab.layout import EmulabLayout
 
 LOCK_PATH = "/tmp/simdist-emulab.lock"
 _STALE_RE = re.compile(r"^sdt[a-z0-9]{0,6}-(h\d+|sw)$")
@@ -147,7 +147,7 @@ class EmulatedCluster:
     """Context manager owning the namespaces of one EmulabLayout.
 
     >>> with EmulatedCluster(EmulabLayout(hosts=4, host_rate_bps=500e6)) as cl:
-    ...     proc = cl.popen(0, ["python", "-m", "validation.worker", ...], env={...})
+    ...     proc = cl.popen(0, ["python", "-m", "simdist.validation.worker", ...], env={...})
     """
 
     def __init__(self, layout: EmulabLayout, lock_timeout_s: float = 600.0) -> None:
@@ -160,7 +160,7 @@ class EmulatedCluster:
     @classmethod
     def from_scenario(cls, scenario: object, rate_scale: float = 1.0, **kw: object) -> "EmulatedCluster":
         """The cluster of `scenario` (see layout.from_scenario)."""
-        from validation.emulab.layout import from_scenario
+        from simdist.validation.emulab.layout import from_scenario
         return cls(from_scenario(scenario, rate_scale=rate_scale), **kw)  # type: ignore[arg-type]
 
     # ---- lifecycle ---------------------------------------------------------------------------

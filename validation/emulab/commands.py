@@ -5,7 +5,7 @@ nothing touches the root namespace's interfaces, routes or addresses.
 """
 from __future__ import annotations
 
-from validation.emulab.layout import EmulabLayout
+from simdist.validation.emulab.layout import EmulabLayout
 
 Argv = list[str]
 

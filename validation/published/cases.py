@@ -17,13 +17,13 @@ import yaml
 
 from simdist.errors import Issue, ScenarioError
 
-PACKAGE = "validation.published"
+PACKAGE = "simdist.validation.published"
 PACKAGE_DATA = ("cases.yaml", "scenarios/*.yaml")   # what pyproject.toml ships with the package (one copy)
 
 
 def shipped_cases_file() -> Path:
     """The shipped data file, located as package data (importlib.resources): the same file in a checkout and
-    in an installed wheel (pyproject.toml's package-data for validation.published ships it and scenarios/)."""
+    in an installed wheel (pyproject.toml's package-data for simdist.validation.published ships it and scenarios/)."""
     return Path(str(files(PACKAGE).joinpath("cases.yaml")))
 
 

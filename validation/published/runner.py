@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from validation.published.cases import CASES_FILE, Metric, PublishedCase, ScenarioRef, load_cases
+from simdist.validation.published.cases import CASES_FILE, Metric, PublishedCase, ScenarioRef, load_cases
+from simdist.validation.published.eta import SHARES, work_shares
 
 TIE = 0.02   # measured values within 2 % of each other (or a ratio within 2 % of 1) have no order to get right
 
@@ -194,12 +195,14 @@ def run_suite(path: str | Path = CASES_FILE, run: Callable = _run) -> dict:
     data = load_cases(path)
     from simdist.progress import Progress
 
-    bar = Progress(len(data.cases), label="published cases")
+    shares = work_shares(data.cases)  # the bar counts work, not cases: they differ 100-fold (eta.py)
+    bar = Progress(SHARES, label="of the suite's work")
     rows = []
     try:
-        for case in data.cases:
+        for i, (case, share) in enumerate(zip(data.cases, shares), start=1):
             rows.append(_row(case, run))
-            bar.advance()
+            bar.note = f"case {i}/{len(data.cases)}"
+            bar.advance(share)
     finally:
         bar.close()
     done = [r for r in rows if r["error"] is not None]
