@@ -91,10 +91,13 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
     from simdist.report import print_result
 
     scenario = _load(file, overrides)
-    from simdist.progress import quiet
+    from simdist.progress import Status, quiet
 
-    with quiet(as_json):  # --json: no progress bar, even on a terminal
-        result = simulate(scenario, fidelity=fidelity)
+    verb = {"estimate": "estimating", "simulate": "simulating"}.get(fidelity or scenario.run.fidelity.value, "running")
+    with quiet(as_json):  # --json: no progress bar, even on a terminal; a pipe gets none either
+        with Status(f"{verb} {scenario.name} ({scenario.cluster.num_gpus:,} GPUs)"):
+            result = simulate(scenario, fidelity=fidelity)
+            report = None if as_json else print_result(scenario, result)  # builds the topology again: inside
     if out:
         from simdist.results.writers import write_result_dir
 
@@ -104,7 +107,7 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
 
         click.echo(result_json(result), nl=False)
     else:
-        click.echo(print_result(scenario, result))
+        click.echo(report)
         if out:
             click.echo(f"\nwrote {out}/")
     if plot:
