@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from simdist.collectives.algorithms import Algorithm as StrategyKind  # communication.strategy: one spelling
 from simdist.collectives.ps import PsAggregation, PsServer  # noqa: F401 - communication.ps.* spellings
@@ -15,9 +14,6 @@ from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ComputeCalibration
 from simdist.hardware.specs import ClusterSpec, HostCpuCatalog
 from simdist.workload.specs import ModelSpec
-
-if TYPE_CHECKING:
-    from simdist.errors import Issue
 
 
 class Precision(StrEnum):
@@ -378,36 +374,3 @@ class Scenario:
     calibration: str | None = None  # path of the profile that was applied, for the record
     # measured kind factors / memory efficiency / launch overhead from a profile's compute entries
     compute_calibration: ComputeCalibration | None = None
-
-
-def unused_key_issues(s: Scenario) -> "list[Issue]":
-    """Keys set away from their defaults that no run of this workload reads (a benchmark's model and bucket
-    keys), or of features that do not run yet (failures.random, failures.recovery), as issues naming each key: `simulate` refuses them instead of ignoring them (the DESIGN
-    example, which shows every key, still loads; `simdist check` validates the file only)."""
-    from simdist.errors import Issue
-
-    out: list[Issue] = []
-    c, t, w = s.communication, s.training, s.workload
-
-    def unused(path: str, value: object, why: str) -> None:
-        out.append(Issue(path, f"got {value!r}; {why}"))
-
-    # (the parameters of an alternative strategy or sync mode, e.g. ps.servers under ring, are kept: they are
-    # read as soon as a sweep or --set switches to it, and the every-key test shows each one changes a result)
-    if w.benchmark is not None:  # a collective benchmark has no model, batch or gradient buckets
-        for key, value, default in (("seq_len", w.seq_len, None), ("precision", w.precision, Precision.FP32),
-                                    ("grad_dtype", w.grad_dtype, Precision.FP32)):
-            if value != default:
-                unused(f"workload.{key}", getattr(value, "value", value), "a benchmark workload has no model")
-        d = CommunicationSpec()
-        for key, field_name in (("bucket_size", "bucket_size_bytes"), ("first_bucket_size", "first_bucket_bytes"),
-                                ("bucketing", "bucketing"), ("fusion_cycle", "fusion_cycle_s"), ("overlap", "overlap"),
-                                ("compression", "compression")):
-            if getattr(c, field_name) != getattr(d, field_name):
-                unused(f"communication.{key}", getattr(c, field_name), "a benchmark workload times bare "
-                                                                        "collectives (no gradient buckets)")
-        from dataclasses import replace
-
-        if replace(t, parallelism=replace(t.parallelism, dp=None)) != TrainingSpec():  # dp is resolved to the GPUs
-            unused("training", "...", "a benchmark workload does not train (remove the training section)")
-    return out

@@ -5,9 +5,8 @@ from __future__ import annotations
 from simdist.engine.benchmark import run_benchmark
 from simdist.engine.composite import run_goodput, run_training
 from simdist.engine.state import with_cost
-from simdist.errors import ScenarioError
 from simdist.results.records import RunResult
-from simdist.scenario import Fidelity, Scenario, unused_key_issues
+from simdist.scenario import Fidelity, Scenario
 
 
 def stochastic_elements(scenario: Scenario) -> list[str]:
@@ -21,37 +20,19 @@ def stochastic_elements(scenario: Scenario) -> list[str]:
     return out
 
 
-def check_replicas(scenario: Scenario) -> None:
-    """`run.replicas > 1` repeats a run over random draws: refused when nothing in the scenario is random."""
-    n = scenario.run.replicas
-    if n > 1 and not stochastic_elements(scenario):
-        raise ScenarioError.bad_value("run.replicas", n, "1: replicas need a stochastic element (e.g. "
-                                      "failures.random), and this scenario has none, so every replica is the same")
-
-
 def simulate(scenario: Scenario, fidelity: str = "", baseline: bool = True) -> RunResult:
     """Run `scenario` at `fidelity` ('simulate' = discrete events, 'estimate' = closed forms).
 
     An empty fidelity takes the scenario's `run.fidelity`. `baseline=False` skips the uncompressed BSP
     baseline behind `statistical_efficiency.relative_time_to_target` (left null), which sweep rows do not
-    carry: a compressed point then costs ~15 % less to estimate.
+    carry: a compressed point then costs ~15 % less to estimate. The scenario has passed io.rules (every
+    load does): what it refuses never reaches here.
     """
     chosen = Fidelity(fidelity) if fidelity else scenario.run.fidelity
-    check_replicas(scenario)
     from simdist.strategies.stragglers import needs_timeline
 
     if needs_timeline(scenario):  # failures over run.duration: the goodput timeline (engine/composite.py)
         return with_cost(scenario, run_goodput(scenario, chosen))
-    unused = unused_key_issues(scenario)  # keys nothing reads: refused
-    if unused:
-        raise ScenarioError(unused)
-    if scenario.failures is not None:  # static stragglers run inside the training simulation
-        from simdist.strategies.stragglers import check_failures
-
-        check_failures(scenario)
-    from simdist.engine.relevance import check_relevant
-
-    check_relevant(scenario)
     if scenario.workload.benchmark is not None:
         return with_cost(scenario, run_benchmark(scenario, chosen))
     return with_cost(scenario, run_training(scenario, chosen, with_baseline=baseline))

@@ -29,7 +29,7 @@ from simdist.strategies.async_ps import PsExchange, PsPolicy, worker_graphs
 from simdist.strategies.data_parallel import bsp_graphs
 from simdist.strategies.local_sgd import local_compute_s, round_graphs
 from simdist.strategies.mp_plan import is_model_parallel
-from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, check_supported, rank_batches, rank_groups
+from simdist.strategies.plan import DTYPE_BYTES, IterationPlan, build_plan, data_parallel_degree, rank_batches, rank_groups
 from simdist.strategies.sharded_dp import build_sharded_plan, sharded_graphs, sharded_memory
 from simdist.strategies.sync_report import ps_bytes_per_exchange, staleness_stats, worker_iteration_s
 from simdist.topology.summary import link_assumptions
@@ -39,7 +39,7 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
     """Per-GPU memory of the tightest node group at its own batch; raises InfeasibleError when one does not fit."""
     model = scenario.workload.model
     assert model is not None
-    dp = check_supported(scenario)
+    dp = data_parallel_degree(scenario)
     if scenario.training.parallelism.zero:
         return _sharded_memory(scenario, dp)
     grad_bytes = DTYPE_BYTES[scenario.workload.grad_dtype]

@@ -1,7 +1,8 @@
 """Load a scenario: read YAML, apply --set overrides, validate the strict schema, resolve to a Scenario.
 
 `check_file` returns every issue at once, in file order; `load_scenario` raises one ScenarioError
-carrying all of them. Nothing but ScenarioError escapes for bad input.
+carrying all of them. Both end with io.rules (what the engine runs), so a file `check` passes is one
+`run` does not refuse. Nothing but ScenarioError escapes for bad input.
 """
 from __future__ import annotations
 
@@ -60,6 +61,12 @@ def _check(source: Source, overrides: Sequence[str], base_dir: Path, name: str) 
     if issues:
         return None, _in_file_order(issues, source)
     scenario, found = collect(model, base_dir, name)
+    if scenario is not None:  # what the engine runs (io/rules.py): refused here, never deep in a run
+        from simdist.io.rules import rules
+
+        found = rules(scenario)
+        if found:
+            return None, _in_file_order(found, source)
     return scenario, _in_file_order(found, source)
 
 

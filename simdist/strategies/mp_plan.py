@@ -24,7 +24,6 @@ from enum import StrEnum
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES as COMPUTE_BYTES, GEMM_KINDS, MIXED_PRECISIONS,
                              gemm_shrink_factor)
-from simdist.errors import ScenarioError
 from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
 from simdist.memory import TransformerShape
@@ -155,9 +154,9 @@ def transformer_shape(model) -> TransformerShape | None:
     return TransformerShape(hidden=int(round(proj.output_elems / s)), heads=int(round(heads)), seq_len=int(s))
 
 
-def units(model) -> list[tuple[int, int]]:
+def pipeline_units(model) -> list[tuple[int, int]]:
     """Contiguous [start, end) layer ranges the pipeline may cut between: one per block, the layers before the
-    first block joined to it and those after the last joined to it."""
+    first block joined to it and those after the last joined to it ([] for a model without transformer blocks)."""
     starts: dict[str, int] = {}
     for i, x in enumerate(model.layers):
         m = _BLOCK.match(x.name)
@@ -165,8 +164,7 @@ def units(model) -> list[tuple[int, int]]:
             starts[m.group(1)] = i
     cuts = sorted(starts.values())
     if not cuts:
-        raise ScenarioError.bad_value("training.parallelism.pp", "> 1", f"1 for {model.name}: pipeline stages "
-                                      "are cut between transformer blocks")
+        return []
     bounds = [0, *cuts[1:], len(model.layers)]
     return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
@@ -269,9 +267,9 @@ def _stage_units(tpp: TensorParallelPlan, model, chunks: list[tuple[int, int, in
 
 def build_mp_plan(scenario: Scenario) -> MpPlan:
     """The layout, balanced chunks, per-chunk segments, p2p sizes and dp buckets of a model-parallel run."""
-    from simdist.strategies.plan import DTYPE_BYTES, check_supported, resolve_batch
+    from simdist.strategies.plan import DTYPE_BYTES, data_parallel_degree, resolve_batch
 
-    dp = check_supported(scenario)
+    dp = data_parallel_degree(scenario)
     s, t, w, comm = scenario, scenario.training, scenario.workload, scenario.communication
     model = w.model
     assert model is not None
@@ -279,9 +277,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     tp, pp, v = par.tp, par.pp, t.virtual_stages
     layout = build_layout(s.cluster, dp, tp, pp, t.placement_order)
     gpus = {g.gpu.key for g in s.cluster.node_groups}
-    if len(gpus) > 1:
-        raise ScenarioError.bad_value("cluster.nodes", sorted(gpus), "one GPU kind for tensor or pipeline "
-                                      "parallelism (mixed clusters run data parallelism only)")
+    assert len(gpus) == 1, "io.rules_parallel: one GPU kind for tp or pp"
     gpu = s.cluster.node_groups[0].gpu
     precision = w.precision.value
     shape = transformer_shape(model)
@@ -291,20 +287,15 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
                                s.compute_calibration, heads=shape.heads if shape else None,
                                accumulation_bytes=DTYPE_BYTES[w.grad_dtype])
     rc = Recompute(t.recompute)
-    if rc is not Recompute.NONE and shape is None:
-        raise ScenarioError.bad_value("training.recompute", rc.value, "none for a model without attention blocks")
+    assert rc is Recompute.NONE or shape is not None, "io.rules_parallel: recomputation needs attention blocks"
     replica = resolve_batch(s, dp) * t.grad_accumulation
-    if replica % t.micro_batch:
-        raise ScenarioError.bad_value("training.micro_batch", t.micro_batch,
-                                      f"a divisor of the per-replica batch {replica}")
+    assert replica % t.micro_batch == 0, "io.rules_parallel: micro-batches divide the per-replica batch"
     m = replica // t.micro_batch
     orders = schedule_order(t.schedule, pp, m, v)
     names = [x.name for x in model.layers]
     cost = [x.time.total_s + (x.time.fwd_s if rc is Recompute.FULL else 0.0) for x in tpp.layers]
-    us = units(model) if pp * v > 1 else [(0, len(names))]
-    if pp * v > len(us):
-        raise ScenarioError.bad_value("training.parallelism.pp", pp, f"pp x virtual_stages = {pp * v} at most "
-                                      f"the model's {len(us)} blocks")
+    us = pipeline_units(model) if pp * v > 1 else [(0, len(names))]
+    assert 1 <= pp * v <= len(us), "io.rules_parallel: pp x virtual_stages stages cut between blocks"
     ucost = [math.fsum(cost[a:b]) for a, b in us]
     ranges = [(us[a][0], us[b - 1][1]) for a, b in balance_stages(ucost, pp * v)]
     grad_bytes = DTYPE_BYTES[w.grad_dtype]

@@ -11,9 +11,8 @@ import math
 from dataclasses import dataclass
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.errors import ScenarioError
 from simdist.graph.tasks import RankClass
-from simdist.scenario import Precision, Scenario, StrategyKind, SyncMode
+from simdist.scenario import Precision, Scenario, StrategyKind
 from simdist.strategies.batch_split import observed_slowdowns, split_batches
 from simdist.strategies.buckets import Bucket, make_buckets
 from simdist.strategies.stragglers import gpu_slowdowns
@@ -104,101 +103,16 @@ def resolve_batch(scenario: Scenario, dp: int) -> int:
     if w.batch_per_gpu is not None:
         return w.batch_per_gpu
     if w.global_batch is not None:
-        if w.global_batch % (dp * k):
-            raise ScenarioError.bad_value("workload.global_batch", w.global_batch,
-                                          f"a multiple of dp x grad_accumulation = {dp * k}")
+        assert w.global_batch % (dp * k) == 0, "io.rules_training: global_batch a multiple of dp x accumulation"
         return w.global_batch // (dp * k)
-    raise ScenarioError("set workload.batch_per_gpu or workload.global_batch", "workload")
+    raise AssertionError("io.rules_training: a batch per GPU or a global batch")
 
 
-def check_supported(scenario: Scenario) -> int:
-    """The scope of the training engine; returns dp. tp and pp run as BSP with an all-reduce strategy
-    (strategies.mp_plan), with ZeRO over each stage's dp group when set (strategies.sharded_dp.check_sharded)."""
-    t = scenario.training
-    p = t.parallelism
-    n = scenario.cluster.num_gpus
-    mp = p.tp != 1 or p.pp != 1
-    dp = p.dp if p.dp is not None else n // (p.tp * p.pp)
-    if dp * p.tp * p.pp != n:
-        raise ScenarioError.bad_value("training.parallelism", {"dp": dp, "tp": p.tp, "pp": p.pp},
-                                      f"dp x tp x pp = the number of GPUs ({n})")
-    if mp:
-        if t.sync != SyncMode.BSP:
-            raise ScenarioError.bad_value("training.sync", t.sync.value, "bsp with tp or pp > 1")
-        if scenario.communication.strategy == StrategyKind.PS:
-            raise ScenarioError.bad_value("communication.strategy", "ps", "an all-reduce strategy with tp or pp > 1")
-        if scenario.communication.compression.method.value != "none":
-            raise ScenarioError.bad_value("communication.compression", scenario.communication.compression.method.value,
-                                          "none with tp or pp > 1 (gradient codecs run with data parallelism only)")
-        if t.batch_split.value != "equal":
-            raise ScenarioError.bad_value("training.batch_split", t.batch_split.value, "equal with tp or pp > 1")
-        if scenario.failures is not None:
-            raise ScenarioError.bad_value("failures", "...", "none with tp or pp > 1 (failures and stragglers run "
-                                          "with data parallelism only)")
-        from simdist.scenario import CommunicationSpec
-
-        d = CommunicationSpec()
-        for key, name in (("first_bucket_size", "first_bucket_bytes"), ("bucketing", "bucketing")):
-            if getattr(scenario.communication, name) != getattr(d, name):
-                raise ScenarioError.bad_value(f"communication.{key}", getattr(scenario.communication, name),
-                                              "the default with tp or pp > 1 (each stage's gradients are cut into "
-                                              "equal buckets of communication.bucket_size)")
-        if t.convergence_factor != 1.0:
-            raise ScenarioError.bad_value("training.convergence_factor", t.convergence_factor,
-                                          "1 with tp or pp > 1 (BSP without compression converges as the baseline)")
-        if scenario.communication.fusion_cycle_s:
-            raise ScenarioError.bad_value("communication.fusion_cycle", scenario.communication.fusion_cycle_s,
-                                          "0 with tp or pp > 1 (Horovod's fusion cycle is a data-parallel launcher)")
-    check_host_keys(scenario, mp)
-    if p.zero != 0:
-        from simdist.strategies.sharded_dp import check_sharded
-
-        check_sharded(scenario, dp)
-    if t.sync in (SyncMode.ASP, SyncMode.SSP) and scenario.communication.strategy != StrategyKind.PS:
-        raise ScenarioError.bad_value("training.sync", t.sync.value,
-                                      "bsp or local_sgd with an all-reduce strategy (asp and ssp need "
-                                      "communication.strategy: ps)")
-    if t.sync == SyncMode.SSP and t.staleness < 0:
-        raise ScenarioError.bad_value("training.staleness", t.staleness, "a bound >= 0")
-    if t.local_steps < 1:
-        raise ScenarioError.bad_value("training.local_steps", t.local_steps, "a period >= 1")
-    if not t.convergence_factor > 0:
-        raise ScenarioError.bad_value("training.convergence_factor", t.convergence_factor, "a factor > 0")
-    return dp
-
-
-def check_host_keys(scenario: Scenario, mp: bool) -> None:
-    """Scope of workload.input_pipeline and workload.single_gpu_throughput (each refused where it would not act)."""
-    w, t = scenario.workload, scenario.training
-    lockstep = t.sync in (SyncMode.BSP, SyncMode.LOCAL_SGD)  # hybrid runs an asp phase, refused there
-    if w.memory_format != "native" and (mp or t.parallelism.zero):
-        raise ScenarioError.bad_value("workload.memory_format", w.memory_format, "native with tp, pp or ZeRO (their "
-                                      "compute does not take the layout; a conv model runs data-parallel)")
-    for key, value in (("input_pipeline", w.input_pipeline), ("single_gpu_throughput", w.single_gpu_throughput)):
-        if value is None:
-            continue
-        shown = value if isinstance(value, float) else "{...}"
-        if mp:
-            raise ScenarioError.bad_value(f"workload.{key}", shown, "unset with tp or pp > 1 (the data-parallel "
-                                          "engine applies it)")
-        if not lockstep:
-            raise ScenarioError.bad_value(f"workload.{key}", shown, f"unset with training.sync {t.sync.value} (only "
-                                          "bsp and local_sgd have a common step to bound; hybrid runs an asp phase)")
-    if w.input_pipeline is not None:
-        most = max(g.gpus_per_node for g in scenario.cluster.node_groups)
-        if w.input_pipeline.host_cores <= most:
-            raise ScenarioError.bad_value("workload.input_pipeline.host_cores", w.input_pipeline.host_cores,
-                                          f"more cores than GPUs per node ({most}): each GPU's training process "
-                                          "keeps one core busy")
-    if w.single_gpu_throughput is not None:
-        kinds = {g.gpu.key for g in scenario.cluster.node_groups}
-        if len(kinds) > 1:
-            raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
-                                          f"unset with several GPU kinds ({', '.join(sorted(kinds))}): it is "
-                                          "measured on one")
-        if t.parallelism.zero:
-            raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
-                                          "unset with ZeRO / FSDP (their per-layer compute is not anchored)")
+def data_parallel_degree(scenario: Scenario) -> int:
+    """dp: training.parallelism.dp, or the GPUs left over by tp x pp (io.rules_training checks dp x tp x pp
+    covers the cluster and what each parallelism runs with)."""
+    p = scenario.training.parallelism
+    return p.dp if p.dp is not None else scenario.cluster.num_gpus // (p.tp * p.pp)
 
 
 def anchor_scale(scenario: Scenario, group: int) -> float:
@@ -210,9 +124,7 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     from simdist.compute import layer_times
     from simdist.strategies.update_cost import micro_batch_processing_time, update_time
 
-    if w.batch_per_gpu is None:
-        raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
-                                      "used with workload.batch_per_gpu (the batch it was measured at)")
+    assert w.batch_per_gpu is not None, "io.rules_training: single_gpu_throughput is measured at batch_per_gpu"
     gpu, cal = scenario.cluster.node_groups[group].gpu, scenario.compute_calibration
     times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal,
                         memory_format=w.memory_format)
@@ -225,10 +137,7 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
         from simdist.input_pipeline import loader_samples_per_s
 
         alone = loader_samples_per_s(pipeline, 1, scenario.cluster.node_groups[group].intra_node.key)
-        if alone < w.single_gpu_throughput:
-            raise ScenarioError.bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
-                                          f"at most what the input pipeline delivers to one GPU ({alone:.4g} "
-                                          "samples/s), or a faster pipeline")
+        assert alone >= w.single_gpu_throughput, "io.rules_training: the input pipeline feeds one GPU's throughput"
     return measured / predicted
 
 
@@ -284,7 +193,7 @@ def rank_groups(scenario: Scenario) -> list[int]:
 
 def rank_batches(scenario: Scenario, dp: int | None = None, kinds: "_Kinds | None" = None) -> list[int]:
     """Micro-batch of every rank under `training.batch_split`."""
-    dp = check_supported(scenario) if dp is None else dp
+    dp = data_parallel_degree(scenario) if dp is None else dp
     batch = resolve_batch(scenario, dp)
     groups = rank_groups(scenario)
     if kinds is None:
@@ -321,11 +230,12 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     """Rank classes with their compute, buckets, and each bucket's collectives after compression
     (`codec_spec` replaces the scenario's compression, e.g. none for the uncompressed baseline)."""
     from simdist.compression import make_codec
+    from simdist.compression.placement import bucket_codec_cost, codec_path
     from simdist.compute import optimizer_step_time
 
     model = scenario.workload.model
     assert model is not None
-    dp = check_supported(scenario)
+    dp = data_parallel_degree(scenario)
     w, comm, t = scenario.workload, scenario.communication, scenario.training
     precision = w.precision.value
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
@@ -347,24 +257,24 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     by_rank = [index[(groups[r], batches[r], slowdowns[r])] for r in range(dp)]
     k = t.grad_accumulation
     plans = [codec.plan(bk.shapes, grad_bytes, dp) for bk in buckets]
-    codec_s: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    # each GPU kind's codec work per bucket, where its framework runs it (compression/placement.py)
+    codec_cost: dict[str, list] = {}
     classes = []
     single = 0.0
     for idx, ((g, b, x), ranks) in enumerate(members.items()):
         f, bw, o, layer_done = kinds.get(g, b)
         bucket_done = [layer_done[bk.ready_after_layer] for bk in buckets]
         gpu = scenario.cluster.node_groups[g].gpu
-        if gpu.key not in codec_s:  # a dense fallback runs no kernels
-            codec_s[gpu.key] = (
-                tuple(codec.encode_time_s(bk.shapes, gpu, grad_bytes, dp) if p.compressed else 0.0
-                      for bk, p in zip(buckets, plans)),
-                tuple(codec.decode_time_s(bk.shapes, gpu, dp, grad_bytes) if p.compressed else 0.0
-                      for bk, p in zip(buckets, plans)))
+        if gpu.key not in codec_cost:
+            path = codec_path(codec.method, gpu, is_ps)
+            codec_cost[gpu.key] = [bucket_codec_cost(codec, bk.shapes, gpu, grad_bytes, dp, path, comm.ps_servers)
+                                   for bk in buckets]
         rc = RankClass(idx, tuple(ranks), g, gpu.key, b, x)
         classes.append(ClassCompute(
             rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
             ready_s=tuple(d * x if comm.overlap else bw * x for d in bucket_done),
-            encode_s=codec_s[gpu.key][0], decode_s=codec_s[gpu.key][1]))
+            encode_s=tuple(c.encode_s for c in codec_cost[gpu.key]),
+            decode_s=tuple(c.decode_s for c in codec_cost[gpu.key])))
         single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o), g)
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
@@ -372,6 +282,7 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
 
         server_gpu = HOST_CPU_SERVER
     comms = []
+    first_costs = next(iter(codec_cost.values()))
     for bucket in buckets:
         server_delay = 0.0
         if is_ps:  # servers apply the update to their shard; workers then skip their own step
@@ -379,7 +290,12 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             server_delay = optimizer_step_time(int(shard), server_gpu, t.optimizer.value, precision,
                                                 kernels=t.optimizer_kernels.value,
                                                 grad_dtype=w.grad_dtype.value, calibration=cal)
-        comms.append(BucketComm(bucket, tuple(plans[len(comms)].collectives), server_delay))
+        collectives = tuple(plans[len(comms)].collectives)
+        cost = first_costs[len(comms)]
+        if cost.ps_payload_bytes is not None:  # BytePS: compressed push and pull; the server re-codes
+            collectives = ((CollectiveOp.ALL_REDUCE, cost.ps_payload_bytes),)
+            server_delay += cost.server_s
+        comms.append(BucketComm(bucket, collectives, server_delay))
     return IterationPlan(classes=tuple(classes), micro_steps=k, buckets=tuple(comms), dp=dp,
                          tokens_per_sample=model.tokens_per_sample, single_gpu_samples_per_s=single,
                          overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s, global_batch=sum(batches) * k,

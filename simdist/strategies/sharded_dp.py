@@ -27,53 +27,15 @@ from dataclasses import dataclass, replace
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import DTYPE_BYTES as COMPUTE_BYTES, MIXED_PRECISIONS, layer_times
 from simdist.strategies.update_cost import update_time
-from simdist.errors import ScenarioError
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
-from simdist.scenario import CompressionMethod, Recompute, Scenario, StrategyKind, SyncMode
+from simdist.scenario import Recompute, Scenario
 from simdist.strategies.data_parallel import backward_segments
 from simdist.strategies.plan import DTYPE_BYTES, ClassCompute, IterationPlan
 from simdist.strategies.recompute_policy import checkpointed, kept_elems, recomputed_fraction
 from simdist.strategies.sharding import _BLOCK, RING_SEND_FACTOR, ShardUnit, fsdp_units
 
 AG, RS = CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
-ZERO_KEY = "training.parallelism.zero"
-SHARDED_STRATEGIES = (StrategyKind.RING, StrategyKind.HALVING_DOUBLING)
-
-
-def check_sharded(scenario: Scenario, dp: int) -> None:
-    """What sharded data parallelism runs: BSP over ring (or halving-doubling) reduce_scatter/all_gather,
-    without gradient compression or Horovod's fusion cycle; stage 3's units replace gradient buckets."""
-    t, comm, z = scenario.training, scenario.communication, scenario.training.parallelism.zero
-    if dp < 2:
-        raise ScenarioError.bad_value(ZERO_KEY, z, "0 on a single GPU (there is nothing to shard over dp = 1)")
-    if t.sync != SyncMode.BSP:
-        raise ScenarioError.bad_value("training.sync", t.sync.value, f"bsp with {ZERO_KEY} = {z} (sharded data "
-                                      "parallelism is synchronous)")
-    if comm.strategy not in SHARDED_STRATEGIES:
-        raise ScenarioError.bad_value("communication.strategy", comm.strategy.value,
-                                      f"ring or halving_doubling with {ZERO_KEY} = {z} (the strategies with "
-                                      "reduce_scatter and all_gather schedules)")
-    if comm.strategy == StrategyKind.HALVING_DOUBLING and dp & (dp - 1):
-        raise ScenarioError.bad_value("communication.strategy", comm.strategy.value,
-                                      f"ring: halving-doubling reduce_scatter/all_gather need a power-of-two dp "
-                                      f"(got {dp}) under {ZERO_KEY} = {z}")
-    if comm.compression.method != CompressionMethod.NONE:
-        raise ScenarioError.bad_value("communication.compression.method", comm.compression.method.value,
-                                      f"none with {ZERO_KEY} = {z} (compressed sharded collectives are not modelled)")
-    if comm.fusion_cycle_s:
-        raise ScenarioError.bad_value("communication.fusion_cycle", comm.fusion_cycle_s,
-                                      f"0 with {ZERO_KEY} = {z} (Horovod's fusion cycle is not a ZeRO/FSDP setting)")
-    if z == 3:
-        from simdist.scenario import CommunicationSpec
-
-        d = CommunicationSpec()
-        for key, v, dv in (("communication.bucket_size", comm.bucket_size_bytes, d.bucket_size_bytes),
-                           ("communication.first_bucket_size", comm.first_bucket_bytes, d.first_bucket_bytes),
-                           ("communication.bucketing", comm.bucketing, d.bucketing)):
-            if v != dv:
-                raise ScenarioError.bad_value(key, getattr(v, "value", v), "its default: under ZeRO-3 / FSDP the "
-                                              "FSDP units (one per transformer block) replace gradient buckets")
 
 
 @dataclass(frozen=True)
@@ -166,11 +128,8 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
     """Sharded figures of every class of `plan` (built by strategies.plan.build_plan for the same scenario)."""
     model, w, t = scenario.workload.model, scenario.workload, scenario.training
     units = fsdp_units(model)
-    if not units:
-        raise ScenarioError.bad_value(ZERO_KEY, t.parallelism.zero, "0 for a model without parameters")
-    if t.recompute is not Recompute.NONE and not block_units(model, units):
-        raise ScenarioError.bad_value("training.recompute", t.recompute.value,
-                                      "none for a model without transformer blocks (recomputation is per block)")
+    assert units, "io.rules_parallel: ZeRO needs parameters to shard"
+    assert t.recompute is Recompute.NONE or block_units(model, units), "io.rules_parallel: recompute needs blocks"
     segs = segments_of(model, units)
     dp = plan.dp
     classes, seg_f, seg_b = [], [], []

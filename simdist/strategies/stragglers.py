@@ -8,7 +8,6 @@ that state's static stragglers.
 """
 from __future__ import annotations
 
-from simdist.errors import Issue, ScenarioError
 from simdist.scenario import FailureKind, Scenario
 
 
@@ -26,23 +25,9 @@ def needs_timeline(scenario: Scenario) -> bool:
     return scenario.failures is not None and (not is_static(scenario) or scenario.run.duration_s is not None)
 
 
-def check_failures(scenario: Scenario) -> None:
-    """Raise ScenarioError when the scenario's failures need the goodput timeline (naming what needs it)."""
-    f = scenario.failures
-    if f is None or is_static(scenario):
-        return
-    issues: list[Issue] = []
-    if f.random is not None:
-        issues.append(Issue("failures.random", "random failures need the goodput timeline (set run.duration)"))
-    for i, e in enumerate(f.events):
-        if not (e.kind == FailureKind.STRAGGLER and e.at_s == 0 and e.duration_s is None):
-            issues.append(Issue(f"failures.events.{i}", f"a {e.kind} event needs the goodput timeline (set run.duration)"))
-    raise ScenarioError(issues or [Issue("failures", "needs the goodput timeline (set run.duration)")])
-
-
 def gpu_slowdowns(scenario: Scenario) -> tuple[float, ...]:
     """Compute-time multiplier of every GPU (global order): 1.0, or the product of its stragglers."""
-    check_failures(scenario)
+    assert is_static(scenario), "io.rules: failures beyond static stragglers run on the goodput timeline"
     n = scenario.cluster.num_gpus
     out = [1.0] * n
     if scenario.failures is None:
@@ -61,9 +46,8 @@ def gpu_slowdowns(scenario: Scenario) -> tuple[float, ...]:
         elif prefix == "gpu" and rest.isdigit() and int(rest) < n:
             targets = range(int(rest), int(rest) + 1)
         else:
-            raise ScenarioError.bad_value(f"{path}.target", e.target, f"gpu:K with K in 0..{n - 1} or node:K")
-        if e.slowdown is None or not e.slowdown >= 1:
-            raise ScenarioError.bad_value(f"{path}.slowdown", e.slowdown, "a compute-time multiplier >= 1")
+            raise AssertionError(f"io.resolve_failures checks {path}.target against the cluster: {e.target}")
+        assert e.slowdown is not None and e.slowdown >= 1, f"io.resolve_failures checks {path}.slowdown"
         for g in targets:
             out[g] *= e.slowdown
     return tuple(out)

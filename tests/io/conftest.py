@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from simdist.errors import Issue, ScenarioError
+from simdist.scenario import Scenario
 from simdist.io.catalog import TransportDefault
 from simdist.hardware.specs import GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec
 from simdist.units import parse_flops, parse_size
@@ -198,6 +199,17 @@ MINIMAL = {
                            "nic": {"bandwidth": "100 Gb/s"}}]},
     "workload": {"model": "resnet50", "batch_per_gpu": 32},
 }
+
+
+def resolved(data: dict, base_dir: "str | Path" = ".") -> "Scenario":
+    """`data` validated and resolved to SI units without io.rules: the DESIGN example shows every key, some read
+    only in other runs (ps.servers under ring, failure events without run.duration), so it resolves but a run (and
+    `check`) refuses it."""
+    from simdist.io.load import catalog_context
+    from simdist.io.resolve import resolve
+    from simdist.io.schema import ScenarioModel
+
+    return resolve(ScenarioModel.model_validate(data, context=catalog_context()), base_dir)
 
 
 @pytest.fixture

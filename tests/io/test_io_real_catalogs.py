@@ -7,6 +7,7 @@ import pytest
 
 from simdist.errors import ScenarioError
 from simdist.io.load import check_data, load_data, load_scenario
+from tests.io.conftest import resolved
 
 REAL_CATALOGS = True  # conftest: do not swap in the fake catalogs for this module
 
@@ -15,8 +16,8 @@ pytest.importorskip("simdist.workload.inline")
 pytest.importorskip("simdist.topology.validate")
 
 
-def test_design_example_with_real_catalogs(example_file):
-    s = load_scenario(example_file)
+def test_design_example_with_real_catalogs(example_file, example_dict):
+    s = resolved(example_dict, example_file.parent)
     g = s.cluster.node_groups[0]
     assert g.gpu.key == "a100-sxm4-80gb" and g.gpu.memory_bytes > 70e9
     assert g.intra_node.key == "nvswitch-a100"
@@ -48,7 +49,7 @@ def test_real_parametric_gpt_and_benchmark(example_dict):
     d = copy.deepcopy(example_dict)
     del d["calibration"]
     d["workload"]["model"] = {"gpt": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 1000}}
-    s = load_data(d)
+    s = resolved(d)
     assert s.workload.model.params > 2 * 12 * 256 * 256 and s.workload.model.tokens_per_sample == 2048
     d["workload"] = {"benchmark": {"op": "all_reduce", "sizes": ["1 MB", "1 GB"]}}
-    assert load_data(d).workload.benchmark.sizes_bytes == (1e6, 1e9)
+    assert resolved(d).workload.benchmark.sizes_bytes == (1e6, 1e9)

@@ -10,15 +10,23 @@ from simdist.hardware.specs import IntraNodeLayout, TopologyKind
 from simdist.io.load import check_data, load_data, load_scenario
 from simdist.scenario import CollectiveOp, Fidelity, Precision, StrategyKind
 
-from tests.io.conftest import A100, LINKS, MINIMAL, NVSWITCH
+from tests.io.conftest import A100, LINKS, MINIMAL, NVSWITCH, resolved
 
 
 def _paths(err: ScenarioError) -> list[str]:
     return [i.path for i in err.issues]
 
 
-def test_design_example_resolves_to_si(example_file):
-    s = load_scenario(example_file)
+def test_design_example_is_refused_by_the_run_rules(example_file):
+    """Every key resolves, but as one scenario it does not run: ps.servers under ring, failures without
+    run.duration. Loading (check, run) says both at once, in file order."""
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(example_file)
+    assert _paths(err.value) == ["communication.ps.servers", "run.duration"]
+
+
+def test_design_example_resolves_to_si(example_file, example_dict):
+    s = resolved(example_dict, example_file.parent)
     assert s.name == "resnet50-64xa100-ring"
     c = s.cluster
     assert c.num_nodes == 8 and c.num_gpus == 64

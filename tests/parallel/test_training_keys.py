@@ -56,9 +56,9 @@ def test_meaningless_or_bad_values_refused(training, key, words) -> None:
 
 
 def test_engine_runs_zero_with_tp_and_each_alone() -> None:
-    from simdist.strategies.plan import check_supported
+    from simdist.strategies.plan import data_parallel_degree
 
-    assert check_supported(load_data(_with(parallelism={"zero": "fsdp", "tp": 2}))) == 8  # 16 GPUs / tp 2
+    assert data_parallel_degree(load_data(_with(parallelism={"zero": "fsdp", "tp": 2}))) == 8  # 16 GPUs / tp 2
     for parallelism in ({"tp": 2}, {"pp": 2}):
         s = load_data(_with(parallelism=parallelism))
-        assert check_supported(s) == s.cluster.num_gpus // 2
+        assert data_parallel_degree(s) == s.cluster.num_gpus // 2

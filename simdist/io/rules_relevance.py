@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from simdist.errors import Issue, ScenarioError
+from simdist.errors import Issue
 from simdist.scenario import (CommunicationSpec, GradClipping, GradProcessing, LossScaling, Precision, RecoverySpec,
                               RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec)
 
@@ -48,8 +48,9 @@ def _grad_processing_keys(scenario: Scenario, issues: list[Issue]) -> None:
                                  "remove it or use an all-reduce strategy"))
 
 
-def check_relevant(scenario: Scenario) -> None:
-    """Raise ScenarioError naming every non-default key this scenario's run would not read."""
+def relevance_issues(scenario: Scenario, timeline: bool = False) -> list[Issue]:
+    """Every non-default key this scenario's run would not read. `timeline`: a failure run over run.duration
+    (the goodput timeline reads failures.recovery and failures.random)."""
     issues: list[Issue] = []
     t, comm, run = scenario.training, scenario.communication, scenario.run
     d_t, d_c = TrainingSpec(), CommunicationSpec()
@@ -70,6 +71,9 @@ def check_relevant(scenario: Scenario) -> None:
         for name in ("batch_per_gpu", "global_batch", "seq_len"):
             if getattr(w, name) is not None:
                 issues.append(Issue(f"workload.{name}", "a benchmark workload has no batch; remove it"))
+        if w.precision != Precision.FP32:
+            issues.append(Issue("workload.precision", "a benchmark workload has no model (its sizes are bytes); "
+                                                      "remove it"))
         if w.grad_dtype != Precision.FP32:
             issues.append(Issue("workload.grad_dtype", "a benchmark has no gradients (its sizes are bytes); remove it"))
         if run.duration_s is not None or run.iterations != RunSpec().iterations or run.warmup != RunSpec().warmup:
@@ -100,7 +104,7 @@ def check_relevant(scenario: Scenario) -> None:
         for name in _changed(comm, d_c, {"hierarchical_intra", "hierarchical_inter"}):
             issues.append(Issue(_COMM_PATHS[name], "read only with communication.strategy: hierarchical"))
     f = scenario.failures
-    if f is not None:
+    if f is not None and not timeline:
         for name in _changed(f.recovery, RecoverySpec(), {x.name for x in fields(RecoverySpec)}):
             issues.append(Issue(f"failures.recovery.{_RECOVERY_PATHS.get(name, name)}",
                                 "recovery applies to failures that stop the job, which do not run yet "
@@ -109,5 +113,5 @@ def check_relevant(scenario: Scenario) -> None:
         if r is not None and all(x is None for x in (r.gpu_mtbf_s, r.node_mtbf_s, r.link_mtbf_s)):
             issues.append(Issue("failures.random", "no MTBF is set, so nothing fails at random; set one "
                                                    "(gpu_mtbf, node_mtbf, link_mtbf) or remove 'failures.random'"))
-    if issues:
-        raise ScenarioError(issues)
+    return issues
+

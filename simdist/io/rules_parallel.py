@@ -1,0 +1,108 @@
+"""What tensor, pipeline and sharded data parallelism can run on the scenario's model and cluster.
+
+The rules that need the resolved model (its transformer blocks, heads and layer shapes): tp must split
+every column- and row-parallel weight and the attention heads, pipeline stages are cut between blocks,
+micro-batches fill the per-replica batch, ZeRO / FSDP needs parameters to shard. The builders in
+strategies/ assert what these rules guarantee.
+"""
+from __future__ import annotations
+
+from simdist.errors import Issue
+from simdist.io.rules_training import ZERO_KEY, bad_value, is_model_parallel
+from simdist.scenario import PipelineSchedule, Recompute, Scenario
+from simdist.strategies.plan import data_parallel_degree
+
+TP_KEY = "training.parallelism.tp"
+
+
+def tensor_parallel_issues(scenario: Scenario) -> list[Issue]:
+    """tp > 1 splits transformer blocks: every column-parallel output and row-parallel input, and the heads."""
+    from simdist.strategies.mp_plan import transformer_shape
+    from simdist.strategies.tensor_parallel import TpRole, layer_role
+
+    model, tp = scenario.workload.model, scenario.training.parallelism.tp
+    if tp == 1:
+        return []
+    roles = [layer_role(x) for x in model.layers]
+    if TpRole.COLUMN not in roles:
+        return [bad_value(TP_KEY, tp, f"1 for {model.name}: tensor parallelism splits transformer blocks ({{gpt: "
+                                      "...}, {bert: ...} or a transformer catalog model)")]
+    out = []
+    shape = transformer_shape(model)
+    if shape is not None and shape.heads % tp:
+        out.append(bad_value(TP_KEY, tp, f"a divisor of the {shape.heads} attention heads"))
+    for layer, role in zip(model.layers, roles):
+        if role is TpRole.ROW:
+            bad = [s[1] for s in layer.grad_shapes if len(s) == 2 and s[1] % tp]
+            what = "input features"
+        elif role is TpRole.COLUMN:
+            bad = [s[0] for s in layer.grad_shapes if s[0] % tp]
+            what = "output features"
+        else:
+            continue
+        if bad:
+            out.append(bad_value(TP_KEY, tp, f"a divisor of {layer.name}'s {what} ({bad[0]})"))
+            break
+    return out
+
+
+def pipeline_issues(scenario: Scenario) -> list[Issue]:
+    """One GPU kind; micro-batches that divide the per-replica batch (and, interleaved, a multiple of pp);
+    pp x virtual_stages stages cut between transformer blocks; recomputation needs attention blocks."""
+    from simdist.strategies.mp_plan import pipeline_units, transformer_shape
+    from simdist.strategies.plan import resolve_batch
+
+    s, t = scenario, scenario.training
+    model, pp, v = s.workload.model, t.parallelism.pp, t.virtual_stages
+    out = []
+    gpus = {g.gpu.key for g in s.cluster.node_groups}
+    if len(gpus) > 1:
+        out.append(bad_value("cluster.nodes", sorted(gpus), "one GPU kind for tensor or pipeline parallelism "
+                                                            "(mixed clusters run data parallelism only)"))
+    if Recompute(t.recompute) is not Recompute.NONE and transformer_shape(model) is None:
+        out.append(bad_value("training.recompute", t.recompute.value, "none for a model without attention blocks"))
+    dp = data_parallel_degree(s)
+    if dp * t.parallelism.tp * pp == s.cluster.num_gpus and (s.workload.batch_per_gpu is not None or (
+            s.workload.global_batch is not None and s.workload.global_batch % (dp * t.grad_accumulation) == 0)):
+        replica = resolve_batch(s, dp) * t.grad_accumulation
+        if replica % t.micro_batch:
+            out.append(bad_value("training.micro_batch", t.micro_batch, f"a divisor of the per-replica batch {replica}"))
+        elif PipelineSchedule(t.schedule) is PipelineSchedule.INTERLEAVED and (replica // t.micro_batch) % pp:
+            out.append(bad_value("training.schedule", t.schedule.value, f"a number of micro-batches "
+                                 f"({replica // t.micro_batch}) divisible by pp ({pp}) for interleaving"))
+    if pp * v > 1:
+        units = pipeline_units(model)
+        if not units:
+            out.append(bad_value("training.parallelism.pp", "> 1", f"1 for {model.name}: pipeline stages are cut "
+                                                                   "between transformer blocks"))
+        elif pp * v > len(units):
+            out.append(bad_value("training.parallelism.pp", pp, f"pp x virtual_stages = {pp * v} at most the model's "
+                                                                f"{len(units)} blocks"))
+    return out
+
+
+def zero_model_issues(scenario: Scenario) -> list[Issue]:
+    """ZeRO / FSDP shards parameters; its recomputation is per transformer block."""
+    from simdist.strategies.sharded_dp import block_units
+    from simdist.strategies.sharding import fsdp_units
+
+    t, model = scenario.training, scenario.workload.model
+    if not t.parallelism.zero or is_model_parallel(scenario):
+        return []
+    units = fsdp_units(model)
+    if not units:
+        return [bad_value(ZERO_KEY, t.parallelism.zero, "0 for a model without parameters")]
+    if t.recompute is not Recompute.NONE and not block_units(model, units):
+        return [bad_value("training.recompute", t.recompute.value, "none for a model without transformer blocks "
+                                                                   "(recomputation is per block)")]
+    return []
+
+
+def model_parallel_issues(scenario: Scenario) -> list[Issue]:
+    """Every rule of a training run's model-dependent parallelism (nothing for a benchmark)."""
+    if scenario.workload.model is None:
+        return []
+    out = zero_model_issues(scenario)
+    if is_model_parallel(scenario):
+        out += tensor_parallel_issues(scenario) + pipeline_issues(scenario)
+    return out
