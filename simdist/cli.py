@@ -194,13 +194,33 @@ def topo(file: str, overrides, debug: bool, out: str | None, heatmap: str | None
         if not as_json:
             click.echo(f"drew {out}")
     if heatmap:  # utilisation needs discrete events: the closed forms report no per-link load
-        from simdist.engine.simulation import simulate
         from simdist.plots import link_heatmap
 
-        links = simulate(scenario, fidelity="simulate").links
-        link_heatmap(topology, links, heatmap)
+        loads, what = _link_loads(scenario)
+        link_heatmap(topology, loads, heatmap)
         if not as_json:
-            click.echo(f"heatmap of the {len(links)} busiest links (simulated): {heatmap}")
+            click.echo(f"heatmap of {what} (simulated): {heatmap}")
+
+
+def _link_loads(scenario):
+    """({"u->v": utilisation} of every directed link, what it covers) from one simulated run: a training
+    workload's whole network (links that carried nothing at 0); a benchmark (sizes run one by one) or a phased
+    run gives its result's busiest links (LinkUtilization rows). A failure run's is its healthy cluster's."""
+    from simdist.engine.simulation import simulate
+    from simdist.scenario import Fidelity
+
+    from simdist.engine.composite import healthy_scenario, is_phased, run_training
+    from simdist.engine.context import build_context
+    from simdist.strategies.stragglers import needs_timeline
+
+    if scenario.workload.benchmark is not None or is_phased(scenario):  # runs of several parts: their top links
+        links = simulate(scenario, fidelity="simulate").links
+        return links, f"the {len(links)} busiest links"
+    healthy = healthy_scenario(scenario) if needs_timeline(scenario) else scenario
+    ctx = build_context(healthy, Fidelity.SIMULATE)
+    run_training(healthy, Fidelity.SIMULATE, with_baseline=False, context=ctx)
+    loads = ctx.network.link_utilization(ctx.env.now)
+    return loads, f"every link ({sum(1 for u in loads.values() if u > 0)} carried traffic)"
 
 
 @main.command()

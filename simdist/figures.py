@@ -20,18 +20,45 @@ def _new_figure(ncols: int = 1, width: float = 7.0, height: float = 4.2, nrows: 
 def _done(fig, path: str | None):
     """Save `fig` to `path` when given (unwritable path or unknown format: SimdistError); return it."""
     if path is not None:
-        from pathlib import Path
-
-        from simdist.errors import SimdistError
-
-        try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, dpi=110)
-        except OSError as err:
-            raise SimdistError(f"cannot write plot {path}: {err.strerror or err} ({err.filename or path})") from err
-        except ValueError as err:
-            raise SimdistError(f"cannot write plot {path}: {err}") from err
+        save_figure(fig, path)
     return fig
+
+
+def save_figure(fig, path: str, dpi: int = 110) -> None:
+    """Write the figure (creating its folder); an unwritable path or unknown image format is a SimdistError."""
+    from pathlib import Path
+
+    from simdist.errors import SimdistError
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
+    except OSError as err:
+        raise SimdistError(f"cannot write plot {path}: {err.strerror or err} ({err.filename or path})") from err
+    except ValueError as err:  # matplotlib: unknown format from the file extension
+        raise SimdistError(f"cannot write plot {path}: {err}") from err
+
+
+def check_plot_path(path: str) -> str:
+    """The format of a --plot path: 'png' or 'svg' by its extension; anything else is a one-line error."""
+    from pathlib import Path
+
+    from simdist.errors import SimdistError
+
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext not in ("png", "svg"):
+        raise SimdistError(f"cannot write plot {path}: expected a .png or .svg file name (got {ext or 'no extension'!r})")
+    return ext
+
+
+def cell_number(value) -> float | None:
+    """A row cell as a float (rows from a CSV hold text; '' is no figure)."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def breakdown(result, path: str | None = None):

@@ -1,6 +1,16 @@
-"""Figures (matplotlib, Agg backend). Only this module touches matplotlib; it is imported lazily."""
+"""The CLI's plot files (matplotlib, Agg backend; imported lazily): topology drawings and heatmaps, a run's
+timeline and breakdown, break-even, scaling, breakdown bars and Pareto plots. The Figure functions for notebooks
+(simdist/figures.py, plots_goodput.py, plots_mp.py) are re-exported here: plots.breakdown, plots.timeline, ...
+"""
 from __future__ import annotations
 
+from simdist.figures import (  # noqa: F401  (re-exported)
+    bandwidth_curves, breakdown, breakeven_chart, grouped_bars, lines, link_utilization, node_group_chart,
+    pareto_chart, predicted_vs_measured, published_chart, timeline,
+)
+from simdist.figures import cell_number as _num, check_plot_path, save_figure
+from simdist.plots_goodput import plot_goodput_sweep, plot_goodput_timeline  # noqa: F401  (re-exported)
+from simdist.plots_mp import layout_chart, parallel_breakdown  # noqa: F401  (model-parallel layouts)
 from simdist.topology.graph import Topology
 
 _LAYER = {"core": 4.0, "spine": 3.0, "agg": 3.0, "leaf": 2.0, "switch": 2.0}
@@ -95,12 +105,19 @@ def draw_topology(topology: Topology, path: str, max_vertices: int = 300, utiliz
                                          label=("not among the reported links" if i == 0 else None)
                                          if heat is not None else f"{kind} links"))
     if heat is not None:
-        lines = LineCollection([seg for seg, _ in hot], array=[100 * u for _, u in hot], cmap="inferno_r",
-                               linewidths=2.2, zorder=1.5)
+        from matplotlib.colors import ListedColormap
+
+        import numpy as np
+
+        # inferno_r without its near-white end, so an idle link (0 %) still shows against the background
+        cmap = ListedColormap(plt.get_cmap("inferno_r")(np.linspace(0.12, 1.0, 256)))
+        lines = LineCollection([seg for seg, _ in hot], array=[100 * u for _, u in hot], cmap=cmap,
+                               linewidths=[1.0 + 2.0 * u for _, u in hot], zorder=1.5)
         lines.set_clim(0, 100)
         ax.add_collection(lines)
         fig.colorbar(lines, ax=ax, label="link utilisation (% of capacity, busier direction)", shrink=0.8)
-        ax.legend(loc="lower right", fontsize=7)
+        if by_kind:
+            ax.legend(loc="lower right", fontsize=7)
     groups: dict[str, list[tuple[float, float]]] = {"fabric": [], "box": [], "inner": []}
     for v, xy in pos.items():
         inner = _machine(str(v)) is not None
@@ -147,12 +164,16 @@ def _label_vertices(ax, pos: dict, fig_width_in: float) -> None:
 
 
 def _edge_heat(graph, utilization, collapse: bool) -> dict[tuple[str, str], float]:
-    """{(u, v) as drawn: utilisation} from {"u->v": fraction} or LinkUtilization rows, both directions merged."""
+    """{(u, v) as drawn: utilisation}, both directions merged, from {"u->v": fraction} of the whole network
+    (a link it leaves out carried nothing: 0) or a result's LinkUtilization rows (only those links)."""
+    missing = -1.0
     if not isinstance(utilization, dict):
         utilization = {lk.link: lk.utilization for lk in utilization}
+    else:
+        missing = 0.0
     out: dict[tuple[str, str], float] = {}
     for u, v in graph.edges():
-        value = max(utilization.get(f"{u}->{v}", -1.0), utilization.get(f"{v}->{u}", -1.0))
+        value = max(utilization.get(f"{u}->{v}", missing), utilization.get(f"{v}->{u}", missing))
         if value < 0:
             continue
         a, b = ((_machine(str(u)) or u), (_machine(str(v)) or v)) if collapse else (u, v)
@@ -160,18 +181,6 @@ def _edge_heat(graph, utilization, collapse: bool) -> dict[tuple[str, str], floa
             out[(a, b)] = max(out.get((a, b), 0.0), value)
             out[(b, a)] = out[(a, b)]
     return out
-
-
-def check_plot_path(path: str) -> str:
-    """The format of a --plot path: 'png' or 'svg' by its extension; anything else is a one-line error."""
-    from pathlib import Path
-
-    from simdist.errors import SimdistError
-
-    ext = Path(path).suffix.lower().lstrip(".")
-    if ext not in ("png", "svg"):
-        raise SimdistError(f"cannot write plot {path}: expected a .png or .svg file name (got {ext or 'no extension'!r})")
-    return ext
 
 
 def _figure(ncols: int, width: float = 12.0, height: float = 4.2):
@@ -190,18 +199,9 @@ def _save(plt, fig, path: str) -> None:
 
 
 def _write(plt, fig, path: str, dpi: int) -> None:
-    """Save the figure (creating its folder); an unwritable path or unknown image format is a SimdistError."""
-    from pathlib import Path
-
-    from simdist.errors import SimdistError
-
+    """Save the figure (figures.save_figure) and release pyplot's hold on it."""
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
-    except OSError as err:
-        raise SimdistError(f"cannot write plot {path}: {err.strerror or err} ({err.filename or path})") from err
-    except ValueError as err:  # matplotlib: unknown format from the file extension
-        raise SimdistError(f"cannot write plot {path}: {err}") from err
+        save_figure(fig, path, dpi=dpi)
     finally:
         plt.close(fig)
 
@@ -277,16 +277,6 @@ def plot_breakeven(table, path: str, metric: str = "speedup") -> None:
 
 _TERMS = (("compute_s", "compute", "tab:blue"), ("exposed_communication_s", "exposed communication", "tab:red"),
           ("compression_s", "compression", "tab:purple"), ("optimizer_s", "optimizer", "tab:green"))
-
-
-def _num(value) -> float | None:
-    """A row cell as a float (rows from a CSV hold text; '' is no figure)."""
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _rate(row) -> tuple[float | None, str]:
@@ -416,13 +406,3 @@ def link_heatmap(topology: Topology, utilization, path: str, max_vertices: int =
     """The topology drawing with each link coloured by its utilisation (a result's links or {"u->v": fraction})."""
     check_plot_path(path)
     draw_topology(topology, path, max_vertices=max_vertices, utilization=utilization)
-
-
-# The figure functions for notebooks and scripts (return Figures; docs/api.md) live in simdist/figures.py.
-from simdist.figures import (  # noqa: E402,F401  (re-exported: plots.breakdown, plots.timeline, ...)
-    bandwidth_curves, breakdown, breakeven_chart, grouped_bars, lines, link_utilization, node_group_chart,
-    pareto_chart, predicted_vs_measured, timeline,
-)
-from simdist.figures import published_chart  # noqa: E402,F401  (the published-benchmark suite)
-from simdist.plots_goodput import plot_goodput_sweep, plot_goodput_timeline  # noqa: E402,F401  (re-exported)
-from simdist.plots_mp import layout_chart, parallel_breakdown  # noqa: E402,F401  (model-parallel layouts)

@@ -1,4 +1,4 @@
-"""Goodput figures (matplotlib, Agg backend, imported lazily like simdist.plots):
+"""Goodput figures (matplotlib Figures without pyplot, written by simdist.figures' helpers):
 
 - `plot_goodput_timeline`: a failure run's effective throughput over the wall time (replica 0's job
   track: training at its rate, zero while checkpointing, restarting, in maintenance or waiting for a
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+
+from simdist.figures import _done, _new_figure, cell_number, check_plot_path
 
 JOB_TRACK = "job (replica 0)"
 _RATE = re.compile(r"train at (\d+(?:\.\d+)?)\s*%")
@@ -45,13 +47,11 @@ def throughput_series(result) -> tuple[list[float], list[float], list[float]]:
 
 def plot_goodput_timeline(scenario, result, path: str) -> None:
     """Throughput over time with failures marked (the run's goodput ratio and mean effective rate in the title)."""
-    from simdist.plots import _figure, _save, check_plot_path
-
     check_plot_path(path)
     g = result.goodput
     times, rates, failures = throughput_series(result)
     day = 86400.0
-    plt, fig, (ax,) = _figure(1, width=13.0, height=4.5)
+    fig, (ax,) = _new_figure(width=13.0, height=4.5)
     if times:
         ax.plot([t / day for t in times], rates, color="tab:blue", linewidth=0.8, label="effective samples/s")
     healthy = result.throughput.samples_per_s
@@ -66,24 +66,23 @@ def plot_goodput_timeline(scenario, result, path: str) -> None:
            title=f"{scenario.name}: throughput over time, replica 0 ({g['policy']})")
     ax.legend(loc="lower left", fontsize=8)
     ax.grid(alpha=0.3)
-    _save(plt, fig, path)
+    _done(fig, path)
 
 
 def plot_goodput_sweep(rows, key: str, path: str, optimum_s: float | None, title: str) -> None:
     """goodput_ratio against the swept checkpoint interval (minutes, log axis), Young/Daly marked."""
-    from simdist.plots import _figure, _num, _save, check_plot_path
     from simdist.units import parse_duration
 
     check_plot_path(path)
     points = []
     for r in rows:
-        ratio, value = _num(r.get("goodput_ratio")), r.get(key)
+        ratio, value = cell_number(r.get("goodput_ratio")), r.get(key)
         if ratio is None or value in (None, ""):
             continue
         seconds = parse_duration(value) if isinstance(value, str) else float(value)
         points.append((seconds, ratio))
     points.sort()
-    plt, fig, (ax,) = _figure(1, width=8.0, height=4.8)
+    fig, (ax,) = _new_figure(width=8.0, height=4.8)
     if points:
         ax.plot([p[0] / 60 for p in points], [p[1] for p in points], "o-", color="tab:blue", label="simulated goodput")
         best = max(points, key=lambda p: p[1])
@@ -94,4 +93,4 @@ def plot_goodput_sweep(rows, key: str, path: str, optimum_s: float | None, title
     ax.set(xscale="log", xlabel="checkpoint interval (min)", ylabel="goodput ratio (useful / wall time)", title=title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
-    _save(plt, fig, path)
+    _done(fig, path)
