@@ -1,32 +1,81 @@
-"""The dependency direction of DESIGN.md section 2, enforced on the source (AST) and at import time."""
+"""The dependency direction of docs/architecture.md's layer table, enforced on the source (AST) and at import time.
+
+Every import statement counts, at module level or inside a function, relative ones resolved, in simdist/
+(cli.py and api.py included) and in the validation package (the repository's validation/ folder, installed as
+`simdist.validation`, on the top layer). The tests fail on
+
+- an upward import (a module importing a higher layer than its own), except `simdist.validation` reached
+  lazily by the `validate`/`calibrate` verbs of cli.py and api.py (`LAZY_TOP_LAYER`);
+- an import cycle between modules that is not in `KNOWN_CYCLES`, and on a cycle in that list that is gone:
+  the list must equal what is found, so it shrinks with every cycle broken, and it must reach empty;
+- more function-local imports of simdist's own modules than `FUNCTION_LOCAL_CEILING` (today's count: lower it
+  as imports move to the top; the goal is one lazy-loading mechanism, simdist/__init__.py's `__getattr__`);
+- an import of a top-level `validation` package (a second copy of simdist.validation from a checkout);
+- a heavy library (yaml, pydantic, matplotlib, click, ray, torch) imported by the core, statically or at import.
+"""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import simdist
+import simdist.validation
 
 ROOT = Path(simdist.__file__).parent
+VALIDATION_ROOT = Path(simdist.validation.__file__).parent
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
-# module prefix -> layer; a module may import only from layers <= its own (same package allowed).
-LAYERS = {
-    "simdist.units": 0, "simdist.errors": 0, "simdist.tables": 0, "simdist.progress": 0,
-    "simdist.hardware": 1, "simdist.workload": 1, "simdist.results.records": 1,
-    "simdist.topology": 2, "simdist.collectives": 2, "simdist.compression": 2, "simdist.scenario": 2,
-    "simdist.compute": 2, "simdist.memory": 2, "simdist.input_pipeline": 2,
-    "simdist.cluster": 3, "simdist.network": 3, "simdist.layout": 3, "simdist.graph": 3,
-    "simdist.strategies": 4, "simdist.failures": 4,
-    "simdist.results": 5,
-    "simdist.engine": 6,
-    "simdist.planner": 7, "simdist.compare": 7,
-    "simdist.io": 8, "simdist.plots": 8, "simdist.plots_goodput": 8, "simdist.plots_mp": 8, "simdist.report": 8, "simdist.api": 8, "simdist.figures": 8,
-    "simdist.cli": 9,
-}
 HEAVY = ("yaml", "pydantic", "matplotlib", "click", "typer", "ray", "torch")
 # modules allowed to import heavy libraries (lazily or not)
-HEAVY_OK = ("simdist.io", "simdist.api", "simdist.plots", "simdist.plots_goodput", "simdist.plots_mp", "simdist.figures", "simdist.cli", "simdist.workload.torch_import", "simdist.planner.ray")
+HEAVY_OK = ("simdist.io", "simdist.api", "simdist.plots", "simdist.plots_goodput", "simdist.plots_mp",
+            "simdist.figures", "simdist.cli", "simdist.workload.torch_import", "simdist.planner.ray",
+            "simdist.validation")
+
+# (importer, imported package) pairs allowed to import upward, and only inside a function: the verbs that run
+# the validation harness or the published suite.
+LAZY_TOP_LAYER = {("simdist.cli", "simdist.validation"), ("simdist.api", "simdist.validation")}
+
+# Import cycles (strongly connected components of the module graph, function-local imports included) that
+# exist today. This list must reach empty: break a cycle, then delete its entry (the test fails until you do).
+KNOWN_CYCLES: list[tuple[str, ...]] = [
+    ("simdist.plots", "simdist.plots_goodput"),
+    ("simdist.strategies.data_parallel", "simdist.strategies.plan", "simdist.strategies.sharded_dp"),
+    ("simdist.topology.classroutes", "simdist.topology.routing"),
+]
+
+# Function-local imports of simdist modules (statements inside a function body), in simdist/ and in
+# simdist.validation: today's counts. Lower them as imports move to module level; never raise them.
+FUNCTION_LOCAL_CEILING = 158
+VALIDATION_FUNCTION_LOCAL_CEILING = 66
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported simdist module (the most specific module that exists) and where the import sits."""
+
+    target: str
+    line: int
+    in_function: bool
+
+
+def layers_from_architecture() -> dict[str, int]:
+    """module prefix -> layer, read from the table in docs/architecture.md (its second column's `names`)."""
+    layers = {}
+    for row in ARCHITECTURE.read_text().splitlines():
+        m = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", row)
+        if not m:
+            continue
+        for token in re.findall(r"`([^`]+)`", m.group(2)):
+            name = token.removesuffix("/").removesuffix(".py").replace("/", ".")
+            layers[f"simdist.{name}"] = int(m.group(1))
+    return layers
+
+
+LAYERS = layers_from_architecture()
 
 
 def _layer(module: str) -> int | None:
@@ -37,56 +86,187 @@ def _layer(module: str) -> int | None:
     return best[1] if best else None
 
 
-def _modules() -> list[tuple[str, Path]]:
-    out = []
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT.parent).with_suffix("")
-        parts = list(rel.parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out.append((".".join(parts), path))
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> source file, for simdist/ and the validation package."""
+    out = {}
+    for base, package in ((ROOT, "simdist"), (VALIDATION_ROOT, "simdist.validation")):
+        for path in sorted(base.rglob("*.py")):
+            parts = [package, *path.relative_to(base).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
     return out
 
 
-def _imports(path: Path, module: str) -> list[str]:
+MODULES = _modules()
+
+
+def _known(name: str) -> str | None:
+    """The most specific existing simdist module that `name` (a module, or a module's attribute) names."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _function_lines(tree: ast.AST) -> set[int]:
+    """Line numbers of import statements that sit inside a function body."""
+    lines = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            lines |= {n.lineno for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return lines
+
+
+def imported_names(module: str, path: Path) -> list[tuple[str, int, bool]]:
+    """Every name an import statement of the module brings in, absolute: (name, line, inside a function)."""
     tree = ast.parse(path.read_text())
-    names = []
+    local = _function_lines(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
+            out += [(a.name, node.lineno, node.lineno in local) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative import: resolve against the package
-                base = module.split(".")[: -node.level] if not path.name == "__init__.py" else module.split(".")[: len(module.split(".")) - node.level + 1]
-                names.append(".".join(base + ([node.module] if node.module else [])))
-            elif node.module:
-                names.append(node.module)
-                names += [f"{node.module}.{a.name}" for a in node.names]
-    return names
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - (node.level - 1)])
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            for a in node.names:  # `from pkg import mod` names the module; `from mod import name`, the module
+                name = f"{source}.{a.name}"
+                out.append((name if a.name != "*" and name in MODULES else source, node.lineno, node.lineno in local))
+    return out
+
+
+def internal_imports(module: str) -> list[Import]:
+    """The simdist modules a module imports, one per statement and target."""
+    seen, out = set(), []
+    for name, line, in_function in imported_names(module, MODULES[module]):
+        target = _known(name) if name.split(".")[0] == "simdist" else None
+        if target and target != module and (target, line) not in seen:
+            seen.add((target, line))
+            out.append(Import(target, line, in_function))
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {m: {i.target for i in internal_imports(m)} for m in MODULES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted, the list sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(tuple(sorted(component)))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def function_local_count(prefix_in: str, prefix_out: str | None = None) -> int:
+    """Function-local import statements of simdist modules in modules under `prefix_in` (not `prefix_out`)."""
+    total = 0
+    for module in MODULES:
+        if module.startswith(prefix_in) and not (prefix_out and module.startswith(prefix_out)):
+            total += len({i.line for i in internal_imports(module) if i.in_function})
+    return total
+
+
+def test_the_architecture_table_parses():
+    assert LAYERS["simdist.units"] == 0 and LAYERS["simdist.cli"] == max(
+        v for k, v in LAYERS.items() if k != "simdist.validation")
+    assert LAYERS["simdist.validation"] > LAYERS["simdist.cli"], "validation sits above the public API and CLI"
 
 
 def test_every_module_has_a_layer():
-    missing = [m for m, _ in _modules() if m != "simdist" and _layer(m) is None]
-    assert not missing, f"add these modules to LAYERS (and DESIGN.md's map): {missing}"
+    missing = [m for m in MODULES if m != "simdist" and _layer(m) is None]
+    assert not missing, f"add these modules to docs/architecture.md's layer table: {missing}"
 
 
 def test_imports_follow_the_layers():
     bad = []
-    for module, path in _modules():
+    for module in MODULES:
         mine = _layer(module)
         if mine is None:
             continue
-        for name in _imports(path, module):
-            if name.startswith("simdist."):
-                theirs = _layer(name)
-                if theirs is not None and theirs > mine:
-                    bad.append(f"{module} (layer {mine}) imports {name} (layer {theirs})")
-            elif name.split(".")[0] in HEAVY and not module.startswith(HEAVY_OK):
-                bad.append(f"{module} imports {name}")
+        for imp in internal_imports(module):
+            theirs = _layer(imp.target)
+            if theirs is None or theirs <= mine:
+                continue
+            lazy_ok = imp.in_function and any(module == a and (imp.target == b or imp.target.startswith(b + "."))
+                                              for a, b in LAZY_TOP_LAYER)
+            if not lazy_ok:
+                bad.append(f"{module}:{imp.line} (layer {mine}) imports {imp.target} (layer {theirs})")
+        for name, line, _ in imported_names(module, MODULES[module]):
+            if name.split(".")[0] in HEAVY and not module.startswith(HEAVY_OK):
+                bad.append(f"{module}:{line} imports {name}")
     assert not bad, "\n".join(bad)
 
 
+def test_nothing_imports_a_top_level_validation_package():
+    bad = [f"{m}:{line} imports {name}" for m, path in MODULES.items()
+           for name, line, _ in imported_names(m, path) if name == "validation" or name.startswith("validation.")]
+    assert not bad, "import simdist.validation, not validation:\n" + "\n".join(bad)
+
+
+def test_import_cycles_are_exactly_the_known_ones():
+    found = cycles(import_graph())
+    new = [c for c in found if c not in KNOWN_CYCLES]
+    gone = [c for c in KNOWN_CYCLES if c not in found]
+    assert not new, f"new import cycle(s) (function-local imports count): {new}"
+    assert not gone, f"cycle(s) broken: delete them from KNOWN_CYCLES: {gone}"
+    assert found == sorted(KNOWN_CYCLES)
+
+
+def test_function_local_imports_stay_under_the_ceiling():
+    core = function_local_count("simdist", "simdist.validation")
+    harness = function_local_count("simdist.validation")
+    assert core <= FUNCTION_LOCAL_CEILING, (
+        f"{core} function-local imports of simdist modules in simdist/ (ceiling {FUNCTION_LOCAL_CEILING}): "
+        "import at module level, or load lazily through simdist/__init__.py")
+    assert harness <= VALIDATION_FUNCTION_LOCAL_CEILING, (
+        f"{harness} in simdist.validation (ceiling {VALIDATION_FUNCTION_LOCAL_CEILING})")
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The checks above cannot pass by a finder that finds nothing."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [("a", "b", "c")]
+
+
+def test_relative_and_function_local_imports_are_read():
+    names = imported_names("simdist.validation.published.runner", MODULES["simdist.validation.published.runner"])
+    assert any(n == "simdist.validation.published.cases" for n, _, _ in names)
+    assert any(local for n, _, local in names if n.startswith("simdist.progress"))
+
+
 def test_core_imports_without_heavy_libraries():
-    core = [m for m, _ in _modules() if not m.startswith(HEAVY_OK) and m not in ("simdist.report", "simdist.tables")]
+    core = [m for m in MODULES if not m.startswith(HEAVY_OK) and m not in ("simdist.report", "simdist.tables")]
     code = (
         "import sys, importlib\n"
         f"for m in {core!r}: importlib.import_module(m)\n"
