@@ -145,7 +145,7 @@ class IntraNodeSpec:
 
     key: str
     layout: IntraNodeLayout
-    gpu_link: LinkSpec  # SWITCH: each GPU's aggregate link to the switch; meshes/pairs: one NVLink (brick)
+    gpu_link: LinkSpec  # SWITCH: each GPU's aggregate link to the switch; mesh: one NVLink (brick); pairs: a bridge set
     pcie_link: LinkSpec | None = None  # GPU/NIC to PCIe switch; None for SWITCH layouts whose NICs hang off the switch
     gpus_per_pcie_switch: int = 2
     sockets: int = 1

@@ -8,7 +8,9 @@ DGX boxes). Sockets are chained by `socket_link` (falling back to `pcie_link` wh
 Rails: with g GPUs and m NICs, GPU j is bound to NIC floor(j*m/g) (the NIC under its own PCIe switch
 in DGX-style boxes, as NCCL binds each GPU to its nearest NIC); the GPU vertex carries it as its
 `rail` attribute, and routing leaves and enters a machine through the endpoint's rail NIC whenever
-that NIC lies on a least-cost path. NVLINK_PAIRS joins each pair with NVLINK_BRIDGE_BRICKS bricks.
+that NIC lies on a least-cost path. NVLINK_PAIRS joins GPUs 0-1, 2-3, ... with the layout's gpu_link, the whole
+bridge set of a pair (its NVLinks together: 12 for the A100/H100 PCIe three-bridge set, 4 x4 links for GA102's one
+bridge, 2 x8 links for TU102's); with an odd count the last GPU has no bridge (a bridged pair plus a PCIe GPU).
 
 Latency: a catalog link's latency is device to device (one hop as NCCL counts hops); the edges
 either side of an NVSwitch or PCIe switch carry half of it each (`half_hop`), so a GPU-GPU or
@@ -37,9 +39,6 @@ DGX1_P100_BRICKS: dict[tuple[int, int], int] = {
     **{(a + q, b + q): 1 for q in (0, 4) for a in range(4) for b in range(a + 1, 4)},
     **{(i, i + 4): 1 for i in range(4)},
 }
-# A100 / H100 PCIe NVLink bridge set: 3 bridges x 4 NVLinks = 12 bricks, 600 GB/s bidirectional with
-# NVLink3 (NVIDIA A100 PCIe product brief, 2021; H100 PCIe datasheet). gpu_link stays ONE brick.
-NVLINK_BRIDGE_BRICKS = 12
 
 
 def rail_index(local_gpu: int, gpus: int, nics: int) -> int:
@@ -150,9 +149,9 @@ def add_node_interior(g: LinkGraph, n: int, group: NodeGroupSpec, path: str = "c
         bricks = DGX1_P100_BRICKS if is_p100_mesh(group) else DGX1_V100_BRICKS
         for (a, b), m in bricks.items():
             _add(g, gpus[a], gpus[b], nvl, "nvlink", m)
-    elif layout is IntraNodeLayout.NVLINK_PAIRS:
+    elif layout is IntraNodeLayout.NVLINK_PAIRS:  # gpu_link is a pair's whole bridge set; an odd last GPU has none
         for i in range(0, len(gpus) - 1, 2):
-            _add(g, gpus[i], gpus[i + 1], nvl, "nvlink", NVLINK_BRIDGE_BRICKS)
+            _add(g, gpus[i], gpus[i + 1], nvl, "nvlink")
     switches = _pcie_tree(g, p, intra, gpus, len(nics), path)
     _attach_nics(g, nics, switches, intra.pcie_link)
     return gpus, nics

@@ -67,8 +67,6 @@ def _group_issues(group: object, p: str) -> list[Issue]:
                 out.append(Issue(f"{p}.gpus_per_node", f"got {gpn}; a cube_mesh (DGX-1) node has exactly 8 GPUs"))
             elif intra.gpus is not None and gpn != intra.gpus:
                 out.append(Issue(f"{p}.gpus_per_node", f"got {gpn}; intra_node {intra.key!r} holds exactly {intra.gpus} GPUs"))
-            if layout is IntraNodeLayout.NVLINK_PAIRS and gpn % 2:
-                out.append(Issue(f"{p}.gpus_per_node", f"got {gpn}; nvlink_pairs needs an even number of GPUs"))
     nic = getattr(group, "nic", None)
     if not _int_at_least(getattr(nic, "count", None), 1):
         out.append(Issue(f"{p}.nic.count", f"got {getattr(nic, 'count', None)!r}; expected an integer >= 1"))

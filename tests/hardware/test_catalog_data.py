@@ -126,7 +126,12 @@ def test_intra_node_spot_values():
     assert s["cube-mesh-v100"].gpu_link == catalog.links()["nvlink2"]  # one brick
     assert s["cube-mesh-p100"].gpu_link.bandwidth_Bps == 20e9 and s["cube-mesh-p100"].gpus == 8
     assert s["nvlink-pairs-a100"].layout is IntraNodeLayout.NVLINK_PAIRS
-    assert s["nvlink-pairs-a100"].gpu_link.bandwidth_Bps == 25e9 and s["nvlink-pairs-a100"].gpus is None
+    assert s["nvlink-pairs-a100"].gpu_link.bandwidth_Bps == 300e9 and s["nvlink-pairs-a100"].gpus is None
+    # a pair's whole bridge set, per direction, from each part's datasheet (600 / 112.5 / 100 GB/s bidirectional)
+    assert s["nvlink-bridge-h100-pcie"].gpu_link.bandwidth_Bps == 300e9
+    assert s["nvlink-bridge-rtx3090"].gpu_link.bandwidth_Bps == s["nvlink-bridge-rtxa6000"].gpu_link.bandwidth_Bps \
+        == pytest.approx(56.25e9)
+    assert s["nvlink-bridge-rtx2080ti"].gpu_link.bandwidth_Bps == 50e9
     for gen in (3, 4, 5):
         assert s[f"pcie-gen{gen}"].layout is IntraNodeLayout.PCIE
         assert s[f"pcie-gen{gen}"].gpu_link == catalog.links()[f"pcie-gen{gen}"]

@@ -35,7 +35,7 @@ def test_validate_errors_name_their_paths():
     # a subnormal ratio made the uplink capacity infinite (found by the property test below)
     assert paths(cluster(2, "fat_tree", oversubscription=1.1e-308)) == ["cluster.fabric.oversubscription"]
     assert paths(cluster(2, "fat_tree", levels=4)) == ["cluster.fabric.levels"]
-    assert paths(cluster(2, "single_switch", PAIRS, gpus=3)) == ["cluster.nodes.0.gpus_per_node"]
+    assert paths(cluster(2, "single_switch", PAIRS, gpus=3)) == []  # a bridged pair and a GPU on PCIe
     assert paths(cluster(2, "single_switch", nics=0)) == ["cluster.nodes.0.nic.count"]
     no_pcie = dataclasses.replace(DGX1_V100, pcie_link=None)
     assert paths(cluster(1, "single_switch", no_pcie)) == ["cluster.nodes.0.intra_node.pcie_link"]
