@@ -8,6 +8,8 @@ A sweep block (only `simdist sweep` reads it; `run` refuses it as an unknown key
         cluster.nodes.0.count: "geom(2, 32, 5)"
       zip: [[keyA, keyB]]            # optional: axes that advance together
       constraints: ["gpus <= 1024"]   # optional
+A plan block (`simdist plan`) has the same axes, zip and constraints, and the plan's options (_PLAN_KEYS).
+Everything is checked here, before a point runs (io/sweep_axes.py, io/plan_rules.py).
 """
 from __future__ import annotations
 
@@ -22,8 +24,11 @@ from simdist.io.issues import unknown_key
 from simdist.io.load import load_data
 from simdist.io.overrides import apply_overrides, set_path
 from simdist.io.yaml_source import read_file
-from simdist.planner.axes import Axis, make_axis, parse_axis
-from simdist.planner.plan import Objective, PlanSpec
+from simdist.io.plan_rules import check_constraints, check_eta, check_plan, parse_rungs
+from simdist.io.sweep_axes import check_space, make_axis, parse_axis
+from simdist.planner.axes import Axis
+from simdist.planner.objective import Objective, PlanSpec, SearchMethod
+from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS
 from simdist.planner.sweep import SweepSpec
 from simdist.units import parse_duration
 
@@ -74,18 +79,38 @@ def sweep_spec(block: dict, axis_texts: Sequence[str] = (), zip_texts: Sequence[
     typos = [issue for issue in (unknown_key(a.key) for a in axes) if issue is not None]
     if typos:  # a key no point can have: refuse it now rather than run every point into the same error
         raise ScenarioError(typos)
-    zipped = [tuple(str(k) for k in z) for z in _list(block.get("zip"), "sweep.zip")]
-    zipped += [tuple(k.strip() for k in z.split(",") if k.strip()) for z in zip_texts]
-    texts = [str(c) for c in _list(block.get("constraints"), "sweep.constraints")] + list(constraints)
+    zipped = _zipped(block.get("zip"), zip_texts, block_key)
+    check_space(axes, zipped, block_key)
+    texts = [str(c) for c in _list(block.get("constraints"), f"{block_key}.constraints")] + list(constraints)
+    if block_key == "sweep":
+        check_constraints(texts, [a.key for a in axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS))
     return SweepSpec(tuple(axes), tuple(zipped), tuple(texts))
 
 
-_PLAN_KEYS = ("axes", "constraints", "objective", "samples", "tokens", "budget_per_hour", "max_gpus", "deadline",
+def _zipped(block_zip: Any, zip_texts: Sequence[str], block_key: str) -> list[tuple[str, ...]]:
+    """Zipped groups from the block (a list of lists of keys) and from --zip texts ('keyA,keyB')."""
+    groups = []
+    for z in _list(block_zip, f"{block_key}.zip"):
+        if not isinstance(z, list) or len(z) < 2:
+            raise ScenarioError.bad_value(f"{block_key}.zip", z, "a list of two or more axis keys, e.g. "
+                                                                 "[cluster.nodes.0.gpu, cluster.nodes.0.intra_node]")
+        groups.append(tuple(str(k) for k in z))
+    for text in zip_texts:
+        keys = tuple(k.strip() for k in text.split(",") if k.strip())
+        if len(keys) < 2:
+            raise ScenarioError.bad_value("--zip", text, "two or more axis keys separated by commas")
+        groups.append(keys)
+    return groups
+
+
+_PLAN_KEYS = ("axes", "zip", "constraints", "objective", "samples", "tokens", "budget_per_hour", "max_gpus", "deadline",
               "top", "confirm", "max_points", "search", "eta", "rungs", "prune", "seed")
 
 
-def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None = None) -> PlanSpec:
-    """A plan's space and ranking from the file's plan block, with command-line options taking precedence.
+def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None = None,
+              zip_texts: Sequence[str] = ()) -> PlanSpec:
+    """A plan's space and ranking from the file's plan block, with command-line options taking precedence,
+    checked (check_goodput, which needs the scenario, is the one rule left to the caller).
 
     budget_per_hour (USD), max_gpus and deadline (a duration, with --samples/--tokens) become constraints.
     """
@@ -94,7 +119,8 @@ def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None 
         raise ScenarioError(Issue(f"plan.{unknown[0]}", f"unknown key; expected one of {', '.join(_PLAN_KEYS)}"))
     given = {k: v for k, v in (options or {}).items() if v is not None and v != ()}
     opts = {k: v for k, v in {**block, **given}.items() if v is not None}
-    space = sweep_spec({"axes": block.get("axes") or {}}, axis_texts, block_key="plan")
+    space = sweep_spec({"axes": block.get("axes") or {}, "zip": block.get("zip")}, axis_texts, zip_texts,
+                       block_key="plan")
     constraints = [str(c) for c in _list(block.get("constraints"), "plan.constraints")]
     constraints += list((options or {}).get("constraints") or ())
     if "budget_per_hour" in opts:
@@ -111,16 +137,34 @@ def plan_spec(block: dict, axis_texts: Sequence[str] = (), options: dict | None 
     kw = {k: int(_positive(opts[k], k)) for k in ("top", "confirm", "max_points", "seed") if k in opts}
     budget = {k: float(_positive(opts[k], k)) for k in ("samples", "tokens") if k in opts}
     kw.update(_search_options(opts))
-    return PlanSpec(axes=space.axes, objective=objective, constraints=tuple(constraints), **budget, **kw)
+    known = [a.key for a in space.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS) + ["time_to_train_s"]
+    check_constraints(constraints, known)
+    spec = PlanSpec(axes=space.axes, zipped=space.zipped, objective=objective, constraints=tuple(constraints),
+                    **budget, **kw)
+    check_plan(spec)
+    return spec
+
+
+def check_goodput(spec: PlanSpec, base: dict, overrides: Sequence[str] = (), base_dir: str = ".",
+                  name: str = "scenario") -> None:
+    """`--objective goodput` needs failures to count useful time under: refused when the scenario has none."""
+    if spec.objective != Objective.GOODPUT:
+        return
+    if any(a.key == "failures" or a.key.startswith("failures.") for a in spec.axes):
+        return
+    try:
+        has = load_point(base, tuple(overrides), {}, base_dir, name).failures is not None
+    except ScenarioError:  # the base alone may not load (an axis fills it in): judge by its data
+        has = isinstance(base, dict) and base.get("failures") is not None
+    if not has:
+        raise ScenarioError(Issue("--objective", "goodput needs a failures section in the scenario (with "
+                                                 "run.duration); this one has none"))
 
 
 def _search_options(opts: dict) -> dict:
     """plan.search (auto | exhaustive | halving | sample), plan.eta, plan.rungs (a list or a comma-separated
     text) and plan.prune (a boolean), checked (planner/halving.py says what they do); plan.seed is read
     with the counts."""
-    from simdist.planner.halving import check_eta, parse_rungs
-    from simdist.planner.plan import SearchMethod
-
     out: dict = {}
     if "search" in opts:
         try:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from simdist.errors import InfeasibleError, ScenarioError
 from simdist.planner.axes import Point
-from simdist.planner.expr import Expression
+from simdist.planner.expr import Expression, ExpressionError
 from simdist.planner.rows import (STATUS_ERROR, STATUS_INFEASIBLE, STATUS_INVALID, canonical, failed_values,
                                   input_values, point_key, result_values)
 
@@ -40,17 +40,6 @@ class Job:
     input_prefix: str = ""  # resume.fingerprint of the sweep: rows carry input keys ("" = none, plans)
 
 
-def parse_constraints(texts: Sequence[str], known: Sequence[str], key: str = "--constraint") -> list[Expression]:
-    """Parse every constraint and check its variables against `known`; one ScenarioError naming all problems."""
-    exprs = [Expression(t, key) for t in texts]
-    for e in exprs:
-        unknown = sorted(e.names - set(known))
-        if unknown:
-            raise ScenarioError.bad_value(key, e.text, f"variables among {', '.join(sorted(known))} "
-                                                       f"(unknown: {', '.join(unknown)})")
-    return exprs
-
-
 @functools.lru_cache(maxsize=64)
 def _conjuncts(texts: tuple[str, ...]) -> tuple[Expression, ...]:
     """The top-level `and` terms of every constraint, parsed once per process (not once per point)."""
@@ -58,7 +47,8 @@ def _conjuncts(texts: tuple[str, ...]) -> tuple[Expression, ...]:
 
 
 def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = frozenset()) -> tuple[str, dict | None]:
-    """('row', row) for a point that ran or failed, (PRUNED, None) for one a constraint excludes, (SKIPPED,
+    """('row', row) for a point that ran or failed, (PRUNED, {reason, gpus, cost_per_hour_usd}) for one a
+    constraint on its inputs excludes, (SKIPPED,
     None) for one already done, or (SKIPPED, {key, input_key}) for one found done only once resolved."""
     from simdist.engine.simulation import simulate
     from simdist.progress import quiet
@@ -83,8 +73,14 @@ def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = fro
     fidelity = job.fidelity or scenario.run.fidelity.value
     known = {**values, **input_values(scenario)}
     exprs = _conjuncts(job.constraints)
-    if not all(e.evaluate(known) for e in exprs if e.names <= set(known)):
-        return PRUNED, None
+    try:
+        failed = next((e for e in exprs if e.names <= set(known) and not e.evaluate(known)), None)
+    except ExpressionError as err:  # e.g. a text compared with a number: this point's values make it invalid
+        return "row", {**head, "key": point_key(scenario, fidelity), **failed_values(STATUS_INVALID, str(err),
+                                                                                      fidelity, scenario), **extra}
+    if failed is not None:  # the constraint it fails, and what is known of it, for the plan's candidate list
+        return PRUNED, {"reason": f"fails {failed.text!r}", "gpus": known["gpus"],
+                        "cost_per_hour_usd": known["cost_per_hour"]}
     key = point_key(scenario, fidelity)
     if key in done:  # done, but not known by its inputs: the sweep indexes it (resume.py)
         return SKIPPED, ({"key": key, **extra} if extra else None)
@@ -103,7 +99,13 @@ def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = fro
     row = {**head, **result_values(scenario, result)}
     post = [e for e in exprs if not e.names <= set(known)]
     if post:
-        row["meets_constraints"] = all(e.evaluate({**known, **row}) for e in post)
+        try:
+            failed = next((e for e in post if not e.evaluate({**known, **row})), None)
+        except ExpressionError as err:
+            return "row", {**head, **failed_values(STATUS_INVALID, str(err), fidelity, scenario)}
+        row["meets_constraints"] = failed is None
+        if failed is not None:
+            row["failed_constraint"] = failed.text
     return "row", row
 
 

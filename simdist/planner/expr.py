@@ -12,7 +12,8 @@ Grammar (lowest precedence first):
     atom    := NUMBER | STRING | "true" | "false" | NAME | "(" expr ")"
 NAME is a variable, dotted like a scenario key (`cluster.nodes.0.count`, `gpus`, `cost_per_hour`).
 There are no calls, no attribute access, no indexing and no names starting with "_": anything else
-is a one-line ScenarioError naming the expression and the position.
+is an ExpressionError naming the expression and the position (io/plan_rules.py parse_constraints turns
+it into the scenario's one-line error before anything runs).
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from simdist.errors import Issue, ScenarioError
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -37,6 +37,15 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 }
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {"+": operator.add, "-": operator.sub, "*": operator.mul,
                                                 "/": operator.truediv}
+
+
+class ExpressionError(ValueError):
+    """A constraint that does not parse or cannot be evaluated: `key` (the option or block it came from)
+    and the message."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key, self.message = key, message
+        super().__init__(f"{key}: {message}" if key else message)
 
 
 @dataclass(frozen=True)
@@ -59,8 +68,8 @@ def _tokens(text: str, key: str) -> list[_Tok]:
     return out
 
 
-def _error(key: str, text: str, pos: int, why: str) -> ScenarioError:
-    return ScenarioError(Issue(key, f"constraint {text!r}: {why} at position {pos + 1}; expected comparisons "
+def _error(key: str, text: str, pos: int, why: str) -> ExpressionError:
+    return ExpressionError(key, (f"constraint {text!r}: {why} at position {pos + 1}; expected comparisons "
                                     "of variables and numbers joined by and/or/not, e.g. 'gpus <= 1024 and "
                                     "cost_per_hour < 2000'"))
 
@@ -71,7 +80,7 @@ class Expression:
     def __init__(self, text: str, key: str = "constraint") -> None:
         self.text, self.key = text, key
         if not isinstance(text, str) or not text.strip():
-            raise ScenarioError(Issue(key, f"got {text!r}; expected a non-empty constraint expression"))
+            raise ExpressionError(key, f"got {text!r}; expected a non-empty constraint expression")
         self._toks = _tokens(text, key)
         self._i = 0
         self.names: frozenset[str] = frozenset()
@@ -92,7 +101,7 @@ class Expression:
         self._i += 1
         return tok
 
-    def _fail(self, why: str) -> ScenarioError:
+    def _fail(self, why: str) -> ExpressionError:
         return _error(self.key, self.text, self._peek().pos, why)
 
     def _is(self, text: str) -> bool:
@@ -230,12 +239,13 @@ class Expression:
 
     # -- evaluation --
     def evaluate(self, values: Mapping[str, Any]) -> bool:
-        """True when the constraint holds for `values`; a missing variable is a ScenarioError naming it."""
+        """True when the constraint holds for `values`; a missing variable or a comparison of a text
+        with a number is an ExpressionError naming it."""
         missing = sorted(n for n in self.names if n not in values)
         if missing:
             known = ", ".join(sorted(values))
-            raise ScenarioError(Issue(self.key, f"constraint {self.text!r} uses unknown variable(s) "
-                                                f"{', '.join(missing)}; known: {known}"))
+            raise ExpressionError(self.key, f"constraint {self.text!r} uses unknown variable(s) "
+                                           f"{', '.join(missing)}; known: {known}")
         return bool(self._eval(self._tree, values))
 
     def _eval(self, node, values: Mapping[str, Any]) -> Any:
@@ -265,13 +275,13 @@ class Expression:
         try:
             return _COMPARE[node[1]](left, right)
         except TypeError:
-            raise ScenarioError(Issue(self.key, f"constraint {self.text!r}: cannot compare {left!r} "
-                                                f"{node[1]} {right!r}")) from None
+            raise ExpressionError(self.key, f"constraint {self.text!r}: cannot compare {left!r} "
+                                           f"{node[1]} {right!r}") from None
 
     def _num(self, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(Issue(self.key, f"constraint {self.text!r}: arithmetic on {value!r}, "
-                                                "which is not a number"))
+            raise ExpressionError(self.key, f"constraint {self.text!r}: arithmetic on {value!r}, "
+                                           "which is not a number")
         return value
 
     def __repr__(self) -> str:

@@ -31,7 +31,6 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from simdist.errors import ScenarioError
 
 DEFAULT_ETA = 3
 DEFAULT_RUNGS = ("bound", "estimate", "simulate")  # add simulate:N where a full run costs far more than N
@@ -58,35 +57,14 @@ class Rung:
         return (_KINDS.index(self.kind), self.iterations if self.iterations is not None else math.inf)
 
 
-def parse_rungs(texts: Sequence[str] | str, key: str = "--rungs") -> tuple[Rung, ...]:
-    """Rungs from their names (`bound,estimate,simulate:1,simulate`), checked: known names, strictly up the
-    ladder, an estimate rung (the Pareto front is drawn from estimates), a bound rung only first."""
-    if isinstance(texts, str):
-        texts = [t for t in texts.split(",")]
-    rungs = []
-    for text in texts:
-        t = str(text).strip()
-        kind, _, n = t.partition(":")
-        if kind not in _KINDS or (n and kind != "simulate"):
-            raise ScenarioError.bad_value(key, t, "a rung among bound, estimate, simulate:N (N measured "
-                                                  "iterations) and simulate")
-        iterations = None
-        if n:
-            try:
-                iterations = int(n)
-            except ValueError:
-                iterations = 0
-            if iterations < 1:
-                raise ScenarioError.bad_value(key, t, "simulate:N with N >= 1 measured iterations")
-        rungs.append(Rung(kind, iterations))
-    if not any(r.kind == "estimate" for r in rungs):
-        raise ScenarioError.bad_value(key, ",".join(texts), "rungs that include estimate (the Pareto front and "
-                                                            "the compute-bound skipping use the estimates)")
-    for a, b in zip(rungs, rungs[1:]):
-        if b.order <= a.order:
-            raise ScenarioError.bad_value(key, ",".join(texts), "rungs in increasing fidelity, each once: bound, "
-                                                                "estimate, simulate:N (N increasing), simulate")
-    return tuple(rungs)
+def rungs_from_names(names: Sequence[str]) -> tuple[Rung, ...]:
+    """Rungs from names io/sweep_load.py has checked (parse_rungs there refuses bad ones)."""
+    out = []
+    for name in names:
+        kind, _, n = str(name).strip().partition(":")
+        assert kind in _KINDS, f"unchecked rung {name!r}"
+        out.append(Rung(kind, int(n) if n else None))
+    return tuple(out)
 
 
 def rung_caps(rungs: Sequence[Rung], max_points: int, confirm: int, eta: int) -> list[int | None]:
@@ -107,11 +85,6 @@ def entering(n_before: int, eta: int, cap: int | None) -> int:
     """How many of `n_before` candidates the next rung takes: ceil(n / eta), at most `cap`."""
     n = -(-n_before // eta)
     return n if cap is None else min(n, cap)
-
-
-def check_eta(eta: int, key: str = "--eta") -> None:
-    if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
-        raise ScenarioError.bad_value(key, eta, "an integer >= 2 (each rung keeps the best 1/eta)")
 
 
 def tie_order(indices: Sequence[int], seed: int) -> dict[int, float]:

@@ -35,7 +35,7 @@ def estimate_rungs(spec: PlanSpec, rungs: Sequence[Rung], space: int, bound_of, 
         n = min(space, caps[est_at] or space)
         kept = sorted(random.Random(spec.seed).sample(range(space), n))
         parts.append(f"random sample of {n} of {space}")
-    note = estimate(points_at(spec.axes, kept))
+    note = estimate(points_at(spec.factors, kept))
     before = len(rows)
     local_search(spec, rows, run)
     log.append({"rung": "estimate", "entered": len(kept), "evaluated": len(rows), "local_search": len(rows) - before})
@@ -52,12 +52,13 @@ def bound_rung(spec: PlanSpec, n: int, bound_of, inputs_of, constraints: Sequenc
     constraints excluded (the excluded count covers the classes examined only)."""
     from simdist.planner.evaluate import _conjuncts
 
-    free = [i for i, a in enumerate(spec.axes) if is_compute_free(a.key)]
-    fixed = [i for i, a in enumerate(spec.axes) if i not in free]
-    sizes = [len(a.values) for a in spec.axes]
+    fs = spec.factors
+    free = [i for i, f in enumerate(fs) if all(is_compute_free(k) for k in f.keys)]
+    fixed = [i for i, f in enumerate(fs) if i not in free]
+    sizes = [len(f.steps) for f in fs]
     n_free = math.prod(sizes[i] for i in free)
     n_classes = math.prod(sizes[i] for i in fixed)
-    free_keys = {spec.axes[i].key for i in free}
+    free_keys = {k for i in free for k in fs[i].keys}
     pre_names = {a.key for a in spec.axes} | set(INPUT_NAMES)
     terms = [e for e in _conjuncts(tuple(constraints)) if e.names <= pre_names]
     class_terms = [e for e in terms if not e.names & free_keys]
@@ -66,7 +67,7 @@ def bound_rung(spec: PlanSpec, n: int, bound_of, inputs_of, constraints: Sequenc
     unbounded = excluded = 0
     known: dict[int, dict] = {}
     for c in range(n_classes):
-        point = points_at(spec.axes, [_compose(c, 0, fixed, free, sizes)])[0]
+        point = points_at(fs, [_compose(c, 0, fixed, free, sizes)])[0]
         b = bound_score(bound_of(point), spec)
         got = inputs_of(point)
         if got is not None:
@@ -89,7 +90,7 @@ def bound_rung(spec: PlanSpec, n: int, bound_of, inputs_of, constraints: Sequenc
         members = [(c, m) for c in order[i:j] for m in range(n_free)]
         if member_terms:
             admitted = [(c, m) for c, m in members if c not in known or all(
-                e.evaluate({**known[c], **points_at(spec.axes, [_compose(c, m, fixed, free, sizes)])[0].as_dict()})
+                e.evaluate({**known[c], **points_at(fs, [_compose(c, m, fixed, free, sizes)])[0].as_dict()})
                 for e in member_terms)]
             excluded += len(members) - len(admitted)
             members = admitted

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from simdist.planner.axes import Axis
+from simdist.planner.axes import Axis, Factor, factors
 from simdist.planner.halving import DEFAULT_ETA, DEFAULT_RUNGS
 from simdist.planner.rows import STATUS_OK
 
@@ -43,6 +43,12 @@ class PlanSpec:
     search: SearchMethod = SearchMethod.AUTO
     eta: int = DEFAULT_ETA  # successive halving keeps the best 1/eta at each rung
     rungs: tuple[str, ...] = DEFAULT_RUNGS  # successive halving's fidelity ladder
+    zipped: tuple[tuple[str, ...], ...] = ()  # groups of axes that advance together (a GPU and its interior)
+
+    @property
+    def factors(self) -> list[Factor]:
+        """The space's independent dimensions: each plain axis, and each zipped group as one."""
+        return factors(self.axes, self.zipped)
 
 
 def useful_rate(row: dict[str, Any], spec: PlanSpec) -> float | None:

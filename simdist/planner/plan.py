@@ -1,43 +1,48 @@
 """`simdist plan`: search the allowed space with `estimate`, confirm the best with `simulate`.
 
 The space is a set of axes (the same as a sweep's: GPU type and count, node interior, NIC, strategy,
-bucket size, compression, ...). How it is searched (`search`): `exhaustive` estimates every point;
-`halving` runs successive halving over the fidelity ladder bound -> estimate -> simulate:N -> simulate
-(halving.py for the ladder and its rules, halving_search.py for the steps); `sample` estimates a seeded random sample of `max_points` points, then a local search
-that changes one axis at a time around the best point until nothing improves; `auto` (the default) is
-exhaustive up to `max_points` and halving beyond. Points that do not fit, break a constraint or
-cannot run are dropped with their reasons counted; under `prune` (the default), compute classes
-whose compute-only throughput bound cannot reach the top-k or the front are not estimated at all
-(bound.py, prune.py). The best `confirm` points by the objective are simulated and re-ranked on
-the simulated figures. The Pareto front is throughput against price per
-hour over every feasible estimated point (useful throughput under the goodput objective).
-Every ranked row says the highest rung it reached (`rung`: estimate, simulate:N or simulate).
+bucket size, compression, ...), zipped groups of axes advancing together. How it is searched (`search`):
+`exhaustive` estimates every point; `halving` runs successive halving over the fidelity ladder bound ->
+estimate -> simulate:N -> simulate (halving.py for the ladder and its rules, halving_search.py for the
+steps); `sample` estimates a seeded random sample of `max_points` points, then a local search that
+changes one factor at a time around the best point until nothing improves; `auto` (the default) is
+exhaustive up to `max_points` and halving beyond. Under `prune` (the default), compute classes whose
+compute-only throughput bound cannot reach the top-k or the front are not estimated at all (bound.py,
+prune.py). The best `confirm` points by the objective are simulated and re-ranked on the simulated
+figures. The Pareto front is throughput against price per hour over every feasible estimated point
+(useful throughput under the goodput objective). Every candidate gets a status with its reason
+(candidates.py): ranked, pruned (by memory, compute bound, constraint, ...), infeasible, invalid.
+The options were checked where the plan was read (io/sweep_load.py); here they are only used.
 """
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from simdist.errors import Issue, ScenarioError
-from simdist.planner.axes import Axis, Point, expand, points_at, values_key
+from simdist.errors import ScenarioError
+from simdist.planner.axes import Factor, Point, expand, flat_index, points_at, space_size, values_key
 from simdist.planner.bound import ClassBound, compute_bound, no_bound_reason
-from simdist.planner.evaluate import PRUNED, Job, parse_constraints
+from simdist.planner.candidates import Examined, candidate_rows
+from simdist.planner.evaluate import PRUNED, Job
 from simdist.planner.executors import LocalRunner, context_order, default_jobs
-from simdist.planner.halving import Rung, check_eta, parse_rungs
+from simdist.planner.halving import Rung, rungs_from_names
 from simdist.planner.halving_search import estimate_rungs, simulation_rungs
 from simdist.planner.objective import (Objective, PlanSpec, SearchMethod, drop_reason, rate, score,  # noqa: F401
                                        time_to_train_s, useful_rate)
 from simdist.planner.pareto import pareto_front
 from simdist.planner.prune import bounded_run, class_of
-from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS, STATUS_OK, input_values
+from simdist.planner.rows import STATUS_OK, input_values
+from simdist.progress import Progress
+
+BAR_DELAY_S = 1.0  # a phase quicker than this leaves no progress bar behind
 
 
 @dataclass
 class Plan:
-    """The search's outcome: ranked candidates (confirmed first), the Pareto front, and counts."""
+    """The search's outcome: ranked candidates (confirmed first), the Pareto front, every candidate's
+    status (`candidates`, candidates.py), and counts."""
 
     objective: Objective
     ranked: list[dict[str, Any]]
@@ -50,76 +55,79 @@ class Plan:
     pruned: int = 0  # candidates never estimated: their compute bound could not reach the top-k or the front
     seconds: dict[str, float] = field(default_factory=dict)  # wall time of the search's phases (estimate, confirm)
     rungs: list[dict[str, Any]] = field(default_factory=list)  # per rung: name, candidates entering, evaluated
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate with its status
+    unlisted: int = 0  # candidates never examined and not listed (a space too large to list whole)
 
 
-def check_plan(spec: PlanSpec) -> None:
-    """Refuse what cannot be ranked, naming the option."""
-    if spec.objective == Objective.TIME_TO_TRAIN and not (spec.samples or spec.tokens):
-        raise ScenarioError(Issue("--objective", "time_to_train needs a budget: --samples N or --tokens N"))
-    if spec.samples and spec.tokens:
-        raise ScenarioError(Issue("--tokens", "give --samples or --tokens, not both"))
-    for name in ("top", "confirm", "max_points"):
-        if getattr(spec, name) < (1 if name != "confirm" else 0):
-            raise ScenarioError.bad_value(f"--{name.replace('_', '-')}", getattr(spec, name), "a positive count")
-    check_eta(spec.eta)
-    parse_rungs(spec.rungs)
+class Meter:
+    """The plan's progress on a terminal, one bar per phase (simdist.progress: silent in a pipe, under
+    --json's quiet(), and for a phase shorter than BAR_DELAY_S)."""
+
+    def __init__(self) -> None:
+        self.bar: Progress | None = None
+
+    def phase(self, total: int, label: str) -> None:
+        self.close()
+        if total > 0:
+            self.bar = Progress(total, label=label, delay_s=BAR_DELAY_S)
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None and n:
+            self.bar.advance(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
-def check_goodput(spec: PlanSpec, base: dict, loader, overrides: Sequence[str], base_dir: str, name: str) -> None:
-    """`--objective goodput` needs failures to count useful time under: refused when the scenario has none."""
-    if spec.objective != Objective.GOODPUT:
-        return
-    if any(a.key == "failures" or a.key.startswith("failures.") for a in spec.axes):
-        return
-    try:
-        has = loader(base, tuple(overrides), {}, base_dir, name).failures is not None
-    except ScenarioError:  # the base alone may not load (an axis fills it in): judge by its data
-        has = isinstance(base, dict) and base.get("failures") is not None
-    if not has:
-        raise ScenarioError(Issue("--objective", "goodput needs a failures section in the scenario (with "
-                                                 "run.duration); this one has none"))
-
-
-def _evaluate(runner: LocalRunner, points: Sequence[Point]) -> list[tuple[str, dict | None]]:
+def _evaluate(runner: LocalRunner, points: Sequence[Point], meter: Meter | None = None
+              ) -> list[tuple[str, dict | None]]:
     """Outcomes in the order of `points`, run grouped by cluster (the runner returns chunks as they finish)."""
     by_index: dict[int, tuple[str, dict | None]] = {}
     for batch in runner.run(context_order(points)):
         by_index.update((i, (kind, row)) for i, kind, row in batch)
+        if meter is not None:
+            meter.advance(len(batch))
     return [by_index[p.index] for p in points]
 
 
-def _neighbours(point: Point, axes: Sequence[Axis]) -> list[dict[str, Any]]:
-    """The points one step away on one axis (the previous or next value)."""
+def _neighbours(point: Point, fs: Sequence[Factor]) -> list[dict[str, Any]]:
+    """The points one step away on one factor (its previous or next step: a zipped group moves together)."""
     values = point.as_dict()
     out = []
-    for a in axes:
-        i = a.values.index(values[a.key])
+    for f in fs:
+        i = f.index_of(values)
         for j in (i - 1, i + 1):
-            if 0 <= j < len(a.values):
-                out.append({**values, a.key: a.values[j]})
+            if 0 <= j < len(f.steps):
+                out.append({**values, **dict(f.items(j))})
     return out
 
 
 def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str = "scenario",
            overrides: Sequence[str] = (), jobs: int = 0) -> Plan:
-    """Estimate the space, keep what fits and meets the constraints, confirm the best by simulation."""
-    check_plan(spec)
-    check_goodput(spec, base, loader, overrides, base_dir, name)
-    known = [a.key for a in spec.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS) + ["time_to_train_s"]
-    parse_constraints(spec.constraints, known)
+    """Estimate the space, keep what fits and meets the constraints, confirm the best by simulation.
+
+    Draws a progress bar per phase on a terminal (none under simdist.progress.quiet())."""
     jobs = jobs or default_jobs()
     job = Job(base=base, loader=loader, base_dir=base_dir, name=name, overrides=tuple(overrides),
               fidelity="estimate", constraints=tuple(c for c in spec.constraints if "time_to_train_s" not in c))
-    space = math.prod(len(a.values) for a in spec.axes)
+    fs = spec.factors
+    space = space_size(fs)
     rows: dict[tuple, dict] = {}
+    seen = Examined()  # what happened to each candidate that never became a row (candidates.py)
     rejected: dict[str, int] = {}
+    meter = Meter()
 
-    def run(points: list[Point]) -> None:
-        for point, (kind, row) in zip(points, _evaluate(runner, points)):
+    def run(points: list[Point], label: str = "") -> None:
+        if label:
+            meter.phase(len(points), label)
+        for point, (kind, row) in zip(points, _evaluate(runner, points, meter)):
             key = values_key(point.values)
             if kind == PRUNED:
                 rejected["constraints"] = rejected.get("constraints", 0) + 1
                 rows[key] = {}
+                seen.excluded[key] = (point, row or {})
             elif row is not None:
                 row["time_to_train_s"] = time_to_train_s(row, spec) if row["status"] == STATUS_OK else None
                 row["rung"] = "estimate"
@@ -150,69 +158,86 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
     def estimate(points: list[Point]) -> str:
         """Estimate `points` (skipping, under spec.prune, classes that cannot matter); a note on the skips."""
         nonlocal pruned
+        meter.phase(len(points), "candidates estimated")
         if not spec.prune:
             run(points)
             return ""
-        skipped, note = bounded_run(spec, points, run, rows, bound_of, jobs, reasons)
-        pruned += skipped
+        skipped, note = bounded_run(spec, points, run, rows, bound_of, jobs, reasons, on_skip=meter.advance)
+        pruned += len(skipped)
+        seen.bound_skipped += skipped
         return note
 
     method = SearchMethod(spec.search)
     if method == SearchMethod.AUTO:
         method = SearchMethod.EXHAUSTIVE if space <= spec.max_points else SearchMethod.HALVING
-    rungs = parse_rungs(spec.rungs) if method == SearchMethod.HALVING else ()
+    rungs = rungs_from_names(spec.rungs) if method == SearchMethod.HALVING else ()
     rung_log: list[dict[str, Any]] = []
     started = time.perf_counter()
-    with LocalRunner(job, frozenset(), jobs) as runner:  # one set of workers, warm, for every round
-        if method == SearchMethod.EXHAUSTIVE:
-            text = "exhaustive" + estimate(expand(spec.axes))
-            rung_log.append({"rung": "estimate", "entered": space, "evaluated": len(rows)})
-        elif method == SearchMethod.SAMPLE:
-            n = min(space, spec.max_points)
-            sample = sorted(random.Random(spec.seed).sample(range(space), n))
-            note = estimate(points_at(spec.axes, sample))
-            text = f"random sample of {n} of {space}{note and ' (' + note[2:] + ')'}, then local search"
-            _local_search(spec, rows, run)
-            rung_log.append({"rung": "estimate", "entered": n, "evaluated": len(rows)})
-        else:
-            text = estimate_rungs(spec, rungs, space, bound_of, inputs_of, job.constraints, estimate, rows, run,
-                                    rung_log, _local_search)
-    feasible = [r for r in rows.values() if _feasible(r, spec, rejected)]
-    feasible.sort(key=lambda r: (score(r, spec), r["point"]))
-    estimated = time.perf_counter()
-    if method == SearchMethod.HALVING:
-        ranked, sim_text = simulation_rungs(feasible, rungs, job, spec, jobs, rung_log, _confirm)
-        text += sim_text
-    else:
-        confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs)
-        if confirmed:
-            rung_log.append({"rung": "simulate", "entered": len(confirmed), "evaluated": len(confirmed)})
-        ranked = confirmed + feasible[len(confirmed):spec.top] if spec.top > len(confirmed) else confirmed[:spec.top]
+    try:
+        with LocalRunner(job, frozenset(), jobs) as runner:  # one set of workers, warm, for every round
+            if method == SearchMethod.EXHAUSTIVE:
+                text = "exhaustive" + estimate(expand(spec.axes, spec.zipped))
+                rung_log.append({"rung": "estimate", "entered": space, "evaluated": len(rows)})
+                seen.unexamined = ""
+            elif method == SearchMethod.SAMPLE:
+                n = min(space, spec.max_points)
+                sample = sorted(random.Random(spec.seed).sample(range(space), n))
+                note = estimate(points_at(fs, sample))
+                text = f"random sample of {n} of {space}{note and ' (' + note[2:] + ')'}, then local search"
+                _local_search(spec, rows, run)
+                rung_log.append({"rung": "estimate", "entered": n, "evaluated": len(rows)})
+                seen.unexamined = f"outside the seeded sample of {n} (search sample) and its local search"
+            else:
+                text = estimate_rungs(spec, rungs, space, bound_of, inputs_of, job.constraints, estimate, rows, run,
+                                      rung_log, _local_search)
+                seen.unexamined = ("below the bound rung's cut (successive halving)" if rungs[0].kind == "bound"
+                                   else f"outside the seeded sample of {rung_log[-1]['entered']} (successive "
+                                        "halving without a bound rung)")
+            meter.close()
+            feasible = [r for r in rows.values() if _feasible(r, spec, rejected)]
+            feasible.sort(key=lambda r: (score(r, spec), r["point"]))
+            estimated = time.perf_counter()
+            if method == SearchMethod.HALVING:
+                ranked, sim_text = simulation_rungs(feasible, rungs, job, spec, jobs, rung_log,
+                                                    lambda *a: _confirm(*a, meter=meter))
+                text += sim_text
+            else:
+                confirmed = _confirm(feasible[:spec.confirm], job, spec, jobs, meter=meter)
+                if confirmed:
+                    rung_log.append({"rung": "simulate", "entered": len(confirmed), "evaluated": len(confirmed)})
+                ranked = (confirmed + feasible[len(confirmed):spec.top] if spec.top > len(confirmed)
+                          else confirmed[:spec.top])
+    finally:
+        meter.close()
+    whole = _whole_ranking(ranked, feasible)
     ranked = ranked[:spec.top]
     seconds = {"estimate": estimated - started, "confirm": time.perf_counter() - estimated}
     front = pareto_front(feasible, [lambda r: -(useful_rate(r, spec) or 0.0), lambda r: r["cost_per_hour_usd"] or 0.0])
+    listed, unlisted = candidate_rows(spec, fs, rows, seen, whole, front, lambda p: bounds.get(class_of(p)))
     return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, text, pruned, seconds,
-                rung_log)
+                rung_log, listed, unlisted)
+
+
+def _whole_ranking(ranked: list[dict], feasible: list[dict]) -> list[dict]:
+    """Every feasible candidate in rank order: the ranked list (simulated first), then the other feasible
+    candidates by their estimated score."""
+    placed = {r["point"] for r in ranked}
+    return list(ranked) + [r for r in feasible if r["point"] not in placed]
 
 
 def _local_search(spec: PlanSpec, rows: dict, run) -> None:
     """From the best point so far, estimate unvisited neighbours until no neighbour is better."""
+    fs = spec.factors
     while True:
         ok = [r for r in rows.values() if r and r.get("status") == STATUS_OK and r.get("memory_fits")]
         if not ok:
             return
         best = min(ok, key=lambda r: score(r, spec))
         point = Point(best["point"], tuple((a.key, best[a.key]) for a in spec.axes))
-        fresh = [n for n in _neighbours(point, spec.axes) if values_key(n) not in rows]
+        fresh = [n for n in _neighbours(point, fs) if values_key(n) not in rows]
         if not fresh:
             return
-        flat = []
-        for n in fresh:
-            f = 0
-            for a in spec.axes:
-                f = f * len(a.values) + a.values.index(n[a.key])
-            flat.append(f)
-        run(points_at(spec.axes, flat))
+        run(points_at(fs, [flat_index(fs, n) for n in fresh]), "candidates estimated by the local search")
         new_best = min((r for r in rows.values() if r and r.get("status") == STATUS_OK), key=lambda r: score(r, spec))
         if score(new_best, spec) >= score(best, spec):
             return
@@ -243,9 +268,14 @@ class ShortRun:
                                       duration_s=r.duration_s if s.failures is not None else None))
 
 
-def _confirm(rows: list[dict], job: Job, spec: PlanSpec, jobs: int, rung: Rung | None = None) -> list[dict]:
+ESTIMATE_FIGURES = ("iteration_time_s", "samples_per_s", "tokens_per_s")  # kept as estimate_* beside a simulation's
+
+
+def _confirm(rows: list[dict], job: Job, spec: PlanSpec, jobs: int, rung: Rung | None = None,
+             meter: Meter | None = None) -> list[dict]:
     """Simulate the best estimated rows and re-rank them on the simulated figures (`rung`: a short run;
-    None or `simulate`: the scenario's own run, which marks the rows confirmed)."""
+    None or `simulate`: the scenario's own run, which marks the rows confirmed). A simulated row keeps
+    the estimate's figures as estimate_iteration_time_s, estimate_samples_per_s, estimate_tokens_per_s."""
     if not rows:
         return []
     rung = rung or Rung("simulate")
@@ -254,15 +284,20 @@ def _confirm(rows: list[dict], job: Job, spec: PlanSpec, jobs: int, rung: Rung |
     if rung.iterations is not None:
         sim_job = replace(sim_job, loader=ShortRun(job.loader, rung.iterations))
     out = []
+    if meter is not None:
+        meter.phase(len(points), f"candidates simulated ({rung.name})")
     with LocalRunner(sim_job, frozenset(), min(jobs, len(points))) as runner:
-        outcomes = _evaluate(runner, points)
+        outcomes = _evaluate(runner, points, meter)
+    if meter is not None:
+        meter.close()
     full = rung.iterations is None
     for est, (kind, row) in zip(rows, outcomes):
         if row is None or row["status"] != STATUS_OK:
             out.append({**est, "confirmed": False, "confirm_error": (row or {}).get("reason", kind)})
             continue
         row["time_to_train_s"] = time_to_train_s(row, spec)
-        row["estimate_iteration_time_s"] = est.get("estimate_iteration_time_s", est["iteration_time_s"])
+        for figure in ESTIMATE_FIGURES:
+            row[f"estimate_{figure}"] = est.get(f"estimate_{figure}", est.get(figure))
         row["confirmed"] = full
         row["rung"] = rung.name
         out.append(row)

@@ -15,9 +15,10 @@ from simdist.planner.rows import STATUS_OK
 
 
 def bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of, jobs: int,
-                 reasons: dict[str, str] | None = None) -> tuple[int, str]:
+                reasons: dict[str, str] | None = None, on_skip=None) -> tuple[list[Point], str]:
     """Estimate `points` compute class by compute class (bound.py), best bound first, skipping each class
-    whose bound is beaten by what is estimated already; returns (candidates skipped, a note for the plan).
+    whose bound is beaten by what is estimated already; returns (the candidates skipped, a note for the
+    plan). `on_skip(n)` hears of each skipped class's n candidates (the progress bar).
 
     A class is skipped only when its best possible score is strictly worse than the k-th best feasible
     score so far (k = max(top, confirm): ranked and confirmed rows are exactly those of estimating all)
@@ -31,7 +32,7 @@ def bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of, 
         classes.setdefault(class_of(p), []).append(p)
     if len(classes) * 4 > len(points):
         run(points)  # too few candidates per class for the bounds to pay for themselves
-        return 0, ""
+        return [], ""
     bounds = {ck: bound_score(bound_of(pts[0]), spec) for ck, pts in classes.items()}
     why: dict[str, int] = {}
     for ck in classes:
@@ -56,6 +57,8 @@ def bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of, 
             b = bounds[ck]
             if b is not None and b[0] > kth and _dominated(b, feasible, spec):
                 skipped += classes[ck]
+                if on_skip is not None:
+                    on_skip(len(classes[ck]))
             else:
                 batch += classes[ck]
         if not batch:
@@ -67,11 +70,11 @@ def bounded_run(spec: PlanSpec, points: list[Point], run, rows: dict, bound_of, 
             rest = skipped + [p for ck in order[i:] for p in classes[ck]]
             if rest:
                 run(rest)
-            return 0, (f"; compute bound exceeded by point {broken[0].index}, so all {len(points)} "
+            return [], (f"; compute bound exceeded by point {broken[0].index}, so all {len(points)} "
                        "candidates were estimated")
     note = (f"; {len(points) - len(skipped)} estimated, {len(skipped)} skipped by a compute bound "
             f"({len(classes)} compute classes)") if skipped else ""
-    return len(skipped), note + unbounded
+    return skipped, note + unbounded
 
 
 def class_of(point: Point) -> str:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from simdist.planner.axes import Axis, Point, expand
-from simdist.planner.evaluate import INPUT_DONE, PRUNED, SKIPPED, Job, parse_constraints
+from simdist.planner.evaluate import INPUT_DONE, PRUNED, SKIPPED, Job
 from simdist.planner.executors import context_order, default_jobs, run_local
-from simdist.planner.rows import HEAD_COLUMNS, INPUT_NAMES, RESULT_COLUMNS, canonical
+from simdist.planner.rows import HEAD_COLUMNS, RESULT_COLUMNS, canonical
 from simdist.planner.resume import ResumeIndex, fingerprint, index_path
 from simdist.planner.store import SweepStore, write_parquet
 
@@ -65,9 +65,7 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
     `progress(total, done_now)` is called with the number of points to run, then once per finished chunk
     with the number of points in it.
     """
-    points = expand(spec.axes, spec.zipped)
-    known = [a.key for a in spec.axes] + list(INPUT_NAMES) + list(RESULT_COLUMNS)
-    parse_constraints(spec.constraints, known)
+    points = expand(spec.axes, spec.zipped)  # axes, zipped groups and constraints: checked by io.sweep_load
     prefix = fingerprint(base, overrides, fidelity, loader, base_dir, [v for a in spec.axes for v in a.values])
     job = Job(base=base, loader=loader, base_dir=base_dir, name=name, overrides=tuple(overrides),
               fidelity=fidelity, constraints=tuple(spec.constraints), input_prefix=prefix or "")

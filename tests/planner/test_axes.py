@@ -5,7 +5,8 @@ import pytest
 import yaml
 
 from simdist.errors import ScenarioError
-from simdist.planner.axes import expand, make_axis, parse_axis
+from simdist.io.sweep_axes import check_space, make_axis, parse_axis
+from simdist.planner.axes import expand
 
 
 def _parse(text):
@@ -45,11 +46,14 @@ def test_product_order_and_zip():
     assert [p.index for p in zipped] == list(range(6))
 
 
-def test_zip_errors():
+def test_zip_errors_are_refused_in_io():
     axes = [make_axis("a", [1, 2]), make_axis("b", [1, 2, 3])]
     with pytest.raises(ScenarioError, match="different lengths"):
-        expand(axes, [("a", "b")])
+        check_space(axes, [("a", "b")])
     with pytest.raises(ScenarioError, match="not an axis"):
-        expand(axes, [("a", "q")])
+        check_space(axes, [("a", "q")])
     with pytest.raises(ScenarioError, match="given twice"):
-        expand([make_axis("a", [1]), make_axis("a", [2])])
+        check_space([make_axis("a", [1]), make_axis("a", [2])])
+    with pytest.raises(ScenarioError, match="10000000"):
+        check_space([make_axis(k, list(range(400))) for k in ("a", "b", "c")])
+    check_space(axes)  # a plain product is fine

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from simdist.errors import ScenarioError
-from simdist.planner.expr import Expression
+from simdist.io.plan_rules import check_constraints
+from simdist.planner.expr import Expression, ExpressionError
 
 VALUES = {"gpus": 512, "cost_per_hour": 1500.0, "communication.strategy": "ring", "tokens_per_s": None,
           "cluster.nodes.0.count": 64}
@@ -42,18 +43,20 @@ def test_expressions_evaluate(text, expected):
 ])
 def test_bad_expressions_are_one_line_errors(text, words):
     with pytest.raises(ScenarioError) as err:
-        Expression(text, "--constraint")
+        check_constraints([text], ["gpus"])
     message = str(err.value)
     assert words in message and "\n" not in message and message.startswith("--constraint")
 
 
 def test_unknown_variables_are_named():
-    with pytest.raises(ScenarioError, match="unknown variable.*gpu_count"):
+    with pytest.raises(ExpressionError, match="unknown variable.*gpu_count"):
         Expression("gpu_count < 4").evaluate(VALUES)
+    with pytest.raises(ScenarioError, match="unknown: gpu_count"):
+        check_constraints(["gpu_count < 4"], list(VALUES))
 
 
 def test_arithmetic_on_text_is_refused():
-    with pytest.raises(ScenarioError, match="not a number"):
+    with pytest.raises(ExpressionError, match="not a number"):
         Expression("communication.strategy * 2 > 1").evaluate(VALUES)
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from simdist.errors import ScenarioError
-from simdist.io.sweep_load import load_point, plan_spec, sweep_spec
+from simdist.io.sweep_load import check_goodput, load_point, plan_spec, sweep_spec
 from simdist.planner.plan import Objective, search
 from simdist.planner.sweep import run_sweep
 
@@ -70,8 +70,7 @@ def test_time_to_train_and_deadline(base):
 ])
 def test_plan_options_are_checked(base, options, words):
     with pytest.raises(ScenarioError, match=words):
-        spec = plan_spec({}, AXES, options)
-        search(spec, base, load_point, jobs=1)
+        check_goodput(plan_spec({}, AXES, options), base)
 
 
 def test_plan_cli_json(base, tmp_path):

@@ -14,7 +14,8 @@ import yaml
 
 from simdist.errors import ScenarioError
 from simdist.io.sweep_load import load_point, plan_spec, sweep_spec
-from simdist.planner.halving import DEFAULT_RUNGS, entering, parse_rungs, rung_caps
+from simdist.io.plan_rules import parse_rungs
+from simdist.planner.halving import DEFAULT_RUNGS, entering, rung_caps
 from simdist.planner.plan import search
 from simdist.planner.sweep import run_sweep
 
