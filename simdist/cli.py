@@ -351,6 +351,8 @@ def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @_common
 @click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2,...", help="A key the plan may choose. Repeatable.")
+@click.option("--zip", "zipped", multiple=True, metavar="KEY1,KEY2",
+              help="Axes that advance together (equal lengths), e.g. a GPU and its node interior. Repeatable.")
 @click.option("--objective", type=click.Choice(["throughput", "cost", "time_to_train", "goodput"]), default=None,
               help="What to optimise (default throughput, or the plan block's).")
 @click.option("--constraint", "constraints", multiple=True, metavar="EXPR", help="e.g. 'gpus <= 1024'.")
@@ -377,28 +379,37 @@ def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
               help="Skip compute classes whose exact compute bound cannot reach the top candidates or the Pareto "
                    "front (default on; --no-prune estimates every candidate the search picks).")
 @click.option("--jobs", type=int, default=0, help="Worker processes (default: the number of cores).")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (every candidate with its status).")
+@click.option("--out", default=None, type=click.Path(dir_okay=False),
+              help="Write every candidate with its status, reason and figures (CSV, or Parquet with --format).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True)
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="PNG or SVG: the Pareto front of throughput against price, the chosen plan marked.")
 @_handle_errors
-def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, max_gpus, deadline, samples, tokens,
-         top, confirm, max_points, search_method, eta, rungs, seed, prune, jobs, as_json, plot) -> None:
+def plan(file, overrides, debug, axes, zipped, objective, constraints, budget_per_hour, max_gpus, deadline, samples,
+         tokens, top, confirm, max_points, search_method, eta, rungs, seed, prune, jobs, as_json, out, fmt,
+         plot) -> None:
     """Search the allowed configurations for the best plan: estimate all, simulate the best, Pareto front."""
     if plot:
         from simdist.plots import check_plot_path
 
         check_plot_path(plot)
-    from simdist.io.sweep_load import load_point, plan_spec, read_sweep_file
+    from simdist.io.sweep_load import check_goodput, load_point, plan_spec, read_sweep_file
     from simdist.planner.plan import search
-    from simdist.planner.plan_report import format_plan, plan_json
+    from simdist.planner.plan_report import format_plan, plan_json, write_candidates
+    from simdist.progress import quiet
 
     base, block, base_dir, name = read_sweep_file(file, "plan")
     spec = plan_spec(block, axes, {"objective": objective, "constraints": constraints,
                                    "budget_per_hour": budget_per_hour, "max_gpus": max_gpus, "deadline": deadline,
                                    "samples": samples, "tokens": tokens, "top": top, "confirm": confirm,
                                    "max_points": max_points, "search": search_method, "eta": eta, "rungs": rungs,
-                                   "seed": seed, "prune": prune})
-    result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
+                                   "seed": seed, "prune": prune}, zipped)
+    check_goodput(spec, base, overrides, str(base_dir), name)
+    with quiet(as_json):  # --json: no progress bar, even on a terminal
+        result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
+    if out:
+        write_candidates(result, spec, out, fmt)
     if plot:
         from simdist.planner.plan import Objective, useful_rate
         from simdist.plots import plot_pareto
@@ -408,7 +419,9 @@ def plan(file, overrides, debug, axes, objective, constraints, budget_per_hour, 
         plot_pareto(result.ranked + result.front, result.front, result.ranked[0] if result.ranked else None, plot,
                     unit=unit, rate=lambda r: useful_rate(r, spec),
                     title=f"{name}: throughput against price (objective {spec.objective.value})")
-    click.echo(json.dumps(plan_json(result), indent=2, default=str) if as_json else format_plan(result, spec))
+    click.echo(json.dumps(plan_json(result, spec), indent=2, default=str) if as_json else format_plan(result, spec))
+    if out and not as_json:
+        click.echo(f"\nwrote {out} ({len(result.candidates)} candidates with their status)")
 
 
 @main.command()
