@@ -77,10 +77,19 @@ def draw_breakdown(ax, result) -> None:
              ("communication\n(total)", b.communication, "tab:red"),
              ("exposed\ncommunication", b.exposed_communication, "darkred"),
              ("compression", b.compression, "tab:purple")]
+    extra = b.to_dict()  # a model-parallel run's own terms
+    parts += [(label, extra[key], color) for key, label, color in (
+        ("pipeline_bubble", "pipeline\nbubble", "tab:gray"), ("tp_communication", "tensor-parallel\ncommunication",
+                                                                "tab:orange")) if key in extra]
     bars = ax.bar([p[0] for p in parts], [p[1] * 1e3 for p in parts], color=[p[2] for p in parts])
-    ax.bar_label(bars, fmt="%.3g", fontsize=8)
-    ax.axhline(result.iteration_time_s * 1e3, color="black", linestyle="--",
-               label=f"iteration {result.iteration_time_s * 1e3:.4g} ms")
+    iteration_ms = result.iteration_time_s * 1e3
+    # a bar reaching the iteration's dashed line carries its label inside, where the line cannot cross it
+    tall = [p[1] * 1e3 > 0.8 * iteration_ms for p in parts]
+    text = [f"{p[1] * 1e3:.3g} ms" for p in parts]
+    ax.bar_label(bars, labels=[t if not up else "" for t, up in zip(text, tall)], fontsize=8)
+    ax.bar_label(bars, labels=[t if up else "" for t, up in zip(text, tall)], fontsize=8, label_type="center",
+                 color="white")
+    ax.axhline(iteration_ms, color="black", linestyle="--", label=f"iteration {iteration_ms:.4g} ms")
     ax.set_ylabel("time per iteration (ms)")
     ax.set_ylim(0, 1.2 * max(result.iteration_time_s, *(p[1] for p in parts)) * 1e3)
     ax.set_title(f"{result.scenario}: {result.gpus} GPUs, {result.fidelity}\n"

@@ -36,6 +36,20 @@ def test_node_group_chart(tmp_path):
     assert labels == [f"batch {b}/GPU" for b in batches] and batches[0] > batches[1]
 
 
+def test_node_group_bars_stack_to_the_slowest_step():
+    """Compute + idle of the fast group equals the slow group's step (both unslowed by collectives, as the
+    breakdown counts compute), under simulation where interference slows the compute stream."""
+    result = simdist.simulate(simdist.load(MIXED, {"training.batch_split": "equal"}))
+    fast, slow = sorted(result.node_groups, key=lambda g: g["step_s"])
+    assert fast["step_s"] + fast["idle_s"] == pytest.approx(slow["step_s"], rel=1e-9) and slow["idle_s"] == 0
+    fig = figures.node_group_chart({"equal": result})
+    heights = {}
+    for bar in fig.axes[0].patches:  # compute and idle bars stacked per group
+        heights[bar.get_x()] = heights.get(bar.get_x(), 0.0) + bar.get_height()
+    assert max(heights.values()) == pytest.approx(slow["step_s"] * 1e3, rel=1e-9)
+    assert min(heights.values()) == pytest.approx(slow["step_s"] * 1e3, rel=1e-9)
+
+
 def test_lines_marks_and_log_ticks():
     xs = [10, 20, 40, 80]
     fig = figures.lines({"a": (xs, [0.8, 0.9, 0.95, 0.9])}, xlabel="interval (min)", ylabel="goodput",

@@ -137,10 +137,16 @@ def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
 def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[dict]:
     """Per node group: its GPUs, micro-batch, step time (its own compute per iteration) and `idle_s`, the time
     per iteration its compute stream waits beyond what the least-waiting class waits (for the slowest);
-    `precision` and `precision_ran` only where the GPU computes workload.precision in another one (GpuSpec.runs_as)."""
+    `precision` and `precision_ran` only where the GPU computes workload.precision in another one (GpuSpec.runs_as).
+    Both count compute unslowed, as breakdown_s does (the slowdown while collectives run is exposed
+    communication), so a group's step + idle equals the slowest group's step."""
+    step_of: dict[int, float] = {}  # each class's (or, async, each worker's) unslowed compute per iteration
+    for c in plan.classes:
+        for key in (c.rank_class.ranks if out.async_classes else (c.rank_class.index,)):
+            step_of[key] = plan.micro_steps * c.step_s + c.optimizer_s
     idle_of: dict[int, float] = {}
     for c, period in out.class_period_s.items():
-        idle_of[c] = period - out.class_compute_s.get(c, 0.0)
+        idle_of[c] = period - step_of.get(c, out.class_compute_s.get(c, 0.0))
     floor = min(idle_of.values(), default=0.0)
     precision = str(scenario.workload.precision)
     rows = []
