@@ -252,7 +252,7 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
         ("scaling efficiency", f"{result.scaling_efficiency:.1%} (throughput over the GPUs' single-GPU sum)"),
     ]
     groups = result.extra.get("node_groups") or []
-    memory: dict = {}  # per node group of a mixed cluster: comes with engine.training.memory_by_group
+    memory = _group_memory(scenario) if scenario is not None and len(groups) > 1 else {}
     if result.memory:
         m = result.memory
         pairs.append(("memory per GPU", f"{format_memory(m.per_gpu_bytes)} of {format_memory(m.capacity_bytes)}"
@@ -282,3 +282,9 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
                         f"{g['precision']} as {g['precision_ran']}")
     return out
 
+
+def _group_memory(scenario: Scenario) -> dict[int, tuple[float, float]]:
+    """{node group: (bytes per GPU, capacity)} of a mixed cluster (engine.training.memory_by_group)."""
+    from simdist.engine.training import memory_by_group
+
+    return {g: (est.total_bytes, est.capacity_bytes) for g, est in memory_by_group(scenario).items()}

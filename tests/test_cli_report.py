@@ -80,6 +80,22 @@ def test_mixed_cluster_mfu_names_the_mean_peak(tmp_path):
     assert "16 x a100-sxm4-80gb, 16 x v100-sxm2-32gb" in _line(text, "gpu models")
 
 
+def test_mixed_cluster_shows_each_groups_memory(tmp_path):
+    from simdist.engine.training import memory_by_group
+    from simdist.io.load import load_scenario
+    from simdist.units import format_memory
+
+    path = _scenario(tmp_path, A100 + V100, "{model: resnet50, batch_per_gpu: 32, precision: fp16}",
+                     "training: {batch_split: proportional}\n")
+    text = _run("estimate", path)
+    groups = memory_by_group(load_scenario(path))
+    a100, v100 = groups[0], groups[1]
+    assert a100.total_bytes > v100.total_bytes  # the faster group computes the larger share of the batch
+    assert f"{format_memory(a100.total_bytes)} of 80 GiB" in _line(text, "0: a100-sxm4-80gb")
+    assert f"{format_memory(v100.total_bytes)} of 32 GiB" in _line(text, "1: v100-sxm2-32gb")
+    assert "on the tightest node group" in _line(text, "memory per GPU")
+
+
 def test_identical_links_are_one_row():
     from simdist.report import link_rows
     from simdist.results.records import LinkUtilization

@@ -37,23 +37,8 @@ from simdist.topology.summary import link_assumptions
 
 def check_memory(scenario: Scenario) -> MemoryUsage:
     """Per-GPU memory of the tightest node group at its own batch; raises InfeasibleError when one does not fit."""
-    model = scenario.workload.model
-    assert model is not None
-    dp = data_parallel_degree(scenario)
-    if scenario.training.parallelism.zero:
-        return _sharded_memory(scenario, dp)
-    grad_bytes = DTYPE_BYTES[scenario.workload.grad_dtype]
-    shapes = [s for _, s in model.gradients_backward_order()]
-    codec = make_codec(scenario.communication.compression)
-    # DDP keeps its gradient buckets as a flat copy of every gradient; codecs add error-feedback state
-    buffers = model.params * grad_bytes + codec.error_feedback_bytes(shapes, grad_bytes, dp)
     worst = None
-    pairs = sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp))))
-    for g, batch in pairs:
-        group = scenario.cluster.node_groups[g]
-        est = estimate_memory(model, group.gpu, batch, scenario.workload.precision.value,
-                              scenario.training.optimizer.value, grad_dtype=scenario.workload.grad_dtype.value,
-                              dp=dp, extra_buffer_bytes=buffers)
+    for _, est in _estimates(scenario):
         check_fits(est)
         if worst is None or est.total_bytes / est.capacity_bytes > worst.total_bytes / worst.capacity_bytes:
             worst = est
@@ -62,19 +47,35 @@ def check_memory(scenario: Scenario) -> MemoryUsage:
                        parts_bytes=dict(worst.parts_bytes))
 
 
-def _sharded_memory(scenario: Scenario, dp: int) -> MemoryUsage:
-    """ZeRO / FSDP: the stage's sharded model states per GPU (strategies.sharded_dp.sharded_memory)."""
-    w, t = scenario.workload, scenario.training
-    worst = None
-    for g, batch in sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp)))):
-        est = check_fits(sharded_memory(w.model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
-                                        t.optimizer.value, w.grad_dtype.value, t.parallelism.zero, dp, t.recompute,
-                                        scenario.communication.bucket_size_bytes, t.recompute_every))
-        if worst is None or est.total_bytes / est.capacity_bytes > worst.total_bytes / worst.capacity_bytes:
-            worst = est
-    assert worst is not None
-    return MemoryUsage(per_gpu_bytes=worst.total_bytes, fits=worst.fits, capacity_bytes=worst.capacity_bytes,
-                       parts_bytes=dict(worst.parts_bytes))
+def memory_by_group(scenario: Scenario) -> dict:
+    """{node group: MemoryEstimate at the group's largest batch}, refusing none (the text report shows each
+    group of a mixed cluster; check_memory refuses)."""
+    out: dict = {}
+    for g, est in _estimates(scenario):
+        if g not in out or est.total_bytes > out[g].total_bytes:
+            out[g] = est
+    return out
+
+
+def _estimates(scenario: Scenario) -> list:
+    """(node group, MemoryEstimate) for every (group, batch) the ranks run, in that order: DDP's model states
+    and bucket copy (codecs add error-feedback state), or ZeRO / FSDP's sharded states (sharded_dp)."""
+    model, w, t = scenario.workload.model, scenario.workload, scenario.training
+    assert model is not None
+    dp = data_parallel_degree(scenario)
+    pairs = sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp))))
+    if t.parallelism.zero:
+        return [(g, sharded_memory(model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
+                                   t.optimizer.value, w.grad_dtype.value, t.parallelism.zero, dp, t.recompute,
+                                   scenario.communication.bucket_size_bytes, t.recompute_every)) for g, batch in pairs]
+    grad_bytes = DTYPE_BYTES[w.grad_dtype]
+    shapes = [s for _, s in model.gradients_backward_order()]
+    codec = make_codec(scenario.communication.compression)
+    # DDP keeps its gradient buckets as a flat copy of every gradient; codecs add error-feedback state
+    buffers = model.params * grad_bytes + codec.error_feedback_bytes(shapes, grad_bytes, dp)
+    return [(g, estimate_memory(model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
+                                t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=dp, extra_buffer_bytes=buffers))
+            for g, batch in pairs]
 
 
 def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
