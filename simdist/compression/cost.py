@@ -15,12 +15,19 @@ DEFAULT_FLOPS_EFFICIENCY = 0.7  # fp32 GEMM fraction of peak when the GpuSpec gi
 
 @dataclass(frozen=True)
 class Kernel:
-    """One GPU kernel (or `launches` identical back-to-back launches): bytes it moves and FLOPs it does."""
+    """One kernel or tensor op (or `launches` identical back-to-back ones): the bytes it moves and FLOPs it does
+    on a GPU, and what kind of work it is for a CPU (`op`: a streaming pass, or `count` random numbers,
+    permuted elements, elements searched by top-k, random-index gathers or scatters; simdist/compression/cpu.py).
+    `alloc_bytes`: what an out-of-place op allocates (free from a GPU's caching allocator, first-touch page
+    faults on a CPU)."""
 
     name: str
     bytes_moved: float
     flops: float = 0.0
     launches: int = 1
+    op: str = "stream"  # stream | rng | randperm | topk | gather | scatter
+    count: float = 0.0  # elements of the `op` (not used for stream)
+    alloc_bytes: float = 0.0  # bytes of a freshly allocated output (out-of-place tensor ops)
 
 
 @dataclass(frozen=True)
