@@ -16,14 +16,14 @@ from simdist.errors import ScenarioError
 from simdist.validation.compare import build_report, format_validation  # noqa: F401  (re-exported for the CLI)
 
 
-def _load(files: Sequence[str], rate_scale: float) -> list[tuple[str, object, object]]:
+def _load(files: Sequence[str], rate_scale: float, reps: int = 3) -> list[tuple[str, object, object]]:
     from simdist.io.load import load_scenario
     from simdist.validation.from_scenario import plan_for
 
     out = []
     for f in files:
         scenario = load_scenario(f)
-        out.append((str(Path(f).resolve()), scenario, plan_for(scenario, Path(f).stem, rate_scale)))
+        out.append((str(Path(f).resolve()), scenario, plan_for(scenario, Path(f).stem, rate_scale, reps=reps)))
     return out
 
 
@@ -143,8 +143,10 @@ def _predict_p2p(rec: dict, profile: object | None, rate_scale: float) -> dict:
 
 
 def validate(files: list[str], launcher: str, calibration: str | None, out: str | None,
-             rate_scale: float = 1.0, records: list[dict] | None = None, codec_probe: bool = False) -> dict:
+             rate_scale: float = 1.0, records: list[dict] | None = None, codec_probe: bool = False,
+             reps: int = 3) -> dict:
     """Measure `files` on `launcher` (emulab | local | torchrun), simulate them (with the profile), compare.
+    Each case is timed `reps` times after one warm-up; the figure compared is the median.
 
     Returns {"cases": [{name, metric, predicted, measured, error, ...}], "mape", "max_error",
     "ranking_ok", ...}. With `out`: out/measurements/<file>.json (raw), out/validation.json, and
@@ -157,7 +159,7 @@ def validate(files: list[str], launcher: str, calibration: str | None, out: str 
     if not files:
         raise ScenarioError.bad_value("FILE", files, "at least one scenario file")
     profile = load_profile(calibration) if calibration else None
-    plans = _load(files, rate_scale)
+    plans = _load(files, rate_scale, reps)
     if records is None:
         records = measure(plans, launcher, rate_scale, codec=codec_probe)
     predictions = {}
