@@ -412,12 +412,15 @@ def plan(file, overrides, debug, axes, zipped, objective, constraints, budget_pe
         write_candidates(result, spec, out, fmt)
     if plot:
         from simdist.planner.plan import Objective, useful_rate
+        from simdist.planner.plan_report import pareto_labels
         from simdist.plots import plot_pareto
 
         tokens_ = spec.tokens or any(r.get("tokens_per_s") for r in result.ranked + result.front)
         unit = ("useful " if spec.objective == Objective.GOODPUT else "") + ("tokens/s" if tokens_ else "samples/s")
-        plot_pareto(result.ranked + result.front, result.front, result.ranked[0] if result.ranked else None, plot,
-                    unit=unit, rate=lambda r: useful_rate(r, spec),
+        group, label = pareto_labels(spec)
+        ranked = [c for c in result.candidates if c["status"] == "ranked"]  # every feasible candidate
+        plot_pareto(ranked, result.front, result.ranked[0] if result.ranked else None, plot,
+                    unit=unit, rate=lambda r: useful_rate(r, spec), group=group, label=label,
                     title=f"{name}: throughput against price (objective {spec.objective.value})")
     click.echo(json.dumps(plan_json(result, spec), indent=2, default=str) if as_json else format_plan(result, spec))
     if out and not as_json:
