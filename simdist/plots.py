@@ -375,30 +375,40 @@ def plot_breakdown_bars(items, path: str, title: str | None = None, max_bars: in
 
 
 def plot_pareto(candidates, front, winner, path: str, unit: str = "samples/s", title: str | None = None,
-                rate=None) -> None:
+                rate=None, group=None, label=None) -> None:
     """Throughput against price per hour: the candidates, the Pareto front as a step line, the winner starred.
 
-    `rate(row)` gives a row's throughput (default tokens/s when it has them, else samples/s).
+    `rate(row)` gives a row's throughput (default tokens/s when it has them, else samples/s). `group(row)`
+    names a candidate's kind (its GPU and layout, say): each kind gets its own colour and marker and a legend
+    entry, so A100 and H100 points can be told apart. `label(row)` is written beside each front point.
     """
     check_plot_path(path)
     rate = rate or (lambda r: _rate(r)[0])
-    plt, fig, (ax,) = _figure(1, width=7.5, height=5.0)
-    pts = [(_num(r.get("cost_per_hour_usd")), rate(r)) for r in candidates]
-    pts = [p for p in pts if p[0] is not None and p[1]]
-    if pts:
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, color="tab:gray", alpha=0.6, label="candidates")
-    fr = sorted((_num(r.get("cost_per_hour_usd")), rate(r)) for r in front)
+    plt, fig, (ax,) = _figure(1, width=8.5 if group else 7.5, height=5.0)
+    kinds: dict[str, list[tuple[float, float]]] = {}
+    for r in candidates:
+        x, y = _num(r.get("cost_per_hour_usd")), rate(r)
+        if x is not None and y:
+            kinds.setdefault(group(r) if group else "candidates", []).append((x, y))
+    markers = "os^DvP<>Xh"
+    for i, (kind, pts) in enumerate(sorted(kinds.items())):
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=22, alpha=0.7, label=kind,
+                   color="tab:gray" if not group else f"C{i % 10}", marker=markers[i % len(markers)] if group else "o")
+    fr = sorted(((_num(r.get("cost_per_hour_usd")), rate(r), r) for r in front), key=lambda p: (p[0] or 0, p[1] or 0))
     fr = [p for p in fr if p[0] is not None and p[1]]
     if fr:
-        ax.plot([p[0] for p in fr], [p[1] for p in fr], "o-", drawstyle="steps-post", color="tab:blue",
+        ax.plot([p[0] for p in fr], [p[1] for p in fr], "-", drawstyle="steps-post", color="tab:blue",
                 label=f"Pareto front ({len(fr)} points)")
+        if label:
+            for x, y, r in fr:
+                ax.annotate(label(r), (x, y), xytext=(4, -10), textcoords="offset points", fontsize=7)
     if winner is not None and _num(winner.get("cost_per_hour_usd")) is not None and rate(winner):
         ax.scatter([_num(winner["cost_per_hour_usd"])], [rate(winner)], marker="*", s=260, color="tab:red",
                    zorder=3, label="chosen plan")
     ax.set(xlabel="cluster price (USD per hour)", ylabel=f"throughput ({unit})",
            title=title or "throughput against price: the Pareto front")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="best")
     _save(plt, fig, path)
 
 

@@ -97,6 +97,35 @@ def test_pareto_front_marks_the_chosen_plan(tmp_path, monkeypatch):
     assert texts == ["candidates", "Pareto front (2 points)", "chosen plan"]
 
 
+def test_pareto_points_tell_gpu_and_layout_apart(tmp_path, monkeypatch):
+    """A plan over GPUs (zipped with their node interiors) and strategies: one legend entry per GPU and strategy,
+    each with its own colour, and each front point labelled with the rest of its axes."""
+    from simdist.io.sweep_load import load_point, plan_spec
+    from simdist.planner.plan import search
+    from simdist.planner.plan_report import pareto_labels
+
+    seen = _figures_saved(monkeypatch)
+    spec = plan_spec({"axes": {"cluster.nodes.0.gpu": ["v100-sxm2-32gb", "a100-sxm4-80gb"],
+                               "cluster.nodes.0.intra_node": ["pcie-gen3", "pcie-gen4"],
+                               "communication.strategy": ["ring", "ps"], "cluster.nodes.0.count": [1, 2]},
+                      "zip": [["cluster.nodes.0.gpu", "cluster.nodes.0.intra_node"]], "confirm": 0})
+    plan = search(spec, copy.deepcopy(BASE), load_point, jobs=1)
+    group, label = pareto_labels(spec)
+    ranked = [c for c in plan.candidates if c["status"] == "ranked"]
+    plots.plot_pareto(ranked, plan.front, plan.ranked[0], str(tmp_path / "front.png"), group=group, label=label)
+    (fig,) = seen
+    _complete(fig)
+    ax = fig.axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    kinds = [f"gpu {g}, strategy {s}" for g in ("a100-sxm4-80gb", "v100-sxm2-32gb") for s in ("ps", "ring")]
+    assert legend == kinds + [f"Pareto front ({len(plan.front)} points)", "chosen plan"]
+    scatters = [c for c in ax.collections if c.get_label() in kinds]
+    assert len({tuple(c.get_facecolor()[0]) for c in scatters}) == 4  # one colour per kind
+    assert sum(len(c.get_offsets()) for c in scatters) == len(ranked) == 8
+    notes = sorted(t.get_text() for t in ax.texts)
+    assert len(notes) == len(plan.front) and set(notes) <= {"count 1", "count 2"}
+
+
 def test_link_heatmap_on_the_topology(tmp_path, monkeypatch):
     seen = _figures_saved(monkeypatch)
     s = load_scenario(ROOT / "scenarios" / "examples" / "fattree-64node-oversub.yaml")

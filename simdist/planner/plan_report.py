@@ -119,6 +119,28 @@ def plan_json(plan: Plan, spec: PlanSpec | None = None) -> dict[str, Any]:
     return out
 
 
+_KIND_KEYS = ("gpu", "intra_node", "strategy")  # axis keys (last part) that say what kind of candidate a point is
+
+
+def _is_kind(key: str) -> bool:
+    return key.split(".")[-1] in _KIND_KEYS or key.startswith("training.parallelism.") or key == "training.recompute"
+
+
+def pareto_labels(spec: PlanSpec) -> tuple:
+    """(group, label) for the Pareto plot: a candidate's kind from its GPU, node interior, strategy and layout
+    axes (a legend entry each), and the other axes' values written beside each front point; a zipped group
+    is named by its first key."""
+    implied = {k for group in spec.zipped for k in group[1:]}  # a zipped partner follows its group's first key
+    keys = [a.key for a in spec.axes if a.key not in implied]
+    kind = [k for k in keys if _is_kind(k)]
+    rest = [k for k in keys if not _is_kind(k)]
+
+    def text(row: dict, keys: Sequence[str]) -> str:
+        return ", ".join(f"{k.split('.')[-1]} {row.get(k)}" for k in keys)
+
+    return ((lambda r: text(r, kind)) if kind else None), ((lambda r: text(r, rest)) if rest else None)
+
+
 def write_candidates(plan: Plan, spec: PlanSpec, path: str, fmt: str = "csv") -> None:
     """Every candidate, one row each (candidates.columns), as CSV or Parquet (typed per column)."""
     from simdist.planner.store import write_parquet
