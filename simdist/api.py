@@ -267,7 +267,7 @@ def sweep(scenario: str | Path | Mapping[str, Any], axes: Mapping[str, Any] | No
     `sweep:` block adds its axes, zipped groups and constraints. `out` is resumable: rerunning the same
     sweep into it runs only the missing points.
     """
-    from simdist.io.sweep_load import load_point, read_sweep_file, sweep_spec
+    from simdist.io.sweep_load import check_out_file, load_point, read_sweep_file, sweep_spec
     from simdist.planner.sweep import run_sweep
 
     if isinstance(scenario, Mapping):
@@ -281,6 +281,7 @@ def sweep(scenario: str | Path | Mapping[str, Any], axes: Mapping[str, Any] | No
     merged["zip"] = list(block.get("zip") or []) + [list(z) for z in zip]
     merged["constraints"] = list(block.get("constraints") or []) + list(constraints)
     spec = sweep_spec(merged)
+    check_out_file(str(out), fmt, spec, base, override_strings(overrides), fidelity or "")
     outcome = run_sweep(spec, base, load_point, str(out), base_dir=str(base_dir), name=name,
                         overrides=override_strings(overrides), fidelity=fidelity or "", jobs=jobs,
                         executor=executor, address=address, fmt=fmt)

@@ -290,7 +290,7 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
         from simdist.plots import check_plot_path
 
         check_plot_path(plot)
-    from simdist.io.sweep_load import load_point, read_sweep_file, sweep_spec
+    from simdist.io.sweep_load import check_out_file, load_point, read_sweep_file, sweep_spec
     from simdist.progress import Progress
     from simdist.planner.sweep import run_sweep
     from simdist.planner.table import format_sweep
@@ -301,6 +301,7 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
         raise ScenarioError.bad_value("--address", address, "--executor ray as well (it joins a Ray cluster)")
     base, block, base_dir, name = read_sweep_file(file)
     spec = sweep_spec(block, axes, zipped, constraints)
+    check_out_file(out, fmt, spec, base, overrides, fidelity or "")
     bar: list[Progress] = []
 
     def progress(total: int, n: int) -> None:

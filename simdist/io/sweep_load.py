@@ -203,6 +203,40 @@ def _list(value: Any, key: str) -> list:
     return value
 
 
+def check_out_file(out: str, fmt: str, spec: SweepSpec, base: dict, overrides: Sequence[str] = (),
+                   fidelity: str = "") -> None:
+    """Refuse an --out file that another sweep wrote (other axes, zipped groups, constraints, base scenario,
+    --set overrides or fidelity, or columns), or whose record of what wrote it is missing: a resumed
+    sweep only appends to a file of the same sweep (planner/store.py)."""
+    from simdist.planner.store import read_header, read_signature, signature_path
+    from simdist.planner.sweep import columns_for, journal_path, signature
+
+    path = Path(journal_path(out, fmt))
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    theirs, mine = read_signature(path), signature(spec, base, overrides, fidelity)
+    if theirs is None:
+        raise ScenarioError(Issue("--out", f"{path} exists but {signature_path(path).name} (what sweep wrote it) "
+                                           "is missing or unreadable; write to another file or delete it"))
+    if theirs != mine:
+        diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+        what = {"axes": "axes", "zip": "zipped axes", "constraints": "constraints", "base": "base scenario",
+                "fidelity": "fidelity", "overrides": "--set overrides"}
+        raise ScenarioError(Issue("--out", f"{path} holds a different sweep (its "
+                                           f"{', '.join(what.get(k, k) for k in diff)} differ: it has axes "
+                                           f"{_axes_text(theirs)}, this sweep {_axes_text(mine)}); "
+                                           "write to another --out or delete the file to start over"))
+    header, columns = read_header(path), columns_for(spec)
+    if header != columns:
+        raise ScenarioError(Issue("--out", f"{path} has columns {list(header)}, not this sweep's; write to another "
+                                           "--out or delete it"))
+
+
+def _axes_text(sig: dict[str, Any]) -> str:
+    axes = sig.get("axes") or []
+    return "[" + ", ".join(f"{k}={len(v)} values" for k, v in axes) + "]"
+
+
 def load_point(base: dict, overrides: Sequence[str], values: dict, base_dir: str, name: str):
     """One point's Scenario: the base data, the --set overrides, then each axis value at its key."""
     data = apply_overrides(base, list(overrides))  # a deep copy: the base is never changed

@@ -5,7 +5,8 @@ Rows are appended as whole lines, one `write` per finished chunk of points on an
 killed sweep leaves whole lines plus at most one partial last line, which the next run cuts off before
 it resumes. The descriptor is fsynced when the sweep closes the file. Beside the
 CSV, `FILE.sweep.json` (written atomically) records what the sweep is (axes, zipped groups,
-constraints, base scenario, fidelity); a rerun with a different sweep into the same file is refused.
+constraints, base scenario, fidelity); a rerun with a different sweep into the same file is refused
+before it starts (io/sweep_load.py check_out_file).
 When a sweep completes, the file is rewritten in point order (temporary file + rename), and with
 `--format parquet` the Parquet table is written the same way from it.
 """
@@ -18,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from simdist.errors import Issue, ScenarioError, SimdistError
+from simdist.errors import SimdistError
 from simdist.planner.rows import cell
 from simdist.results.writers import atomic_write_text
 
@@ -44,10 +45,11 @@ class SweepStore:
         self.resumed = 0
 
     def open(self) -> "SweepStore":
-        """Create the file with its header, or check and repair an existing one and read its keys."""
+        """Create the file with its header, or repair an existing one and read its keys (io.sweep_load
+        check_out_file has refused a file another sweep wrote)."""
         sig_file = signature_path(self.path)
         if self.path.exists() and self.path.stat().st_size > 0:
-            self._check_signature(sig_file)
+            assert read_signature(self.path) == self.signature, f"{self.path}: another sweep's file"
             self._repair_and_read()
         else:
             atomic_write_text(sig_file, json.dumps(self.signature, indent=2, sort_keys=True) + "\n")
@@ -58,21 +60,6 @@ class SweepStore:
             raise SimdistError(f"cannot append to {self.path}: {err.strerror}") from err
         return self
 
-    def _check_signature(self, sig_file: Path) -> None:
-        try:
-            theirs = json.loads(sig_file.read_text())
-        except (OSError, ValueError):
-            raise ScenarioError(Issue("--out", f"{self.path} exists but {sig_file.name} (what sweep wrote it) is "
-                                               "missing or unreadable; write to another file or delete it")) from None
-        if theirs != self.signature:
-            diff = sorted(k for k in set(theirs) | set(self.signature) if theirs.get(k) != self.signature.get(k))
-            what = {"axes": "axes", "zip": "zipped axes", "constraints": "constraints", "base": "base scenario",
-                    "fidelity": "fidelity", "overrides": "--set overrides"}
-            raise ScenarioError(Issue("--out", f"{self.path} holds a different sweep (its "
-                                               f"{', '.join(what.get(k, k) for k in diff)} differ: it has axes "
-                                               f"{_axes_text(theirs)}, this sweep {_axes_text(self.signature)}); "
-                                               "write to another --out or delete the file to start over"))
-
     def _repair_and_read(self) -> None:
         data = self.path.read_bytes()
         if not data.endswith(b"\n"):  # a kill in the middle of a line: drop the partial line
@@ -81,9 +68,7 @@ class SweepStore:
                 f.truncate(cut)
             data = data[:cut]
         rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
-        if not rows or tuple(rows[0]) != self.columns:
-            raise ScenarioError(Issue("--out", f"{self.path} has columns {rows[0] if rows else []}, not this "
-                                               "sweep's; write to another --out or delete it"))
+        assert rows and tuple(rows[0]) == self.columns, f"{self.path}: another sweep's columns"
         key_col = self.columns.index("key")
         self.done = {r[key_col] for r in rows[1:] if len(r) == len(self.columns)}
         self.resumed = len(self.done)
@@ -125,9 +110,19 @@ class SweepStore:
         return rows
 
 
-def _axes_text(sig: dict[str, Any]) -> str:
-    axes = sig.get("axes") or []
-    return "[" + ", ".join(f"{k}={len(v)} values" for k, v in axes) + "]"
+def read_signature(path: str | Path) -> dict[str, Any] | None:
+    """What sweep wrote the result file at `path` (its FILE.sweep.json), or None when that is missing or
+    unreadable."""
+    try:
+        return json.loads(signature_path(Path(path)).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_header(path: str | Path) -> tuple[str, ...]:
+    """The result file's column names (its first line)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return tuple(next(csv.reader(f), []))
 
 
 def write_parquet(rows: Iterable[dict[str, str]], columns: Sequence[str], path: str | Path) -> None:

@@ -47,12 +47,17 @@ def columns_for(spec: SweepSpec) -> tuple[str, ...]:
     return HEAD_COLUMNS + tuple(a.key for a in spec.axes) + RESULT_COLUMNS
 
 
-def signature(spec: SweepSpec, job: Job) -> dict[str, Any]:
+def signature(spec: SweepSpec, base: dict, overrides: Sequence[str], fidelity: str) -> dict[str, Any]:
     """What identifies a sweep in its result file (compared on resume)."""
-    base = hashlib.sha256(json.dumps(canonical(job.base), sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(canonical(base), sort_keys=True).encode()).hexdigest()[:16]
     return {"axes": [[a.key, [canonical(v) for v in a.values]] for a in spec.axes],
             "zip": [list(z) for z in spec.zipped], "constraints": list(spec.constraints),
-            "base": base, "overrides": list(job.overrides), "fidelity": job.fidelity}
+            "base": digest, "overrides": list(overrides), "fidelity": fidelity}
+
+
+def journal_path(out: str, fmt: str) -> str:
+    """The CSV the sweep appends to: the output itself, or beside a Parquet output."""
+    return out if fmt == "csv" else out + ".journal.csv"
 
 
 def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_dir: str = ".",
@@ -70,8 +75,8 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
     job = Job(base=base, loader=loader, base_dir=base_dir, name=name, overrides=tuple(overrides),
               fidelity=fidelity, constraints=tuple(spec.constraints), input_prefix=prefix or "")
     columns = columns_for(spec)
-    journal = out if fmt == "csv" else out + ".journal.csv"
-    store = SweepStore(journal, columns, signature(spec, job)).open()
+    journal = journal_path(out, fmt)  # io.sweep_load.check_out_file has refused a file of another sweep
+    store = SweepStore(journal, columns, signature(spec, base, overrides, fidelity)).open()
     index = ResumeIndex(index_path(Path(journal)), prefix).open(fresh=not store.done) if prefix else None
     done = frozenset(store.done) | ({INPUT_DONE + k for k in index.done_inputs(store.done)} if index else set())
     outcome = SweepOutcome(columns, [], len(points), resumed=store.resumed)

@@ -14,7 +14,7 @@ import yaml
 
 from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
-from simdist.io.sweep_load import load_point, sweep_spec
+from simdist.io.sweep_load import check_out_file, load_point, sweep_spec
 from simdist.planner.rows import cell, point_key
 from simdist.planner.sweep import run_sweep
 
@@ -49,8 +49,15 @@ def test_rerun_skips_finished_points_and_other_sweeps_are_refused(base, tmp_path
     first = _sweep(base, out, axes=AXES[:2], jobs=1)
     again = _sweep(base, out, axes=AXES[:2], jobs=1)
     assert (first.ran, again.ran, again.resumed) == (15, 0, 15) and again.rows == first.rows
-    with pytest.raises(ScenarioError, match="holds a different sweep.*axes"):
-        _sweep(base, out, axes=AXES[:1], jobs=1)
+    other = sweep_spec({}, AXES[:1])
+    with pytest.raises(ScenarioError, match="holds a different sweep.*axes"):  # refused before anything runs
+        check_out_file(str(out), "csv", other, base)
+    with pytest.raises(ScenarioError, match="holds a different sweep.*fidelity"):
+        check_out_file(str(out), "csv", sweep_spec({}, AXES[:2]), base, fidelity="simulate")
+    check_out_file(str(out), "csv", sweep_spec({}, AXES[:2]), base)  # the same sweep resumes
+    (tmp_path / "s.csv.sweep.json").unlink()
+    with pytest.raises(ScenarioError, match="what sweep wrote it"):
+        check_out_file(str(out), "csv", sweep_spec({}, AXES[:2]), base)
 
 
 def test_infeasible_and_invalid_points_carry_their_reasons(base, tmp_path):
