@@ -9,9 +9,10 @@ is chosen from FABRIC_BUILDERS by FabricSpec.topology; structural facts go to `g
 The nodes of a group are alike: the first one's interior is built once and copied (NodeTemplate),
 which gives the graph the very nodes, edges and insertion order that building each node would.
 
-Built topologies are kept (a few, least recently used first out) keyed by the resolved spec, so every
-run on the same cluster in one process (a sweep, simulate then estimate) shares one Topology, and with
-it its router's and compiled steps' caches. A Topology is never modified after it is built.
+Built topologies are kept (a few, least recently used first out) keyed by the resolved spec's repr, so
+every run on the same cluster in one process (simulate then estimate, the cluster states of a failure
+run) shares one Topology, and with it the routes and compiled steps it keeps (Topology.shared). A
+Topology is never modified after it is built.
 """
 from __future__ import annotations
 
@@ -62,11 +63,16 @@ _BUILT: "OrderedDict[str, Topology]" = OrderedDict()
 _KEEP = 2  # topologies of 100k GPUs take a GB or more: keep only the latest few
 
 
+def forget_built() -> None:
+    """Forget the topologies built so far, and with them their routes and compiled steps."""
+    _BUILT.clear()
+
+
 def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None,
                    host_servers: int = 0) -> Topology:
     """The whole cluster (node interiors, servers, fabric) as a Topology; ScenarioError on bad specs.
     An equal spec built before in this process gives the same (shared, read-only) Topology."""
-    key = repr((cluster, server_hosts, server_nic, host_servers))  # specs hold dicts (not hashable); repr is exact
+    key = repr((cluster, server_hosts, server_nic, host_servers))  # GpuSpec compares by identity; repr is exact
     hit = _BUILT.get(key)
     if hit is not None:
         _BUILT.move_to_end(key)
