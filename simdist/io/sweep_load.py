@@ -29,7 +29,8 @@ from simdist.io.sweep_axes import check_space, make_axis, parse_axis
 from simdist.planner.axes import Axis
 from simdist.planner.objective import Objective, PlanSpec, SearchMethod
 from simdist.planner.rows import INPUT_NAMES, RESULT_COLUMNS
-from simdist.planner.sweep import SweepSpec
+from simdist.planner.store import read_header, read_signature, signature_path
+from simdist.planner.sweep import SweepSpec, columns_for, journal_path, signature
 from simdist.units import parse_duration
 
 _BLOCK_KEYS = ("axes", "zip", "constraints")
@@ -208,9 +209,6 @@ def check_out_file(out: str, fmt: str, spec: SweepSpec, base: dict, overrides: S
     """Refuse an --out file that another sweep wrote (other axes, zipped groups, constraints, base scenario,
     --set overrides or fidelity, or columns), or whose record of what wrote it is missing: a resumed
     sweep only appends to a file of the same sweep (planner/store.py)."""
-    from simdist.planner.store import read_header, read_signature, signature_path
-    from simdist.planner.sweep import columns_for, journal_path, signature
-
     path = Path(journal_path(out, fmt))
     if not path.exists() or path.stat().st_size == 0:
         return

@@ -10,6 +10,8 @@ from typing import Any, Sequence
 from simdist.planner.candidates import columns, status_counts
 from simdist.planner.plan import Objective, Plan, PlanSpec, rate, useful_rate
 from simdist.planner.rows import cell
+from simdist.planner.store import write_parquet
+from simdist.results.writers import atomic_write_text
 from simdist.tables import format_table
 
 TERMS = ("compute_s", "communication_s", "exposed_communication_s", "compression_s", "optimizer_s")
@@ -143,9 +145,6 @@ def pareto_labels(spec: PlanSpec) -> tuple:
 
 def write_candidates(plan: Plan, spec: PlanSpec, path: str, fmt: str = "csv") -> None:
     """Every candidate, one row each (candidates.columns), as CSV or Parquet (typed per column)."""
-    from simdist.planner.store import write_parquet
-    from simdist.results.writers import atomic_write_text
-
     cols = columns(spec)
     text_rows = [{c: cell(r.get(c)) for c in cols} for r in plan.candidates]
     if fmt == "parquet":
