@@ -1,12 +1,12 @@
-"""How many fold passes and CPU seconds `estimate` takes where compute-communication interference needs
-the fold's fixed point (engine.closed_form.fold).
+"""CPU seconds `estimate` takes where compute-communication interference makes the fold a run in time order
+(engine.closed_form.fold runs the one Executor on closed-form times).
 
 The cases are interleaved pipelines (v = 2, pinned: the scenario itself now runs 4 chunks) with dp buckets
 overlapped with the backward (`communication.overlap: true`): validation/published/scenarios/
 megatron-ptdp-gpt3-175b.yaml (GPT-3 175B, 384 A100, tp 8 x pp 12 x dp 4) and turned into GPT-3 13B on
-64 A100 (tp 8 x pp 4 x dp 2) at global batch 16 and 64. Prints per case the fold passes over the graphs
-(`closed_form._Pass.run` calls), the CPU seconds of the whole estimate and the iteration time. The iterated fold this replaced took 100
-passes on each, unconverged (figures in docs/model-parallel.md).
+64 A100 (tp 8 x pp 4 x dp 2) at global batch 16 and 64. Prints per case the CPU seconds of the whole
+estimate and the iteration time. An iterated fold took 100 passes on each, unconverged (figures in
+docs/model-parallel.md).
 Run: PYTHONPATH=$PWD .venv/bin/python benchmarks/fold.py [--cases 13b-16,13b-64,175b]
 """
 from __future__ import annotations
@@ -15,7 +15,6 @@ import argparse
 import time
 from pathlib import Path
 
-import simdist.engine.closed_form as closed_form
 from simdist.engine.simulation import simulate
 from simdist.io.load import load_scenario
 
@@ -33,22 +32,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cases", default="13b-16,13b-64,175b", help=f"comma-separated, of {', '.join(CASES)}")
     args = parser.parse_args()
-    passes = [0]
-    inner = closed_form._Pass.run
-
-    def counted(self):
-        passes[0] += 1
-        return inner(self)
-
-    closed_form._Pass.run = counted  # type: ignore[method-assign]
-    print(f"{'case':>8} {'passes':>6} {'cpu_s':>8} {'iteration_s':>16}")
+    print(f"{'case':>8} {'cpu_s':>8} {'iteration_s':>16}")
     for name in args.cases.split(","):
-        passes[0] = 0
         scenario = load_scenario(SCENARIO, CASES[name])
         t0 = time.process_time()
         result = simulate(scenario, fidelity="estimate")
         cpu = time.process_time() - t0
-        print(f"{name:>8} {passes[0]:>6} {cpu:>8.2f} {result.iteration_time_s:>16.12f}", flush=True)
+        print(f"{name:>8} {cpu:>8.2f} {result.iteration_time_s:>16.12f}", flush=True)
 
 
 if __name__ == "__main__":
