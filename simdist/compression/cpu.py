@@ -38,10 +38,11 @@ class CpuRates:
 
 
 # benchmarks/codec_cpu.py --repeats 7 on the development machine, 2026-12-07: /proc/cpuinfo 'Intel(R) Xeon(R)
-# Processor' (the KVM hypervisor masks the SKU; 2 vCPUs, 480 MiB L3), torch 2.13.0+cpu, one thread.
+# Processor' (the KVM hypervisor masks the SKU; 2 vCPUs, 480 MiB L3, so 2**23 fp32 stay in cache), torch
+# 2.13.0+cpu on one thread. The machine was shared: repeated runs spread by about +-20 % (UNCERTAIN).
 REFERENCE_CORE = CpuRates(
-    stream_Bps=18.8e9, first_touch_Bps=2.5e9, rng_per_s=2.50e8, randperm_per_s=4.44e7, topk_per_s=5.86e7, gather_per_s=1.23e8,
-    scatter_per_s=1.51e8, gemm_flops=1.45e11, op_overhead_s=3.4e-6,
+    stream_Bps=15.2e9, first_touch_Bps=2.42e9, rng_per_s=2.37e8, randperm_per_s=3.32e7, topk_per_s=5.60e7,
+    gather_per_s=9.76e7, scatter_per_s=1.69e8, gemm_flops=1.20e11, op_overhead_s=3.46e-6,
     measured_on="development machine, Intel Xeon (KVM-masked SKU), one core, torch 2.13 on one thread")
 
 

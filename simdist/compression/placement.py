@@ -28,6 +28,7 @@ BYTEPS_SERVER_CODEC_THREADS = 1  # decompress under the handler's mutex, compres
 class CodecSite(StrEnum):
     """Where a codec's work runs."""
 
+    NONE = "none"  # no codec
     WORKER_GPU = "worker_gpu"
     WORKER_CPU = "worker_cpu"
     SERVER_CPU = "server_cpu"
@@ -51,7 +52,7 @@ def is_cpu_device(device: GpuSpec) -> bool:
 def codec_path(method: CompressionMethod, device: GpuSpec, is_ps: bool) -> CodecPath:
     """Which framework path runs `method` on `device` (a PS with onebit/topk/randomk is BytePS's)."""
     if method is CompressionMethod.NONE:
-        return CodecPath("none", CodecSite.WORKER_GPU, CodecSite.WORKER_GPU)
+        return CodecPath("none", CodecSite.NONE, CodecSite.NONE)
     if is_ps and method in BYTEPS_METHODS:
         return CodecPath("byteps compressor", CodecSite.WORKER_CPU, CodecSite.WORKER_CPU, CodecSite.SERVER_CPU)
     framework = "deepspeed compressed_allreduce" if method is CompressionMethod.ONEBIT else "torch ddp hook"

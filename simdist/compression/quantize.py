@@ -34,9 +34,12 @@ class CastCodec(CodecBase):
                         labels=(self.method.value,))
 
     def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        return [Kernel("cast_down", b.numel * (b.elem_bytes + self.wire_elem_bytes))]
+        # torch's fp16_compress_hook: buffer.to(float16).div_(world_size)
+        w = self.wire_elem_bytes
+        return [Kernel("cast_down", b.numel * (b.elem_bytes + w), alloc_bytes=b.numel * w), Kernel("divide", 2 * b.numel * w)]
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
+        # bucket.buffer().copy_(reduced): read the 2-byte result, write the gradient dtype
         return [Kernel("cast_up", b.numel * (self.wire_elem_bytes + b.elem_bytes))]
 
 
@@ -94,9 +97,23 @@ class Int8Codec(CodecBase):
                 f"no smaller than the {b.elem_bytes:g}-byte gradients: the dense all_reduce runs")
 
     def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        width = self.wire_elem_bytes(n_workers) or 4
-        return [Kernel("absmax", b.dense_bytes), Kernel("quantize", b.numel * (b.elem_bytes + width))]
+        """The hook's tensor ops, one pass each: per-tensor abs().max(), the per-element scale
+        (repeat_interleave), y = g / scale * levels, u = rand(), floor(y + u), clamp, cast to the wire integer."""
+        w = self.wire_elem_bytes(n_workers) or 4
+        n, v, t = b.numel, b.elem_bytes, b.tensors
+        return [
+            Kernel("abs", 2 * n * v, launches=t, alloc_bytes=n * v), Kernel("max", n * v, launches=t),
+            Kernel("repeat_interleave", 4 * n, alloc_bytes=4 * n),
+            Kernel("divide_by_scale", n * (v + 8), alloc_bytes=4 * n), Kernel("times_levels", 8 * n, alloc_bytes=4 * n),
+            Kernel("rand", 4 * n, op="rng", count=n, alloc_bytes=4 * n),
+            Kernel("add_noise", 12 * n, alloc_bytes=4 * n), Kernel("floor", 8 * n, alloc_bytes=4 * n), Kernel("clamp", 8 * n),
+            Kernel("to_int", n * (4 + w), alloc_bytes=n * w),
+        ]
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        width = self.wire_elem_bytes(n_workers) or 4
-        return [Kernel("dequantize", b.numel * (width + b.elem_bytes))]
+        """sum.float() * scale / (levels x N), back in the gradient dtype."""
+        w = self.wire_elem_bytes(n_workers) or 4
+        n, v = b.numel, b.elem_bytes
+        cast = [Kernel("to_grad_dtype", n * (4 + v), alloc_bytes=n * v)] if v != 4 else []
+        return [Kernel("to_float", n * (w + 4), alloc_bytes=4 * n), Kernel("times_scale", 12 * n, alloc_bytes=4 * n),
+                Kernel("divide", 8 * n, alloc_bytes=4 * n), *cast]

@@ -27,7 +27,8 @@ def index_bytes(numel: int) -> int:
 
 @dataclass(frozen=True)
 class SparseCodec(CodecBase):
-    """What top-k and random-k share: k, error feedback and the residual update."""
+    """What top-k and random-k share: k, error feedback and the residual update, as the op sequence of
+    simdist's DDP hooks (simdist.validation.hooks: x = g + e; select; x[idx]; x[idx] = 0 keeps the residual)."""
 
     ratio: float = 0.01
     error_feedback: bool = True
@@ -35,15 +36,26 @@ class SparseCodec(CodecBase):
     def k(self, b: Bucket) -> int:
         return kept_elements(b.numel, self.ratio)
 
-    def _ef_kernels(self, b: Bucket) -> list[Kernel]:
-        return [Kernel("ef_add", 3 * b.dense_bytes)] if self.error_feedback else []  # e += g (read g, e; write e)
+    def _with_residual(self, b: Bucket) -> list[Kernel]:
+        # x = g + e (read g, e; write x), or x = g.clone() without error feedback
+        fresh = b.dense_bytes
+        if self.error_feedback:
+            return [Kernel("ef_add", 3 * b.dense_bytes, alloc_bytes=fresh)]
+        return [Kernel("clone", 2 * b.dense_bytes, alloc_bytes=fresh)]
 
-    def _ef_zero_sent(self, b: Bucket) -> list[Kernel]:
-        # the residual keeps what was not sent: zero the k sent entries (scattered writes)
-        if not self.error_feedback:
-            return []
+    def _gather(self, b: Bucket, idx_bytes: float) -> Kernel:
+        """x[idx]: k values read at random indices (a 32-byte sector each on a GPU)."""
         k = self.k(b)
-        return [Kernel("ef_zero_sent", k * (index_bytes(b.numel) + self.cost.random_access_bytes))]
+        return Kernel("gather", k * (idx_bytes + self.cost.random_access_bytes + b.elem_bytes), op="gather", count=k)
+
+    def _scatter(self, name: str, b: Bucket, idx_bytes: float, count: int, launches: int = 1) -> Kernel:
+        """Writes (or read-modify-writes) of `count` values at random indices."""
+        return Kernel(name, count * (b.elem_bytes + idx_bytes + 2 * self.cost.random_access_bytes),
+                      launches=launches, op="scatter", count=count)
+
+    def _ef_zero_sent(self, b: Bucket, idx_bytes: float) -> list[Kernel]:
+        # the residual keeps what was not sent: x[idx] = 0 (scattered writes)
+        return [self._scatter("ef_zero_sent", b, idx_bytes, self.k(b))] if self.error_feedback else []
 
     def _state_bytes(self, b: Bucket, n_workers: int) -> float:
         return b.dense_bytes if self.error_feedback else 0.0
@@ -54,8 +66,8 @@ class TopKCodec(SparseCodec):
     """Top-k by magnitude: every worker picks different indices, so (value, index) pairs are
     all_gathered and each worker scatter-adds the N contributions.
 
-    Selection is modelled as PyTorch's multi-block radix select: `select_passes` full reads of the
-    keys (8-bit digits of a 32-bit key = 4 passes), after an abs() pass and before a gather.
+    On a GPU the selection is PyTorch's multi-block radix select: `select_passes` full reads of the keys
+    (8-bit digits of a 32-bit key = 4 passes); on a CPU torch's top-k is a per-element search (cpu.py).
     """
 
     method: ClassVar[CompressionMethod] = CompressionMethod.TOPK
@@ -69,29 +81,37 @@ class TopKCodec(SparseCodec):
     def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
         k, idx = self.k(b), index_bytes(b.numel)
         return [
-            *self._ef_kernels(b),
-            Kernel("abs", 2 * b.dense_bytes),
-            Kernel("radix_select", self.select_passes * b.dense_bytes, launches=self.select_passes),
-            Kernel("gather_topk", b.dense_bytes + k * (b.elem_bytes + idx)),
-            Kernel("gather_signed", k * (idx + self.cost.random_access_bytes + b.elem_bytes)),
-            *self._ef_zero_sent(b),
+            *self._with_residual(b),
+            Kernel("abs", 2 * b.dense_bytes, alloc_bytes=b.dense_bytes),
+            Kernel("topk", self.select_passes * b.dense_bytes, launches=self.select_passes, op="topk", count=b.numel),
+            self._gather(b, 8),  # torch.topk returns int64 indices
+            Kernel("pack_values_indices", 2 * k * (b.elem_bytes + idx) + k * (8 + idx)),  # to(int32), cat
+            *self._ef_zero_sent(b, 8),
         ]
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
         k, idx = self.k(b), index_bytes(b.numel)
-        # each scatter-add reads k pairs and read-modify-writes k scattered sectors
-        scatter = k * (b.elem_bytes + idx + 2 * self.cost.random_access_bytes)
+        pairs = n_workers * k
         return [
-            Kernel("zero_fill", b.dense_bytes),
-            Kernel("scatter_add", n_workers * scatter, launches=n_workers),
+            Kernel("zero_fill", b.dense_bytes, alloc_bytes=b.dense_bytes),
+            Kernel("unpack_indices", pairs * (2 * idx + idx + 8)),  # contiguous(), .long()
+            self._scatter("index_add", b, 8, pairs),  # every worker's k pairs added into the dense buffer
             Kernel("average", 2 * b.dense_bytes),
         ]
+
+
+def randperm_bytes(numel: int) -> float:
+    """GPU bytes of torch.randperm(n): n random 32-bit keys sorted with their int64 indices by a 4-pass
+    radix sort (each pass reads and writes keys and values)."""
+    return 4 * numel + 4 * 2 * (4 + 8) * numel
 
 
 @dataclass(frozen=True)
 class RandomKCodec(SparseCodec):
     """Random-k with a seed shared by all workers: the same k indices everywhere, so only the k values
-    travel, in a summable all_reduce; indices are regenerated locally, never sent."""
+    travel, in a summable all_reduce; indices are regenerated locally, never sent. The indices are the
+    first k of torch.randperm(n) (as the hook, and GRACE's randomk, draw them): a permutation of the
+    whole bucket, which on a CPU costs tens of nanoseconds per element."""
 
     method: ClassVar[CompressionMethod] = CompressionMethod.RANDOMK
 
@@ -102,19 +122,20 @@ class RandomKCodec(SparseCodec):
                         labels=("randomk_values",))
 
     def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        k, idx = self.k(b), index_bytes(b.numel)
         return [
-            *self._ef_kernels(b),
-            Kernel("random_indices", k * idx),
-            Kernel("gather", k * (idx + self.cost.random_access_bytes + b.elem_bytes)),
-            *self._ef_zero_sent(b),
+            *self._with_residual(b),
+            Kernel("randperm", randperm_bytes(b.numel), launches=5, op="randperm", count=b.numel,
+                   alloc_bytes=8 * b.numel),
+            self._gather(b, 8),
+            *self._ef_zero_sent(b, 8),
         ]
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        k, idx = self.k(b), index_bytes(b.numel)
+        k = self.k(b)
         return [
-            Kernel("zero_fill", b.dense_bytes),
-            Kernel("scatter_average", k * (b.elem_bytes + idx + self.cost.random_access_bytes)),
+            Kernel("zero_fill", b.dense_bytes, alloc_bytes=b.dense_bytes),
+            Kernel("average", 2 * k * b.elem_bytes),
+            self._scatter("scatter", b, 8, k),
         ]
 
 

@@ -127,11 +127,11 @@ def _strategy(scenario: Scenario, plan: IterationPlan, comm) -> dict:
 def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
     """What the codec really did per bucket (fallbacks named) and the bytes that cross links."""
     from simdist.compression import make_codec
-    from simdist.compression.report import compression_report
+    from simdist.compression.report import codec_runs_on, compression_report
 
-    return compression_report(make_codec(scenario.communication.compression),
-                              [bc.bucket.shapes for bc in plan.buckets], DTYPE_BYTES[scenario.workload.grad_dtype],
-                              plan.dp)
+    shapes, grad_bytes = [bc.bucket.shapes for bc in plan.buckets], DTYPE_BYTES[scenario.workload.grad_dtype]
+    return compression_report(make_codec(scenario.communication.compression), shapes, grad_bytes, plan.dp,
+                              runs_on=codec_runs_on(scenario, shapes, grad_bytes, plan.dp))
 
 
 def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[dict]:

@@ -41,11 +41,11 @@ def test_calibration_scales_every_figure():
 
 
 def test_fp16_cast_time_closed_form():
-    # read 4 + write 2 bytes per element, one launch each way
+    # torch's fp16_compress_hook: to(float16) reads 4 and writes 2 bytes per element, div_ reads and writes 2;
+    # the decode's copy_ reads 2 and writes 4; one launch per op
     n = 6.25e6
-    t = Fp16Codec().encode_time_s(BUCKET_25MB, A100)
-    assert t == pytest.approx(5e-6 + n * 6 / 1.6e12)
-    assert Fp16Codec().decode_time_s(BUCKET_25MB, A100, 8) == pytest.approx(t)
+    assert Fp16Codec().encode_time_s(BUCKET_25MB, A100) == pytest.approx(2 * 5e-6 + n * (6 + 4) / 1.6e12)
+    assert Fp16Codec().decode_time_s(BUCKET_25MB, A100, 8) == pytest.approx(5e-6 + n * 6 / 1.6e12)
 
 
 def test_no_compression_costs_nothing():
@@ -63,7 +63,8 @@ def test_encode_time_grows_with_bucket_size(codec):
 
 def test_topk_decode_is_n_scatter_adds():
     kernels = TopKCodec(ratio=0.01).decode_kernels(BUCKET_25MB, 16)
-    assert [k for k in kernels if k.name == "scatter_add"][0].launches == 16
+    index_add = [k for k in kernels if k.name == "index_add"][0]
+    assert index_add.count == 16 * 62500 and index_add.op == "scatter"  # one index_add_ of all N x k pairs
     times = [TopKCodec(ratio=0.01).decode_time_s(BUCKET_25MB, A100, n) for n in (2, 8, 64, 99)]  # below crossover
     assert all(a < b for a, b in zip(times, times[1:]))
     # randomk's values are summed on the wire: one scatter, whatever N
