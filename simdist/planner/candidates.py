@@ -45,6 +45,7 @@ class Examined:
     excluded: dict[str, tuple[Point, dict]] = field(default_factory=dict)  # by a constraint on inputs
     bound_skipped: list[Point] = field(default_factory=list)  # their compute class's bound could not matter
     unexamined: str = ""  # why the rest of the space was never looked at ("" = nothing left over)
+    constraint_of: Callable[[Point], str] = lambda point: ""  # the input constraint a candidate fails, or ''
 
 
 def columns(spec: PlanSpec) -> tuple[str, ...]:
@@ -122,8 +123,9 @@ def candidate_rows(spec: PlanSpec, fs: Sequence[Factor], rows: dict[str, dict], 
     halving = seen.unexamined.startswith("below the bound rung")
     for point in points_at(fs, [i for i in range(space) if i not in out]):
         if halving:
-            put(point.index, point.as_dict(), PRUNED, "halving", seen.unexamined, "bound",
-                _bound_figures(bound_for(point)))
+            failed = seen.constraint_of(point)  # the bound rung applies the constraints on inputs first
+            put(point.index, point.as_dict(), PRUNED, "constraint" if failed else "halving",
+                failed or seen.unexamined, "bound", _bound_figures(bound_for(point)))
         else:
             put(point.index, point.as_dict(), NOT_EXAMINED, "", seen.unexamined, "", {})
     return [out[i] for i in sorted(out)], 0

@@ -25,7 +25,7 @@ from simdist.errors import ScenarioError
 from simdist.planner.axes import Factor, Point, expand, flat_index, points_at, space_size, values_key
 from simdist.planner.bound import ClassBound, compute_bound, no_bound_reason
 from simdist.planner.candidates import Examined, candidate_rows
-from simdist.planner.evaluate import PRUNED, Job
+from simdist.planner.evaluate import PRUNED, Job, _conjuncts
 from simdist.planner.executors import LocalRunner, context_order, default_jobs
 from simdist.planner.halving import Rung, rungs_from_names
 from simdist.planner.halving_search import estimate_rungs, simulation_rungs
@@ -154,6 +154,18 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
     def inputs_of(point: Point) -> dict | None:
         bound_of(point)
         return inputs[class_of(point)]
+
+    def failed_constraint(point: Point) -> str:
+        """The constraint on inputs a never-estimated candidate fails ('' when none, or its class never loaded)."""
+        got = inputs.get(class_of(point))
+        if got is None:
+            return ""
+        known = {**point.as_dict(), **got}
+        failed = next((e for e in _conjuncts(job.constraints) if e.names <= set(known) and not e.evaluate(known)),
+                      None)
+        return f"fails {failed.text!r}" if failed is not None else ""
+
+    seen.constraint_of = failed_constraint
 
     def estimate(points: list[Point]) -> str:
         """Estimate `points` (skipping, under spec.prune, classes that cannot matter); a note on the skips."""

@@ -155,3 +155,22 @@ def test_progress_on_a_terminal_and_never_under_json(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     drawn = screen.getvalue()
     assert "2/2 candidates estimated" in drawn and "1/1 candidates simulated (simulate)" in drawn
+
+
+def test_a_halving_plan_lists_what_its_bound_rung_cut():
+    axes = ["cluster.nodes.0.count=1,2,4", "cluster.nodes.0.nic.bandwidth=10 Gb/s,100 Gb/s",
+            "communication.strategy=ring,ps"]
+    spec = plan_spec({}, axes, {"search": "halving", "max_points": 4, "eta": 2, "max_gpus": 8, "confirm": 1,
+                                "prune": False})
+    plan = search(spec, copy.deepcopy(BASE), load_point, jobs=1)
+    assert [c["point"] for c in plan.candidates] == list(range(12))
+    examined = {c["point"] for c in plan.candidates if c["fidelity"] != "bound"}  # estimated, or excluded on
+    assert len(examined) == plan.evaluated == 6  # the way by a constraint (fidelity '': nothing ran)
+    for c in plan.candidates:
+        if c["point"] in examined:
+            continue
+        assert c["status"] == "pruned" and c["fidelity"] == "bound"
+        if c["cluster.nodes.0.count"] == 4:  # 16 GPUs: the bound rung applied --max-gpus 8 first
+            assert (c["pruned_by"], c["reason"]) == ("constraint", "fails 'gpus <= 8'")
+        else:
+            assert c["pruned_by"] == "halving" and c["bound_samples_per_s"] > 0
