@@ -245,6 +245,7 @@ class CommunicationSpec:
     nvls: bool = True  # NCCL_NVLS_ENABLE: NVLS / NVLSTree where the nodes' NVSwitch has them (collectives/nvls.py)
     nccl_algo: str | None = None  # NCCL_ALGO as NCCL parses it (collectives/nccl_env.py); None: unset
     nccl_proto: str | None = None  # NCCL_PROTO, the same syntax
+    nccl_socket_threads: int | None = None  # NCCL_SOCKET_NTHREADS; None: NCCL's auto-detection (collectives/nccl.py)
     overlap: bool = True
     compression: CompressionSpec = field(default_factory=CompressionSpec)
 

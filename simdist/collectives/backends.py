@@ -26,7 +26,7 @@ from simdist.collectives.gloo import (
     gloo_hierarchical_chain,
     gloo_reduce_chain,
 )
-from simdist.collectives.nccl import SOCKET_STREAMS, candidates, nccl_predicted_time_s, no_candidate_text
+from simdist.collectives.nccl import candidates, nccl_predicted_time_s, no_candidate_text, socket_streams
 from simdist.collectives.nccl_env import NcclEnable
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
 from simdist.collectives.nvls import nvls_all_reduce, nvls_collnet_all_reduce, nvls_tree_all_reduce
@@ -125,7 +125,7 @@ def nccl_candidate(
         base = build_schedule(op, "ring", size_bytes, group, channels=channels, node_orders=node_orders,
                               chunks=default_chunks(size_bytes, STEP_DATA_BYTES[proto]))
     sched = apply_protocol(base, proto, group, family=family, intra=fabric.intra,
-                           nccl_hops=fabric.kernel_bypass).with_streams(SOCKET_STREAMS)
+                           nccl_hops=fabric.kernel_bypass).with_streams(*socket_streams(fabric.socket_threads))
     if algorithm == "tree" and timer is not None and len(group.nodes) > 1:
         sched = _tree_channel_limit(sched, fabric, len(group.nodes), timer)
     return sched
@@ -207,4 +207,6 @@ def build_backend_schedule(
         node_orders=None if backend == "gloo" else node_orders,
     )
     # NCCL's rings inside a composite (hierarchical, torus2d) are its channels; a PS's are the framework's own
-    return sched.with_streams(SOCKET_STREAMS) if backend == "nccl" and alg != "ps" else sched
+    if backend != "nccl" or alg == "ps":
+        return sched
+    return sched.with_streams(*socket_streams(fabric.socket_threads if fabric is not None else None))

@@ -48,6 +48,7 @@ class NodeFabric:
     arch_index: int | None = None  # NCCL's compCapIndex from the NVLink generation (None: not known)
     # every NIC kernel-bypass (rdma) and not Simple-only, or no NIC: NCCL's per-hop latencies apply (protocols)
     kernel_bypass: bool = True
+    socket_threads: int | None = None  # NCCL_SOCKET_NTHREADS (communication.nccl_socket_threads); None: auto (nccl.py)
 
 
 def intra_node_has_nvls(intra: IntraNodeSpec, gpus: int) -> bool:

@@ -26,12 +26,21 @@ from simdist.errors import InfeasibleError
 
 Op = CollectiveOp
 PROTOCOLS = tuple(str(p) for p in Protocol)
-# TCP streams behind one NCCL connection as simdist models it (Step.streams): NCCL runs every channel its
-# topology search finds twice (graph/connect.cc: nChannels * 2), and its socket transport sends a
-# channel's data over one socket unless NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD add helper sockets,
-# which it does by default only on AWS and GCP NICs (transport/net_socket.cc). One simdist ring or tree
-# channel over a NIC is that pair of channels: 2 streams.
-SOCKET_STREAMS = 2
+# NCCL's socket transport (transport/net_socket.cc, ncclNetSocketGetNsockNthread): NCCL_SOCKET_NTHREADS helper
+# threads per connection, each with NCCL_NSOCKS_PERTHREAD sockets, auto-detected as 2 x 8 on AWS NICs (PCI vendor
+# 0x1d0f) and 4 x 1 on GCP's (0x1ae0) and 0 elsewhere: with none, "we only use the main thread" and a request is
+# "progressed using main thread", i.e. the rank's one proxy thread copies every byte the rank sends and receives
+# over sockets, for all of its channels (NCCL runs each searched channel twice, graph/connect.cc). So by default a
+# rank's socket transfers share one TCP stream's worth of CPU (Step.shared_thread); with helper threads each
+# connection has its own `threads` streams.
+SOCKET_MAIN_THREAD = 0
+
+
+def socket_streams(threads: int | None) -> tuple[int, bool]:
+    """(Step.streams, Step.shared_thread) of NCCL's socket connections with `threads` helper threads per connection
+    (NCCL_SOCKET_NTHREADS; None: NCCL's auto-detection on a NIC of neither cloud, 0)."""
+    threads = SOCKET_MAIN_THREAD if threads is None else threads
+    return (1, True) if threads == 0 else (threads, False)
 
 
 def _steps(op: CollectiveOp, n: int) -> int:
@@ -173,4 +182,4 @@ def no_candidate_text(op: str, enable: NcclEnable | None) -> str:
             f"and nccl_proto {proto!r} (NCCL fails the call the same way); enable another algorithm or protocol")
 
 
-__all__ = ["COSTS", "PROTOCOLS", "candidates", "nccl_choice", "nccl_predicted_time_s", "no_candidate_text"]
+__all__ = ["COSTS", "PROTOCOLS", "socket_streams", "candidates", "nccl_choice", "nccl_predicted_time_s", "no_candidate_text"]

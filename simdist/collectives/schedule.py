@@ -136,6 +136,9 @@ class Step:
     most streams x that cap.
     `hop_latency_s`: when set, what each repetition's hop costs instead of the routed paths' latency (NCCL's own
     per-hop latencies under backend nccl on kernel-bypass fabrics: protocols.apply_protocol).
+    `shared_thread`: one CPU thread per rank moves all of its socket traffic, sent and received (NCCL's proxy
+    thread when its socket transport spawns no helper threads, net_socket.cc): a transfer over a stream-capped
+    link gets `streams` stream caps divided by the most such transfers either of its ranks has in the step.
     """
 
     transfers: tuple[Transfer, ...]
@@ -147,6 +150,7 @@ class Step:
     pipelined: bool = False
     streams: int = 1
     hop_latency_s: float | None = None
+    shared_thread: bool = False
 
     def __hash__(self) -> int:
         """Computed once: network models look steps up by value, and a ring step of a large cluster
@@ -154,7 +158,7 @@ class Step:
         cached = self.__dict__.get("_hash")
         if cached is None:
             cached = hash((self.transfers, self.repeat, self.lockstep, self.delay_s, self.reduce_bytes,
-                           self.label, self.pipelined, self.streams, self.hop_latency_s))
+                           self.label, self.pipelined, self.streams, self.hop_latency_s, self.shared_thread))
             object.__setattr__(self, "_hash", cached)
         return cached
 
@@ -173,9 +177,11 @@ class Schedule:
         """Total bytes put on the wire by all transfers (each counted once, not per hop)."""
         return sum(t.size_bytes * s.repeat for chain in self.chains for s in chain for t in s.transfers)
 
-    def with_streams(self, streams: int) -> "Schedule":
-        """The same schedule with every connection running `streams` TCP streams (Step.streams)."""
-        return replace(self, chains=tuple(tuple(replace(s, streams=streams) for s in chain) for chain in self.chains))
+    def with_streams(self, streams: int, shared_thread: bool = False) -> "Schedule":
+        """The same schedule with every connection running `streams` TCP streams (Step.streams), their ranks'
+        socket transfers sharing one thread each where `shared_thread` (Step.shared_thread)."""
+        return replace(self, chains=tuple(tuple(replace(s, streams=streams, shared_thread=shared_thread)
+                                                for s in chain) for chain in self.chains))
 
 
 @dataclass(frozen=True)

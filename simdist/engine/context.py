@@ -7,7 +7,7 @@ depends on, so engine/context_cache.py can reuse them across the points of a swe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import simpy
 
@@ -126,7 +126,8 @@ class FabricContext:
             timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
             from simdist.collectives.nccl_env import enable_of
 
-            cached = self._local["tuning"] = {"fabric": self._built[key], "timer": timer.schedule_time,
+            fabric = replace(self._built[key], socket_threads=comm.nccl_socket_threads)
+            cached = self._local["tuning"] = {"fabric": fabric, "timer": timer.schedule_time,
                                               "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
         return cached
 

@@ -108,7 +108,8 @@ class MpFabric:
             timer = ctx.network if isinstance(ctx.network, AnalyticalNetwork) else self._timer()
             from simdist.collectives.nccl_env import enable_of
 
-            extra = {"fabric": from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls),
+            fabric = from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls)
+            extra = {"fabric": replace(fabric, socket_threads=comm.nccl_socket_threads),
                      "timer": timer.schedule_time, "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
         return build_backend_schedule(comm.backend.value, op, size_bytes, group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,

@@ -42,3 +42,17 @@ def nccl_choice_issues(c) -> list[Issue]:
         if problem is not None:
             issues.append(Issue(f"communication.{key}", f"NCCL would refuse it: {problem}"))
     return issues
+
+
+def nccl_socket_issues(c, cluster) -> list[Issue]:
+    """communication.nccl_socket_threads is read by NCCL's socket transport only: backend nccl over a tcp NIC."""
+    if c.nccl_socket_threads is None:
+        return []
+    key, value = "communication.nccl_socket_threads", c.nccl_socket_threads
+    if Backend(c.backend) is not Backend.NCCL:
+        return [Issue(key, f"got {value} with backend '{c.backend}'; it is NCCL's NCCL_SOCKET_NTHREADS, read only "
+                           "with backend nccl")]
+    if cluster is not None and not any(g.nic.link.transport == "tcp" for g in cluster.node_groups):
+        return [Issue(key, f"got {value}, but no node has a tcp NIC: NCCL's socket transport never runs (drop the "
+                           "key)")]
+    return []

@@ -357,6 +357,11 @@ class CommunicationModel(Strict):
     """NCCL_PROTO: the protocols backend nccl may use, in NCCL_ALGO's syntax with LL, LL128, Simple; a protocol
     named runs even where NCCL leaves it off by default (LL128 off NVLink). Read only with backend nccl and a flat
     strategy (ring) (added key)."""
+    nccl_socket_threads: Annotated[int, Field(strict=True, ge=0, le=16)] | None = None
+    """NCCL_SOCKET_NTHREADS: helper threads per connection of NCCL's socket transport (tcp NICs). None: NCCL's own
+    choice, 0 on NICs of neither AWS nor GCP (the rank's one proxy thread copies every byte it sends and receives
+    over sockets), 2 on AWS NICs and 4 on GCP's, which set it themselves: state it for those. Read only with backend
+    nccl and a tcp NIC (added key)."""
     overlap: StrictBool = True
     """Overlap gradient communication with backward compute."""
     compression: CompressionModel = CompressionModel()

@@ -236,18 +236,62 @@ def compile_step(step: Step, paths: PathTable, routes: RoutedPairs | None = None
             g = routes.group(sizes, step.repeat)
             groups = [g] if g is not None else []
         else:
+            extra = (thread_member_caps(step, routes, paths.topology),) if step.shared_thread else ()
             return CompiledStep(step.repeat * latency,
-                                _independent(routes, sizes, step.repeat, paths.topology, step.streams), step.delay_s)
+                                _independent(routes, sizes, step.repeat, paths.topology, step.streams, *extra),
+                                step.delay_s)
+    if step.shared_thread and groups:  # the slowest member's share of its ranks' proxy threads sets the pace
+        member = thread_member_caps(step, routes, paths.topology)
+        if member is not None:
+            live = (sizes > 0) & (_member_lengths(routes) > 0)
+            return CompiledStep(step.repeat * latency, tuple(_capped(g, float(member[live].min())) for g in groups),
+                                step.delay_s)
     caps = paths.topology.links.member_caps(step.streams)
     if caps is not None:  # each member is one connection: it moves no faster than its links' per-flow cap
         groups = [_capped(g, float(caps[g.links].min())) for g in groups]
     return CompiledStep(step.repeat * latency, tuple(groups), step.delay_s)
 
 
+def _member_lengths(routes: RoutedPairs) -> np.ndarray:
+    """Hops per member (the longest of a sprayed member's paths)."""
+    k = routes.spread
+    return routes.lengths.reshape(-1, k).max(axis=1) if k > 1 else routes.lengths
+
+
+def thread_member_caps(step: Step, routes: RoutedPairs, topology: Topology) -> np.ndarray | None:
+    """Per member of a `shared_thread` step, the most it moves: the least per-flow cap of its links and its share
+    of the stream cap, `streams` x the least stream cap on its path / the most stream-capped transfers either of its
+    ranks sends or receives in the step (one thread copies all of them). None where no link limits a flow."""
+    links = topology.links
+    if links.stream_cap_Bps is None and links.flow_cap_Bps is None:
+        return None
+    lengths = _member_lengths(routes)
+    routed = np.flatnonzero(lengths > 0)
+    starts = routes.bounds[::routes.spread][:-1][routed]
+
+    def least(per_link: np.ndarray | None) -> np.ndarray:
+        out = np.full(lengths.size, np.inf)
+        if per_link is not None and routed.size:
+            out[routed] = np.minimum.reduceat(per_link[routes.flat], starts)
+        return out
+
+    flow, stream = least(links.flow_cap_Bps), least(links.stream_cap_Bps)
+    socket = np.isfinite(stream)
+    if not socket.any():
+        return flow
+    pairs = np.asarray(_pairs(step.transfers), dtype=np.int64).reshape(-1, 2)
+    src, dst = pairs[:, 0], pairs[:, 1]
+    size = int(pairs.max()) + 1
+    count = (np.bincount(src[socket], minlength=size) + np.bincount(dst[socket], minlength=size)).astype(float)
+    share = np.where(socket, step.streams / np.maximum(np.maximum(count[src], count[dst]), 1.0), 0.0)
+    return np.minimum(flow, np.where(socket, np.where(socket, stream, 0.0) * share, np.inf))
+
+
 def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: Topology,
-                 streams: int = 1) -> tuple[FlowGroup, ...]:
+                 streams: int = 1, member_caps: np.ndarray | None = None) -> tuple[FlowGroup, ...]:
     """The groups of an independent step: its live members (size > 0, a non-empty path) by (bytes, per-flow
-    cap), one group of independent members each (a lone member: a plain group, as one transfer was)."""
+    cap), one group of independent members each (a lone member: a plain group, as one transfer was).
+    `member_caps`: each member's own cap where it is not its links' (thread_member_caps)."""
     k = routes.spread
     per_member = routes.lengths.reshape(-1, k).max(axis=1) if k > 1 else routes.lengths
     live = np.flatnonzero((sizes > 0) & (per_member > 0))
@@ -255,7 +299,9 @@ def _independent(routes: RoutedPairs, sizes: np.ndarray, repeat: int, topology: 
         return ()
     caps = topology.links.member_caps(streams)
     member_bounds = routes.bounds[::k]
-    if caps is None:
+    if member_caps is not None:
+        cap = member_caps[live]
+    elif caps is None:
         cap = np.full(live.size, np.inf)
     else:  # a member's cap: the least per-flow cap of the links of all its paths
         routed = np.flatnonzero(per_member > 0)  # segments from one routed member's start to the next's
@@ -335,7 +381,7 @@ def step_key(step: Step, digests: "tuple[bytes, bytes] | None" = None) -> tuple[
     scalars (equal steps give equal keys; a digest collision is a 2**-128 chance)."""
     value, pairs = digests if digests is not None else _digests(step.transfers)
     return (value, len(step.transfers), step.repeat, step.lockstep, step.delay_s, step.reduce_bytes, step.label,
-            step.pipelined, step.streams, step.hop_latency_s), pairs
+            step.pipelined, step.streams, step.hop_latency_s, step.shared_thread), pairs
 
 
 class StepCache:

@@ -96,6 +96,8 @@ def test_nothing_left_to_run_ends_the_run_as_nccl_fails_the_call():
     (["communication.nccl_algo=Rings"], "communication.nccl_algo"),
     (["communication.strategy=tree"], "communication.strategy"),
     (["communication.strategy=halving_doubling"], "communication.strategy"),
+    (["communication.backend=gloo", "communication.nccl_socket_threads=2"], "communication.nccl_socket_threads"),
+    (["communication.nccl_socket_threads=2"], "communication.nccl_socket_threads"),  # InfiniBand NICs: no sockets
 ])
 def test_refused_where_nothing_would_read_it(overrides, key):
     with pytest.raises(ScenarioError) as err:

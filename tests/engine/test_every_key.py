@@ -221,6 +221,10 @@ CASES: dict[str, tuple] = {
                                 {"communication.nccl_algo": "Ring"}, "changes"),
     "communication.nccl_proto": (BENCH, {"communication.backend": "nccl"}, {"communication.nccl_proto": "LL"},
                                  "changes"),
+    # NCCL_SOCKET_NTHREADS on a 100 GbE tcp NIC: helper threads per connection instead of the rank's proxy thread
+    "communication.nccl_socket_threads": (BENCH, {"communication.backend": "nccl", "cluster.nodes.0.nic":
+                                                  {"bandwidth": "100 Gb/s", "latency": "25 us", "transport": "tcp"}},
+                                          {"communication.nccl_socket_threads": 2}, "changes"),
     "communication.compression.method": (TRAIN, {}, {"communication.compression": {"method": "fp16"}}, "changes"),
     "communication.compression.ratio": (TRAIN, {"communication.compression": {"method": "topk", "ratio": 0.01}},
                                         {"communication.compression.ratio": 0.1}, "changes"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
-from simdist.collectives.schedule import Step, Transfer
+from simdist.collectives.schedule import Schedule, Step, Transfer
 from simdist.errors import ScenarioError
 from simdist.hardware.specs import LinkSpec
 from simdist.io.catalog import links, transport_default
@@ -72,13 +72,18 @@ def test_rdma_nics_have_none_and_refuse_the_key(tmp_path):
         load_scenario(_load(tmp_path, transport="rdma", stream_cap="10 Gb/s"))
 
 
-def test_one_stream_rings_run_at_the_cap_nccl_at_two(tmp_path):
+def test_one_stream_rings_run_at_the_cap_nccl_at_its_proxy_threads(tmp_path):
     """Two nodes, one GPU each, 100 GbE: a ring's busbw is one connection's rate. textbook and gloo run one
-    stream per neighbour (25 Gb/s), nccl two (50 Gb/s, under the NIC's 0.55 x 100 = 55 Gb/s)."""
+    stream per neighbour (25 Gb/s). nccl without helper threads (NCCL's default off AWS and GCP) copies what a rank
+    sends and what it receives in its one proxy thread: half a stream each way (12.5 Gb/s); with 2 helper threads
+    per connection (NCCL_SOCKET_NTHREADS=2, AWS's default) each connection has two (50 Gb/s, under the NIC's
+    0.55 x 100 = 55 Gb/s)."""
     path = _load(tmp_path)
     lifted = "cluster.nodes.0.nic.stream_cap=100 Gb/s"
     assert _busbw(path) == pytest.approx(STREAM, rel=0.02)
-    assert _busbw(path, "communication.backend=nccl") == pytest.approx(2 * STREAM, rel=0.03)
+    assert _busbw(path, "communication.backend=nccl") == pytest.approx(STREAM / 2, rel=0.03)
+    threads = ("communication.backend=nccl", "communication.nccl_socket_threads=2")
+    assert _busbw(path, *threads) == pytest.approx(2 * STREAM, rel=0.03)
     # lifted: the NIC's aggregate efficiency binds again
     assert _busbw(path, lifted) == pytest.approx(100e9 / 8 * 0.55, rel=0.02)
     # gloo also reduces on the host (host_reduce.py), so it is slower still, and faster without the cap
@@ -111,14 +116,30 @@ def test_streams_multiply_the_cap_in_the_network_model():
     assert hash(Step((Transfer(0, 1, 1e9),))) != hash(Step((Transfer(0, 1, 1e9),), streams=4))
 
 
-@pytest.mark.parametrize("backend, requested, streams", [
-    ("nccl", "ring", 2), ("nccl", "hierarchical", 2), ("nccl", "ps", 1), ("textbook", "ring", 1),
-    ("textbook", "hierarchical", 1), ("gloo", "ring", 1)])
-def test_which_schedules_run_two_streams(backend, requested, streams):
+@pytest.mark.parametrize("backend, requested, streams, shared", [
+    ("nccl", "ring", 1, True), ("nccl", "hierarchical", 1, True), ("nccl", "ps", 1, False),
+    ("textbook", "ring", 1, False), ("textbook", "hierarchical", 1, False), ("gloo", "ring", 1, False)])
+def test_which_schedules_share_a_proxy_thread(backend, requested, streams, shared):
     from simdist.collectives.backends import build_backend_schedule
     from simdist.collectives.schedule import Group
 
     group = Group.flat(range(8), 4)
     sched = build_backend_schedule(backend, "all_reduce", 64e6, group, requested=requested,
                                    servers=(8,) if requested == "ps" else ())
-    assert {s.streams for chain in sched.chains for s in chain} == {streams}
+    assert {(s.streams, s.shared_thread) for chain in sched.chains for s in chain} == {(streams, shared)}
+
+
+def test_a_shared_thread_splits_the_stream_cap_over_a_ranks_socket_transfers():
+    """Hand calculation: rank 0 sends to 1 and 2 in one step, one thread copying both: each moves at half the
+    1 GB/s stream cap, so 1 GB each takes 2 s; rank 2 -> 3 alone in the same step keeps the whole cap but its
+    lockstep step waits for the slowest member."""
+    g = nx.Graph()
+    link = LinkSpec(10e9, 0.0, 1.0, transport="tcp", stream_cap_Bps=1e9)
+    for v in ("h0", "h1", "h2", "h3"):
+        g.add_edge(v, "switch", link=link, kind="nic")
+    topo = Topology(g, ("h0", "h1", "h2", "h3"), (0, 1, 2, 3), 4)
+    net = AnalyticalNetwork(topo)
+    both = Step((Transfer(0, 1, 1e9), Transfer(0, 2, 1e9)), lockstep=False, shared_thread=True)
+    assert net.schedule_time(Schedule("all_reduce", "x", 1e9, ((both,),))) == pytest.approx(2.0)
+    alone = Step((Transfer(2, 3, 1e9),), lockstep=False, shared_thread=True)
+    assert net.schedule_time(Schedule("all_reduce", "x", 1e9, ((alone,),))) == pytest.approx(1.0)
