@@ -18,7 +18,7 @@ from simdist.compression.base import Bucket, Codec, Shapes
 from simdist.compression.cost import Kernel
 from simdist.compression.cpu import REFERENCE_CORE, CpuProcessor
 from simdist.hardware.specs import GpuSpec
-from simdist.scenario import CompressionMethod
+from simdist.scenario import CompressionMethod, Scenario
 
 BYTEPS_METHODS = (CompressionMethod.ONEBIT, CompressionMethod.TOPK, CompressionMethod.RANDOMK)
 BYTEPS_WORKER_THREADS = 4  # BYTEPS_THREADPOOL_SIZE default (byteps/common/global.cc)
@@ -58,6 +58,14 @@ def codec_path(method: CompressionMethod, device: GpuSpec, is_ps: bool) -> Codec
     framework = "deepspeed compressed_allreduce" if method is CompressionMethod.ONEBIT else "torch ddp hook"
     site = CodecSite.WORKER_CPU if is_cpu_device(device) else CodecSite.WORKER_GPU
     return CodecPath(framework, site, site)
+
+
+def ps_pushers(scenario: Scenario, dp: int) -> int:
+    """Workers that push to each server: one per node when the node reduces first (communication.ps.aggregation
+    node, BytePS's root device), every GPU otherwise."""
+    if scenario.communication.ps_aggregation == "node":
+        return scenario.cluster.num_nodes
+    return dp
 
 
 def device_cpu(device: GpuSpec) -> CpuProcessor:
@@ -114,8 +122,9 @@ class BucketCodecCost:
 
 
 def bucket_codec_cost(codec: Codec, shapes: Shapes, device: GpuSpec, grad_bytes: float, n_workers: int,
-                      path: CodecPath, servers: int = 1) -> BucketCodecCost:
-    """The codec's work for one bucket on `path` (nothing when the plan fell back to the dense bucket)."""
+                      path: CodecPath, servers: int = 1, pushers: int | None = None) -> BucketCodecCost:
+    """The codec's work for one bucket on `path` (nothing when the plan fell back to the dense bucket);
+    `pushers`: the workers each BytePS server decodes and re-encodes for (ps_pushers; default n_workers)."""
     plan = codec.plan(shapes, grad_bytes, n_workers)
     if not plan.compressed:
         return BucketCodecCost(0.0, 0.0)
@@ -126,7 +135,7 @@ def bucket_codec_cost(codec: Codec, shapes: Shapes, device: GpuSpec, grad_bytes:
         worker = CpuProcessor(REFERENCE_CORE, BYTEPS_WORKER_THREADS)
         server = CpuProcessor(REFERENCE_CORE, BYTEPS_SERVER_CODEC_THREADS)
         shard = Bucket(b.shapes, b.elem_bytes, math.ceil(b.numel / max(1, servers)))
-        server_s = n_workers * (server.time_s(byteps_decompress(codec.method, shard, k))
+        server_s = (pushers or n_workers) * (server.time_s(byteps_decompress(codec.method, shard, k))
                                 + server.time_s(byteps_compress(codec.method, shard, k, False)))
         return BucketCodecCost(worker.time_s(byteps_compress(codec.method, b, k, ef)),
                                worker.time_s(byteps_decompress(codec.method, b, k)), server_s,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from simdist.compression.base import Codec, Shapes, dense_plan, Bucket
-from simdist.compression.placement import bucket_codec_cost, codec_path, describe
+from simdist.compression.placement import bucket_codec_cost, codec_path, describe, ps_pushers
 from simdist.compression.registry import make_codec
 from simdist.scenario import Scenario, StrategyKind
 
@@ -61,7 +61,8 @@ def codec_runs_on(scenario: Scenario, bucket_shapes: Sequence[Shapes], grad_byte
     device = scenario.cluster.node_groups[0].gpu
     comm = scenario.communication
     path = codec_path(codec.method, device, comm.strategy == StrategyKind.PS)
-    costs = [bucket_codec_cost(codec, s, device, grad_bytes_per_elem, n_workers, path, comm.ps_servers)
+    pushers = ps_pushers(scenario, n_workers)
+    costs = [bucket_codec_cost(codec, s, device, grad_bytes_per_elem, n_workers, path, comm.ps_servers, pushers)
              for s in bucket_shapes]
     return {**describe(path), "encode_s": sum(c.encode_s for c in costs),
             "decode_s": sum(c.decode_s for c in costs), "server_s": sum(c.server_s for c in costs)}

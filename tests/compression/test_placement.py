@@ -11,7 +11,7 @@ from simdist.compression import Int8Codec, Kernel, OneBitCodec, PowerSgdCodec, R
 from simdist.compression.base import Bucket
 from simdist.compression.cpu import REFERENCE_CORE, CpuProcessor
 from simdist.compression.placement import (BYTEPS_WORKER_THREADS, CodecSite, bucket_codec_cost, byteps_payload_bytes,
-                                           codec_path, device_cpu)
+                                           codec_path, device_cpu, ps_pushers)
 from simdist.engine.simulation import simulate
 from simdist.io.load import load_data
 from simdist.scenario import CompressionMethod
@@ -96,13 +96,14 @@ def test_byteps_onebit_hand_calculation():
     assert cost.server_s == pytest.approx(workers * one)
 
 
-def _scenario(vendor: str = "nvidia", strategy: str = "ring", method: str = "onebit", **extra):
+def _scenario(vendor: str = "nvidia", strategy: str = "ring", method: str = "onebit", gpus_per_node: int = 1,
+              aggregation: str = "gpu", **extra):
     gpu = {"name": "dev", "vendor": vendor, "peak_flops": {"fp32": "20 TFLOP/s"}, "memory": "40 GB",
            "memory_bandwidth": "1 TB/s"}
     comm = {"strategy": strategy, "compression": {"method": method, **extra}, "bucket_size": "40 MB"}
     if strategy == "ps":
-        comm["ps"] = {"servers": 2, "placement": "colocated", "server": "cpu"}
-    d = {"cluster": {"nodes": [{"count": 4, "gpu": gpu, "gpus_per_node": 1,
+        comm["ps"] = {"servers": 2, "placement": "colocated", "server": "cpu", "aggregation": aggregation}
+    d = {"cluster": {"nodes": [{"count": 4, "gpu": gpu, "gpus_per_node": gpus_per_node,
                                 "nic": {"bandwidth": "10 Gb/s", "latency": "20 us", "transport": "tcp"}}]},
          "workload": {"model": "resnet50", "batch_per_gpu": 32}, "communication": comm,
          "run": {"fidelity": "estimate"}}
@@ -133,3 +134,14 @@ def test_byteps_plan_pushes_the_compressed_bytes_and_the_server_recodes():
         assert bc.server_delay_s == pytest.approx(bd.server_delay_s + cost.server_s)
     ran = simulate(s).to_dict()["strategy"]["compression_ran"]["runs_on"]
     assert (ran["framework"], ran["server"]) == ("byteps compressor", "server_cpu") and ran["server_s"] > 0
+
+
+def test_a_node_aggregated_server_recodes_once_per_node():
+    node = _scenario(strategy="ps", gpus_per_node=2, aggregation="node")
+    per_gpu = _scenario(strategy="ps", gpus_per_node=2)
+    assert (ps_pushers(node, 8), ps_pushers(per_gpu, 8)) == (4, 8)
+    a, b = build_plan(node).buckets[0], build_plan(per_gpu).buckets[0]
+    device = node.cluster.node_groups[0].gpu
+    path = codec_path(CompressionMethod.ONEBIT, device, True)
+    one = bucket_codec_cost(OneBitCodec(), a.bucket.shapes, device, 4, 8, path, 2, 1).server_s
+    assert a.server_delay_s - b.server_delay_s == pytest.approx((4 - 8) * one)
