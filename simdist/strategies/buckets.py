@@ -65,3 +65,21 @@ def make_buckets(model: ModelSpec, bucket_size_bytes: float, bytes_per_elem: flo
     if shapes:
         close()
     return buckets
+
+
+# Horovod's batched device-to-device memcpy kernel copies at most this many tensors per launch
+# (horovod/common/ops/cuda/cuda_kernels.h: BATCHED_D2D_CAPACITY)
+HOROVOD_BATCHED_D2D_CAPACITY = 160
+
+
+def fusion_copy_s(bucket: Bucket, buffer_bytes: float, memory_Bps: float, launch_s: float) -> float:
+    """Horovod's copy of a fused bucket's tensors into its fusion buffer before the all-reduce, and the same again
+    out of it after (horovod/common/ops/nccl_operations.cc NCCLAllreduce::Execute: ScaleMemcpyInFusionBuffer /
+    ScaleMemcpyOutFusionBuffer when a response holds more than one tensor; batched D2D memcpy kernels on Horovod's
+    stream): `buffer_bytes` read and written once, 2 x bytes / HBM bandwidth, plus a launch per
+    HOROVOD_BATCHED_D2D_CAPACITY tensors. One way; a bucket of one tensor is reduced in place (0)."""
+    tensors = len(bucket.shapes)
+    if tensors <= 1:
+        return 0.0
+    launches = -(-tensors // HOROVOD_BATCHED_D2D_CAPACITY)
+    return 2.0 * buffer_bytes / memory_Bps + launches * launch_s

@@ -60,9 +60,15 @@ def bucket_exchange(b: GraphBuilder, plan: IterationPlan, cc: ClassCompute, j: i
     name = f"bucket{bc.bucket.index}"
     if cc.encode_s[j]:
         last = b.add(Compute, f"{name} encode", deps, Stream.COMM, duration_s=cc.encode_s[j], kind="encode")
+    copy_s = cc.fusion_copy_s[j] if cc.fusion_copy_s else 0.0  # Horovod's fusion buffer, in and out
+    if copy_s:
+        last = b.add(Compute, f"{name} fusion copy in", deps if last is None else (last,), Stream.COMM,
+                     duration_s=copy_s, kind="fusion_copy")
     for c, (op, size) in enumerate(bc.collectives):
         last = b.add(Collective, f"{name} {op.value}#{c} ({group})", deps if last is None else (last,), Stream.COMM,
                      group=group, op=op, size_bytes=size, server_delay_s=bc.server_delay_s, key=f"{name}/{c}")
+    if copy_s:
+        last = b.add(Compute, f"{name} fusion copy out", (last,), Stream.COMM, duration_s=copy_s, kind="fusion_copy")
     if cc.decode_s[j]:
         last = b.add(Compute, f"{name} decode", deps if last is None else (last,), Stream.COMM,
                      duration_s=cc.decode_s[j], kind="decode")

@@ -41,6 +41,7 @@ class ClassCompute:
     ready_s: tuple[float, ...]  # per bucket, after the start of the last backward (bwd_s without overlap)
     encode_s: tuple[float, ...]  # per bucket, the codec on this class's GPU
     decode_s: tuple[float, ...]
+    fusion_copy_s: tuple[float, ...] = ()  # per bucket, Horovod's fusion-buffer copy, each way (buckets.fusion_copy_s)
 
     @property
     def step_s(self) -> float:
@@ -95,6 +96,19 @@ class IterationPlan:
         """Samples every rank processes per optimizer step (rank order)."""
         per_class = [c.rank_class.batch * self.micro_steps for c in self.classes]
         return [per_class[c] for c in self.class_by_rank]
+
+
+def _fusion_copies(scenario: Scenario, buckets, plans, gpu) -> tuple[float, ...]:
+    """Horovod's fusion-buffer copy of each bucket on `gpu`, each way (bucketing fusion: Horovod's tensor fusion;
+    DDP's buckets are the gradients' own storage: none). The buffer holds what the bucket's collectives carry."""
+    if scenario.communication.bucketing.value != "fusion":
+        return ()
+    from simdist.compute import launch_overhead_s, memory_bandwidth_Bps
+    from simdist.strategies.buckets import fusion_copy_s
+
+    cal = scenario.compute_calibration
+    bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
+    return tuple(fusion_copy_s(bk, sum(size for _, size in p.collectives), bw, launch) for bk, p in zip(buckets, plans))
 
 
 def resolve_batch(scenario: Scenario, dp: int) -> int:
@@ -230,7 +244,7 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     """Rank classes with their compute, buckets, and each bucket's collectives after compression
     (`codec_spec` replaces the scenario's compression, e.g. none for the uncompressed baseline)."""
     from simdist.compression import make_codec
-    from simdist.compression.placement import bucket_codec_cost, codec_path, ps_pushers
+    from simdist.compression.placement import bucket_codec_cost, codec_path
     from simdist.compute import optimizer_step_time
 
     model = scenario.workload.model
@@ -267,14 +281,15 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
         gpu = scenario.cluster.node_groups[g].gpu
         if gpu.key not in codec_cost:
             path = codec_path(codec.method, gpu, is_ps)
-            codec_cost[gpu.key] = [bucket_codec_cost(codec, bk.shapes, gpu, grad_bytes, dp, path, comm.ps_servers,
-                                                     ps_pushers(scenario, dp)) for bk in buckets]
+            codec_cost[gpu.key] = [bucket_codec_cost(codec, bk.shapes, gpu, grad_bytes, dp, path, comm.ps_servers)
+                                   for bk in buckets]
         rc = RankClass(idx, tuple(ranks), g, gpu.key, b, x)
         classes.append(ClassCompute(
             rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
             ready_s=tuple(d * x if comm.overlap else bw * x for d in bucket_done),
             encode_s=tuple(c.encode_s for c in codec_cost[gpu.key]),
-            decode_s=tuple(c.decode_s for c in codec_cost[gpu.key])))
+            decode_s=tuple(c.decode_s for c in codec_cost[gpu.key]),
+            fusion_copy_s=_fusion_copies(scenario, buckets, plans, gpu)))
         single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o), g)
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
