@@ -37,7 +37,11 @@ __all__ = ["__version__", *_LAZY]
 def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'simdist' has no attribute {name!r}")
+        import difflib
+
+        close = difflib.get_close_matches(name, __all__, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; the public names are {', '.join(__all__)}"
+        raise AttributeError(f"module 'simdist' has no attribute {name!r}{hint}")
     import importlib
 
     value = getattr(importlib.import_module(module), name)

@@ -37,3 +37,14 @@ def test_license_is_an_spdx_string():
     """A TOML table here is deprecated by setuptools and stops building on 2027-02-18."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert isinstance(project["license"], str)
+
+
+def test_an_unknown_name_says_what_exists():
+    import pytest
+
+    import simdist
+
+    with pytest.raises(AttributeError, match="did you mean 'load'"):
+        simdist.lod  # noqa: B018
+    with pytest.raises(AttributeError, match="the public names are"):
+        simdist.nothing_like_it  # noqa: B018
