@@ -1,7 +1,8 @@
 """What an emulated cluster looks like: hosts, racks, link rates and the tbf/TCP knobs, as plain data.
 
 Kept apart from the commands that build it so the layout (and `from_scenario`) can be tested without
-root. The defaults are the settings measured in /work/shared/notes/emulated-cluster.md.
+root. The defaults are settings measured on the emulated cluster: one TCP stream then runs at the shaped
+rate's TCP-over-Ethernet goodput (1448/1514 of it).
 """
 from __future__ import annotations
 
