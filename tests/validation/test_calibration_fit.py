@@ -161,8 +161,7 @@ def test_every_validation_scenario_loads_and_maps() -> None:
         assert s.communication.backend.value == "gloo" and layout_for(s).hosts == 4
 
 
-def test_ddp_scenario_maps_to_mlp_case_with_hook() -> None:
-    pytest.importorskip("torch")
+def test_ddp_scenario_maps_to_mlp_case_with_hook() -> None:  # needs torch (the dev extras install it)
     s = load_scenario(VAL / "ddp-mlp-powersgd-1g.yaml")
     (case,) = cases_for(s, "x")
     assert (case.kind, case.hook, case.hidden, case.depth, case.batch, case.powersgd_rank) == \
