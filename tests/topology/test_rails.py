@@ -52,7 +52,7 @@ def test_rail_paths_stay_least_cost():
     r = Router(t)
     cost = {}
     for u, v, d in t.graph.edges(data=True):
-        from simdist.topology.routing import edge_cost
+        from simdist.topology.search import edge_cost
         cost[(u, v)] = cost[(v, u)] = edge_cost(d["link"].effective_Bps * d.get("multiplicity", 1))
     for s in range(8):
         for d in (9, 14, 20, 31):

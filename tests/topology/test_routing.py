@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdist.topology.build import build_topology
-from simdist.topology.routing import Router, edge_cost
+from simdist.topology.routing import Router
+from simdist.topology.search import edge_cost
 from tests.topology.factory import DGX1_V100, DGX_A100, PCIE_BOX, UNIFORM, cluster
 
 

@@ -43,14 +43,14 @@ def test_paths_flat_is_path_pair_by_pair(name, mode):
 def test_twin_shared_core_next_hops_are_each_vertex_own(name):
     topo = _topology(name, RoutingKind.ECMP)
     r = Router(topo)
-    core = sorted(r._core_adj)
+    core = sorted(r.graph.core_adj)
     shared = 0
     for a in core:
-        dist = r._core_dist(a)
+        dist = r.distances.core_dist(a)
         for v in core:
             if v == a or dist.get(v) is None:
                 continue
-            own = tuple(sorted(w for w, c in r._core_adj[v].items() if dist.get(w, math.inf) + c == dist[v]))
-            shared += r._twin_key(a, v) is not None and (r._twin_key(a, v) in r._nh_twin)
-            assert r._core_next(a, v) == own, (a, v)
+            own = tuple(sorted(w for w, c in r.graph.core_adj[v].items() if dist.get(w, math.inf) + c == dist[v]))
+            shared += r.distances._twin_key(a, v) is not None and (r.distances._twin_key(a, v) in r.distances._nh_twin)
+            assert r.distances.core_next(a, v) == own, (a, v)
     assert shared or name.startswith("2lvl")  # used on three levels (two: every spine is next to every leaf)

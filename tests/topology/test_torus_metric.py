@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from simdist.topology.build import build_topology
-from simdist.topology.routing import Router, _dijkstra
+from simdist.topology.routing import Router
+from simdist.topology.search import _dijkstra
 from tests.topology.factory import DGX_A100, cluster
 
 SHAPES = [("ring", 5, None), ("ring", 2, None), ("torus2d", 16, (4, 4)), ("torus2d", 6, (3, 2)),
@@ -14,7 +15,7 @@ SHAPES = [("ring", 5, None), ("ring", 2, None), ("torus2d", 16, (4, 4)), ("torus
 def _search(router: Router) -> Router:
     """The same router with the closed form switched off (the general search)."""
     slow = Router(router.topology)
-    slow._metric = None
+    slow.distances._metric = None  # what the distances read: no closed form
     return slow
 
 
@@ -22,12 +23,12 @@ def _search(router: Router) -> Router:
 def test_closed_form_distances_equal_dijkstra(kind, nodes, dims):
     topo = build_topology(cluster(nodes, kind, DGX_A100, nics=2, **({"dims": dims} if dims else {})))
     router = Router(topo)
-    assert router._metric is not None
-    core = router._core_adj
+    assert router.graph.metric is not None
+    core = router.graph.core_adj
     for a in list(core)[:: max(1, len(core) // 7)]:
         exact = _dijkstra(core, {a: 0})
         for v in core:
-            assert router._metric.from_vertex(a).get(v) == exact.get(v)
+            assert router.graph.metric.from_vertex(a).get(v) == exact.get(v)
 
 
 @pytest.mark.parametrize("kind, nodes, dims", SHAPES)
@@ -43,9 +44,9 @@ def test_paths_are_those_of_the_search(kind, nodes, dims):
 
 def test_incomplete_torus_or_dead_cable_keeps_the_search():
     incomplete = build_topology(cluster(7, "torus2d", DGX_A100, nics=1, dims=(3, 3)))
-    assert Router(incomplete)._metric is None
+    assert Router(incomplete).graph.metric is None
     full = build_topology(cluster(9, "torus2d", DGX_A100, nics=1, dims=(3, 3)))
     router = Router(full)
-    assert router._metric is not None
+    assert router.graph.metric is not None
     (u, v) = next((u, v) for u, v in full.graph.edges if u.endswith("nic0") and v.endswith("nic0"))
-    assert router.without(frozenset({(u, v)}))._metric is None
+    assert router.without(frozenset({(u, v)})).graph.metric is None

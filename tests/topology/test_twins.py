@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from simdist.topology.build import build_topology
+from simdist.topology.distances import Distances
 from simdist.topology.routing import Router
 from simdist.topology.search import _bfs
 from simdist.topology.twins import TwinMetric
@@ -30,14 +31,14 @@ def _check(adj, step):
 @pytest.mark.parametrize("spec", CASES)
 def test_twin_distances_equal_bfs(spec):
     router = Router(build_topology(spec))
-    assert router._core_step is not None
-    _check(router._core_adj, router._core_step)
+    assert router.graph.core_step is not None
+    _check(router.graph.core_adj, router.graph.core_step)
 
 
 def test_twin_distances_with_a_dead_cable():
     topo = build_topology(CASES[1])
     router = Router(topo, frozenset({("leaf0", "agg0.0")}))
-    _check(router._core_adj, router._core_step)
+    _check(router.graph.core_adj, router.graph.core_step)
 
 
 def test_disconnected_and_isolated_vertices():
@@ -49,15 +50,16 @@ def test_disconnected_and_isolated_vertices():
 @pytest.mark.parametrize("spec", CASES + [cluster(8, "torus2d", UNIFORM, gpus=4, nics=2),
                                           cluster(6, "ring", DGX_A100, nics=8)])
 def test_shared_exit_shapes_and_twins_route_like_the_general_search(spec, monkeypatch):
-    """Routes with exits shared across machines (Router._gw_sig) and twin distances equal those of
+    """Routes with exits shared across machines (Distances.gateway_signature) and twin distances equal those of
     a router that computes every destination's exits itself and runs a BFS per exit."""
     topo = build_topology(spec)
     fast = Router(topo)
     slow = Router(topo)
-    monkeypatch.setattr(slow, "_gw_sig", lambda m: None)
-    monkeypatch.setattr(slow, "_core_dist", lambda a: slow._dcore.setdefault(
-        a, _bfs(slow._core_adj, a, slow._core_step) if slow._core_step is not None and slow._metric is None
-        else Router._core_dist(slow, a)))
+    d, g = slow.distances, slow.graph
+    monkeypatch.setattr(d, "gateway_signature", lambda m: None)
+    monkeypatch.setattr(d, "core_dist", lambda a: d._dcore.setdefault(
+        a, _bfs(g.core_adj, a, g.core_step) if g.core_step is not None and g.metric is None
+        else Distances.core_dist(d, a)))
     n = len(topo.endpoints)
     for src in range(n):
         for dst in range(n):
