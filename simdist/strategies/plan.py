@@ -244,7 +244,7 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     """Rank classes with their compute, buckets, and each bucket's collectives after compression
     (`codec_spec` replaces the scenario's compression, e.g. none for the uncompressed baseline)."""
     from simdist.compression import make_codec
-    from simdist.compression.placement import bucket_codec_cost, codec_path
+    from simdist.compression.placement import bucket_codec_cost, codec_path, ps_pushers
     from simdist.compute import optimizer_step_time
 
     model = scenario.workload.model
@@ -281,8 +281,8 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
         gpu = scenario.cluster.node_groups[g].gpu
         if gpu.key not in codec_cost:
             path = codec_path(codec.method, gpu, is_ps)
-            codec_cost[gpu.key] = [bucket_codec_cost(codec, bk.shapes, gpu, grad_bytes, dp, path, comm.ps_servers)
-                                   for bk in buckets]
+            codec_cost[gpu.key] = [bucket_codec_cost(codec, bk.shapes, gpu, grad_bytes, dp, path, comm.ps_servers,
+                                                     ps_pushers(scenario, dp)) for bk in buckets]
         rc = RankClass(idx, tuple(ranks), g, gpu.key, b, x)
         classes.append(ClassCompute(
             rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
