@@ -9,7 +9,7 @@ With compute-communication interference (`slowdown`), compute-stream work progre
 while collectives of its class run, so a compute task's end depends on collectives that begin while it
 runs, which may wait on work that this task delays (on another pipeline stage, say). That is a run in
 time order, not a fold: the one `Executor` runs the iteration, each collective and send/recv lasting its
-closed-form time (`_ClosedForm`), so estimate and simulate share every rule of interference. (Iterating
+closed-form time (`ClosedFormTimes`), so estimate and simulate share every rule of interference. (Iterating
 a fold to its fixed point instead converges slowly: each pass carries the interference one dependency
 step down interleaved pipelines; docs/model-parallel.md, benchmarks/fold.py.)
 """
@@ -56,14 +56,14 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
     if slowdown is None:
         spans = _Worklist(graphs, cached, groups).run()
     else:
-        ex = Executor(simpy.Environment(), _ClosedForm(cached), lambda task, graph: (task, graph), groups,
+        ex = Executor(simpy.Environment(), ClosedFormTimes(cached), lambda task, graph: (task, graph), groups,
                       record=False, slowdown=slowdown)
         ex.run(graphs, 1, steady_skip=False)
         spans = ex.last_spans
     return _folded(graphs, spans)
 
 
-class _ClosedForm:
+class ClosedFormTimes:
     """The executor's network model for `fold`: a call (task, graph) lasts its closed-form time."""
 
     def __init__(self, time_of: Callable[[Task, Graph], float]) -> None:

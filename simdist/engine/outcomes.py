@@ -1,12 +1,20 @@
 """From what the executor (or the fold) measured to the RunResult's keys: breakdown, sync, node groups,
-links and throughput."""
+links, throughput, strategy, and a model-parallel run's stages."""
 from __future__ import annotations
 
 import heapq
+import math
+import statistics
 from dataclasses import dataclass, field
 
-from simdist.results.records import Breakdown, LinkUtilization, StepRecord, Throughput
-from simdist.scenario import Scenario, StrategyKind, SyncMode
+from simdist.engine.executor import _union_s
+from simdist.engine.plans import Plan
+from simdist.engine.state import result_header
+from simdist.graph.tasks import Collective, Compute, Graph, Stream
+from simdist.results.records import Breakdown, LinkUtilization, RunResult, StepRecord, Throughput
+from simdist.scenario import Fidelity, Scenario, StrategyKind, SyncMode
+from simdist.strategies.mp_plan import MpPlan
+from simdist.topology.summary import link_assumptions
 from simdist.strategies.plan import DTYPE_BYTES, IterationPlan
 from simdist.strategies.sync_report import server_load, wire_bytes_per_iteration
 
@@ -101,10 +109,23 @@ def throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
     return Throughput(samples_per_s=samples, tokens_per_s=tokens)
 
 
-def strategy_summary(scenario: Scenario, plan: IterationPlan, sharded=None) -> dict:
-    """The run's strategy; a ZeRO / FSDP run (`sharded`, a strategies.sharded_dp.ShardedPlan) adds `sharding`."""
-    comm = scenario.communication
-    out = _strategy(scenario, plan, comm)
+def strategy_summary(scenario: Scenario, plan: Plan) -> dict:
+    """The run's strategy: what every parallelism reports, a ZeRO / FSDP run's `sharding`, a data-parallel
+    run's codec as it ran (`compression_ran`)."""
+    comm, layout = scenario.communication, plan.layout
+    if plan.model_parallel:
+        return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
+                "buckets": max(len(s.grad_buckets) for s in layout.stages) if layout.dp > 1 else 0,
+                "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap, "compression": "none",
+                "zero": layout.zero, "global_batch": layout.global_batch, "batch_per_gpu": layout.micro_batch,
+                "grad_accumulation": layout.micro_batches, "batch_split": "equal", "rank_classes": layout.pp}
+    out = {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
+           "buckets": len(layout.buckets), "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
+           "compression": comm.compression.method.value, "global_batch": layout.global_batch,
+           "batch_per_gpu": layout.batch_per_gpu, "grad_accumulation": layout.micro_steps,
+           "batch_split": scenario.training.batch_split.value, "rank_classes": len(layout.classes),
+           "compression_ran": compression_ran(scenario, layout)}
+    sharded = plan.sharded
     if sharded is not None:
         out["sharding"] = {"zero": sharded.zero, "units": len(sharded.units),
                            "largest_unit_params": max(u.params for u in sharded.units),
@@ -113,15 +134,6 @@ def strategy_summary(scenario: Scenario, plan: IterationPlan, sharded=None) -> d
                            "reduce_scatter_every_micro_batch": sharded.zero >= 2}
         out["buckets"] = 0 if sharded.zero == 3 else out["buckets"]
     return out
-
-
-def _strategy(scenario: Scenario, plan: IterationPlan, comm) -> dict:
-    return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
-            "buckets": len(plan.buckets), "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
-            "compression": comm.compression.method.value, "global_batch": plan.global_batch,
-            "batch_per_gpu": plan.batch_per_gpu, "grad_accumulation": plan.micro_steps,
-            "batch_split": scenario.training.batch_split.value, "rank_classes": len(plan.classes),
-            "compression_ran": compression_ran(scenario, plan)}
 
 
 def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
@@ -169,3 +181,102 @@ def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[d
         if ran != precision:  # a fallback is reported, never silent: this GPU has no units for the precision
             rows[-1].update(precision=precision, precision_ran=ran)
     return rows
+
+
+@dataclass(frozen=True)
+class MpBreakdown(Breakdown):
+    """Breakdown of a model-parallel iteration, averaged over the pipeline stages: `pipeline_bubble` is the
+    time a stage's GPU idles inside the pipeline (waiting for inputs), `tp_communication` its tensor-parallel
+    collectives, `dp_communication` its gradient all_reduces or ZeRO collectives (of both, the part the
+    compute stream does not hide is in `exposed_communication`), `pp_communication` the time transfers to or
+    from it are in flight."""
+
+    pipeline_bubble: float = 0.0
+    tp_communication: float = 0.0
+    dp_communication: float = 0.0
+    pp_communication: float = 0.0
+
+
+def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ran) -> RunResult:
+    """A dp x tp x pp run's RunResult: per stage its compute, bubble and tp / dp / pp communication from the
+    task spans of the last iteration (averaged over the stages in the breakdown), MFU and tokens/s."""
+    layout = plan.layout
+    terms = [stage_terms(g, ran.spans[g.rank_class.index], ran.iteration_s, f)
+             for g, f in zip(plan.graphs, plan.fused or (None,) * len(plan.graphs))]
+    mean = {k: statistics.fmean(x[k] for x in terms) for k in terms[0]}
+    bd = MpBreakdown(compute=mean["compute"], communication=mean["comm"],
+                     exposed_communication=mean["tp_exposed"] + mean["dp_exposed"], compression=0.0,
+                     optimizer=mean["optimizer"], pipeline_bubble=mean["bubble"], tp_communication=mean["tp"],
+                     dp_communication=mean["dp"], pp_communication=mean["pp"])
+    samples = layout.global_batch / ran.iteration_s
+    tokens = samples * layout.tokens_per_sample if layout.tokens_per_sample else None
+    extra = {
+        "mfu": run_mfu(scenario, samples),
+        "achieved_tflops_per_gpu": layout.hardware_flops / (ran.iteration_s * layout.layout.size) / 1e12,
+        "strategy": strategy_summary(scenario, plan),
+        "parallelism": parallelism_summary(scenario, layout, terms),
+        "links_used": link_assumptions(scenario.cluster),
+        "simulated_iterations": ran.simulated,
+        "inferred_iterations": ran.inferred,
+    }
+    return RunResult(**result_header(scenario, fidelity), iteration_time_s=ran.iteration_s,
+                     throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
+                     scaling_efficiency=samples / layout.single_gpu_samples_per_s, breakdown_s=bd, memory=plan.memory,
+                     links=ran.links, extra=extra, iterations=ran.times, records=ran.records)
+
+
+def _covered_s(spans: list[tuple[float, float]], by: list[tuple[float, float]]) -> float:
+    """Seconds of the union of `spans` that the union of `by` also covers."""
+    return _union_s(spans) + _union_s(by) - _union_s(spans + by)
+
+
+def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float,
+                fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> dict[str, float]:
+    """Per stage: compute, optimizer, tp, dp (and their exposed parts), pp transfer time and the bubble
+    (`fused`: the tp calls inside estimate's fused tasks, as offsets from each one's start)."""
+    compute = opt = 0.0
+    busy: list[tuple[float, float]] = []  # the compute stream's spans
+    tp, dp, pp = [], [], []
+    for t in graph.tasks:
+        s, e = spans[t.id]
+        if isinstance(t, Compute) and t.stream == Stream.COMPUTE:
+            inner = fused.get(t.id, ()) if fused else ()
+            if t.kind == "optimizer":
+                opt += e - s
+            else:
+                compute += e - s - math.fsum(b - a for a, b in inner)
+            if inner:  # the chain's compute and tp calls, as the unfused graph has them
+                cuts = [s, *(x for a, b in inner for x in (s + a, s + b)), e]
+                busy += [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts), 2) if cuts[k + 1] > cuts[k]]
+                tp += [(s + a, s + b) for a, b in inner]
+            else:
+                busy.append((s, e))
+        elif isinstance(t, Collective):
+            {"tp": tp, "dp": dp}.get(t.group.split(".")[0], pp).append((s, e))
+    # exposed: communication the compute stream does not hide (tp_comm_overlap's exchanges and bulk
+    # collectives run beside their GEMMs; dp buckets beside backward; ZeRO's gathers beside the previous unit)
+    tp_s, dp_s = _union_s(tp), _union_s(dp)
+    exposed_tp = tp_s - _covered_s(tp, busy)
+    exposed_dp = dp_s - _covered_s(dp, busy + tp)
+    bubble = max(0.0, period_s - compute - opt - exposed_tp - exposed_dp)
+    return {"compute": compute, "optimizer": opt, "tp": tp_s, "tp_exposed": exposed_tp, "dp": dp_s,
+            "dp_exposed": exposed_dp, "pp": _union_s(pp), "bubble": bubble, "comm": _union_s(tp + dp + pp)}
+
+
+def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> dict:
+    """Layout, schedule, chunks and per-stage times (the trace has one track per stage and group)."""
+    t = scenario.training
+    return {
+        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp,
+        "placement_order": ",".join(a.value for a in plan.layout.order),
+        "schedule": plan.schedule.value, "virtual_stages": plan.virtual_stages,
+        "micro_batch": plan.micro_batch, "micro_batches": plan.micro_batches,
+        "sequence_parallel": t.sequence_parallel, "tp_comm_overlap": t.tp_comm_overlap,
+        "zero": plan.zero, "recompute": t.recompute.value,
+        "p2p_bytes": plan.p2p_bytes, "p2p_gather_bytes": plan.p2p_gather_bytes,
+        "warnings": list(plan.warnings),
+        "stages": [{"stage": st.rank_class.index,
+                    "layers": [list(c.layers) for c in st.chunks],
+                    "params_per_gpu": st.params,
+                    **{f"{k}_s": v for k, v in term.items()}} for st, term in zip(plan.stages, terms)],
+    }

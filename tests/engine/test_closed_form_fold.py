@@ -95,7 +95,7 @@ def test_a_chain_of_blocking_collectives_beside_a_long_one_equals_the_executor()
 
 
 def test_an_interleaved_pipeline_with_overlapped_buckets_equals_the_executor_in_one_pass():
-    from simdist.engine.mp_training import mp_interference
+    from simdist.engine.plans import model_parallel_interference
     from simdist.engine.state import Simulation
     from simdist.io.load import load_data
     from simdist.scenario import Fidelity
@@ -115,7 +115,7 @@ def test_an_interleaved_pipeline_with_overlapped_buckets_equals_the_executor_in_
         "run": {"iterations": 1, "warmup": 0, "fidelity": "estimate"},
     })
     plan = build_mp_plan(scenario)
-    slowdown = mp_interference(scenario, plan)
+    slowdown = model_parallel_interference(scenario, plan)
     assert slowdown is not None
     fabric = Simulation(scenario, Fidelity.ESTIMATE).context.model_parallel_fabric(plan.layout, plan)
     graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)

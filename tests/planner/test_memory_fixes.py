@@ -6,8 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from simdist.engine.mp_training import mp_memory
-from simdist.engine.training import check_memory
+from simdist.engine.plans import check_memory
 from simdist.errors import InfeasibleError
 from simdist.io.sweep_load import load_point
 from simdist.planner.memory_fixes import memory_fixes
@@ -22,7 +21,7 @@ def _memory_error(scenario) -> InfeasibleError | None:
     """The memory check a run makes before it simulates (data parallel / ZeRO, or tp / pp)."""
     try:
         if is_model_parallel(scenario):
-            mp_memory(scenario, build_mp_plan(scenario))
+            check_memory(scenario, build_mp_plan(scenario))
         else:
             check_memory(scenario)
     except InfeasibleError as err:

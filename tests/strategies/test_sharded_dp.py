@@ -12,7 +12,6 @@ import pytest
 from simdist.collectives.schedule import CollectiveOp
 from simdist.engine.executor import Executor
 from simdist.engine.state import Simulation
-from simdist.engine.training import collective_schedules
 from simdist.errors import ScenarioError
 from simdist.graph.tasks import Collective
 from simdist.io.load import load_data
@@ -65,7 +64,7 @@ def _link_bytes(scenario) -> float:
     """Bytes every link of the flow network carries in one iteration."""
     sim = Simulation(scenario, Fidelity.SIMULATE)
     _, graphs = _graphs(scenario)
-    Executor(sim.env, sim.context.network, collective_schedules(sim.context), sim.context.process_groups()).run(
+    Executor(sim.env, sim.context.network, lambda t, g: sim.context.cached_schedule(t.op, t.size_bytes, t.server_delay_s), sim.context.process_groups()).run(
         graphs, 1)
     return float(np.sum(sim.context.network.link_bytes()))
 

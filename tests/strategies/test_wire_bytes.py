@@ -6,7 +6,6 @@ import pytest
 from simdist.engine.executor import Executor
 from simdist.engine.simulation import simulate
 from simdist.engine.state import Simulation
-from simdist.engine.training import collective_schedules
 from simdist.io.load import load_data
 from simdist.scenario import Fidelity
 from simdist.strategies.data_parallel import bsp_graphs
@@ -51,7 +50,7 @@ def test_powersgd_wire_bytes_are_rank_times_m_plus_n(rank):
     plan = build_plan(scenario)
     sim = Simulation(scenario, Fidelity.SIMULATE)
     counting = _Counting(sim.context.network)
-    Executor(sim.env, counting, collective_schedules(sim.context), sim.context.process_groups()).run(bsp_graphs(plan), 1)
+    Executor(sim.env, counting, lambda t, g: sim.context.cached_schedule(t.op, t.size_bytes, t.server_delay_s), sim.context.process_groups()).run(bsp_graphs(plan), 1)
     # a ring all_reduce of s bytes per rank puts 2 (N - 1) s on the wire in all; P and Q together are r (m + n) 4
     assert counting.wire_bytes == pytest.approx(2 * (WORKERS - 1) * rank * (M + N_COLS) * 4)
 
