@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from simdist.scenario import CompressionMethod, SyncMode
-from validation import convergence as cv
+from simdist.validation import convergence as cv
 from simdist.validation.convergence import CodecSetting, FactorRow, SyncSetting, TaskSpec
 
 torch.set_num_threads(1)

@@ -18,7 +18,7 @@ from simdist.workload import layers as L  # noqa: E402
 from simdist.workload.catalog import get_model  # noqa: E402
 from simdist.workload.specs import ModelSpec  # noqa: E402
 from simdist.workload.transformer import parametric_gpt  # noqa: E402
-from validation import gpu_calibrate as gc  # noqa: E402
+from simdist.validation import gpu_calibrate as gc  # noqa: E402
 from simdist.validation.layer_proxies import (ProxyPlan, attention_dims, build_proxy, infer_window,  # noqa: E402
                                       linear_dims, plan_model)
 

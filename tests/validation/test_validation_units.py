@@ -15,7 +15,7 @@ from simdist.validation.cases import Case, CaseKind, DdpHook, case_from_dict, pa
 from simdist.validation.emulab import GOODPUT_FACTOR, EmulabLayout
 from simdist.validation.emulab.commands import build_plan, rerate_plan
 from simdist.validation.emulab.layout import from_scenario
-from validation import predict
+from simdist.validation import predict
 
 VAL = Path(__file__).resolve().parents[2] / "scenarios" / "validation"
 
