@@ -83,9 +83,17 @@ def byteps_payload_bytes(method: CompressionMethod, b: Bucket, k: int) -> float:
     return k * 2 * b.elem_bytes
 
 
+def heap_accesses(n: int, k: int) -> float:
+    """topk.cc's heap over a partition of n in random order: each of the k first elements and each later one
+    larger than the heap's minimum (about k ln(n / k) of them) is pushed, at log2(k) scattered accesses each."""
+    if k <= 0 or n <= 0:
+        return 0.0
+    return k * (1 + math.log(max(1.0, n / k))) * max(1.0, math.log2(k))
+
+
 def byteps_compress(method: CompressionMethod, b: Bucket, k: int, error_feedback: bool) -> list[Kernel]:
-    """onebit: sum of |x| then the packing loop; topk: one heap pass over the partition; randomk: k random
-    indices and their values. With error feedback (vanilla_error_feedback.cc): x = g + e before, and
+    """onebit: sum of |x| then the packing loop; topk: one pass over the partition keeping a k-heap (heap_accesses);
+    randomk: k random indices and their values. With error feedback (vanilla_error_feedback.cc): x = g + e before, and
     e = x - decompress(compressed) after."""
     n, v = b.numel, b.elem_bytes
     ef_in = [Kernel("ef_add", 3 * n * v)] if error_feedback else []
@@ -93,7 +101,7 @@ def byteps_compress(method: CompressionMethod, b: Bucket, k: int, error_feedback
         body = [Kernel("abs_sum", n * v), Kernel("pack", n * v + n / 8)]
         ef_out = [Kernel("ef_update", 2 * n * v + n / 8)] if error_feedback else []
     elif method is CompressionMethod.TOPK:
-        body = [Kernel("heap_topk", n * v, op="topk", count=n)]
+        body = [Kernel("scan", n * v), Kernel("heap_updates", 0.0, op="scatter", count=heap_accesses(n, k))]
         ef_out = [Kernel("ef_update", 2 * n * v), Kernel("ef_zero_sent", 0.0, op="scatter", count=k)] \
             if error_feedback else []
     else:
@@ -135,8 +143,9 @@ def bucket_codec_cost(codec: Codec, shapes: Shapes, device: GpuSpec, grad_bytes:
         worker = CpuProcessor(REFERENCE_CORE, BYTEPS_WORKER_THREADS)
         server = CpuProcessor(REFERENCE_CORE, BYTEPS_SERVER_CODEC_THREADS)
         shard = Bucket(b.shapes, b.elem_bytes, math.ceil(b.numel / max(1, servers)))
-        server_s = (pushers or n_workers) * (server.time_s(byteps_decompress(codec.method, shard, k))
-                                + server.time_s(byteps_compress(codec.method, shard, k, False)))
+        k_shard = math.ceil(k / max(1, servers))
+        server_s = (pushers or n_workers) * (server.time_s(byteps_decompress(codec.method, shard, k_shard))
+                                             + server.time_s(byteps_compress(codec.method, shard, k_shard, False)))
         return BucketCodecCost(worker.time_s(byteps_compress(codec.method, b, k, ef)),
                                worker.time_s(byteps_decompress(codec.method, b, k)), server_s,
                                byteps_payload_bytes(codec.method, b, k))

@@ -10,8 +10,9 @@ import pytest
 from simdist.compression import Int8Codec, Kernel, OneBitCodec, PowerSgdCodec, RandomKCodec, TopKCodec
 from simdist.compression.base import Bucket
 from simdist.compression.cpu import REFERENCE_CORE, CpuProcessor
-from simdist.compression.placement import (BYTEPS_WORKER_THREADS, CodecSite, bucket_codec_cost, byteps_payload_bytes,
-                                           codec_path, device_cpu, ps_pushers)
+from simdist.compression.placement import (BYTEPS_WORKER_THREADS, CodecSite, bucket_codec_cost, byteps_compress,
+                                           byteps_decompress, byteps_payload_bytes, codec_path, device_cpu,
+                                           heap_accesses, ps_pushers)
 from simdist.engine.simulation import simulate
 from simdist.io.load import load_data
 from simdist.scenario import CompressionMethod
@@ -145,3 +146,17 @@ def test_a_node_aggregated_server_recodes_once_per_node():
     path = codec_path(CompressionMethod.ONEBIT, device, True)
     one = bucket_codec_cost(OneBitCodec(), a.bucket.shapes, device, 4, 8, path, 2, 1).server_s
     assert a.server_delay_s - b.server_delay_s == pytest.approx((4 - 8) * one)
+
+
+def test_byteps_topk_is_a_scan_and_a_heap_per_shard():
+    n, k = 1_000_000, 10_000
+    assert heap_accesses(n, k) == pytest.approx(k * (1 + math.log(100)) * math.log2(k))
+    codec = TopKCodec(ratio=0.01)
+    b = Bucket.of([(1000, 1000)], 4)
+    path = codec_path(codec.method, A100, True)
+    cost = bucket_codec_cost(codec, [(1000, 1000)], A100, 4, 4, path, servers=2, pushers=3)
+    shard = Bucket(b.shapes, 4, n // 2)
+    one = CpuProcessor.reference().time_s(byteps_decompress(codec.method, shard, k // 2)
+                                          + byteps_compress(codec.method, shard, k // 2, False))
+    assert cost.server_s == pytest.approx(3 * one)  # k split over the servers with the elements
+    assert cost.ps_payload_bytes == k * 2 * 4
