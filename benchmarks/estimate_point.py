@@ -82,7 +82,7 @@ def main() -> None:
           f"median {statistics.median(fresh) * 1e3:.1f} ms wall, {statistics.median(CPU) * 1e3:.1f} ms CPU "
           f"-> target < {TARGET_S * 1e3:.0f} ms: {_verdict(fresh, skip_first=False)}")
     stats = process_cache().stats
-    print(f"  context cache: {stats.hits} hits, {stats.misses} misses, {stats.fabrics_built} clusters built")
+    print(f"  context cache: {stats.hits} hits, {stats.misses} misses, {stats.clusters_built} clusters built")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """What every run needs from a scenario's cluster: topology, router, network model, groups, PS servers.
 
-`build_fabric` builds what depends on the cluster alone (topology and routes, the data-parallel group,
+`build_cluster` builds what depends on the cluster alone (topology and routes, the data-parallel group,
 ring channels, and lazily the node rings and NCCL's view of the node); `build_context` puts a network
-model and the PS servers on it. `context_key` / `fabric_key` say exactly which scenario keys each part
+model and the PS servers on it. `context_key` / `cluster_key` say exactly which scenario keys each part
 depends on, so engine/context_cache.py can reuse them across the points of a sweep.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ class FabricContext:
     channels: int = 1  # concurrent rings, one per NIC rail (NCCL channels)
     _schedules: dict = field(default_factory=dict, repr=False)
     _times: dict = field(default_factory=dict, repr=False)
-    _built: dict = field(default_factory=dict, repr=False)  # per fabric: node rings, NCCL's node view
+    _built: dict = field(default_factory=dict, repr=False)  # per built cluster: node rings, NCCL's node view
     _local: dict = field(default_factory=dict, repr=False)  # per network model: the NCCL tuner's timer
 
     def cached_schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
@@ -168,22 +168,22 @@ def _server_hosts(scenario: Scenario) -> tuple:
     return tuple(sorted(server_topology_args(scenario).items()))
 
 
-def fabric_key(scenario: Scenario) -> tuple:
-    """What `build_fabric` reads: the cluster, the dedicated PS hosts, and (conservatively) the
+def cluster_key(scenario: Scenario) -> tuple:
+    """What `build_cluster` reads: the cluster, the dedicated PS hosts, and (conservatively) the
     parallelism layout that process groups are placed by."""
     t = scenario.training
     return (scenario.cluster, _server_hosts(scenario), t.parallelism, t.placement_order)
 
 
 def context_key(scenario: Scenario) -> tuple:
-    """What a FabricContext and its memoised schedules depend on: the fabric and SCHEDULE_KEYS."""
+    """What a FabricContext and its memoised schedules depend on: the built cluster and SCHEDULE_KEYS."""
     comm = scenario.communication
-    return fabric_key(scenario) + tuple(getattr(comm, k) for k in SCHEDULE_KEYS)
+    return cluster_key(scenario) + tuple(getattr(comm, k) for k in SCHEDULE_KEYS)
 
 
 @dataclass(frozen=True, eq=False)
-class Fabric:
-    """The cluster-only part of a context: topology (with its routes), the DP group, ring channels, and
+class BuiltCluster:
+    """A cluster built once and shared by the contexts on it: the cluster-only part of a context: topology (with its routes), the DP group, ring channels, and
     `built` (node rings and NCCL's node view, filled on first use and shared by every context on it)."""
 
     topology: Topology
@@ -192,7 +192,7 @@ class Fabric:
     built: dict = field(default_factory=dict, repr=False)
 
 
-def build_fabric(scenario: Scenario) -> Fabric:
+def build_cluster(scenario: Scenario) -> BuiltCluster:
     """Topology (with dedicated PS hosts when asked), the data-parallel group and its ring channels."""
     from simdist.cluster import data_parallel_group
     from simdist.topology.build import build_topology
@@ -200,22 +200,22 @@ def build_fabric(scenario: Scenario) -> Fabric:
 
     topology = build_topology(scenario.cluster, **server_topology_args(scenario))
     group = data_parallel_group(scenario.cluster, topology)
-    return Fabric(topology, group, ring_channels(topology, group.nodes))
+    return BuiltCluster(topology, group, ring_channels(topology, group.nodes))
 
 
 def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment | None = None,
-                  fabric: Fabric | None = None) -> FabricContext:
+                  cluster: BuiltCluster | None = None) -> FabricContext:
     """Build topology (with dedicated PS hosts when asked), routing and the network model (on `env`,
-    a new Environment by default); `fabric`: an already built Fabric of `fabric_key(scenario)`."""
+    a new Environment by default); `cluster`: an already built BuiltCluster of `cluster_key(scenario)`."""
     from simdist.cluster import build_network, ps_server_endpoints
 
     comm = scenario.communication
-    fabric = build_fabric(scenario) if fabric is None else fabric
-    topology = fabric.topology
+    cluster = build_cluster(scenario) if cluster is None else cluster
+    topology = cluster.topology
     env = simpy.Environment() if env is None else env
     network = build_network(fidelity.value, env, topology)
     servers: tuple[int, ...] = ()
     if comm.strategy == StrategyKind.PS:
         servers = tuple(ps_server_endpoints(topology, comm.ps_servers, comm.ps_placement.value))
-    return FabricContext(scenario, env, topology, network, fabric.group, servers, fabric.channels,
-                         _built=fabric.built)
+    return FabricContext(scenario, env, topology, network, cluster.group, servers, cluster.channels,
+                         _built=cluster.built)

@@ -1,7 +1,7 @@
 """A per-process cache of built estimate contexts, so the points of a sweep or plan share their cluster.
 
 Two least-recently-used levels, each keyed by exactly what it depends on (engine/context.py):
-fabrics (topology and routes, the data-parallel group, node rings, NCCL's node view) by `fabric_key`,
+built clusters (topology and routes, the data-parallel group, node rings, NCCL's node view) by `cluster_key`,
 and contexts (the analytical network model, the PS servers and the memoised collective times) by
 `context_key`. A sweep over bucket sizes or compression therefore reuses one context; a change of
 cluster, strategy, backend, hierarchical algorithms or PS settings builds (or finds) another.
@@ -9,34 +9,34 @@ cluster, strategy, backend, hierarchical algorithms or PS settings builds (or fi
 Only `estimate` uses it: the analytical model runs no events and keeps no state between runs beyond
 its value-keyed memos, so a reused context gives byte-identical results. `simulate` never does (its
 flow network carries a clock and link state), unless a caller passes it an unstarted context itself.
-Memory is bounded by entry counts and by the GPUs of the cached fabrics.
+Memory is bounded by entry counts and by the GPUs of the cached clusters.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from simdist.engine.context import Fabric, FabricContext, build_context, build_fabric, context_key, fabric_key
+from simdist.engine.context import BuiltCluster, FabricContext, build_context, build_cluster, context_key, cluster_key
 from simdist.scenario import Fidelity, Scenario
 
 
 @dataclass
 class CacheStats:
-    """How often the cache served a context (hits) or built one (misses), and fabrics built."""
+    """How often the cache served a context (hits) or built one (misses), and clusters built."""
 
     hits: int = 0
     misses: int = 0
-    fabrics_built: int = 0
+    clusters_built: int = 0
 
 
 class ContextCache:
-    """LRU of estimate contexts (at most `max_contexts`) over LRU fabrics (at most `max_fabrics`, and
-    at most `max_gpus` GPUs over all cached fabrics, the newest always kept)."""
+    """LRU of estimate contexts (at most `max_contexts`) over LRU built clusters (at most `max_clusters`, and
+    at most `max_gpus` GPUs over all cached clusters, the newest always kept)."""
 
-    def __init__(self, max_contexts: int = 16, max_fabrics: int = 4, max_gpus: int = 1 << 17) -> None:
-        self.max_contexts, self.max_fabrics, self.max_gpus = max_contexts, max_fabrics, max_gpus
+    def __init__(self, max_contexts: int = 16, max_clusters: int = 4, max_gpus: int = 1 << 17) -> None:
+        self.max_contexts, self.max_clusters, self.max_gpus = max_contexts, max_clusters, max_gpus
         self._contexts: OrderedDict[tuple, FabricContext] = OrderedDict()
-        self._fabrics: OrderedDict[tuple, tuple[Fabric, int]] = OrderedDict()
+        self._clusters: OrderedDict[tuple, tuple[BuiltCluster, int]] = OrderedDict()
         self.stats = CacheStats()
 
     def __len__(self) -> int:
@@ -44,25 +44,25 @@ class ContextCache:
 
     def clear(self) -> None:
         self._contexts.clear()
-        self._fabrics.clear()
+        self._clusters.clear()
         self.stats = CacheStats()
 
-    def fabric(self, scenario: Scenario) -> Fabric:
-        """The built fabric of `scenario`'s cluster (built on a miss)."""
-        key = fabric_key(scenario)
-        hit = self._fabrics.get(key)
+    def cluster(self, scenario: Scenario) -> BuiltCluster:
+        """`scenario`'s built cluster (built on a miss)."""
+        key = cluster_key(scenario)
+        hit = self._clusters.get(key)
         if hit is not None:
-            self._fabrics.move_to_end(key)
+            self._clusters.move_to_end(key)
             return hit[0]
-        fabric = build_fabric(scenario)
-        self.stats.fabrics_built += 1
-        self._fabrics[key] = (fabric, scenario.cluster.num_gpus)
-        while len(self._fabrics) > 1 and (len(self._fabrics) > self.max_fabrics
-                                          or sum(g for _, g in self._fabrics.values()) > self.max_gpus):
-            old, _ = self._fabrics.popitem(last=False)
-            for k in [k for k in self._contexts if k[:len(old)] == old]:  # contexts pin their fabric's memory
+        cluster = build_cluster(scenario)
+        self.stats.clusters_built += 1
+        self._clusters[key] = (cluster, scenario.cluster.num_gpus)
+        while len(self._clusters) > 1 and (len(self._clusters) > self.max_clusters
+                                          or sum(g for _, g in self._clusters.values()) > self.max_gpus):
+            old, _ = self._clusters.popitem(last=False)
+            for k in [k for k in self._contexts if k[:len(old)] == old]:  # contexts pin their cluster's memory
                 del self._contexts[k]
-        return fabric
+        return cluster
 
     def context(self, scenario: Scenario) -> FabricContext:
         """An estimate context for `scenario`'s cluster and schedule settings (its `scenario` field is the
@@ -74,7 +74,7 @@ class ContextCache:
             self.stats.hits += 1
             return hit
         self.stats.misses += 1
-        ctx = build_context(scenario, Fidelity.ESTIMATE, fabric=self.fabric(scenario))
+        ctx = build_context(scenario, Fidelity.ESTIMATE, cluster=self.cluster(scenario))
         self._contexts[key] = ctx
         while len(self._contexts) > self.max_contexts:
             self._contexts.popitem(last=False)

@@ -7,6 +7,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from simdist.compute import DTYPE_BYTES
 from simdist.engine.executor import _union_s
 from simdist.engine.plans import Plan
 from simdist.engine.state import result_header
@@ -15,7 +16,7 @@ from simdist.results.records import Breakdown, LinkUtilization, RunResult, StepR
 from simdist.scenario import Fidelity, Scenario, StrategyKind, SyncMode
 from simdist.strategies.mp_plan import MpPlan
 from simdist.topology.summary import link_assumptions
-from simdist.strategies.plan import DTYPE_BYTES, IterationPlan
+from simdist.strategies.plan import IterationPlan
 from simdist.strategies.sync_report import server_load, wire_bytes_per_iteration
 
 TOP_LINKS = 10

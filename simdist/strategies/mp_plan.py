@@ -22,13 +22,14 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES as COMPUTE_BYTES, GEMM_KINDS, MIXED_PRECISIONS,
+from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES, GEMM_KINDS, MIXED_PRECISIONS,
                              gemm_shrink_factor)
 from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
 from simdist.memory import TransformerShape
 from simdist.scenario import PipelineSchedule, Recompute, Scenario
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
+from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
                                                 tensor_parallel_plan)
 from simdist.strategies.update_cost import update_time
@@ -267,8 +268,6 @@ def _stage_units(tpp: TensorParallelPlan, model, chunks: list[tuple[int, int, in
 
 def build_mp_plan(scenario: Scenario) -> MpPlan:
     """The layout, balanced chunks, per-chunk segments, p2p sizes and dp buckets of a model-parallel run."""
-    from simdist.strategies.plan import DTYPE_BYTES, data_parallel_degree, resolve_batch
-
     dp = data_parallel_degree(scenario)
     s, t, w, comm = scenario, scenario.training, scenario.workload, scenario.communication
     model = w.model
@@ -352,7 +351,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     p = precision
     return MpPlan(layout, t.schedule, v, t.micro_batch, m, orders, tuple(stages), p2p, gather, comm.overlap,
                   global_batch, model.tokens_per_sample, (3.0 * fwd_flops + extra) * global_batch, single,
-                  warnings, zero, COMPUTE_BYTES[p] if p in MIXED_PRECISIONS else 4, grad_bytes,
+                  warnings, zero, DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, grad_bytes,
                   t.tp_comm_overlap)
 
 

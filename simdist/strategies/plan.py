@@ -11,13 +11,12 @@ import math
 from dataclasses import dataclass
 
 from simdist.collectives.schedule import CollectiveOp
+from simdist.compute import DTYPE_BYTES
 from simdist.graph.tasks import RankClass
-from simdist.scenario import Precision, Scenario, StrategyKind
+from simdist.scenario import Scenario, StrategyKind
 from simdist.strategies.batch_split import observed_slowdowns, split_batches
 from simdist.strategies.buckets import Bucket, make_buckets
 from simdist.strategies.stragglers import gpu_slowdowns
-
-DTYPE_BYTES = {Precision.FP32: 4, Precision.TF32: 4, Precision.FP16: 2, Precision.BF16: 2, Precision.FP8: 1}
 
 
 @dataclass(frozen=True)

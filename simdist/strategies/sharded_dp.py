@@ -25,13 +25,13 @@ import math
 from dataclasses import dataclass, replace
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import DTYPE_BYTES as COMPUTE_BYTES, MIXED_PRECISIONS, layer_times
+from simdist.compute import DTYPE_BYTES, MIXED_PRECISIONS, layer_times
 from simdist.strategies.update_cost import update_time
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
 from simdist.scenario import Recompute, Scenario
 from simdist.strategies.data_parallel import backward_segments
-from simdist.strategies.plan import DTYPE_BYTES, ClassCompute, IterationPlan
+from simdist.strategies.plan import ClassCompute, IterationPlan
 from simdist.strategies.recompute_policy import checkpointed, kept_elems, recomputed_fraction
 from simdist.strategies.sharding import _BLOCK, RING_SEND_FACTOR, ShardUnit, fsdp_units
 
@@ -153,7 +153,7 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
     single = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * c.step_s + c.optimizer_s) for c in classes)
     plan = replace(plan, classes=tuple(classes), single_gpu_samples_per_s=single)
     return ShardedPlan(plan, t.parallelism.zero, units, segs, tuple(seg_f),
-                       tuple(seg_b), COMPUTE_BYTES[p] if p in MIXED_PRECISIONS else 4, DTYPE_BYTES[w.grad_dtype])
+                       tuple(seg_b), DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, DTYPE_BYTES[w.grad_dtype])
 
 
 # ----------------------------------------------------------------------------- graphs
@@ -278,8 +278,8 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
 
     weights, grads, states = model_state_bytes(model.params, precision, optimizer, grad_dtype, zero, dp)
     a = ACTIVATION_BYTES[str(precision)]
-    g = COMPUTE_BYTES[str(grad_dtype)]
-    p = COMPUTE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
+    g = DTYPE_BYTES[str(grad_dtype)]
+    p = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
     units = fsdp_units(model)
     blocks = checkpointed_blocks(model, units, Recompute(recompute), recompute_every)
     saved = [x.saved_elems for x in model.layers]

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from simdist.engine.context import SCHEDULE_KEYS, context_key, fabric_key
+from simdist.engine.context import SCHEDULE_KEYS, context_key, cluster_key
 from simdist.engine.context_cache import ContextCache, process_cache
 from simdist.engine.simulation import simulate
 from simdist.io.load import load_data
@@ -110,29 +110,29 @@ def test_a_sweep_in_any_order_gives_the_same_bytes_as_each_point_alone():
     process_cache().clear()
     warm = [result_json(simulate(scenario(p), "estimate")) for p in reversed(points)][::-1]
     assert warm == alone
-    assert process_cache().stats.fabrics_built == 2  # one per cluster
+    assert process_cache().stats.clusters_built == 2  # one per cluster
 
 
 def test_cluster_changes_build_another_fabric():
     a, b = scenario(), scenario({"cluster.nodes.0.nic.bandwidth": "200 Gb/s"})
-    assert fabric_key(a) != fabric_key(b)
-    assert fabric_key(a) == fabric_key(scenario({"communication.strategy": "tree"}))
+    assert cluster_key(a) != cluster_key(b)
+    assert cluster_key(a) == cluster_key(scenario({"communication.strategy": "tree"}))
     dedicated = scenario({**PS, "communication.ps.placement": "dedicated"})
-    assert fabric_key(dedicated) != fabric_key(scenario(PS))  # dedicated servers are extra hosts
+    assert cluster_key(dedicated) != cluster_key(scenario(PS))  # dedicated servers are extra hosts
 
 
 def test_the_cache_is_bounded():
-    cache = ContextCache(max_contexts=2, max_fabrics=1)
+    cache = ContextCache(max_contexts=2, max_clusters=1)
     s = [scenario({"communication.strategy": st}) for st in ("ring", "tree", "halving_doubling")]
     for x in s:
         cache.context(x)
-    assert len(cache) == 2 and cache.stats.fabrics_built == 1
+    assert len(cache) == 2 and cache.stats.clusters_built == 1
     cache.context(scenario({"cluster.nodes.0.count": 2}))  # a second fabric evicts the first and its contexts
-    assert len(cache) == 1 and len(cache._fabrics) == 1
+    assert len(cache) == 1 and len(cache._clusters) == 1
     small = ContextCache(max_gpus=40)
     small.context(s[0])
     small.context(scenario({"cluster.nodes.0.count": 2}))  # 32 + 16 GPUs > 40: the older fabric goes
-    assert len(small._fabrics) == 1 and len(small) == 1
+    assert len(small._clusters) == 1 and len(small) == 1
 
 
 def test_simulate_never_uses_the_estimate_cache():

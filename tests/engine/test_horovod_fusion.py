@@ -9,7 +9,8 @@ from math import prod
 import pytest
 
 from simdist import api
-from simdist.strategies.plan import DTYPE_BYTES, build_plan
+from simdist.compute import DTYPE_BYTES
+from simdist.strategies.plan import build_plan
 
 PRESET = "scenarios/presets/horovod.yaml"
 CYCLE = 0.005
