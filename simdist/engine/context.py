@@ -149,7 +149,8 @@ class FabricContext:
 # PS servers read; every other communication key (bucket sizes, bucketing, fusion cycle, overlap,
 # compression) only changes the (op, size, server delay) a collective is asked for, which the memos key on.
 SCHEDULE_KEYS = ("strategy", "backend", "hierarchical_intra", "hierarchical_inter", "ps_servers", "ps_placement",
-                 "ps_aggregation", "ps_server", "ps_partition_bytes", "collnet", "nvls")
+                 "ps_aggregation", "ps_server", "ps_partition_bytes", "collnet", "nvls", "nccl_algo", "nccl_proto",
+                 "nccl_socket_threads")
 
 
 def server_topology_args(scenario: Scenario) -> dict:

@@ -29,6 +29,8 @@ PS = {"communication.strategy": "ps"}
 HIER = {"communication.strategy": "hierarchical"}
 H100 = {"communication.backend": "nccl", "cluster.nodes.0.gpu": "h100-sxm5-80gb",
         "cluster.nodes.0.intra_node": "nvswitch-h100"}
+NCCL_TCP = {"communication.backend": "nccl",
+            "cluster.nodes.0.nic": {"bandwidth": "100 Gb/s", "latency": "25 us", "count": 1, "transport": "tcp"}}
 
 # Every CommunicationSpec field -> (the base it is varied on, the variant): schedule keys must not be
 # served a context built for another value; every other key must give the same bytes on a reused context.
@@ -53,6 +55,9 @@ VARIANTS = {
     "nvls": (H100, {**H100, "communication.nvls": False}),
     "collnet": ({"communication.backend": "nccl"},
                 {"communication.backend": "nccl", "cluster.fabric.sharp": True, "communication.collnet": True}),
+    "nccl_algo": (H100, {**H100, "communication.nccl_algo": "Ring"}),
+    "nccl_proto": ({"communication.backend": "nccl"}, {"communication.backend": "nccl", "communication.nccl_proto": "LL"}),
+    "nccl_socket_threads": ({**NCCL_TCP}, {**NCCL_TCP, "communication.nccl_socket_threads": 2}),
 }
 
 
