@@ -20,7 +20,8 @@ from typing import Callable
 
 import simpy
 
-from simdist.engine.executor import Executor, _union_s
+from simdist.engine.executor import Executor
+from simdist.graph.spans import union_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
 
 
@@ -167,7 +168,7 @@ def _folded(graphs: list[Graph], spans: dict[int, dict[int, tuple[float, float]]
     ends = {c: max((e for _, e in s.values()), default=0.0) for c, s in spans.items()}
     compute = {g.rank_class.index: sum(e - s for t in g.tasks if t.stream == Stream.COMPUTE
                                        for s, e in [spans[g.rank_class.index][t.id]]) for g in graphs}
-    comm = {g.rank_class.index: _union_s([spans[g.rank_class.index][t.id] for t in g.tasks
+    comm = {g.rank_class.index: union_s([spans[g.rank_class.index][t.id] for t in g.tasks
                                           if t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait"])
             for g in graphs}
     return Folded(max(ends.values(), default=0.0), ends, compute, comm, spans)

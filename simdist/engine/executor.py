@@ -18,6 +18,7 @@ from typing import Callable, Generator, Protocol
 
 import simpy
 
+from simdist.graph.spans import union_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
 from simdist.results.records import StepRecord
 
@@ -53,16 +54,6 @@ class ExecLog:
 def same_time(a: float, b: float) -> bool:
     """Equal up to the rounding that absolute simulation time adds (relative 1e-9)."""
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
-
-
-def _union_s(spans: list[tuple[float, float]]) -> float:
-    total, end = 0.0, -math.inf
-    for s, e in sorted(spans):
-        if e <= end:
-            continue
-        total += e - max(s, end)
-        end = e
-    return total
 
 
 _TRACK = {Stream.COMPUTE: "gpu", Stream.TP: "tp", Stream.P2P_SEND: "pp", Stream.P2P_RECV: "pp"}  # trace tracks
@@ -185,7 +176,7 @@ class Executor:
         compute = [spans[t.id] for t in graph.tasks if t.stream == Stream.COMPUTE]
         comm = [spans[t.id] for t in graph.tasks if t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait"]
         self.log.class_compute_busy_s[idx].append(sum(e - s for s, e in compute))
-        self.log.class_comm_busy_s[idx].append(_union_s(comm))
+        self.log.class_comm_busy_s[idx].append(union_s(comm))
         if self.record and (self.record_classes is None or idx in self.record_classes):
             self._records(graph, it, spans)
 

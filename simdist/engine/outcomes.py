@@ -3,21 +3,18 @@ links, throughput, strategy, and a model-parallel run's stages."""
 from __future__ import annotations
 
 import heapq
-import math
 import statistics
 from dataclasses import dataclass, field
 
 from simdist.compute import DTYPE_BYTES
-from simdist.engine.executor import _union_s
 from simdist.engine.plans import Plan
 from simdist.engine.state import result_header
-from simdist.graph.tasks import Collective, Compute, Graph, Stream
+from simdist.graph.spans import stage_terms
 from simdist.results.records import Breakdown, LinkUtilization, RunResult, StepRecord, Throughput
-from simdist.scenario import Fidelity, Scenario, StrategyKind, SyncMode
+from simdist.scenario import Fidelity, Scenario
 from simdist.strategies.mp_plan import MpPlan
-from simdist.topology.summary import link_assumptions
 from simdist.strategies.plan import IterationPlan
-from simdist.strategies.sync_report import server_load, wire_bytes_per_iteration
+from simdist.topology.summary import link_assumptions
 
 TOP_LINKS = 10
 
@@ -82,26 +79,6 @@ def link_records(ctx, links: tuple[LinkUtilization, ...]) -> tuple[StepRecord, .
     """Busy spans of the most utilised links, one trace track each."""
     spans = ctx.network.busy_spans([l.link for l in links]) if hasattr(ctx.network, "busy_spans") else {}
     return tuple(StepRecord(f"link:{name}", "busy", s, e) for name in sorted(spans) for s, e in spans[name])
-
-
-def servers_row(scenario, ctx, in_bytes, out_bytes, elapsed_s, simulated: bool) -> list[dict] | None:
-    if scenario.communication.strategy != StrategyKind.PS:
-        return None
-    util = ctx.network.link_utilization(ctx.env.now) if simulated and ctx.env.now > 0 else None
-    return server_load(ctx.topology, ctx.servers, in_bytes, out_bytes, elapsed_s, util)
-
-
-def sync_common(scenario: Scenario, plan: IterationPlan, rates: list[float], period: int) -> dict:
-    t = scenario.training
-    stragglers = sorted((r, c.rank_class.slowdown) for c in plan.classes if c.rank_class.slowdown != 1.0
-                        for r in c.rank_class.ranks)
-    out = {"mode": t.sync.value, "per_worker_samples_per_s": rates,
-           "min_worker_samples_per_s": min(rates), "max_worker_samples_per_s": max(rates),
-           "wire_bytes_per_iteration": wire_bytes_per_iteration(plan) / period,
-           "stragglers": {f"gpu:{r}": x for r, x in stragglers}}
-    if t.sync == SyncMode.LOCAL_SGD:
-        out["local_steps"] = period
-    return out
 
 
 def throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
@@ -224,44 +201,6 @@ def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ra
                      throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
                      scaling_efficiency=samples / layout.single_gpu_samples_per_s, breakdown_s=bd, memory=plan.memory,
                      links=ran.links, extra=extra, iterations=ran.times, records=ran.records)
-
-
-def _covered_s(spans: list[tuple[float, float]], by: list[tuple[float, float]]) -> float:
-    """Seconds of the union of `spans` that the union of `by` also covers."""
-    return _union_s(spans) + _union_s(by) - _union_s(spans + by)
-
-
-def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float,
-                fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> dict[str, float]:
-    """Per stage: compute, optimizer, tp, dp (and their exposed parts), pp transfer time and the bubble
-    (`fused`: the tp calls inside estimate's fused tasks, as offsets from each one's start)."""
-    compute = opt = 0.0
-    busy: list[tuple[float, float]] = []  # the compute stream's spans
-    tp, dp, pp = [], [], []
-    for t in graph.tasks:
-        s, e = spans[t.id]
-        if isinstance(t, Compute) and t.stream == Stream.COMPUTE:
-            inner = fused.get(t.id, ()) if fused else ()
-            if t.kind == "optimizer":
-                opt += e - s
-            else:
-                compute += e - s - math.fsum(b - a for a, b in inner)
-            if inner:  # the chain's compute and tp calls, as the unfused graph has them
-                cuts = [s, *(x for a, b in inner for x in (s + a, s + b)), e]
-                busy += [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts), 2) if cuts[k + 1] > cuts[k]]
-                tp += [(s + a, s + b) for a, b in inner]
-            else:
-                busy.append((s, e))
-        elif isinstance(t, Collective):
-            {"tp": tp, "dp": dp}.get(t.group.split(".")[0], pp).append((s, e))
-    # exposed: communication the compute stream does not hide (tp_comm_overlap's exchanges and bulk
-    # collectives run beside their GEMMs; dp buckets beside backward; ZeRO's gathers beside the previous unit)
-    tp_s, dp_s = _union_s(tp), _union_s(dp)
-    exposed_tp = tp_s - _covered_s(tp, busy)
-    exposed_dp = dp_s - _covered_s(dp, busy + tp)
-    bubble = max(0.0, period_s - compute - opt - exposed_tp - exposed_dp)
-    return {"compute": compute, "optimizer": opt, "tp": tp_s, "tp_exposed": exposed_tp, "dp": dp_s,
-            "dp_exposed": exposed_dp, "pp": _union_s(pp), "bubble": bubble, "comm": _union_s(tp + dp + pp)}
 
 
 def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> dict:

@@ -13,8 +13,7 @@ from dataclasses import dataclass, replace
 from simdist.engine.closed_form import ClosedFormTimes, fold
 from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
 from simdist.engine.outcomes import (Outcome, breakdown, link_records, model_parallel_result, node_groups, run_mfu,
-                                     servers_row, sharded_payload_bytes, strategy_summary, sync_common, throughput,
-                                     top_links)
+                                     sharded_payload_bytes, strategy_summary, throughput, top_links)
 from simdist.engine.plans import Plan, build, interference_of
 from simdist.engine.state import Simulation, result_header
 from simdist.input_pipeline import loader_bound
@@ -25,7 +24,8 @@ from simdist.strategies.async_ps import PsPolicy
 from simdist.strategies.data_parallel import bsp_graphs
 from simdist.strategies.local_sgd import local_compute_s
 from simdist.strategies.plan import IterationPlan, build_plan
-from simdist.strategies.sync_report import ps_bytes_per_exchange, staleness_stats, worker_iteration_s
+from simdist.strategies.sync_report import (ps_bytes_per_exchange, servers_row, staleness_stats, sync_common,
+                                           worker_iteration_s)
 from simdist.topology.summary import link_assumptions
 
 

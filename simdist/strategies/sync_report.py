@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Mapping, Sequence
 
+from simdist.scenario import Scenario, StrategyKind, SyncMode
 from simdist.strategies.async_ps import worker_payload_bytes
 from simdist.strategies.plan import IterationPlan
 
@@ -70,3 +71,25 @@ def _busiest_by_vertex(utilization: Mapping[str, float]) -> tuple[dict[str, floa
         if u > outof.get(a, -1.0):
             outof[a] = u
     return into, outof
+
+
+def servers_row(scenario: Scenario, ctx, in_bytes, out_bytes, elapsed_s, simulated: bool) -> list[dict] | None:
+    """`sync.servers`: each parameter server's load (None without one), link utilisation where simulated."""
+    if scenario.communication.strategy != StrategyKind.PS:
+        return None
+    util = ctx.network.link_utilization(ctx.env.now) if simulated and ctx.env.now > 0 else None
+    return server_load(ctx.topology, ctx.servers, in_bytes, out_bytes, elapsed_s, util)
+
+
+def sync_common(scenario: Scenario, plan: IterationPlan, rates: list[float], period: int) -> dict:
+    """The `sync` keys every data-parallel mode reports: per-worker rates, wire bytes, stragglers."""
+    t = scenario.training
+    stragglers = sorted((r, c.rank_class.slowdown) for c in plan.classes if c.rank_class.slowdown != 1.0
+                        for r in c.rank_class.ranks)
+    out = {"mode": t.sync.value, "per_worker_samples_per_s": rates,
+           "min_worker_samples_per_s": min(rates), "max_worker_samples_per_s": max(rates),
+           "wire_bytes_per_iteration": wire_bytes_per_iteration(plan) / period,
+           "stragglers": {f"gpu:{r}": x for r, x in stragglers}}
+    if t.sync == SyncMode.LOCAL_SGD:
+        out["local_steps"] = period
+    return out

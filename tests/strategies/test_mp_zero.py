@@ -204,7 +204,7 @@ def test_mfu_is_the_results_formula():
 def test_fused_tp_chains_fold_to_the_unfused_result(changes):
     """estimate folds each chunk's blocking tp chain into one task: the same iteration and breakdown terms."""
     from simdist.engine.context import build_context
-    from simdist.engine.outcomes import stage_terms
+    from simdist.graph.spans import stage_terms
     from simdist.engine.plans import fused_graphs
     from simdist.scenario import Fidelity
 
