@@ -89,7 +89,6 @@ class Timeline:
             self._rates[state] = (samples, step)
         samples, step = self._rates[state]
         self.step_s = step + sum(s.delay_s for s in self.active)
-        self.samples_per_step = samples
         self.rate = (samples / self.step_s) / self.healthy_rate if math.isfinite(self.step_s) else 0.0
         self.seg = 0.0
         if self.job.rebalance_every:

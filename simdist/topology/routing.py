@@ -76,8 +76,7 @@ class Router:
                  classes: bool = True) -> None:
         self.topology = topology
         self.graph = RouteGraph(topology, down)
-        self.down = self.graph.down
-        self.routing = self.graph.routing
+        self.routing = self.graph.routing  # ecmp | dmodk | spray (network.paths splits connections for spray)
         self.planes = self.graph.plane_count  # flow keys a connection needs to use all of a GPU's planes
         self.distances = Distances(self.graph)
         self.walker = Walker(self.graph, self.distances)
