@@ -9,7 +9,8 @@ from simdist.io import catalog
 REQUIRED_GPUS = (
     "k80-12gb p100-sxm2-16gb p100-pcie-16gb v100-sxm2-16gb v100-sxm2-32gb a100-sxm4-40gb a100-sxm4-80gb "
     "a100-pcie-40gb h100-sxm5-80gb h100-pcie-80gb h200-sxm-141gb l4-24gb t4-16gb a10-24gb rtx2080ti-11gb "
-    "rtx3090-24gb rtxa6000-48gb rtx4090-24gb h800-sxm5-80gb gh200-96gb mi250x-128gb mi300x-192gb").split()
+    "rtx3090-24gb rtxa6000-48gb rtx4090-24gb h800-sxm5-80gb gh200-96gb mi250x-128gb mi300x-192gb mi325x-256gb "
+    "mi355x-288gb b200-180gb b300-288gb gb200-186gb gb300-288gb").split()
 REQUIRED_LINKS = (
     "nvlink1 nvlink2 nvlink3 nvlink4 pcie-gen3 pcie-gen4 pcie-gen5 ib-edr ib-hdr ib-ndr qpi upi infinity-fabric "
     + " ".join(f"{p}-{s}g" for p in ("roce", "eth") for s in (10, 25, 40, 100, 200, 400))).split()
@@ -41,8 +42,8 @@ def test_gpu_figures_positive_and_consistent(key):
     if "bf16" in g.peak_flops and "fp16" in g.peak_flops:
         assert g.peak_flops["bf16"] == g.peak_flops["fp16"]
     assert 100e9 <= g.memory_bandwidth_Bps <= 10e12
-    assert 8 * GIB <= g.memory_bytes <= 256 * GIB
-    assert 50 <= g.tdp_w <= 1000 and 0 < g.price_per_hour_usd < 20
+    assert 8 * GIB <= g.memory_bytes <= 320 * GIB
+    assert 50 <= g.tdp_w <= 1500 and 0 < g.price_per_hour_usd < 30
     assert set(g.compute_efficiency) == set(g.peak_flops)
     assert all(0.3 <= e <= 1 for e in g.compute_efficiency.values())
     assert "price:" in g.source and "efficiency:" in g.source
@@ -90,6 +91,25 @@ def test_gpu_spot_values():
     assert g["t4-16gb"].flops("tf32") == 8.1 * T  # Turing has no tf32
     assert g["k80-12gb"].flops("fp16") == 4.37 * T
     assert g["mi300x-192gb"].peak_flops["bf16"] == pytest.approx(1307.4 * T)
+
+
+def test_blackwell_and_cdna_spot_values():
+    """Dense figures: the datasheets' 'with sparsity' tensor figures halved; HBM and power as stated."""
+    g = catalog.gpus()
+    b200, gb200, b300, gb300 = g["b200-180gb"], g["gb200-186gb"], g["b300-288gb"], g["gb300-288gb"]
+    assert b200.peak_flops["bf16"] == 2250 * T and b200.peak_flops["fp8"] == 4500 * T  # 4.5 / 9 PF sparse
+    assert b200.memory_bytes == 180 * GIB and b200.memory_bandwidth_Bps == 7.7e12 and b200.tdp_w == 1000
+    assert gb200.peak_flops["bf16"] == 2500 * T and gb200.peak_flops["fp8"] == 5000 * T  # 360 / 720 PF per 72
+    assert gb200.memory_bytes == 186 * GIB and gb200.memory_bandwidth_Bps == 8e12 and gb200.tdp_w == 1200
+    assert b300.peak_flops["fp8"] == 4500 * T and b300.memory_bytes == 288 * GIB
+    assert gb300.peak_flops["fp8"] == 5000 * T and gb300.memory_bytes == 288 * GIB and gb300.tdp_w == 1400
+    mi325, mi355 = g["mi325x-256gb"], g["mi355x-288gb"]
+    assert mi325.peak_flops == g["mi300x-192gb"].peak_flops  # the same CDNA 3 compute dies
+    assert mi325.memory_bytes == 256 * GIB and mi325.memory_bandwidth_Bps == 6e12
+    assert mi355.peak_flops["fp8"] == pytest.approx(5033.2 * T) and mi355.peak_flops["bf16"] == pytest.approx(2516.6 * T)
+    assert mi355.memory_bytes == 288 * GIB and mi355.memory_bandwidth_Bps == 8e12 and mi355.tdp_w == 1400
+    for key in ("b200-180gb", "b300-288gb", "gb200-186gb", "gb300-288gb", "mi325x-256gb"):
+        assert g[key].price_date not in ("", "unknown"), key  # a dated public price
 
 
 def test_link_spot_values():
