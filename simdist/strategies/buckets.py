@@ -83,3 +83,14 @@ def fusion_copy_s(bucket: Bucket, buffer_bytes: float, memory_Bps: float, launch
         return 0.0
     launches = -(-tensors // HOROVOD_BATCHED_D2D_CAPACITY)
     return 2.0 * buffer_bytes / memory_Bps + launches * launch_s
+
+
+def negotiation_s(ranks: int, hop_latency_s: float) -> float:
+    """Horovod's per-cycle agreement on what is ready, with every tensor in its response cache (the steady state):
+    one bitwise-AND all-reduce of the cache bits over the controller (horovod/common/response_cache.cc
+    CacheCoordinator::sync -> Controller::CrossRankBitwiseAnd; the OR follows only for invalidated entries), a
+    small-message all-reduce of ceil(log2 ranks) rounds of one controller message each (recursive doubling). A
+    fused buffer launches that long after its cycle tick."""
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1).bit_length() * hop_latency_s

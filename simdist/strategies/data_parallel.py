@@ -18,10 +18,11 @@ from simdist.strategies.plan import ClassCompute, IterationPlan
 
 
 def launch_offset(plan: IterationPlan, ready_s: float) -> float:
-    """When a bucket's communication may start, after the start of the last backward."""
+    """When a bucket's communication may start, after the start of the last backward: at the next fusion-cycle
+    tick, once Horovod's ranks have agreed on what is ready (plan.negotiation_s)."""
     if plan.fusion_cycle_s > 0:
-        return math.ceil(ready_s / plan.fusion_cycle_s - 1e-12) * plan.fusion_cycle_s
-    return ready_s
+        return math.ceil(ready_s / plan.fusion_cycle_s - 1e-12) * plan.fusion_cycle_s + plan.negotiation_s
+    return ready_s + plan.negotiation_s
 
 
 def backward_segments(b: GraphBuilder, plan: IterationPlan, cc: ClassCompute, deps) -> dict[float, int]:

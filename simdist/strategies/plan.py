@@ -61,6 +61,7 @@ class IterationPlan:
     global_batch: int  # samples per optimizer step over all ranks
     class_by_rank: tuple[int, ...] = ()  # rank -> index of its class
     layer_names: tuple[str, ...] = ()  # the model's layers in forward order (names of the trace's tasks)
+    negotiation_s: float = 0.0  # Horovod's per-cycle cache agreement before a fused launch (buckets.negotiation_s)
 
     @property
     def slowest(self) -> ClassCompute:
@@ -108,6 +109,18 @@ def _fusion_copies(scenario: Scenario, buckets, plans, gpu) -> tuple[float, ...]
     cal = scenario.compute_calibration
     bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
     return tuple(fusion_copy_s(bk, sum(size for _, size in p.collectives), bw, launch) for bk, p in zip(buckets, plans))
+
+
+def _negotiation(scenario: Scenario, dp: int) -> float:
+    """Horovod's per-cycle agreement (bucketing fusion on an all-reduce strategy): its controller's messages
+    between nodes take the NIC's latency (the slowest group's); inside one node they are shared-memory messages
+    of about a microsecond, not charged."""
+    comm, cluster = scenario.communication, scenario.cluster
+    if comm.bucketing.value != "fusion" or comm.strategy == StrategyKind.PS or cluster.num_nodes <= 1:
+        return 0.0
+    from simdist.strategies.buckets import negotiation_s
+
+    return negotiation_s(dp, max(g.nic.link.latency_s for g in cluster.node_groups))
 
 
 def resolve_batch(scenario: Scenario, dp: int) -> int:
@@ -312,5 +325,6 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
         comms.append(BucketComm(bucket, collectives, server_delay))
     return IterationPlan(classes=tuple(classes), micro_steps=k, buckets=tuple(comms), dp=dp,
                          tokens_per_sample=model.tokens_per_sample, single_gpu_samples_per_s=single,
-                         overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s, global_batch=sum(batches) * k,
+                         overlap=comm.overlap, fusion_cycle_s=comm.fusion_cycle_s,
+                         negotiation_s=_negotiation(scenario, dp), global_batch=sum(batches) * k,
                          class_by_rank=tuple(by_rank), layer_names=tuple(x.name for x in model.layers))

@@ -88,6 +88,7 @@ def test_buffers_launch_on_cycle_ticks_from_the_backward_start(interference):
     est = api.estimate(api.load(PRESET, over))
     assert est.iteration_time_s == pytest.approx(sim.iteration_time_s, rel=1e-9)
     recs = _last_iteration(sim)
+    negotiation = build_plan(api.load(PRESET, over)).negotiation_s
     backward = [r for r in recs if r.name.startswith("backward")]
     origin = backward[0].start_s
     ready = {int(r.name.split("(bucket")[1].split()[0].split("-")[0]): r.end_s for r in backward if "(bucket" in r.name}
@@ -98,7 +99,7 @@ def test_buffers_launch_on_cycle_ticks_from_the_backward_start(interference):
     free = 0.0
     for j, tasks in by_bucket.items():
         tick = origin + -(-(ready[j] - origin) // CYCLE) * CYCLE  # first tick at or after the buffer is ready
-        assert tasks[0].start_s == pytest.approx(max(tick, free), abs=1e-9)
+        assert tasks[0].start_s == pytest.approx(max(tick + negotiation, free), abs=1e-9)  # after the cache agreement
         assert [t.name.split(" ", 1)[1] for t in tasks if "fusion copy" in t.name] in ([], ["fusion copy in",
                                                                                          "fusion copy out"])
         free = tasks[-1].end_s
