@@ -54,6 +54,26 @@ def _llama3(layers: int, hidden: int, heads: int, ffn: int, name: str) -> Callab
                   "HF meta-llama/Meta-Llama-3-8B and -70B config.json (Llama 3 model card)")
 
 
+def _llama31(layers: int, hidden: int, heads: int, ffn: int, name: str) -> Callable[..., ModelSpec]:
+    """Llama 3.1: the Llama 3 shapes (8 KV heads, SwiGLU, 128,256-token vocabulary) and the 405B size; its RoPE
+    frequency scaling for 128k contexts changes no FLOP or parameter count."""
+    return _llama(layers, hidden, heads, 8, ffn, name, _LLAMA3_VOCAB,
+                  "Llama 3 Herd of Models (arXiv:2407.21783), Table 3; HF meta-llama/Llama-3.1-8B, -70B, -405B "
+                  "config.json")
+
+
+def _nemotron4(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int,
+               name: str) -> Callable[..., ModelSpec]:
+    """Nemotron-4: GQA, RoPE, squared-ReLU MLP, no linear biases, untied embeddings, LayerNorm, no dropout."""
+    def build(s, **kw):
+        opts = {"flash_attention": True, "dropout": 0.0, **kw}
+        return parametric_gpt(layers, hidden, heads, vocab, s, ffn, name=name, kv_heads=kv_heads,
+                              positions="rotary", mlp="squared_relu", norm="layernorm", bias=False,
+                              tied_head=False, source="Nemotron-4 340B Technical Report (arXiv:2406.11704), "
+                              "Table 1; HF nvidia/Nemotron-4-340B-Base config (ffn_hidden_size 73728)", **opts)
+    return build
+
+
 def _bert(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
     return lambda s, **kw: parametric_bert(layers, hidden, heads, 30522, s, name=name,
                                            source="Devlin et al. 2018, arXiv:1810.04805; HF bert-*-uncased configs",
@@ -89,6 +109,10 @@ _CATALOG: dict[str, tuple[Callable, int | None]] = {
     "llama2-70b": (_llama(80, 8192, 64, 8, 28672, "llama2-70b"), 4096),
     "llama3-8b": (_llama3(32, 4096, 32, 14336, "llama3-8b"), 8192),
     "llama3-70b": (_llama3(80, 8192, 64, 28672, "llama3-70b"), 8192),
+    "llama3.1-8b": (_llama31(32, 4096, 32, 14336, "llama3.1-8b"), 8192),
+    "llama3.1-70b": (_llama31(80, 8192, 64, 28672, "llama3.1-70b"), 8192),
+    "llama3.1-405b": (_llama31(126, 16384, 128, 53248, "llama3.1-405b"), 8192),
+    "nemotron4-340b": (_nemotron4(96, 18432, 96, 8, 73728, 256000, "nemotron4-340b"), 4096),
 }
 
 

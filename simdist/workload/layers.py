@@ -30,6 +30,7 @@ RMSNORM_FLOPS_PER_ELEM = 4.0  # square-mean, rsqrt-scale, weight
 RELU_FLOPS_PER_ELEM = 1.0
 GELU_FLOPS_PER_ELEM = 8.0  # tanh approximation
 SWIGLU_FLOPS_PER_ELEM = 5.0  # silu (4) on the gate, times the up projection (1)
+SQUARED_RELU_FLOPS_PER_ELEM = 2.0  # max(x, 0), then times itself (Primer, So et al. 2021; Nemotron-4)
 ADD_FLOPS_PER_ELEM = 1.0
 SOFTMAX_FLOPS_PER_ELEM = 5.0  # max, subtract, exp, sum, divide
 

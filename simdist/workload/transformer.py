@@ -45,7 +45,7 @@ class BlockConfig:
     heads: int
     ffn_hidden: int
     kv_heads: int  # < heads: grouped-query attention
-    mlp: str = "gelu"  # gelu | swiglu
+    mlp: str = "gelu"  # gelu | swiglu | squared_relu
     norm: str = "layernorm"  # layernorm | rmsnorm
     bias: bool = True
     rotary: bool = False
@@ -170,12 +170,13 @@ def block(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
         mlp = [gate_up,
                LayerSpec(f"{prefix}.mlp.swiglu", "activation", 0, L.SWIGLU_FLOPS_PER_ELEM * s * f, 2 * s * f, s * f, 2 * s * f, ()),
                L.linear(f"{prefix}.mlp.down", s, f, h, bias=False)]
-    elif cfg.mlp == "gelu":
+    elif cfg.mlp in ("gelu", "squared_relu"):  # one up projection, an elementwise activation, one down
+        per_elem = L.GELU_FLOPS_PER_ELEM if cfg.mlp == "gelu" else L.SQUARED_RELU_FLOPS_PER_ELEM
         mlp = [L.linear(f"{prefix}.mlp.fc1", s, h, f, bias=cfg.bias),
-               L.activation(f"{prefix}.mlp.gelu", s * f, L.GELU_FLOPS_PER_ELEM),
+               L.activation(f"{prefix}.mlp.{cfg.mlp}", s * f, per_elem),
                L.linear(f"{prefix}.mlp.fc2", s, f, h, bias=cfg.bias)]
     else:
-        raise ValueError(f"mlp must be 'gelu' or 'swiglu', got {cfg.mlp!r}")
+        raise ValueError(f"mlp must be 'gelu', 'swiglu' or 'squared_relu', got {cfg.mlp!r}")
     mlp.append(residual(f"{prefix}.mlp.residual", cfg, s * h))
     if cfg.pre_norm:
         return [_norm(cfg, f"{prefix}.norm1", s * h), *attn, _norm(cfg, f"{prefix}.norm2", s * h), *mlp]
@@ -197,7 +198,7 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
 
     Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding, hidden
     and attention dropout 0.1); LLaMA uses positions='rotary', mlp='swiglu', norm='rmsnorm', bias=False,
-    tied_head=False, dropout=0.
+    tied_head=False, dropout=0; Nemotron-4 positions='rotary', mlp='squared_relu', bias=False, tied_head=False.
     """
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")

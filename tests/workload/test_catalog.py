@@ -14,9 +14,14 @@ PUBLISHED_PARAMS = {
     "inception-v3": 23.8e6, "vit-b16": 86.6e6, "bert-base": 110e6, "bert-large": 340e6, "gpt2": 124e6,
     "gpt2-xl": 1.558e9, "gpt3-1.3b": 1.3e9, "gpt3-13b": 13e9, "gpt3-175b": 175e9,
     "llama2-7b": 6.74e9, "llama2-13b": 13.0e9, "llama2-70b": 69.0e9, "llama3-8b": 8.03e9, "llama3-70b": 70.6e9,
+    "llama3.1-8b": 8.03e9, "llama3.1-70b": 70.6e9, "llama3.1-405b": 405e9, "nemotron4-340b": 340e9,
 }
 # Exact Hugging Face counts (sum of the checkpoint's tensor sizes, as the model cards quote them).
-HF_EXACT = {"llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496}
+HF_EXACT = {"llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "llama3.1-8b": 8_030_261_248,
+            "llama3.1-70b": 70_553_706_496, "llama3.1-405b": 405_853_388_800}
+# The large dense models of issue-era training tables, within 1 % of the published totals (Llama 3 paper Table 3,
+# Nemotron-4 340B report, GPT-3 Table 2.1).
+LARGE_DENSE = {"llama3.1-405b": 405e9, "nemotron4-340b": 340e9, "gpt3-175b": 175e9}
 # Exact torchvision counts (the generators follow its code).
 TORCHVISION_EXACT = {"alexnet": 61_100_840, "vgg16": 138_357_544, "resnet50": 25_557_032, "resnet101": 44_549_160,
                      "resnet152": 60_192_808, "inception-v3": 23_834_568, "vit-b16": 86_567_656}
@@ -183,3 +188,54 @@ def test_parametric_bert_matches_bert_base() -> None:
 def test_parametric_gpt_rejects_bad_shapes(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         parametric_gpt(**kwargs)
+
+
+@pytest.mark.parametrize("key", sorted(LARGE_DENSE))
+def test_large_dense_params_within_1_percent(key: str) -> None:
+    assert get_model(key).params == pytest.approx(LARGE_DENSE[key], rel=0.01)
+
+
+def _matmul_flops_per_token_closed_form(layers: int, h: int, heads: int, kv: int, ffn: int, gated: bool,
+                                        vocab: int, s: int) -> float:
+    """Narayanan et al. 2021 (Megatron-LM, eq. 3 before the factor 3 for backward) generalised to GQA and a
+    gated MLP: forward = 2 x (the blocks' matmul weights) + 2 h V (LM head) + 4 s h per layer (Q K^T and A V)."""
+    d = h // heads
+    block = h * (heads + 2 * kv) * d + h * h + (3 if gated else 2) * h * ffn
+    return 2.0 * layers * block + 2.0 * h * vocab + 4.0 * s * h * layers
+
+
+@pytest.mark.parametrize("key, shape", [
+    ("llama3.1-405b", (126, 16384, 128, 8, 53248, True, 128256)),
+    ("llama3.1-8b", (32, 4096, 32, 8, 14336, True, 128256)),
+    ("nemotron4-340b", (96, 18432, 96, 8, 73728, False, 256000)),
+])
+def test_matmul_flops_match_megatron_count(key: str, shape: tuple) -> None:
+    s = 2048
+    m = get_model(key, seq_len=s)
+    layers, h, heads, kv, ffn, gated, vocab = shape
+    d = h // heads
+    linear = sum(l.fwd_flops for l in m.layers if l.kind == "linear")
+    # the flash core's FLOPs are its two matmuls plus softmax (5 per score) and rotary (3 per q/k element)
+    core = sum(l.fwd_flops for l in m.layers if l.kind == "attention")
+    core_matmuls = core - layers * (5.0 * heads * s * s + 3.0 * s * (heads + kv) * d)
+    assert (linear + core_matmuls) / s == pytest.approx(
+        _matmul_flops_per_token_closed_form(layers, h, heads, kv, ffn, gated, vocab, s), rel=1e-12)
+    # training is 3 x forward: 6 N per token (N: the matmul weights, embeddings excluded) plus attention
+    n_matmul = sum(l.params for l in m.layers if l.kind == "linear")
+    assert 3 * linear / s == pytest.approx(6.0 * n_matmul, rel=1e-12)
+
+
+def test_nemotron4_block_by_hand() -> None:
+    """One Nemotron-4 340B block: GQA qkv 18432 x (96 + 2 x 8) x 192, projection 18432^2, squared-ReLU MLP
+    18432 x 73728 up and down, two LayerNorms (weight and bias); no linear biases."""
+    m = get_model("nemotron4-340b", seq_len=4096)
+    block = [l for l in m.layers if l.name.startswith("blocks.0.")]
+    by = {l.name.split("blocks.0.")[1]: l for l in block}
+    assert by["attn.qkv"].params == 18432 * (96 + 16) * 192
+    assert by["attn.proj"].params == 18432 * 18432
+    assert by["mlp.fc1"].params == by["mlp.fc2"].params == 18432 * 73728
+    assert by["norm1"].params == by["norm2"].params == 2 * 18432
+    assert sum(l.params for l in block) == 18432 * 112 * 192 + 18432 ** 2 + 2 * 18432 * 73728 + 4 * 18432
+    act = by["mlp.squared_relu"]
+    assert act.fwd_flops == 2.0 * 4096 * 73728  # max(x, 0) and the square
+    assert m.params == 96 * sum(l.params for l in block) + 2 * 256000 * 18432 + 2 * 18432  # untied, final norm
