@@ -76,7 +76,7 @@ def replica_groups(job, inc: Incident) -> None:
         job.lose_partial_step(len(hit) / len(job.job.groups))
     for g in sorted(hit):
         job.groups_out.add(g)
-        job.push(job.t + k.detection_s + k.restart_s + k.weight_copy_s, "group_back", g)
+        job.push(job.now_s + k.detection_s + k.restart_s + k.weight_copy_s, "group_back", g)
     job.update_state()
     if len(job.groups_out) == len(job.job.groups):
         job.rollback(to_persistent=True)

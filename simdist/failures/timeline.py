@@ -31,7 +31,7 @@ class Timeline:
         self.cut_off = cut_off  # dead edges -> the nodes they cut off (FabricFacts.cut_off); None: not checked
         self.record = record
         self.tally = Tally(wall_s=job.duration_s)
-        self.t = 0.0
+        self.now_s = 0.0
         self.mode = RUN
         self.heap: list = []
         self.seq = 0
@@ -44,14 +44,16 @@ class Timeline:
         self.free_spares = costs.spares
         self.backup_missing: set[int] = set()  # in_memory: nodes whose shard has no live copy on a peer
         self.active: list[Slowdown] = []
-        self.work = 0.0  # all work computed, kept or not (healthy seconds)
-        self.cur = self.pend = self.mid = 0.0  # uncommitted work (healthy seconds)
-        self.c = 0.0  # compute since the last checkpoint
-        self.pc = 0.0  # in_memory: compute since the last persistent checkpoint
-        self.seg = 0.0  # compute since the last step boundary we know of (partial-step losses)
-        self.writing_until: float | None = None
+        self.work_s = 0.0  # all work computed, kept or not (healthy seconds)
+        # uncommitted work (healthy seconds): in no checkpoint yet; in an asynchronous checkpoint still being
+        # written; (in_memory) only in a peer's memory, not yet in a persistent checkpoint
+        self.unsaved_s = self.persisting_s = self.in_peer_memory_s = 0.0
+        self.since_checkpoint_s = 0.0  # compute since the last checkpoint
+        self.since_persistent_s = 0.0  # in_memory: compute since the last persistent checkpoint
+        self.since_step_s = 0.0  # compute since the last step boundary we know of (partial-step losses)
+        self.writing_until_s: float | None = None
         self.writing_kind = ""
-        self.down_ckpt_until = 0.0
+        self.down_checkpoint_until_s = 0.0
         self._rates: dict[ClusterState, tuple[float, float]] = {}
         self.balanced: tuple[tuple[int, float], ...] = ()  # dynamic split: the stragglers it is balanced for
         self.rebalance_target: tuple | None = None
@@ -77,7 +79,8 @@ class Timeline:
         if self.policy is RecoveryPolicy.REPLICA_GROUPS:
             out = {n for g in self.groups_out for n in self.job.groups[g]}
         node_of = self.node_of_gpu
-        balanced = tuple((g, x) for g, x in self.balanced if node_of[g] not in out) if self.job.rebalance_every else None
+        balanced = (tuple((g, x) for g, x in self.balanced if node_of[g] not in out) if self.job.rebalance_every
+                    else None)
         return ClusterState(frozenset(out), tuple(sorted((g, x) for g, x in strag.items() if node_of[g] not in out)),
                             tuple(sorted(links)), self.policy is not RecoveryPolicy.REPLICA_GROUPS, balanced)
 
@@ -90,7 +93,7 @@ class Timeline:
         samples, step = self._rates[state]
         self.step_s = step + sum(s.delay_s for s in self.active)
         self.rate = (samples / self.step_s) / self.healthy_rate if math.isfinite(self.step_s) else 0.0
-        self.seg = 0.0
+        self.since_step_s = 0.0
         if self.job.rebalance_every:
             self._schedule_rebalance(state)
 
@@ -106,7 +109,7 @@ class Timeline:
             return
         self.rebalance_token += 1
         self.rebalance_target = state.stragglers
-        self.push(self.t + self.job.rebalance_every * self.step_s, "rebalance", state.stragglers,
+        self.push(self.now_s + self.job.rebalance_every * self.step_s, "rebalance", state.stragglers,
                   token=self.rebalance_token)
 
     def on_rebalance(self, stragglers, token: int) -> None:
@@ -131,12 +134,12 @@ class Timeline:
             time_s, _, _, kind, payload, token = heapq.heappop(self.heap)
             EVENTS[kind][1](self, payload, token)
         self.advance(end)
-        self.tally.useful_s = self.work - self.tally.lost_work_s
+        self.tally.useful_s = self.work_s - self.tally.lost_work_s
         self.tally.samples = self.tally.useful_s * self.healthy_rate
         return self.tally
 
     # ---------------------------------------------------------------- advancing time
-    def _seg(self, what: str, start: float, end: float) -> None:
+    def _record(self, what: str, start: float, end: float) -> None:
         """Record a stretch of the timeline (merged with the previous one when it continues it)."""
         if not self.record or end <= start:
             return
@@ -150,129 +153,129 @@ class Timeline:
         return "train" if self.rate >= 1 - 1e-12 else f"train at {self.rate:.0%}"
 
     def advance(self, t_to: float) -> None:
-        while self.t < t_to - _EPS:
+        while self.now_s < t_to - _EPS:
             if self.heap and self.heap[0][0] < t_to:
-                t_to = max(self.t, self.heap[0][0])
+                t_to = max(self.now_s, self.heap[0][0])
                 continue
-            dt_all = t_to - self.t
+            dt_all = t_to - self.now_s
             if self.mode == RUN:
                 self._run_until(t_to)
                 continue
-            if self.mode == DOWN and self.t < self.down_ckpt_until:
-                dt = min(t_to, self.down_ckpt_until) - self.t
+            if self.mode == DOWN and self.now_s < self.down_checkpoint_until_s:
+                dt = min(t_to, self.down_checkpoint_until_s) - self.now_s
                 self.tally.checkpoint_s += dt
-                self._seg("checkpoint", self.t, self.t + dt)
+                self._record("checkpoint", self.now_s, self.now_s + dt)
             else:
                 dt = dt_all
                 if self.mode == RECOVER:
                     self.tally.restart_s += dt
-                    self._seg("restart", self.t, self.t + dt)
+                    self._record("restart", self.now_s, self.now_s + dt)
                 else:
                     self.tally.downtime_s += dt
-                    self._seg("maintenance" if self.mode == DOWN else "wait for repair", self.t, self.t + dt)
+                    self._record("maintenance" if self.mode == DOWN else "wait for repair", self.now_s, self.now_s + dt)
             self.tally.group_out_s += dt * len(self.groups_out)
-            self.t += dt
-        self.t = max(self.t, t_to)
+            self.now_s += dt
+        self.now_s = max(self.now_s, t_to)
 
     def _run_until(self, t_to: float) -> None:
         k = self.costs
-        if self.writing_until is not None:
-            end = min(self.writing_until, t_to)
-            self.tally.checkpoint_s += end - self.t
-            self._seg("checkpoint", self.t, end)
-            self.tally.group_out_s += (end - self.t) * len(self.groups_out)
-            self.t = end
-            if end >= self.writing_until - _EPS:
+        if self.writing_until_s is not None:
+            end = min(self.writing_until_s, t_to)
+            self.tally.checkpoint_s += end - self.now_s
+            self._record("checkpoint", self.now_s, end)
+            self.tally.group_out_s += (end - self.now_s) * len(self.groups_out)
+            self.now_s = end
+            if end >= self.writing_until_s - _EPS:
                 self._write_done()
             return
         cycle = k.interval_s + k.write_s
-        if (self.c == 0.0 and k.persist_s == 0.0 and self.policy is not RecoveryPolicy.IN_MEMORY
-                and t_to - self.t > cycle):  # whole compute + checkpoint cycles: skip them arithmetically
-            n = math.floor((t_to - self.t) / cycle)
+        if (self.since_checkpoint_s == 0.0 and k.persist_s == 0.0 and self.policy is not RecoveryPolicy.IN_MEMORY
+                and t_to - self.now_s > cycle):  # whole compute + checkpoint cycles: skip them arithmetically
+            n = math.floor((t_to - self.now_s) / cycle)
             self._compute(n * k.interval_s)
-            self.c = self.pc = 0.0
+            self.since_checkpoint_s = self.since_persistent_s = 0.0
             self.tally.checkpoint_s += n * k.write_s
             self.tally.group_out_s += n * k.write_s * len(self.groups_out)
             self.tally.checkpoints += n
-            self.cur = 0.0
-            self._seg(f"{self._train_name()} + checkpoints", self.t, self.t + n * cycle)
-            self.t += n * cycle
+            self.unsaved_s = 0.0
+            self._record(f"{self._train_name()} + checkpoints", self.now_s, self.now_s + n * cycle)
+            self.now_s += n * cycle
             return
-        end = min(t_to, self.t + k.interval_s - self.c)
-        self._seg(self._train_name(), self.t, end)
-        self._compute(end - self.t)
-        self.t = end
-        if self.c >= k.interval_s - _EPS:
+        end = min(t_to, self.now_s + k.interval_s - self.since_checkpoint_s)
+        self._record(self._train_name(), self.now_s, end)
+        self._compute(end - self.now_s)
+        self.now_s = end
+        if self.since_checkpoint_s >= k.interval_s - _EPS:
             self._write_start()
 
     def _compute(self, dt: float) -> None:
         work = dt * self.rate
-        self.cur += work
-        self.work += work
+        self.unsaved_s += work
+        self.work_s += work
         self.tally.degraded_s += dt - work
         self.tally.group_out_s += dt * len(self.groups_out)
-        self.c += dt
-        self.pc += dt
-        self.seg += dt
+        self.since_checkpoint_s += dt
+        self.since_persistent_s += dt
+        self.since_step_s += dt
 
     # ---------------------------------------------------------------- checkpoints
     def _write_start(self) -> None:
         k = self.costs
-        if self.policy is RecoveryPolicy.IN_MEMORY and self.pc < k.persistent_interval_s - _EPS:
+        if self.policy is RecoveryPolicy.IN_MEMORY and self.since_persistent_s < k.persistent_interval_s - _EPS:
             self.writing_kind, cost = "memory", k.memory_copy_s
         else:
             self.writing_kind, cost = "persistent", k.write_s
-        self.c = 0.0
-        self.writing_until = self.t + cost
+        self.since_checkpoint_s = 0.0
+        self.writing_until_s = self.now_s + cost
         if cost <= 0:
             self._write_done()
 
     def _write_done(self) -> None:
-        self.writing_until = None
+        self.writing_until_s = None
         self.tally.checkpoints += 1
         if self.writing_kind == "memory":
-            self.mid += self.cur
-            self.cur = 0.0
+            self.in_peer_memory_s += self.unsaved_s
+            self.unsaved_s = 0.0
             self.backup_missing.clear()
         elif self.costs.persist_s > 0:  # async: the snapshot is taken; it commits when the write ends
-            self.pend += self.cur
-            self.cur = 0.0
+            self.persisting_s += self.unsaved_s
+            self.unsaved_s = 0.0
             self.persist_token += 1
-            self.push(self.t + self.costs.persist_s, "persist", token=self.persist_token)
+            self.push(self.now_s + self.costs.persist_s, "persist", token=self.persist_token)
         else:
-            self.cur = self.mid = 0.0
-            self.pc = 0.0
+            self.unsaved_s = self.in_peer_memory_s = 0.0
+            self.since_persistent_s = 0.0
             self.backup_missing.clear()
 
     def on_persist(self, _payload, token: int) -> None:
         if token == self.persist_token:
-            self.pend = 0.0
+            self.persisting_s = 0.0
 
     def rollback(self, to_persistent: bool) -> None:
-        lost = self.cur + self.pend + (self.mid if to_persistent else 0.0)
+        lost = self.unsaved_s + self.persisting_s + (self.in_peer_memory_s if to_persistent else 0.0)
         self.tally.lost_work_s += lost
-        self.cur = self.pend = 0.0
+        self.unsaved_s = self.persisting_s = 0.0
         if to_persistent:
-            self.mid = 0.0
-            self.pc = 0.0
+            self.in_peer_memory_s = 0.0
+            self.since_persistent_s = 0.0
         self.persist_token += 1
-        self.writing_until = None
-        self.c = 0.0
+        self.writing_until_s = None
+        self.since_checkpoint_s = 0.0
 
     def lose_partial_step(self, share: float) -> None:
         """The iteration in flight when a rank fails is lost (for `share` of the batch)."""
         if not math.isfinite(self.step_s) or self.step_s <= 0:
             return
-        lost = min(self.cur, (self.seg % self.step_s) * self.rate * share)
-        self.cur -= lost
+        lost = min(self.unsaved_s, (self.since_step_s % self.step_s) * self.rate * share)
+        self.unsaved_s -= lost
         self.tally.lost_work_s += lost
 
     # ---------------------------------------------------------------- recovery
     def recover(self, seconds: float) -> None:
         self.token += 1
         self.mode = RECOVER
-        self.writing_until = None
-        self.push(self.t + seconds, "ready", token=self.token)
+        self.writing_until_s = None
+        self.push(self.now_s + seconds, "ready", token=self.token)
 
     def on_ready(self, _payload, token: int) -> None:
         if token != self.token:
@@ -283,7 +286,7 @@ class Timeline:
     def on_incident(self, inc: Incident, _token: int) -> None:
         t = self.tally
         if self.record:
-            t.segments.append((f"failure: {inc.kind} {','.join(map(str, inc.nodes[:4]))}", self.t, self.t))
+            t.segments.append((f"failure: {inc.kind} {','.join(map(str, inc.nodes[:4]))}", self.now_s, self.now_s))
         t.failures += 1
         t.failures_by_kind[inc.kind] = t.failures_by_kind.get(inc.kind, 0) + 1
         if inc.links and not inc.nodes and self.cut_off is not None:  # with the links already dead, a partition?
@@ -292,7 +295,8 @@ class Timeline:
             if cut:  # the nodes come back when this fault is repaired (the earlier ones alone did not cut them)
                 inc = replace(inc, nodes=cut)
         if inc.links and not inc.nodes:  # every rank still reachable: the fabric reroutes, the job runs on
-            s = Slowdown(self.t, self.t + inc.repair_s, inc.kind, links=tuple((u, v, 0.0) for u, v in inc.links))
+            at_zero = tuple((u, v, 0.0) for u, v in inc.links)
+            s = Slowdown(self.now_s, self.now_s + inc.repair_s, inc.kind, links=at_zero)
             self.on_slow_start(s, 0)
             if math.isfinite(s.end_s):
                 self.push(s.end_s, "slow_end", s)
@@ -300,7 +304,7 @@ class Timeline:
         fresh = [n for n in inc.nodes if n not in self.down]
         for n in fresh:
             self.down.add(n)
-            self.push(self.t + inc.repair_s, "repair", n)
+            self.push(self.now_s + inc.repair_s, "repair", n)
         if self.mode == DOWN:  # maintenance window: the restart after it covers this failure
             if self.policy is RecoveryPolicy.ELASTIC:
                 self.nodes_out |= set(inc.nodes)
@@ -339,14 +343,14 @@ class Timeline:
         ckpt = 0.0
         if self.mode == RUN:  # planned: save everything first, so no work is lost
             ckpt = self.costs.write_s + self.costs.persist_s
-            self.cur = self.pend = self.mid = 0.0
-            self.c = self.pc = 0.0
+            self.unsaved_s = self.persisting_s = self.in_peer_memory_s = 0.0
+            self.since_checkpoint_s = self.since_persistent_s = 0.0
             self.persist_token += 1
-        self.writing_until = None
+        self.writing_until_s = None
         self.token += 1
         self.mode = DOWN
-        self.down_ckpt_until = self.t + ckpt
-        self.push(self.t + ckpt + duration_s, "down_end", token=self.token)
+        self.down_checkpoint_until_s = self.now_s + ckpt
+        self.push(self.now_s + ckpt + duration_s, "down_end", token=self.token)
 
     def on_down_end(self, _payload, token: int) -> None:
         if token == self.token:
