@@ -38,11 +38,11 @@ def main() -> None:
 def _timeline_only(scenario) -> float:
     """The replicas' timelines with a constant step time: what skipping steady-state iterations costs."""
     from simdist.failures.costs import job_spec, recovery_costs
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.failures.montecarlo import run_replicas
     from simdist.topology.build import build_topology
 
-    facts = fabric_facts(build_topology(scenario.cluster))
+    facts = failure_targets(build_topology(scenario.cluster))
     n = scenario.cluster.num_gpus
     bpg = scenario.workload.batch_per_gpu or 1
     job = job_spec(scenario, scenario.run.duration_s, bpg * n, bpg, 1, facts)

@@ -173,7 +173,7 @@ class StateStepTime:
         self.cache: dict[tuple, float] = {}
         self.simulated = 0  # distinct states simulated (beyond what was seeded into the cache)
         self.unrunnable: dict[str, str] = {}  # state -> why it cannot train (reported in the result)
-        self.equivalence = None  # failures.equivalence.FabricEquivalence of the healthy cluster, or None
+        self.equivalence = None  # failures.equivalence.DeadLinkEquivalence of the healthy cluster, or None
         self.grouped = 0  # distinct link states answered by an equivalent state's simulation
         self._seen_links: set[tuple] = set()
         self.on_simulated = None  # called after each new state's simulation (a progress bar's note)
@@ -290,9 +290,9 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     """The healthy run's RunResult with `goodput` filled from `run.replicas` timelines over `run.duration`.
     `group_states` answers link states that provably cannot change the step time with one simulation
     (failures.equivalence); False simulates every distinct state (the reference the tests compare with)."""
-    from simdist.failures.equivalence import FabricEquivalence
+    from simdist.failures.equivalence import DeadLinkEquivalence
     from simdist.failures.costs import job_spec, recovery_costs
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.failures.montecarlo import model_summary, run_replicas
     from simdist.topology.build import build_topology
 
@@ -306,14 +306,14 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     healthy = healthy_scenario(scenario)
     ctx = build_context(healthy, fidelity)
     base = run_training(healthy, fidelity, context=ctx)
-    facts = fabric_facts(build_topology(scenario.cluster))
+    facts = failure_targets(build_topology(scenario.cluster))
     dp = scenario.cluster.num_gpus
     bpg = resolve_batch(scenario, dp)
     k = scenario.training.grad_accumulation
     job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts)
     step_time = StateStepTime(scenario, fidelity, job)
     if group_states and scenario.training.sync == SyncMode.BSP:
-        step_time.equivalence = FabricEquivalence(ctx.topology, ctx.schedules_run())
+        step_time.equivalence = DeadLinkEquivalence(ctx.topology, ctx.schedules_run())
     balanced = () if job.rebalance_every else None
     for keep in (True, False):  # the healthy state is the run just made
         step_time.cache[step_time.key(ClusterState(keep_global_batch=keep, balanced_for=balanced))] = float(
@@ -350,11 +350,11 @@ def failure_model(scenario: Scenario) -> dict:
     """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
     Young/Daly interval, closed form): what a sweep plot marks."""
     from simdist.failures.costs import recovery_costs
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.failures.montecarlo import model_summary
     from simdist.topology.build import build_topology
 
     if scenario.failures is None:
         raise ScenarioError("the failure model needs a failures section", "failures")
-    return model_summary(scenario.failures, fabric_facts(build_topology(scenario.cluster)), recovery_costs(scenario),
+    return model_summary(scenario.failures, failure_targets(build_topology(scenario.cluster)), recovery_costs(scenario),
                          scenario.training.sync == SyncMode.BSP)

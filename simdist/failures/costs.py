@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from simdist.compute import OPTIMIZER_STATES
-from simdist.failures.fabric import FabricFacts
+from simdist.failures.targets import FailureTargets
 from simdist.failures.state import Costs, JobSpec
 from simdist.scenario import BatchSplit, RecoveryPolicy, Scenario
 
@@ -66,7 +66,7 @@ def replica_groups(scenario: Scenario, nodes: int) -> tuple[tuple[int, ...], ...
 
 
 def job_spec(scenario: Scenario, duration_s: float, global_batch: int, batch_per_gpu: int, micro_steps: int,
-             facts: FabricFacts) -> JobSpec:
+             facts: FailureTargets) -> JobSpec:
     gpn = tuple(g.gpus_per_node for g in scenario.cluster.node_groups for _ in range(g.count))
     price = sum(g.gpu.price_per_hour_usd * g.count * g.gpus_per_node for g in scenario.cluster.node_groups)
     policy = scenario.failures.recovery.policy

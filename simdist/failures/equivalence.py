@@ -63,7 +63,7 @@ def _ends(transfers) -> tuple[np.ndarray, np.ndarray]:
             np.fromiter((t.dst for t in transfers), dtype=np.int64, count=len(transfers)))
 
 
-class FabricEquivalence:
+class DeadLinkEquivalence:
     """`canonical(dead_links)` -> () when the dead links provably leave the step time unchanged, else them."""
 
     def __init__(self, topology: Topology, schedules) -> None:

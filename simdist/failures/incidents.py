@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdist.failures.fabric import FabricFacts
+from simdist.failures.targets import FailureTargets
 from simdist.failures.rates import NODE_LEVEL, mtbfs
 from simdist.scenario import FailureDistribution, FailureEventSpec, FailureKind, RandomFailuresSpec
 
@@ -56,7 +56,7 @@ def lognormal(rng: np.random.Generator, mean: float, sigma: float, size: int) ->
     return rng.lognormal(math.log(mean) - sigma * sigma / 2.0, sigma, size)
 
 
-def _component_nodes(kind: str, facts: FabricFacts) -> list[tuple[int, ...]]:
+def _component_nodes(kind: str, facts: FailureTargets) -> list[tuple[int, ...]]:
     """The nodes each component of `kind` takes down when it fails (fabric links and spine/core switches:
     none here; fabric_fault works out what their dead links cut off)."""
     if kind == "gpu":
@@ -70,7 +70,7 @@ def _component_nodes(kind: str, facts: FabricFacts) -> list[tuple[int, ...]]:
     return [facts.leaves.get(s, ()) for s in facts.switches]  # a leaf takes its rack
 
 
-def dead_links(kind: str, index: int, facts: FabricFacts) -> tuple[tuple[str, str], ...]:
+def dead_links(kind: str, index: int, facts: FailureTargets) -> tuple[tuple[str, str], ...]:
     """The edges a fabric component's failure takes down: the link itself, or every link of a spine/core
     switch (a leaf switch takes its rack instead: none)."""
     if kind == "link":
@@ -81,13 +81,13 @@ def dead_links(kind: str, index: int, facts: FabricFacts) -> tuple[tuple[str, st
     return ()
 
 
-def lemon_nodes(spec: RandomFailuresSpec, facts: FabricFacts, rng: np.random.Generator) -> frozenset[int]:
+def lemon_nodes(spec: RandomFailuresSpec, facts: FailureTargets, rng: np.random.Generator) -> frozenset[int]:
     """round(lemon_fraction x nodes) nodes drawn without replacement."""
     k = round(spec.lemon_fraction * facts.nodes)
     return frozenset(int(x) for x in rng.choice(facts.nodes, size=k, replace=False)) if k else frozenset()
 
 
-def sample_random(spec: RandomFailuresSpec, facts: FabricFacts, duration_s: float,
+def sample_random(spec: RandomFailuresSpec, facts: FailureTargets, duration_s: float,
                   rng: np.random.Generator) -> list[Incident]:
     """Every component failure in [0, duration_s), sorted by time."""
     lemons = lemon_nodes(spec, facts, rng)
@@ -128,7 +128,7 @@ def sample_random(spec: RandomFailuresSpec, facts: FabricFacts, duration_s: floa
     return out
 
 
-def node_of_target(target: str, facts: FabricFacts) -> tuple[int, ...]:
+def node_of_target(target: str, facts: FailureTargets) -> tuple[int, ...]:
     """The nodes a 'gpu:K' / 'node:K' / 'switch:LEAF' target names (already validated)."""
     prefix, _, rest = target.partition(":")
     if prefix == "gpu":
@@ -138,7 +138,7 @@ def node_of_target(target: str, facts: FabricFacts) -> tuple[int, ...]:
     return facts.leaves.get(rest, ())
 
 
-def gpus_of_target(target: str, facts: FabricFacts) -> tuple[int, ...]:
+def gpus_of_target(target: str, facts: FailureTargets) -> tuple[int, ...]:
     prefix, _, rest = target.partition(":")
     if prefix == "gpu":
         return (int(rest),)
@@ -146,7 +146,7 @@ def gpus_of_target(target: str, facts: FabricFacts) -> tuple[int, ...]:
     return tuple(g for g, n in enumerate(facts.node_of_gpu) if n == node)
 
 
-def scheduled(events: tuple[FailureEventSpec, ...], facts: FabricFacts,
+def scheduled(events: tuple[FailureEventSpec, ...], facts: FailureTargets,
               repair_s: float) -> tuple[list[Incident], list[Slowdown]]:
     """Scheduled events as incidents and slowdowns (targets were validated by check_event)."""
     incidents: list[Incident] = []

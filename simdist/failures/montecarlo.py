@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from simdist.failures.fabric import FabricFacts
+from simdist.failures.targets import FailureTargets
 from simdist.failures.incidents import DEFAULT_REPAIR_S, sample_random, scheduled
 from simdist.failures.rates import job_rate, mtbfs, young_daly_interval_s, closed_form_goodput
 from simdist.failures.state import Costs, JobSpec, StepTime, Tally
@@ -63,7 +63,7 @@ def _mean_ci(values: list) -> tuple[float | None, list[float] | None]:
     return mean, [mean - h, mean + h]
 
 
-def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Costs, step_time: StepTime,
+def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FailureTargets, costs: Costs, step_time: StepTime,
                  seed: int, replicas: int, reroute: bool = True,
                  on_replica: Callable[[int], None] | None = None) -> tuple[dict, list[Tally]]:
     """The goodput dict (means, `_ci95` pairs, failures by kind) and every replica's Tally. Without
@@ -100,7 +100,7 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FabricFacts, costs: Co
     return out, tallies
 
 
-def model_summary(spec: FailuresSpec, facts: FabricFacts, costs: Costs, reroute: bool = True) -> dict:
+def model_summary(spec: FailuresSpec, facts: FailureTargets, costs: Costs, reroute: bool = True) -> dict:
     """The rates, job MTBF (between interruptions), Young/Daly interval and first-order closed form shown
     beside the simulation; fabric faults that only reroute are counted apart (`job_reroutes_per_day`)."""
     rate = job_rate(spec.random, facts, reroute)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from simdist.failures.fabric import FabricFacts
+from simdist.failures.targets import FailureTargets
 from simdist.scenario import RandomFailuresSpec
 
 HOUR_S = 3600.0
@@ -34,13 +34,13 @@ def mtbfs(spec: RandomFailuresSpec) -> dict[str, float]:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def component_counts(facts: FabricFacts) -> dict[str, int]:
+def component_counts(facts: FailureTargets) -> dict[str, int]:
     """How many of each component the job's cluster has."""
     return {"gpu": facts.gpus, "node": facts.nodes, "nic": facts.nics, "link": len(facts.fabric_links),
             "switch": len(facts.switches)}
 
 
-def interrupting_counts(facts: FabricFacts) -> dict[str, int]:
+def interrupting_counts(facts: FailureTargets) -> dict[str, int]:
     """How many of each component stop the job when they fail alone: every GPU, node and NIC, every leaf
     switch (its rack), and the fabric links and spine/core switches whose failure cuts a node off (a
     bridge, an articulation point of the graph). The other fabric faults only reroute (a fat tree with
@@ -85,7 +85,7 @@ class JobRate:
         return 1.0 / self.per_s if self.per_s > 0 else math.inf
 
 
-def job_rate(spec: RandomFailuresSpec | None, facts: FabricFacts, reroute: bool = True) -> JobRate:
+def job_rate(spec: RandomFailuresSpec | None, facts: FailureTargets, reroute: bool = True) -> JobRate:
     """Sum over components of count / MTBF, counting only the failures that interrupt the job (with
     `reroute` False, a sync mode that cannot reroute, every fabric fault does); lemon nodes' parts count
     lemon_factor times."""

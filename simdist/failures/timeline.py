@@ -28,7 +28,7 @@ class Timeline:
     def __init__(self, job: JobSpec, policy: RecoveryPolicy, costs: Costs, step_time: StepTime,
                  record: bool = False, cut_off=None) -> None:
         self.job, self.policy, self.costs, self.step_time = job, policy, costs, step_time
-        self.cut_off = cut_off  # dead edges -> the nodes they cut off (FabricFacts.cut_off); None: not checked
+        self.cut_off = cut_off  # dead edges -> the nodes they cut off (FailureTargets.cut_off); None: not checked
         self.record = record
         self.tally = Tally(wall_s=job.duration_s)
         self.now_s = 0.0

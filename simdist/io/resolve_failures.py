@@ -29,11 +29,11 @@ _POLICY_KEYS = {  # recovery keys only some policies use
 def _facts(cluster: ClusterSpec | None):
     if cluster is None:
         return None
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.topology.build import build_topology
 
     try:
-        return fabric_facts(build_topology(cluster))
+        return failure_targets(build_topology(cluster))
     except ScenarioError:
         return None  # the cluster's own issues are reported elsewhere
 
@@ -167,9 +167,9 @@ def resolve_failures(f: FailuresModel | None, cluster: ClusterSpec | None, issue
     needs_topology = any(e.target.startswith(("link:", "switch:")) for e in f.events)
     facts = _facts(cluster) if needs_topology else None
     if facts is None and cluster is not None and not needs_topology:
-        from simdist.failures.fabric import FabricFacts  # index checks need only the counts
+        from simdist.failures.targets import FailureTargets  # index checks need only the counts
 
-        facts = FabricFacts(cluster.num_nodes, cluster.num_gpus, (), 0, (), (), {}, (), frozenset())
+        facts = FailureTargets(cluster.num_nodes, cluster.num_gpus, (), 0, (), (), {}, (), frozenset())
     events = _events(f, facts, issues)
     random = _random(f, issues)
     m = f.maintenance

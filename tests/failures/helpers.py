@@ -1,7 +1,7 @@
 """Small building blocks for the failure tests: a job, a constant or shrink-aware step time, costs."""
 from __future__ import annotations
 
-from simdist.failures.fabric import FabricFacts
+from simdist.failures.targets import FailureTargets
 from simdist.failures.state import ClusterState, JobSpec, Tally, gpus_in, samples_per_step
 
 
@@ -20,9 +20,9 @@ def compute_bound(j: JobSpec, healthy_step_s: float = 1.0):
     return step_time
 
 
-def facts(nodes: int, gpus_per_node: int = 8, leaves: int = 1) -> FabricFacts:
+def facts(nodes: int, gpus_per_node: int = 8, leaves: int = 1) -> FailureTargets:
     per_leaf = nodes // leaves
-    return FabricFacts(nodes=nodes, gpus=nodes * gpus_per_node,
+    return FailureTargets(nodes=nodes, gpus=nodes * gpus_per_node,
                        node_of_gpu=tuple(n for n in range(nodes) for _ in range(gpus_per_node)), nics=nodes,
                        nic_node=tuple(range(nodes)), switches=tuple(f"leaf{i}" for i in range(leaves)),
                        leaves={f"leaf{i}": tuple(range(i * per_leaf, (i + 1) * per_leaf)) for i in range(leaves)},

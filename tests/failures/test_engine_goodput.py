@@ -64,13 +64,13 @@ def test_rack_down_takes_every_node_under_the_leaf_at_once():
     assert g["restarts"] == 1 and g["rejoins"] == 2  # both nodes of leaf1 come back after 3 h
     assert g["states_simulated"] == 1  # the shrunk cluster without nodes 2 and 3, in one state
     s = _scenario({"failures.recovery": {"policy": "elastic"}})
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.failures.incidents import scheduled
     from simdist.topology.build import build_topology
 
     incidents, _ = scheduled(_scenario({"failures.events": [{"at": "2 h", "kind": "rack_down",
                                                              "target": "switch:leaf1"}]}).failures.events,
-                             fabric_facts(build_topology(s.cluster)), 1800.0)
+                             failure_targets(build_topology(s.cluster)), 1800.0)
     assert [i.nodes for i in incidents] == [(2, 3)]
 
 
@@ -79,10 +79,10 @@ def test_elastic_shrink_raises_per_gpu_work_in_the_engine():
     r = simulate(s, fidelity="estimate")
     from simdist.engine.composite import run_goodput  # noqa: F401 - the path simulate took
     from simdist.failures.costs import job_spec
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.topology.build import build_topology
 
-    job = job_spec(s, 86400.0, 256, 32, 1, fabric_facts(build_topology(s.cluster)))
+    job = job_spec(s, 86400.0, 256, 32, 1, failure_targets(build_topology(s.cluster)))
     st = StateStepTime(s, s.run.fidelity.__class__("estimate"), job)
     healthy = st(ClusterState())
     shrunk_scenario = st.scenario_for(ClusterState(frozenset({3})), ())
@@ -97,10 +97,10 @@ def test_elastic_shrink_raises_per_gpu_work_in_the_engine():
 def test_a_straggler_state_is_the_static_straggler_run():
     s = _scenario()
     from simdist.failures.costs import job_spec
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.topology.build import build_topology
 
-    job = job_spec(s, 86400.0, 256, 32, 1, fabric_facts(build_topology(s.cluster)))
+    job = job_spec(s, 86400.0, 256, 32, 1, failure_targets(build_topology(s.cluster)))
     st = StateStepTime(s, s.run.fidelity.__class__("estimate"), job)
     slow = st(ClusterState(stragglers=((5, 2.0),)))
     static = _run({"failures": {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:5", "slowdown": 2.0}]},
@@ -113,11 +113,11 @@ def test_a_straggler_state_is_the_static_straggler_run():
 def test_a_degraded_link_slows_the_iteration_through_the_capacity_api():
     s = _scenario()
     from simdist.failures.costs import job_spec
-    from simdist.failures.fabric import fabric_facts
+    from simdist.failures.targets import failure_targets
     from simdist.scenario import Fidelity
     from simdist.topology.build import build_topology
 
-    facts = fabric_facts(build_topology(s.cluster))
+    facts = failure_targets(build_topology(s.cluster))
     job = job_spec(s, 86400.0, 256, 32, 1, facts)
     link = facts.fabric_links[0]
     u, v = facts.link_ends(link)

@@ -9,8 +9,8 @@ from simdist.engine.context import build_context
 from simdist.engine.composite import StateStepTime, healthy_scenario, run_goodput
 from simdist.engine.composite import run_training
 from simdist.failures.costs import job_spec
-from simdist.failures.equivalence import FabricEquivalence
-from simdist.failures.fabric import fabric_facts
+from simdist.failures.equivalence import DeadLinkEquivalence
+from simdist.failures.targets import failure_targets
 from simdist.failures.state import ClusterState
 from simdist.scenario import Fidelity
 from tests.failures.test_engine_goodput import _scenario
@@ -27,8 +27,8 @@ def _setup(changes, fidelity):
     s = _scenario(changes)
     ctx = build_context(healthy_scenario(s), fidelity)
     run_training(healthy_scenario(s), fidelity, with_baseline=False, context=ctx)
-    eq = FabricEquivalence(ctx.topology, ctx.schedules_run())
-    return s, eq, fabric_facts(ctx.topology)
+    eq = DeadLinkEquivalence(ctx.topology, ctx.schedules_run())
+    return s, eq, failure_targets(ctx.topology)
 
 
 def _dead(*edges):

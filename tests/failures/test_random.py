@@ -7,7 +7,7 @@ import statistics
 import numpy as np
 import pytest
 
-from simdist.failures.fabric import fabric_facts
+from simdist.failures.targets import failure_targets
 from simdist.failures.incidents import lemon_nodes, sample_random
 from simdist.failures.rates import DEFAULT_MTBF_S, job_rate, young_daly_interval_s
 from simdist.scenario import FailureDistribution, RandomFailuresSpec
@@ -91,7 +91,7 @@ def test_the_job_mtbf_counts_interruptions_not_reroutes():
     from simdist.topology.build import build_topology
     from tests.failures.test_engine_goodput import _scenario
 
-    f = fabric_facts(build_topology(_scenario().cluster))  # 4 nodes, 2 per leaf, 2 spines: every link redundant
+    f = failure_targets(build_topology(_scenario().cluster))  # 4 nodes, 2 per leaf, 2 spines: every link redundant
     spec = RandomFailuresSpec(link_mtbf_s=100 * HOUR, switch_mtbf_s=1000 * HOUR)
     rate = job_rate(spec, f)
     # 4 leaf-spine links only reroute; of the 4 switches the 2 leaves take their racks, the spines reroute

@@ -7,7 +7,7 @@ import pytest
 
 from simdist.engine.composite import StateStepTime
 from simdist.failures.costs import job_spec
-from simdist.failures.fabric import fabric_facts
+from simdist.failures.targets import failure_targets
 from simdist.failures.incidents import sample_random
 from simdist.failures.state import ClusterState
 from simdist.scenario import Fidelity, RandomFailuresSpec
@@ -22,7 +22,7 @@ COMM = {"workload.batch_per_gpu": 1, "communication.strategy": "halving_doubling
 
 def _step(state: ClusterState, fidelity: Fidelity, changes: dict = COMM) -> float:
     s = _scenario(changes)
-    facts = fabric_facts(build_topology(s.cluster))
+    facts = failure_targets(build_topology(s.cluster))
     return StateStepTime(s, fidelity, job_spec(s, 86400.0, 8, 1, 1, facts))(state)
 
 
@@ -77,7 +77,7 @@ def test_a_partition_stops_the_job_and_recovers():
     g = _run({**COMM, "failures.events": events}).to_dict()["goodput"]
     assert g["failures"] == 2 and g["restarts"] == 1 and g["lost_work_s"] == pytest.approx(29 * 60.0)
     s = _scenario(COMM)
-    facts = fabric_facts(build_topology(s.cluster))
+    facts = failure_targets(build_topology(s.cluster))
     assert facts.cut_off(facts.switch_edges("spine0") + facts.switch_edges("spine1")) == (2, 3)
     assert facts.cut_off((("node0/nic0", "leaf0"),)) == (0,)
     assert facts.cut_off(facts.switch_edges("spine0")) == ()
@@ -88,7 +88,7 @@ def test_a_partition_stops_the_job_and_recovers():
 
 def test_random_fabric_faults_reroute_instead_of_aborting():
     s = _scenario(COMM)
-    facts = fabric_facts(build_topology(s.cluster))
+    facts = failure_targets(build_topology(s.cluster))
     spec = RandomFailuresSpec(link_mtbf_s=50 * 3600.0, switch_mtbf_s=50 * 3600.0)
     incs = sample_random(spec, facts, 500 * 3600.0, np.random.default_rng(1))
     links = [i for i in incs if i.kind == "link"]

@@ -20,7 +20,7 @@ def _node_index(vertex: str) -> int | None:
     return int(prefix[4:]) if prefix.startswith("node") and prefix[4:].isdigit() else None
 
 
-class FabricIndex:
+class BlockIndex:
     """The topology graph cut into *blocks*: the connected pieces left when every switch-to-switch edge is
     removed (a leaf with its machines, a spine alone). A fault that kills only switch-to-switch edges
     changes connectivity between blocks only, so it is a union-find over the live switch-to-switch edges
@@ -93,7 +93,7 @@ class FabricIndex:
 
 
 @dataclass(frozen=True)
-class FabricFacts:
+class FailureTargets:
     """Counts and names of the parts that can fail."""
 
     nodes: int
@@ -131,9 +131,9 @@ class FabricFacts:
         return tuple(n for n, cs in sorted(node_comps.items()) if cs != {main})
 
     @cached_property
-    def index(self) -> FabricIndex:
+    def index(self) -> BlockIndex:
         """The graph of `edges` and its blocks, built on first use and kept by these facts."""
-        return FabricIndex(self.edges)
+        return BlockIndex(self.edges)
 
     def link_ends(self, name: str) -> tuple[str, str] | None:
         """The edge 'U-V' names (either order), or None."""
@@ -148,8 +148,8 @@ class FabricFacts:
         return None
 
 
-def fabric_facts(topology: Topology) -> FabricFacts:
-    """The FabricFacts of a built topology (worker nodes only; server hosts are not failure targets here)."""
+def failure_targets(topology: Topology) -> FailureTargets:
+    """The FailureTargets of a built topology (worker nodes only; server hosts are not failure targets here)."""
     g = topology.graph
     switches = tuple(sorted(v for v in g if "/" not in v))
     leaves: dict[str, set[int]] = {}
@@ -165,7 +165,7 @@ def fabric_facts(topology: Topology) -> FabricFacts:
         elif nu is None and nv is None and "/" not in u and "/" not in v:
             fabric_links.append(f"{u}-{v}")
     workers = int(g.graph.get("workers", topology.num_nodes))
-    return FabricFacts(nodes=workers, gpus=topology.num_gpus,
+    return FailureTargets(nodes=workers, gpus=topology.num_gpus,
                        node_of_gpu=tuple(topology.endpoint_node[:topology.num_gpus]), nics=len(nic_node),
                        nic_node=tuple(sorted(nic_node)),
                        switches=switches, leaves={k: tuple(sorted(s)) for k, s in sorted(leaves.items())},
