@@ -70,58 +70,65 @@ class PowerSgdCodec(CodecBase):
         labels += ["P", "Q"]
         return CommPlan(tuple(calls), summable=True, labels=tuple(labels))
 
-    def _groups(self, b: Bucket) -> int:
-        """torch batches same-shape matrices into one bmm: the number of distinct compressed shapes."""
-        return len({(m.rows, m.cols, m.rank) for m in self.matrices(b) if m.rank})
-
-    def _orthogonalize(self, name: str, rows_by_matrix: list[tuple[int, int]], v: float, groups: int) -> Kernel:
-        """torch's Gram-Schmidt over r columns, batched per shape group: each column is normalised (norm, div)
-        and projected out of the later ones (mul, sum, mul, sub): about 4 m r (r + 1) / 2 values read and
-        written, 2 m r^2 FLOPs, 2 r + 4 (r - 1) ops per group."""
-        r = max((r for _, r in rows_by_matrix), default=1)
-        moved = sum(4 * m * r * (r + 1) / 2 * v for m, r in rows_by_matrix)
-        flops = sum(2.0 * m * r * r for m, r in rows_by_matrix)
-        return Kernel(name, moved, flops, launches=groups * (2 * r + 4 * (r - 1)))
+    @staticmethod
+    def _orthogonalize(name: str, shapes: list[tuple[int, int]], v: float) -> Kernel:
+        """torch's _orthogonalize on each m x r matrix (a batch of one: batch_tensors_with_same_shape is off by
+        default). Rank <= 2 or 2-byte values: Gram-Schmidt, each column normalised (norm, div) and projected out
+        of the later ones (mul, sum, mul, sub): 2 r + 4 (r - 1) ops, about 2 m r (r + 1) values read and written,
+        2 m r^2 FLOPs. Otherwise torch.linalg.qr (Householder): about 4 m r^2 FLOPs, the panel read and written
+        once per column, about 4 r launches."""
+        moved = flops = 0.0
+        launches = 0
+        for m, r in shapes:
+            if r <= 2 or v < 4:
+                moved += 2 * m * r * (r + 1) * v
+                flops += 2.0 * m * r * r
+                launches += 2 * r + 4 * (r - 1)
+            else:
+                moved += 2 * m * r * r * v
+                flops += 4.0 * m * r * r
+                launches += 4 * r
+        return Kernel(name, moved, flops, launches=launches)
 
     def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
         """torch's powerSGD_hook up to the first all_reduce: input += error and its copy for the error update,
-        the uncompressed tensors copied into one buffer, Q orthogonalised (warm start) and P = M Q."""
+        the uncompressed tensors copied into one buffer, each Q orthogonalised (warm start) and P = M Q (one bmm
+        per matrix, written into the P buffer)."""
         v = b.elem_bytes
         mats = self.matrices(b)
         comp = [m for m in mats if m.rank]
         dense = sum(m.numel for m in mats if not m.rank)
-        g = self._groups(b)
         out = []
         if self.error_feedback:
             out += [Kernel("ef_add", 3 * b.dense_bytes), Kernel("copy_input", 2 * b.dense_bytes, alloc_bytes=b.dense_bytes)]
         if dense:
             out.append(Kernel("cat_uncompressed", 2 * dense * v, alloc_bytes=dense * v))
-        out.append(self._orthogonalize("orthogonalize_Q", [(m.cols, m.rank) for m in comp], v, g))
+        out.append(self._orthogonalize("orthogonalize_Q", [(m.cols, m.rank) for m in comp], v))
         for m in comp:
-            out.append(Kernel("P=MQ", (m.numel + (m.rows + m.cols) * m.rank) * v, 2.0 * m.numel * m.rank,
-                              launches=0))
-        out.append(Kernel("bmm_launch", 0.0, launches=g))
+            out.append(Kernel("P=MQ", (m.numel + (m.rows + m.cols) * m.rank) * v, 2.0 * m.numel * m.rank))
         return out
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        """After the all_reduces: the uncompressed tensors averaged and copied back, P orthogonalised, Q = M^T P
-        (between the P and Q all_reduces), Q / N, M = P Q^T, and error = input copy - M."""
+        """After the all_reduces: the uncompressed tensors averaged and copied back, each P orthogonalised,
+        Q = M^T P (between the P and Q all_reduces), Q / N, M = P Q^T (into the gradient), and
+        error = input copy - M."""
         v = b.elem_bytes
         mats = self.matrices(b)
         comp = [m for m in mats if m.rank]
         plain = [m for m in mats if not m.rank]
         dense = sum(m.numel for m in plain)
-        g = self._groups(b)
         out = []
         if dense:
             out += [Kernel("average_uncompressed", 2 * dense * v), Kernel("copy_back", 2 * dense * v,
                                                                           launches=len(plain))]
-        out.append(self._orthogonalize("orthogonalize", [(m.rows, m.rank) for m in comp], v, g))
+        out.append(self._orthogonalize("orthogonalize", [(m.rows, m.rank) for m in comp], v))
         for m in comp:
             pq = (m.numel + (m.rows + m.cols) * m.rank) * v
-            out.append(Kernel("Q=MtP", pq, 2.0 * m.numel * m.rank, launches=0))
-            out.append(Kernel("M=PQt", pq, 2.0 * m.numel * m.rank, launches=0))
-        out.append(Kernel("bmm_launch", 0.0, launches=3 * g))  # Q = M^T P, Q / N, M = P Q^T per group
+            out.append(Kernel("Q=MtP", pq, 2.0 * m.numel * m.rank))
+        out.append(Kernel("Q/N", 2 * sum(m.cols * m.rank for m in comp) * v))
+        for m in comp:
+            pq = (m.numel + (m.rows + m.cols) * m.rank) * v
+            out.append(Kernel("M=PQt", pq, 2.0 * m.numel * m.rank))
         if self.error_feedback:
             out.append(Kernel("ef_update", 3 * b.dense_bytes, alloc_bytes=b.dense_bytes))  # e = input_cp - M_approx
         return out

@@ -84,7 +84,12 @@ def test_powersgd_flops_per_matrix():
     dec = PowerSgdCodec(rank=r).decode_kernels([(m, n)], 8)
     flops = {k.name: k.flops for k in enc + dec}
     assert flops["P=MQ"] == flops["Q=MtP"] == flops["M=PQt"] == 2 * m * n * r
-    assert flops["orthogonalize"] == 2 * m * r * r
+    # torch's _orthogonalize: Householder QR (torch.linalg.qr) above rank 2 in fp32, Gram-Schmidt otherwise
+    assert flops["orthogonalize"] == 4 * m * r * r
+    gs = {k.name: k for k in PowerSgdCodec(rank=r).decode_kernels([(m, n)], 8, 2)}["orthogonalize"]
+    assert (gs.flops, gs.launches) == (2 * m * r * r, 2 * r + 4 * (r - 1))
+    r2 = {k.name: k for k in PowerSgdCodec(rank=2).decode_kernels([(m, n)], 8)}["orthogonalize"]
+    assert r2.flops == 2 * m * 2 * 2
 
 
 def test_error_feedback_adds_encode_work():
