@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
 from simdist.errors import Issue, ScenarioError
-from simdist.results.records import RunResult
+from simdist.results.records import RECORD_KEYS, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from simdist.scenario import Scenario
@@ -22,8 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
 ScenarioSource = Union["Scenario", str, Path, Mapping[str, Any]]
 Overrides = Union[Mapping[str, Any], Sequence[str], str, None]
 
-_RUN_FIELDS = tuple(f.name for f in dataclass_fields(RunResult))
+_RUN_FIELDS = tuple(f.name for f in dataclass_fields(RunResult) if f.name not in RECORD_KEYS)
 TABLES = ("summary", "collectives", "links", "iterations", "timeline")
+
+
+def _records(run: RunResult) -> list[str]:
+    """The typed records this run has (strategy, parallelism, node groups): read as the JSON has them."""
+    return [k for k in RECORD_KEYS if getattr(run, k) is not None]
 
 
 def _yaml_value(value: Any, key: str) -> str:
@@ -173,12 +178,12 @@ class Result:
         run = object.__getattribute__(self, "run")
         if name in _RUN_FIELDS:
             return getattr(run, name)
-        if name in run.extra:  # as the JSON has it (plain Python numbers, lists)
+        if name in run.extra or name in _records(run):  # as the JSON has it (plain Python numbers, lists)
             return self.to_dict()[name]
         raise AttributeError(f"the result has no field {name!r}; fields: {', '.join(self.keys())}")
 
     def __dir__(self) -> Iterable[str]:
-        return sorted(set(super().__dir__()) | set(_RUN_FIELDS) | set(self.run.extra))
+        return sorted(set(super().__dir__()) | set(_RUN_FIELDS) | set(self.run.extra) | set(_records(self.run)))
 
     def __repr__(self) -> str:
         t = self.run.iteration_time_s

@@ -231,14 +231,14 @@ def _flops_pairs(result: RunResult, scenario: Scenario | None) -> list[tuple[str
 
 
 def _training_report(result: RunResult, scenario: Scenario | None = None) -> str:
-    s = result.extra.get("strategy", {})
+    s = result.strategy.to_dict() if result.strategy else {}
     tp = result.throughput
     pairs = [
         ("strategy", f"{s.get('name')} (backend {s.get('backend')}{_ps_text(scenario)}, {s.get('buckets')} buckets, "
                      f"overlap {s.get('overlap')}, compression {_compression_text(s)})"),
     ]
-    if result.extra.get("parallelism"):
-        pairs.append(("parallelism", _parallelism_text(result.extra["parallelism"])))
+    if result.parallelism:
+        pairs.append(("parallelism", _parallelism_text(result.parallelism.to_dict())))
     pairs += [
         ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"
                          if s.get("batch_split", "equal") == "equal" else
@@ -251,7 +251,7 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
         *_flops_pairs(result, scenario),
         ("scaling efficiency", f"{result.scaling_efficiency:.1%} (throughput over the GPUs' single-GPU sum)"),
     ]
-    groups = result.extra.get("node_groups") or []
+    groups = [g.to_dict() for g in result.node_groups or ()]
     memory = _group_memory(scenario) if scenario is not None and len(groups) > 1 else {}
     if result.memory:
         m = result.memory

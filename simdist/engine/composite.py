@@ -144,14 +144,11 @@ def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
         summary["rebalance_every"] = t.rebalance_every
     extra = {**last.extra, "sync": sync, "phases": summary,
              "simulated_iterations": sum(r.extra.get("simulated_iterations", 0) for r in results.values())}
-    strategy = dict(extra.get("strategy", {}))
-    if strategy:
-        strategy["batch_split"] = t.batch_split.value
-        extra["strategy"] = strategy
+    strategy = last.strategy and replace(last.strategy, batch_split=t.batch_split.value)
     times = tuple(x for _, count, s in parts for x in (results[s.training].iteration_time_s,) * count)
     return replace(last, iteration_time_s=iteration_s, throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
                    scaling_efficiency=last.scaling_efficiency * last.iteration_time_s / iteration_s,
-                   extra=extra, iterations=times)
+                   strategy=strategy, extra=extra, iterations=times)
 
 
 def _shrunk_cluster(scenario: Scenario, nodes_out: frozenset[int]):

@@ -10,7 +10,8 @@ from simdist.compute import DTYPE_BYTES
 from simdist.engine.plans import Plan
 from simdist.engine.state import result_header
 from simdist.graph.spans import stage_terms
-from simdist.results.records import Breakdown, LinkUtilization, RunResult, StepRecord, Throughput
+from simdist.results.records import (Breakdown, LinkUtilization, MpBreakdown, NodeGroupRow, ParallelismSummary,
+                                     RunResult, ShardingSummary, StageRow, StepRecord, StrategySummary, Throughput)
 from simdist.scenario import Fidelity, Scenario
 from simdist.strategies.mp_plan import MpPlan
 from simdist.strategies.plan import IterationPlan
@@ -87,31 +88,25 @@ def throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
     return Throughput(samples_per_s=samples, tokens_per_s=tokens)
 
 
-def strategy_summary(scenario: Scenario, plan: Plan) -> dict:
+def strategy_summary(scenario: Scenario, plan: Plan) -> StrategySummary:
     """The run's strategy: what every parallelism reports, a ZeRO / FSDP run's `sharding`, a data-parallel
     run's codec as it ran (`compression_ran`)."""
     comm, layout = scenario.communication, plan.layout
     if plan.model_parallel:
-        return {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
-                "buckets": max(len(s.grad_buckets) for s in layout.stages) if layout.dp > 1 else 0,
-                "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap, "compression": "none",
-                "zero": layout.zero, "global_batch": layout.global_batch, "batch_per_gpu": layout.micro_batch,
-                "grad_accumulation": layout.micro_batches, "batch_split": "equal", "rank_classes": layout.pp}
-    out = {"name": comm.strategy.value, "model": scenario.workload.model.name, "backend": comm.backend.value,
-           "buckets": len(layout.buckets), "bucket_size_bytes": comm.bucket_size_bytes, "overlap": comm.overlap,
-           "compression": comm.compression.method.value, "global_batch": layout.global_batch,
-           "batch_per_gpu": layout.batch_per_gpu, "grad_accumulation": layout.micro_steps,
-           "batch_split": scenario.training.batch_split.value, "rank_classes": len(layout.classes),
-           "compression_ran": compression_ran(scenario, layout)}
-    sharded = plan.sharded
+        return StrategySummary(comm.strategy.value, scenario.workload.model.name, comm.backend.value,
+                               max(len(s.grad_buckets) for s in layout.stages) if layout.dp > 1 else 0,
+                               comm.bucket_size_bytes, comm.overlap, "none", layout.global_batch, layout.micro_batch,
+                               layout.micro_batches, "equal", layout.pp, zero=layout.zero)
+    sharded, sharding = plan.sharded, None
     if sharded is not None:
-        out["sharding"] = {"zero": sharded.zero, "units": len(sharded.units),
-                           "largest_unit_params": max(u.params for u in sharded.units),
-                           "recompute": scenario.training.recompute.value,
-                           "ring_send_bytes_per_rank": sharded.ring_send_bytes_per_rank(),
-                           "reduce_scatter_every_micro_batch": sharded.zero >= 2}
-        out["buckets"] = 0 if sharded.zero == 3 else out["buckets"]
-    return out
+        sharding = ShardingSummary(sharded.zero, len(sharded.units), max(u.params for u in sharded.units),
+                                   scenario.training.recompute.value, sharded.ring_send_bytes_per_rank(),
+                                   sharded.zero >= 2)
+    return StrategySummary(comm.strategy.value, scenario.workload.model.name, comm.backend.value,
+                           0 if sharded is not None and sharded.zero == 3 else len(layout.buckets),
+                           comm.bucket_size_bytes, comm.overlap, comm.compression.method.value, layout.global_batch,
+                           layout.batch_per_gpu, layout.micro_steps, scenario.training.batch_split.value,
+                           len(layout.classes), compression_ran=compression_ran(scenario, layout), sharding=sharding)
 
 
 def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
@@ -124,7 +119,7 @@ def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
                               runs_on=codec_runs_on(scenario, shapes, grad_bytes, plan.dp))
 
 
-def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[dict]:
+def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> tuple[NodeGroupRow, ...]:
     """Per node group: its GPUs, micro-batch, step time (its own compute per iteration) and `idle_s`, the time
     per iteration its compute stream waits beyond what the least-waiting class waits (for the slowest);
     `precision` and `precision_ran` only where the GPU computes workload.precision in another one (GpuSpec.runs_as).
@@ -150,29 +145,13 @@ def node_groups(scenario: Scenario, plan: IterationPlan, out: Outcome) -> list[d
         else:
             keys = [nominal.rank_class.index]
         idle = sum(idle_of.get(k, floor) - floor for k in keys) / max(1, len(keys))
-        batches = sorted({c.rank_class.batch for c in classes})
-        rows.append({"group": g, "gpu": group.gpu.key, "gpus": group.count * group.gpus_per_node,
-                     "batch_per_gpu": nominal.rank_class.batch, "batches": batches,
-                     "step_s": plan.micro_steps * nominal.step_s + nominal.optimizer_s,
-                     "idle_s": max(0.0, idle), "rank_classes": len(classes)})
         ran = group.gpu.runs_as(precision)
-        if ran != precision:  # a fallback is reported, never silent: this GPU has no units for the precision
-            rows[-1].update(precision=precision, precision_ran=ran)
-    return rows
-
-
-@dataclass(frozen=True)
-class MpBreakdown(Breakdown):
-    """Breakdown of a model-parallel iteration, averaged over the pipeline stages: `pipeline_bubble` is the
-    time a stage's GPU idles inside the pipeline (waiting for inputs), `tp_communication` its tensor-parallel
-    collectives, `dp_communication` its gradient all_reduces or ZeRO collectives (of both, the part the
-    compute stream does not hide is in `exposed_communication`), `pp_communication` the time transfers to or
-    from it are in flight."""
-
-    pipeline_bubble: float = 0.0
-    tp_communication: float = 0.0
-    dp_communication: float = 0.0
-    pp_communication: float = 0.0
+        fallback = ran != precision  # reported, never silent: this GPU has no units for the precision
+        rows.append(NodeGroupRow(g, group.gpu.key, group.count * group.gpus_per_node, nominal.rank_class.batch,
+                                 tuple(sorted({c.rank_class.batch for c in classes})),
+                                 plan.micro_steps * nominal.step_s + nominal.optimizer_s, max(0.0, idle), len(classes),
+                                 precision if fallback else None, ran if fallback else None))
+    return tuple(rows)
 
 
 def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ran) -> RunResult:
@@ -191,8 +170,6 @@ def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ra
     extra = {
         "mfu": run_mfu(scenario, samples),
         "achieved_tflops_per_gpu": layout.hardware_flops / (ran.iteration_s * layout.layout.size) / 1e12,
-        "strategy": strategy_summary(scenario, plan),
-        "parallelism": parallelism_summary(scenario, layout, terms),
         "links_used": link_assumptions(scenario.cluster),
         "simulated_iterations": ran.simulated,
         "inferred_iterations": ran.inferred,
@@ -200,23 +177,17 @@ def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ra
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=ran.iteration_s,
                      throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
                      scaling_efficiency=samples / layout.single_gpu_samples_per_s, breakdown_s=bd, memory=plan.memory,
-                     links=ran.links, extra=extra, iterations=ran.times, records=ran.records)
+                     links=ran.links, strategy=strategy_summary(scenario, plan),
+                     parallelism=parallelism_summary(scenario, layout, terms), extra=extra, iterations=ran.times,
+                     records=ran.records)
 
 
-def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> dict:
+def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> ParallelismSummary:
     """Layout, schedule, chunks and per-stage times (the trace has one track per stage and group)."""
     t = scenario.training
-    return {
-        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp,
-        "placement_order": ",".join(a.value for a in plan.layout.order),
-        "schedule": plan.schedule.value, "virtual_stages": plan.virtual_stages,
-        "micro_batch": plan.micro_batch, "micro_batches": plan.micro_batches,
-        "sequence_parallel": t.sequence_parallel, "tp_comm_overlap": t.tp_comm_overlap,
-        "zero": plan.zero, "recompute": t.recompute.value,
-        "p2p_bytes": plan.p2p_bytes, "p2p_gather_bytes": plan.p2p_gather_bytes,
-        "warnings": list(plan.warnings),
-        "stages": [{"stage": st.rank_class.index,
-                    "layers": [list(c.layers) for c in st.chunks],
-                    "params_per_gpu": st.params,
-                    **{f"{k}_s": v for k, v in term.items()}} for st, term in zip(plan.stages, terms)],
-    }
+    stages = tuple(StageRow(st.rank_class.index, tuple(tuple(c.layers) for c in st.chunks), st.params,
+                            **{f"{k}_s": v for k, v in term.items()}) for st, term in zip(plan.stages, terms))
+    return ParallelismSummary(plan.dp, plan.tp, plan.pp, ",".join(a.value for a in plan.layout.order),
+                              plan.schedule.value, plan.virtual_stages, plan.micro_batch, plan.micro_batches,
+                              t.sequence_parallel, t.tp_comm_overlap, plan.zero, t.recompute.value, plan.p2p_bytes,
+                              plan.p2p_gather_bytes, tuple(plan.warnings), stages)

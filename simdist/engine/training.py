@@ -46,13 +46,11 @@ def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     if scenario.workload.input_pipeline is not None:  # the host data loader bounds the step (simdist.input_pipeline)
         out, loader = _input_bound(scenario, layout, out)
     tp = throughput(layout, out.iteration_s)
-    extra = {"strategy": strategy_summary(scenario, plan),
-             "links_used": link_assumptions(scenario.cluster),
+    extra = {"links_used": link_assumptions(scenario.cluster),
              "compute_interference": {g.gpu.key: dict(g.gpu.comm_interference) for g in scenario.cluster.node_groups},
              "simulated_iterations": out.simulated,
              "inferred_iterations": out.inferred,
              "sync": out.sync,
-             "node_groups": node_groups(scenario, layout, out),
              "statistical_efficiency": statistical_efficiency(sim.context, layout, tp.samples_per_s, with_baseline),
              "mfu": run_mfu(scenario, tp.samples_per_s)}
     if loader is not None:
@@ -65,6 +63,7 @@ def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=out.iteration_s, throughput=tp,
                      scaling_efficiency=(layout.global_batch / out.iteration_s) / layout.single_gpu_samples_per_s,
                      breakdown_s=breakdown(gpu_out, plan.sharded is not None), memory=plan.memory, links=out.links,
+                     strategy=strategy_summary(scenario, plan), node_groups=node_groups(scenario, layout, out),
                      extra=extra, iterations=out.times, records=out.records)
 
 

@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -40,6 +40,143 @@ class Breakdown:
     def to_dict(self) -> dict[str, float]:
         """The JSON object: the terms a run has (the optional ones, None, are left out)."""
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class MpBreakdown(Breakdown):
+    """Breakdown of a model-parallel iteration, averaged over the pipeline stages: `pipeline_bubble` is the
+    time a stage's GPU idles inside the pipeline (waiting for inputs), `tp_communication` its tensor-parallel
+    collectives, `dp_communication` its gradient all_reduces or ZeRO collectives (of both, the part the
+    compute stream does not hide is in `exposed_communication`), `pp_communication` the time transfers to or
+    from it are in flight."""
+
+    pipeline_bubble: float = 0.0
+    tp_communication: float = 0.0
+    dp_communication: float = 0.0
+    pp_communication: float = 0.0
+
+
+def _present(record) -> dict[str, Any]:
+    """A record's JSON object: its fields in order, the optional ones (None) left out, records inside as theirs."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        v = getattr(record, f.name)
+        if v is None and f.default is None:
+            continue
+        if isinstance(v, tuple):
+            v = [x.to_dict() if hasattr(x, "to_dict") else (list(x) if isinstance(x, tuple) else x) for x in v]
+        elif hasattr(v, "to_dict"):
+            v = v.to_dict()
+        out[f.name] = v
+    return out
+
+
+@dataclass(frozen=True)
+class NodeGroupRow:
+    """One node group of a data-parallel run: its GPUs, micro-batch (`batches`: every one a split gives its
+    ranks), step time (its own unslowed compute per iteration) and `idle_s`, the time per iteration its compute
+    waits for the slowest group; `precision` and `precision_ran` only where its GPU runs the workload's
+    precision as another one."""
+
+    group: int
+    gpu: str
+    gpus: int
+    batch_per_gpu: int
+    batches: tuple[int, ...]
+    step_s: float
+    idle_s: float
+    rank_classes: int
+    precision: str | None = None
+    precision_ran: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(self)
+
+
+@dataclass(frozen=True)
+class ShardingSummary:
+    """ZeRO / FSDP over the dp group: the stage, its units, and what each rank sends per iteration."""
+
+    zero: int
+    units: int
+    largest_unit_params: float
+    recompute: str
+    ring_send_bytes_per_rank: float
+    reduce_scatter_every_micro_batch: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(self)
+
+
+@dataclass(frozen=True)
+class StrategySummary:
+    """The run's strategy: every parallelism's common keys; `zero` a model-parallel run's ZeRO stage,
+    `compression_ran` a data-parallel run's codec as it ran per bucket, `sharding` a ZeRO / FSDP run's."""
+
+    name: str
+    model: str
+    backend: str
+    buckets: int
+    bucket_size_bytes: float
+    overlap: bool
+    compression: str
+    global_batch: int
+    batch_per_gpu: int
+    grad_accumulation: int
+    batch_split: str
+    rank_classes: int
+    zero: int | None = None
+    compression_ran: dict[str, Any] | None = None
+    sharding: ShardingSummary | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(self)
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One pipeline stage: its chunks' layers, parameters per GPU and per-iteration seconds of each activity."""
+
+    stage: int
+    layers: tuple[tuple[int, ...], ...]
+    params_per_gpu: float
+    compute_s: float
+    optimizer_s: float
+    tp_s: float
+    tp_exposed_s: float
+    dp_s: float
+    dp_exposed_s: float
+    pp_s: float
+    bubble_s: float
+    comm_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(self)
+
+
+@dataclass(frozen=True)
+class ParallelismSummary:
+    """A dp x tp x pp run's layout, schedule, chunking, pipeline transfer sizes and stages."""
+
+    dp: int
+    tp: int
+    pp: int
+    placement_order: str
+    schedule: str
+    virtual_stages: int
+    micro_batch: int
+    micro_batches: int
+    sequence_parallel: bool
+    tp_comm_overlap: bool
+    zero: int
+    recompute: str
+    p2p_bytes: float
+    p2p_gather_bytes: float
+    warnings: tuple[str, ...]
+    stages: tuple[StageRow, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(self)
 
 
 @dataclass(frozen=True)
@@ -81,7 +218,10 @@ class RunResult:
     links: tuple[LinkUtilization, ...] = ()
     goodput: dict[str, Any] | None = None
     collectives: tuple[CollectiveRow, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # added keys (per-strategy detail, staleness...)
+    strategy: StrategySummary | None = None  # a training run's
+    parallelism: ParallelismSummary | None = None  # a model-parallel run's
+    node_groups: tuple[NodeGroupRow, ...] | None = None  # a data-parallel run's
+    extra: dict[str, Any] = field(default_factory=dict)  # added keys (sync, cost, mfu, ...)
     iterations: tuple[float, ...] = ()  # per-iteration times (for iterations.csv), not in the JSON
     records: tuple[StepRecord, ...] = ()  # timeline (for trace.json), not in the JSON
 
@@ -101,5 +241,12 @@ class RunResult:
             "goodput": self.goodput,
             "collectives": [asdict(r) for r in self.collectives] if self.collectives is not None else None,
         }
+        for key in RECORD_KEYS:  # the typed records, where the run has them
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = [x.to_dict() for x in value] if isinstance(value, tuple) else value.to_dict()
         out.update(self.extra)
         return out
+
+
+RECORD_KEYS = ("strategy", "parallelism", "node_groups")  # RunResult's typed records, top-level keys of the JSON

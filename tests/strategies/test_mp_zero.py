@@ -42,7 +42,7 @@ def test_memory_follows_the_zero_formulas_on_the_stage_shard(zero):
     """dp 4 x tp 2 x pp 2, fp16 with Adam and fp32 gradients: weights 2Ψ, gradients 4Ψ, states 12Ψ on the
     stage's tp shard Ψ, divided by dp from stage 3, 2 and 1 on (Rajbhandari et al. 2020)."""
     r = run_with(GPT, {**SMALL, "training.parallelism": {"tp": 2, "pp": 2, "dp": 4, "zero": zero}})
-    stages = r.extra["parallelism"]["stages"]
+    stages = r.to_dict()["parallelism"]["stages"]
     parts = r.memory.parts_bytes
     dp = 4
     # the tightest stage: find which stage's shard the reported weights belong to
@@ -158,7 +158,7 @@ def test_tp_comm_overlap_hides_tp_communication_within_its_bounds():
     assert b.exposed_communication < 0.5 * a.exposed_communication
     assert ov.iteration_time_s >= max(b.compute + b.optimizer, b.tp_communication)
     assert b.compute > a.compute  # the GEMM chunks are smaller (less efficient) and slowed by interference
-    assert ov.extra["parallelism"]["tp_comm_overlap"] is True
+    assert ov.parallelism.tp_comm_overlap is True
 
 
 def test_tp_comm_overlap_estimate_equals_simulate_without_contention():

@@ -133,7 +133,7 @@ def test_tp2_halves_gemm_flops_and_adds_two_all_reduces_per_block_each_way():
 def test_tp_across_a_node_boundary_is_much_slower_than_inside_an_nvswitch_node():
     inside = run_with(GPT, {"training.parallelism": {"tp": 8, "dp": 2}})
     across = run_with(GPT, {"training.parallelism": {"tp": 8, "dp": 2}, "training.placement_order": "dp,tp,pp"})
-    assert across.extra["parallelism"]["warnings"]
+    assert across.parallelism.warnings
     a, b = inside.breakdown_s.tp_communication, across.breakdown_s.tp_communication
     assert b > 2.5 * a  # NIC rails (8 x 25 GB/s) against NVSwitch; the 4 MB all_reduces are partly latency-bound
     assert across.iteration_time_s > 1.15 * inside.iteration_time_s  # (1.17: blocks now pay their memory-bound kernels)
