@@ -25,7 +25,7 @@ from __future__ import annotations
 from simdist.errors import InfeasibleError
 from simdist.topology.distances import Distances
 from simdist.topology.routegraph import RouteGraph
-from simdist.topology.search import INF, _mix
+from simdist.topology.search import INF, mix64
 
 
 class ClassWalk:
@@ -282,7 +282,7 @@ class ClassWalk:
                 w = hops[digits % n]
                 digits //= n
             else:
-                w = hops[(_mix(flow_hash_ ^ vid[v]) + offset) % n]
+                w = hops[(mix64(flow_hash_ ^ vid[v]) + offset) % n]
                 if start is not None:
                     start = False  # a hashed pick after the first switch: this walk is not b's alone
             out.append(index[(v, w)])

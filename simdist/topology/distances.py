@@ -9,7 +9,7 @@ destinations with equal exits share one exits key, and with it their next hops a
 from __future__ import annotations
 
 from simdist.topology.routegraph import RouteGraph
-from simdist.topology.search import INF, _dijkstra
+from simdist.topology.search import INF, dijkstra
 from simdist.topology.twins import TwinMetric
 
 
@@ -90,7 +90,7 @@ class Distances:
         key = (self.template(self._machine[t]), self._lname[t])
         hit = self._tlocal.get(key)
         if hit is None:
-            hit = self._tlocal[key] = _dijkstra(self._tmpl_adj[key[0]], {key[1]: 0})
+            hit = self._tlocal[key] = dijkstra(self._tmpl_adj[key[0]], {key[1]: 0})
         return hit
 
     # -- distances -------------------------------------------------------------------------------
@@ -170,12 +170,12 @@ class Distances:
         if hit is None:
             if self._metric is not None:  # ring/torus: closed form, nothing stored per vertex
                 hit = self._metric.from_vertex(a)
-            elif self._core_step is not None:  # twin classes: the same integers as _bfs(core_adj, a, step)
+            elif self._core_step is not None:  # twin classes: the same integers as bfs(core_adj, a, step)
                 if self._twins is None:
                     self._twins = TwinMetric(self._core_adj, self._core_step)
                 hit = self._twins.from_vertex(a)
             else:
-                hit = _dijkstra(self._core_adj, {a: 0})
+                hit = dijkstra(self._core_adj, {a: 0})
             self._dcore[a] = hit
         return hit
 
@@ -212,7 +212,7 @@ class Distances:
         tid = self.template(m)
         key = (tid, tuple(sorted((h, d - base) for h, d in seeds.items())))
         if key not in self._tsrc:
-            self._tsrc[key] = _dijkstra(self._tmpl_adj[tid], dict(key[1]), fixed=self._tmpl_gw[tid])
+            self._tsrc[key] = dijkstra(self._tmpl_adj[tid], dict(key[1]), fixed=self._tmpl_gw[tid])
         hit = self._srckey[(m, ekey)] = (key, base, self._tsrc[key])
         if sig is not None:
             self._src_shapes[shape_key] = hit

@@ -15,7 +15,7 @@ def edge_cost(capacity_Bps: float) -> int:
     return 1 + int(round(REFERENCE_Bps / capacity_Bps)) if capacity_Bps > 0 else 1 << 40
 
 
-def _mix(x: int) -> int:
+def mix64(x: int) -> int:
     """splitmix64 finaliser: a well-spread 64-bit hash of a 64-bit integer."""
     x = (x + 0x9E3779B97F4A7C15) & _MASK
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
@@ -28,7 +28,7 @@ def flow_hash(src: int, dst: int, flow_key: int) -> int:
     return int.from_bytes(hashlib.blake2b(f"{src}:{dst}:{flow_key}".encode(), digest_size=8).digest(), "little")
 
 
-def _dijkstra(adj: dict, seeds: dict, fixed=frozenset()) -> dict:
+def dijkstra(adj: dict, seeds: dict, fixed=frozenset()) -> dict:
     """Integer Dijkstra over `adj` from several seeds; `fixed` vertices keep their seed distance."""
     dist = dict(seeds)
     heap = [(d, v) for v, d in seeds.items()]
@@ -46,7 +46,7 @@ def _dijkstra(adj: dict, seeds: dict, fixed=frozenset()) -> dict:
     return dist
 
 
-def _bfs(adj: dict, src: str, step: int) -> dict:
+def bfs(adj: dict, src: str, step: int) -> dict:
     """Distances when every edge costs `step` (fat trees): a breadth-first search."""
     dist = {src: 0}
     frontier = [src]

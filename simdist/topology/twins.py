@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from simdist.topology.search import _bfs
+from simdist.topology.search import bfs
 
 INF = math.inf
 
@@ -46,7 +46,7 @@ class TwinMetric:
         """Class hop distances from class c (a breadth-first search on the quotient)."""
         hit = self._rows.get(c)
         if hit is None:
-            hit = self._rows[c] = _bfs(self.qadj, c, 1)
+            hit = self._rows[c] = bfs(self.qadj, c, 1)
         return hit
 
     def distance(self, a: str, v: str) -> float:

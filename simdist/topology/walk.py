@@ -8,7 +8,7 @@ from __future__ import annotations
 from simdist.errors import InfeasibleError
 from simdist.topology.distances import Distances
 from simdist.topology.routegraph import RouteGraph
-from simdist.topology.search import INF, _mix, flow_hash
+from simdist.topology.search import INF, mix64, flow_hash
 
 
 class Walker:
@@ -135,12 +135,12 @@ class Walker:
                     v = hops[digits % len(hops)]
                     digits //= len(hops)
                 else:
-                    v = hops[(_mix(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
+                    v = hops[(mix64(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
                 path.append(v)
             return path
         while v != dst_vertex:
             hops = dag.get(v) or self._hops(dag, src_vertex, dst_vertex, v)
-            v = hops[0] if len(hops) == 1 else hops[(_mix(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
+            v = hops[0] if len(hops) == 1 else hops[(mix64(flow_hash_ ^ self._vid[v]) + offset) % len(hops)]
             path.append(v)
         return path
 

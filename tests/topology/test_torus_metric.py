@@ -5,7 +5,7 @@ import pytest
 
 from simdist.topology.build import build_topology
 from simdist.topology.routing import Router
-from simdist.topology.search import _dijkstra
+from simdist.topology.search import dijkstra
 from tests.topology.factory import DGX_A100, cluster
 
 SHAPES = [("ring", 5, None), ("ring", 2, None), ("torus2d", 16, (4, 4)), ("torus2d", 6, (3, 2)),
@@ -26,7 +26,7 @@ def test_closed_form_distances_equal_dijkstra(kind, nodes, dims):
     assert router.graph.metric is not None
     core = router.graph.core_adj
     for a in list(core)[:: max(1, len(core) // 7)]:
-        exact = _dijkstra(core, {a: 0})
+        exact = dijkstra(core, {a: 0})
         for v in core:
             assert router.graph.metric.from_vertex(a).get(v) == exact.get(v)
 

@@ -6,7 +6,7 @@ import pytest
 from simdist.topology.build import build_topology
 from simdist.topology.distances import Distances
 from simdist.topology.routing import Router
-from simdist.topology.search import _bfs
+from simdist.topology.search import bfs
 from simdist.topology.twins import TwinMetric
 from tests.topology.factory import DGX_A100, UNIFORM, cluster
 
@@ -20,7 +20,7 @@ CASES = [
 def _check(adj, step):
     metric = TwinMetric(adj, step)
     for a in adj:
-        want = _bfs(adj, a, step)
+        want = bfs(adj, a, step)
         got = metric.from_vertex(a)
         for v in adj:
             assert got.get(v) == want.get(v), (a, v)
@@ -58,7 +58,7 @@ def test_shared_exit_shapes_and_twins_route_like_the_general_search(spec, monkey
     d, g = slow.distances, slow.graph
     monkeypatch.setattr(d, "gateway_signature", lambda m: None)
     monkeypatch.setattr(d, "core_dist", lambda a: d._dcore.setdefault(
-        a, _bfs(g.core_adj, a, g.core_step) if g.core_step is not None and g.metric is None
+        a, bfs(g.core_adj, a, g.core_step) if g.core_step is not None and g.metric is None
         else Distances.core_dist(d, a)))
     n = len(topo.endpoints)
     for src in range(n):
