@@ -22,6 +22,7 @@ from simdist.scenario import CompressionMethod, Scenario
 
 BYTEPS_METHODS = (CompressionMethod.ONEBIT, CompressionMethod.TOPK, CompressionMethod.RANDOMK)
 BYTEPS_WORKER_THREADS = 4  # BYTEPS_THREADPOOL_SIZE default (byteps/common/global.cc)
+BYTEPS_MIN_COMPRESS_BYTES = 65536  # BYTEPS_MIN_COMPRESS_BYTES default: smaller tensors go uncompressed (global.cc)
 BYTEPS_SERVER_CODEC_THREADS = 1  # decompress under the handler's mutex, compress under the pull mutex (server.cc)
 
 
@@ -119,6 +120,17 @@ def byteps_decompress(method: CompressionMethod, b: Bucket, k: int) -> list[Kern
     return [Kernel("zero_fill", n * v), Kernel("scatter", 0.0, op="scatter", count=k)]
 
 
+def _k(codec: Codec, b: Bucket) -> int:
+    """Elements a sparsifying codec keeps (0 for the others)."""
+    return getattr(codec, "k", lambda _b: 0)(b)
+
+
+def byteps_compresses(codec: Codec, b: Bucket) -> bool:
+    """Whether BytePS compresses the bucket: at least BYTEPS_MIN_COMPRESS_BYTES, and a smaller payload."""
+    return (b.numel > 0 and b.dense_bytes >= BYTEPS_MIN_COMPRESS_BYTES
+            and byteps_payload_bytes(codec.method, b, _k(codec, b)) < b.dense_bytes)
+
+
 @dataclass(frozen=True)
 class BucketCodecCost:
     """Seconds of one bucket's codec work on each side, and the bytes a PS moves each way (BytePS)."""
@@ -126,19 +138,19 @@ class BucketCodecCost:
     encode_s: float
     decode_s: float
     server_s: float = 0.0  # per server shard: N decompressions and N recompressions
-    ps_payload_bytes: float | None = None
+    ps_payload_bytes: float | None = None  # BytePS: the bytes pushed and pulled (dense when it does not compress)
 
 
 def bucket_codec_cost(codec: Codec, shapes: Shapes, device: GpuSpec, grad_bytes: float, n_workers: int,
                       path: CodecPath, servers: int = 1, pushers: int | None = None) -> BucketCodecCost:
-    """The codec's work for one bucket on `path` (nothing when the plan fell back to the dense bucket);
+    """The codec's work for one bucket on `path` (nothing when the bucket goes dense: the collective plan's
+    fallback, or for BytePS a bucket under BYTEPS_MIN_COMPRESS_BYTES or one its payload would not shrink);
     `pushers`: the workers each BytePS server decodes and re-encodes for (ps_pushers; default n_workers)."""
-    plan = codec.plan(shapes, grad_bytes, n_workers)
-    if not plan.compressed:
-        return BucketCodecCost(0.0, 0.0)
-    if path.server is not None:  # BytePS
+    if path.server is not None:  # BytePS: pushed and pulled compressed, whatever the group size
         b = Bucket.of(shapes, grad_bytes)
-        k = getattr(codec, "k", lambda _b: 0)(b)
+        k = _k(codec, b)
+        if not byteps_compresses(codec, b):  # pushed and pulled dense (no codec work)
+            return BucketCodecCost(0.0, 0.0, 0.0, b.dense_bytes if b.numel else None)
         ef = bool(getattr(codec, "error_feedback", False))
         worker = CpuProcessor(REFERENCE_CORE, BYTEPS_WORKER_THREADS)
         server = CpuProcessor(REFERENCE_CORE, BYTEPS_SERVER_CODEC_THREADS)
@@ -149,6 +161,8 @@ def bucket_codec_cost(codec: Codec, shapes: Shapes, device: GpuSpec, grad_bytes:
         return BucketCodecCost(worker.time_s(byteps_compress(codec.method, b, k, ef)),
                                worker.time_s(byteps_decompress(codec.method, b, k)), server_s,
                                byteps_payload_bytes(codec.method, b, k))
+    if not codec.plan(shapes, grad_bytes, n_workers).compressed:
+        return BucketCodecCost(0.0, 0.0)
     enc = codec.encode_kernels(shapes, grad_bytes, n_workers)
     dec = codec.decode_kernels(shapes, n_workers, grad_bytes)
     if path.encode is CodecSite.WORKER_CPU:

@@ -160,3 +160,25 @@ def test_byteps_topk_is_a_scan_and_a_heap_per_shard():
                                           + byteps_compress(codec.method, shard, k // 2, False))
     assert cost.server_s == pytest.approx(3 * one)  # k split over the servers with the elements
     assert cost.ps_payload_bytes == k * 2 * 4
+
+
+def test_byteps_leaves_small_buckets_dense_and_ignores_the_gather_crossover():
+    codec = TopKCodec(ratio=0.01)
+    path = codec_path(codec.method, A100, True)
+    small = bucket_codec_cost(codec, [(100, 100)], A100, 4, 4, path, 2)  # 40 KB < BYTEPS_MIN_COMPRESS_BYTES
+    assert (small.encode_s, small.server_s, small.ps_payload_bytes) == (0.0, 0.0, 40_000)
+    # at 512 workers DDP's top-k all_gather would send more than the dense ring (dense fallback); BytePS's push
+    # and pull of k pairs does not grow with the group
+    assert not codec.plan(MLP, 4, 512).compressed
+    big = bucket_codec_cost(codec, MLP, A100, 4, 512, path, 2, 64)
+    assert big.ps_payload_bytes == math.ceil(0.01 * N_MLP) * 8 and big.encode_s > 0
+
+
+def test_the_byteps_report_counts_push_and_pull_bytes():
+    s = _scenario(strategy="ps", method="onebit")
+    ran = simulate(s).to_dict()["strategy"]["compression_ran"]
+    payload = ran["runs_on"]["ps_payload_bytes"]
+    assert ran["wire_bytes_per_worker"] == payload and ran["link_bytes_per_worker"] == 2 * payload
+    assert ran["compressed_buckets"] == ran["buckets"] and ran["ran"] == "onebit"
+    plan = build_plan(s)
+    assert payload == pytest.approx(sum(bc.collectives[0][1] for bc in plan.buckets))
