@@ -284,7 +284,7 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
 
 
 def _group_memory(scenario: Scenario) -> dict[int, tuple[float, float]]:
-    """{node group: (bytes per GPU, capacity)} of a mixed cluster (engine.plans.memory_by_group)."""
-    from simdist.engine.plans import memory_by_group
+    """{node group: (bytes per GPU, capacity)} of a mixed cluster (strategies.rank_memory.memory_by_group)."""
+    from simdist.strategies.rank_memory import memory_by_group
 
     return {g: (est.total_bytes, est.capacity_bytes) for g, est in memory_by_group(scenario).items()}

@@ -81,7 +81,7 @@ def test_mixed_cluster_mfu_names_the_mean_peak(tmp_path):
 
 
 def test_mixed_cluster_shows_each_groups_memory(tmp_path):
-    from simdist.engine.plans import memory_by_group
+    from simdist.strategies.rank_memory import memory_by_group
     from simdist.io.load import load_scenario
     from simdist.units import format_memory
 

@@ -32,10 +32,9 @@ from simdist.errors import InfeasibleError, ScenarioError
 from simdist.failures.state import ClusterState, JobSpec, batch_per_gpu
 from simdist.progress import Progress
 from simdist.results.records import RunResult, StepRecord, Throughput
-from simdist.scenario import (BatchSplit, FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario,
-                              StrategyKind, SyncMode)
+from simdist.scenario import BatchSplit, FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario, SyncMode
 from simdist.strategies.plan import resolve_batch
-from simdist.strategies.stragglers import gpu_slowdowns
+from simdist.strategies.phases import is_phased, phases, switch_iteration
 
 
 def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
@@ -44,60 +43,6 @@ def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = T
     if is_phased(scenario):
         return run_phased(scenario, fidelity, with_baseline)
     return run_steady(scenario, fidelity, with_baseline, context)
-
-
-def is_phased(scenario: Scenario) -> bool:
-    t = scenario.training
-    return t.sync is SyncMode.HYBRID or (t.batch_split is BatchSplit.DYNAMIC and t.split_slowdowns is None)
-
-
-def switch_iteration(scenario: Scenario) -> int:
-    """S, the first bsp iteration of a hybrid run (an iteration of `run.iterations`)."""
-    t, n = scenario.training, scenario.run.iterations
-    if t.hybrid_switch_iteration is not None:
-        s = t.hybrid_switch_iteration
-    elif t.hybrid_switch_fraction is not None:
-        s = round(t.hybrid_switch_fraction * n)
-    else:
-        raise ScenarioError("sync hybrid needs training.hybrid_switch", "training.hybrid_switch")
-    if not 0 < s < n:
-        raise ScenarioError.bad_value("training.hybrid_switch", s, f"an iteration strictly between 0 and "
-                                      f"run.iterations ({n}) once resolved")
-    return s
-
-
-def phases(scenario: Scenario) -> list[tuple[int, int, Scenario]]:
-    """(first iteration, iterations, the steady scenario of that phase) in order, consecutive equal
-    phases merged."""
-    t, n = scenario.training, scenario.run.iterations
-    cuts = {0, n}
-    if t.sync is SyncMode.HYBRID:
-        if scenario.communication.strategy != StrategyKind.PS:
-            raise ScenarioError.bad_value("training.sync", "hybrid", "communication.strategy: ps (the "
-                                          "asynchronous phase is the parameter server's asp)")
-        cuts.add(switch_iteration(scenario))
-    dynamic = t.batch_split is BatchSplit.DYNAMIC
-    if dynamic and t.rebalance_every < n:
-        cuts.add(t.rebalance_every)
-    edges = sorted(cuts)
-    observed = gpu_slowdowns(scenario) if dynamic else None
-    out: list[tuple[int, int, Scenario]] = []
-    for a, b in zip(edges, edges[1:]):
-        sync = t.sync
-        if sync is SyncMode.HYBRID:
-            sync = SyncMode.ASP if a < switch_iteration(scenario) else SyncMode.BSP
-        split = t.batch_split
-        if dynamic and a < t.rebalance_every:
-            split = BatchSplit.PROPORTIONAL  # before the first re-split: the predicted speeds only
-        s = replace(scenario, training=replace(t, sync=sync, batch_split=split, hybrid_switch_iteration=None,
-                                               hybrid_switch_fraction=None, split_slowdowns=observed
-                                               if split is BatchSplit.DYNAMIC else None))
-        if out and out[-1][2].training == s.training:
-            first, count, _ = out[-1]
-            out[-1] = (first, count + b - a, s)
-        else:
-            out.append((a, b - a, s))
-    return out
 
 
 def _label(s: Scenario) -> str:

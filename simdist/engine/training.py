@@ -14,7 +14,7 @@ from simdist.engine.closed_form import ClosedFormTimes, fold
 from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
 from simdist.engine.outcomes import (Outcome, breakdown, link_records, model_parallel_result, node_groups, run_mfu,
                                      sharded_payload_bytes, strategy_summary, throughput, top_links)
-from simdist.engine.plans import Plan, build, interference_of
+from simdist.engine.plans import Plan, build
 from simdist.engine.state import Simulation, result_header
 from simdist.input_pipeline import loader_bound
 from simdist.network.analytical import AnalyticalNetwork
@@ -22,6 +22,7 @@ from simdist.results.records import RunResult, StepRecord
 from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, SyncMode
 from simdist.strategies.async_ps import PsPolicy
 from simdist.strategies.data_parallel import bsp_graphs
+from simdist.strategies.interference import interference_of
 from simdist.strategies.local_sgd import local_compute_s
 from simdist.strategies.plan import IterationPlan, build_plan
 from simdist.strategies.sync_report import (ps_bytes_per_exchange, servers_row, staleness_stats, sync_common,

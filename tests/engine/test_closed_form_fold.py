@@ -95,7 +95,7 @@ def test_a_chain_of_blocking_collectives_beside_a_long_one_equals_the_executor()
 
 
 def test_an_interleaved_pipeline_with_overlapped_buckets_equals_the_executor_in_one_pass():
-    from simdist.engine.plans import model_parallel_interference
+    from simdist.strategies.interference import model_parallel_interference
     from simdist.engine.state import Simulation
     from simdist.io.load import load_data
     from simdist.scenario import Fidelity

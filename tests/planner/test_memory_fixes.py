@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from simdist.engine.plans import check_memory
+from simdist.strategies.rank_memory import check_memory
 from simdist.errors import InfeasibleError
 from simdist.io.sweep_load import load_point
 from simdist.planner.memory_fixes import memory_fixes
