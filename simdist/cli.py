@@ -69,21 +69,25 @@ def _load(path: str, overrides: Sequence[str]):
 @_common
 @_handle_errors
 def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> None:
-    """Check scenario files and print every problem at once (exit 2 if any)."""
-    from simdist.io.load import check_file
+    """Check scenario files and print every problem at once: what `run` refuses (exit 2), else a model that does
+    not fit in GPU memory (exit 3), each line as `run` words it."""
+    from simdist.io.feasibility import check_report
 
-    bad = 0
+    code = 0
     for f in files:
-        issues = check_file(f, list(overrides))
+        issues, infeasible = check_report(f, list(overrides))
         if issues:
-            bad += 1
+            code = 2
             for issue in issues:
                 text = str(issue)  # file-level problems (unreadable, not YAML) already name the file
                 click.echo(text if text.startswith(f"{f}: ") else f"{f}: {text}", err=True)
+        elif infeasible is not None:
+            code = code or infeasible.exit_code
+            click.echo(f"{f}: {infeasible}", err=True)
         else:
             click.echo(f"{f}: ok")
-    if bad:
-        sys.exit(2)
+    if code:
+        sys.exit(code)
 
 
 def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | None, fidelity: str) -> None:

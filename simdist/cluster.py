@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from simdist.collectives.schedule import Group
-from simdist.errors import ScenarioError
 from simdist.graph.tasks import ProcessGroup
 from simdist.hardware.specs import ClusterSpec
 from simdist.network.analytical import AnalyticalNetwork
@@ -63,9 +62,7 @@ class Placement:
 
 def data_parallel_group(cluster: ClusterSpec, topology: Topology) -> Group:
     """All GPUs of the cluster as one data-parallel group (Group.nodes = the GPUs of each node)."""
-    if topology.num_gpus != cluster.num_gpus:
-        raise ScenarioError.bad_value("cluster.nodes", topology.num_gpus,
-                                      f"a topology with the cluster's {cluster.num_gpus} GPUs")
+    assert topology.num_gpus == cluster.num_gpus, (topology.num_gpus, cluster.num_gpus)
     return Placement.identity(cluster).group()
 
 
@@ -85,23 +82,14 @@ def ps_server_endpoints(topology: Topology, n: int, placement: "PsPlacement | st
     """Endpoints of `n` parameter servers: dedicated hosts or the nodes' CPU sockets (placement host; both
     after the GPUs, as build_topology added them), or GPUs spread over nodes (colocated: one per node first,
     evenly spaced over the nodes, then a second per node...)."""
-    try:
-        kind = PsPlacement(placement)
-    except ValueError:
-        raise ScenarioError.bad_value("communication.ps.placement", placement,
-                                      " or ".join(repr(p.value) for p in PsPlacement)) from None
-    if n < 1:
-        raise ScenarioError.bad_value("communication.ps.servers", n, "at least 1 server")
+    kind = PsPlacement(placement)  # the schema admits only these
+    assert n >= 1, n
     if kind in (PsPlacement.DEDICATED, PsPlacement.HOST):
         hosts = len(topology.endpoints) - topology.num_gpus
-        if n > hosts:
-            raise ScenarioError.bad_value("communication.ps.servers", n,
-                                          f"at most the topology's {hosts} {kind.value} server endpoints")
+        assert n <= hosts, f"io.resolve builds {n} {kind.value} server endpoints, the topology has {hosts}"
         return tuple(range(topology.num_gpus, topology.num_gpus + n))
     nodes = _gpus_by_node(topology)
-    if n > topology.num_gpus:
-        raise ScenarioError.bad_value("communication.ps.servers", n,
-                                      f"at most one colocated server per GPU ({topology.num_gpus})")
+    assert n <= topology.num_gpus, f"io.resolve: at most one colocated server per GPU ({topology.num_gpus}), got {n}"
     return tuple(spread_over_nodes(nodes, n))
 
 
@@ -113,9 +101,5 @@ NETWORK_BUILDERS: dict[Fidelity, Callable[[object, Topology, Router | None], Net
 
 def build_network(fidelity: "Fidelity | str", env, topology: Topology, router: Router | None = None) -> NetworkModel:
     """The network model for a fidelity: 'estimate' -> AnalyticalNetwork, 'simulate' -> FlowNetwork."""
-    try:
-        kind = Fidelity(fidelity)
-    except ValueError:
-        raise ScenarioError.bad_value("run.fidelity", fidelity,
-                                      " or ".join(repr(f.value) for f in Fidelity)) from None
+    kind = Fidelity(fidelity)  # the schema and the CLI admit only these
     return NETWORK_BUILDERS[kind](env, topology, router)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Sequence
 
-from simdist.errors import ScenarioError
 from simdist.hardware.specs import ClusterSpec
 
 
@@ -42,13 +41,11 @@ class Coord:
 
 
 def parse_order(text: "str | Sequence[str] | None") -> tuple[Axis, Axis, Axis]:
-    """'tp,pp,dp' (innermost first) -> axes; None -> the default. ScenarioError names the key otherwise."""
+    """'tp,pp,dp' (innermost first) -> axes; None -> the default (the schema checks the key)."""
     if text is None:
         return DEFAULT_ORDER
     parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else [str(p).strip() for p in text]
-    if sorted(parts) != sorted(AXES) or len(parts) != 3:
-        raise ScenarioError.bad_value(ORDER_KEY, text if isinstance(text, str) else ",".join(parts),
-                                      "the three axes tp, dp and pp once each, innermost first, e.g. 'tp,dp,pp'")
+    assert sorted(parts) == sorted(AXES) and len(parts) == 3, f"the schema checks {ORDER_KEY}: {text!r}"
     return tuple(AXES[p] for p in parts)  # type: ignore[return-value]
 
 
@@ -146,17 +143,9 @@ def build_layout(gpu_node: "ClusterSpec | Sequence[int]", dp: int | None, tp: in
     """Lay dp x tp x pp ranks over the GPUs (dp None: GPUs / (tp x pp)); refuse a product that is not the GPU count."""
     nodes = gpu_nodes(gpu_node) if isinstance(gpu_node, ClusterSpec) else tuple(int(n) for n in gpu_node)
     n = len(nodes)
-    for key, v in (("tp", tp), ("pp", pp)) + ((("dp", dp),) if dp is not None else ()):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ScenarioError.bad_value(f"training.parallelism.{key}", v, "a positive integer")
-    if dp is None:
-        if n % (tp * pp):
-            raise ScenarioError.bad_value("training.parallelism", {"tp": tp, "pp": pp},
-                                          f"tp x pp = {tp * pp} dividing the cluster's {n} GPUs")
-        dp = n // (tp * pp)
-    if dp * tp * pp != n:
-        raise ScenarioError("training.parallelism: dp x tp x pp = "
-                            f"{dp} x {tp} x {pp} = {dp * tp * pp}; expected the cluster's {n} GPUs")
+    assert all(isinstance(v, int) and v >= 1 for v in (tp, pp, 1 if dp is None else dp)), (dp, tp, pp)
+    dp = n // (tp * pp) if dp is None else dp
+    assert dp * tp * pp == n, f"io.rules_training: dp x tp x pp = {dp} x {tp} x {pp}, the cluster has {n} GPUs"
     axes = parse_order(order)
     layout = Layout(dp, tp, pp, axes, nodes)
     warnings = []

@@ -17,6 +17,7 @@ from simdist.io.overrides import apply_overrides
 from simdist.io.resolve import collect
 from simdist.io.resolve_cluster import hardware_catalog
 from simdist.io.resolve_workload import model_catalog
+from simdist.io.rules import rules
 from simdist.io.schema import ScenarioModel
 from simdist.io.yaml_source import Source, read_file
 from simdist.scenario import Scenario
@@ -62,8 +63,6 @@ def _check(source: Source, overrides: Sequence[str], base_dir: Path, name: str) 
         return None, _in_file_order(issues, source)
     scenario, found = collect(model, base_dir, name)
     if scenario is not None:  # what the engine runs (io/rules.py): refused here, never deep in a run
-        from simdist.io.rules import rules
-
         found = rules(scenario)
         if found:
             return None, _in_file_order(found, source)
@@ -92,10 +91,15 @@ def _from_file(path: str | Path, overrides: Sequence[str]) -> tuple[Scenario | N
 
 def check_file(path: str | Path, overrides: Sequence[str] = ()) -> list[Issue]:
     """Every issue in a scenario file, in file order; [] when it loads."""
+    return checked_file(path, overrides)[1]
+
+
+def checked_file(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Scenario | None, list[Issue]]:
+    """The loaded scenario and no issues, or None and every issue in file order (what `simdist check` reports)."""
     try:
-        return _from_file(path, overrides)[1]
+        return _from_file(path, overrides)
     except ScenarioError as err:
-        return list(err.issues)
+        return None, list(err.issues)
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:

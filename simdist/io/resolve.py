@@ -45,10 +45,6 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         if w.global_batch is not None and w.global_batch % per_step:
             issues.append(Issue("workload.global_batch", f"got {w.global_batch}; expected a multiple of dp x "
                                                          f"grad_accumulation = {dp} x {t.grad_accumulation}"))
-        replica = w.batch_per_gpu if w.batch_per_gpu is not None else (w.global_batch or 0) // per_step
-        if par.pp > 1 and replica and replica % t.micro_batch:
-            issues.append(Issue("training.micro_batch", f"got {t.micro_batch}; expected a divisor of the "
-                                                        f"per-replica batch {replica}"))
     _model_parallel_keys(t, dp, issues)
     switch_it, switch_frac = _phase_keys(t, m.run, issues)
     return TrainingSpec(

@@ -12,7 +12,7 @@ from simdist.errors import Issue
 from simdist.io.rules_parallel import model_parallel_issues
 from simdist.io.rules_relevance import relevance_issues
 from simdist.io.rules_training import bad_value, training_issues
-from simdist.scenario import FailureKind, Scenario, SyncMode
+from simdist.scenario import FailureKind, PsPlacement, Scenario, StrategyKind, SyncMode
 from simdist.strategies.stragglers import needs_timeline
 
 # failure events that change link capacities: the goodput timeline runs them on the BSP engine only
@@ -27,6 +27,25 @@ def replica_issues(scenario: Scenario) -> list[Issue]:
     if n > 1 and not stochastic_elements(scenario):
         return [bad_value("run.replicas", n, "1: replicas need a stochastic element (e.g. failures.random), and "
                                              "this scenario has none, so every replica is the same")]
+    return []
+
+
+def host_socket_count(scenario: Scenario) -> int:
+    """CPU sockets in the built topology: a node has its intra_node's sockets where it has a PCIe tree."""
+    return sum(g.count * max(1, g.intra_node.sockets) for g in scenario.cluster.node_groups
+               if g.intra_node.pcie_link is not None)
+
+
+def ps_placement_issues(scenario: Scenario) -> list[Issue]:
+    """Parameter servers in host memory (placement host) take one CPU socket each."""
+    comm = scenario.communication
+    if comm.strategy != StrategyKind.PS or comm.ps_placement != PsPlacement.HOST:
+        return []
+    total = host_socket_count(scenario)
+    if comm.ps_servers > total:
+        return [bad_value("communication.ps.servers", comm.ps_servers, f"at most the worker nodes' {total} CPU "
+                          "sockets for placement host (a node's sockets are in the topology where its intra_node "
+                          "has a pcie_link)")]
     return []
 
 
@@ -53,5 +72,6 @@ def failure_run_issues(scenario: Scenario) -> list[Issue]:
 def rules(scenario: Scenario) -> list[Issue]:
     """Every problem the run of `scenario` would refuse, each with its YAML path ([] when it runs)."""
     timeline = needs_timeline(scenario)
-    return (replica_issues(scenario) + failure_run_issues(scenario) + relevance_issues(scenario, timeline)
-            + training_issues(scenario, timeline) + model_parallel_issues(scenario))
+    return (replica_issues(scenario) + ps_placement_issues(scenario) + failure_run_issues(scenario)
+            + relevance_issues(scenario, timeline) + training_issues(scenario, timeline)
+            + model_parallel_issues(scenario))

@@ -10,16 +10,17 @@ from __future__ import annotations
 from simdist.errors import Issue
 from simdist.io.rules_training import ZERO_KEY, bad_value, is_model_parallel
 from simdist.scenario import PipelineSchedule, Recompute, Scenario
-from simdist.strategies.plan import data_parallel_degree
+from simdist.strategies.mp_plan import pipeline_units, transformer_shape
+from simdist.strategies.plan import data_parallel_degree, resolve_batch
+from simdist.strategies.sharded_dp import block_units
+from simdist.strategies.sharding import fsdp_units
+from simdist.strategies.tensor_parallel import TpRole, layer_role
 
 TP_KEY = "training.parallelism.tp"
 
 
 def tensor_parallel_issues(scenario: Scenario) -> list[Issue]:
     """tp > 1 splits transformer blocks: every column-parallel output and row-parallel input, and the heads."""
-    from simdist.strategies.mp_plan import transformer_shape
-    from simdist.strategies.tensor_parallel import TpRole, layer_role
-
     model, tp = scenario.workload.model, scenario.training.parallelism.tp
     if tp == 1:
         return []
@@ -49,9 +50,6 @@ def tensor_parallel_issues(scenario: Scenario) -> list[Issue]:
 def pipeline_issues(scenario: Scenario) -> list[Issue]:
     """One GPU kind; micro-batches that divide the per-replica batch (and, interleaved, a multiple of pp);
     pp x virtual_stages stages cut between transformer blocks; recomputation needs attention blocks."""
-    from simdist.strategies.mp_plan import pipeline_units, transformer_shape
-    from simdist.strategies.plan import resolve_batch
-
     s, t = scenario, scenario.training
     model, pp, v = s.workload.model, t.parallelism.pp, t.virtual_stages
     out = []
@@ -61,15 +59,12 @@ def pipeline_issues(scenario: Scenario) -> list[Issue]:
                                                             "(mixed clusters run data parallelism only)"))
     if Recompute(t.recompute) is not Recompute.NONE and transformer_shape(model) is None:
         out.append(bad_value("training.recompute", t.recompute.value, "none for a model without attention blocks"))
-    dp = data_parallel_degree(s)
-    if dp * t.parallelism.tp * pp == s.cluster.num_gpus and (s.workload.batch_per_gpu is not None or (
-            s.workload.global_batch is not None and s.workload.global_batch % (dp * t.grad_accumulation) == 0)):
-        replica = resolve_batch(s, dp) * t.grad_accumulation
-        if replica % t.micro_batch:
-            out.append(bad_value("training.micro_batch", t.micro_batch, f"a divisor of the per-replica batch {replica}"))
-        elif PipelineSchedule(t.schedule) is PipelineSchedule.INTERLEAVED and (replica // t.micro_batch) % pp:
-            out.append(bad_value("training.schedule", t.schedule.value, f"a number of micro-batches "
-                                 f"({replica // t.micro_batch}) divisible by pp ({pp}) for interleaving"))
+    replica = resolve_batch(s, data_parallel_degree(s)) * t.grad_accumulation  # (io.resolve: dp and the batch fit)
+    if replica % t.micro_batch:
+        out.append(bad_value("training.micro_batch", t.micro_batch, f"a divisor of the per-replica batch {replica}"))
+    elif PipelineSchedule(t.schedule) is PipelineSchedule.INTERLEAVED and (replica // t.micro_batch) % pp:
+        out.append(bad_value("training.schedule", t.schedule.value, f"a number of micro-batches "
+                             f"({replica // t.micro_batch}) divisible by pp ({pp}) for interleaving"))
     if pp * v > 1:
         units = pipeline_units(model)
         if not units:
@@ -83,9 +78,6 @@ def pipeline_issues(scenario: Scenario) -> list[Issue]:
 
 def zero_model_issues(scenario: Scenario) -> list[Issue]:
     """ZeRO / FSDP shards parameters; its recomputation is per transformer block."""
-    from simdist.strategies.sharded_dp import block_units
-    from simdist.strategies.sharding import fsdp_units
-
     t, model = scenario.training, scenario.workload.model
     if not t.parallelism.zero or is_model_parallel(scenario):
         return []

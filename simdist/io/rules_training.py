@@ -7,6 +7,7 @@ same lines. Model-parallel rules (tp, pp, schedules) are in io/rules_parallel.py
 from __future__ import annotations
 
 from simdist.errors import Issue
+from simdist.input_pipeline import loader_samples_per_s
 from simdist.scenario import (BatchSplit, CommunicationSpec, CompressionMethod, Scenario, StrategyKind, SyncMode)
 from simdist.strategies.plan import data_parallel_degree
 
@@ -25,16 +26,11 @@ def is_model_parallel(scenario: Scenario) -> bool:
 
 
 def parallelism_issues(scenario: Scenario) -> list[Issue]:
-    """dp x tp x pp covers the cluster; tp and pp run as BSP over an all-reduce strategy without the
+    """tp and pp run as BSP over an all-reduce strategy without the
     data-parallel engine's own keys (buckets cut by layer, codecs, Horovod's fusion cycle, failures)."""
     t, comm = scenario.training, scenario.communication
-    p, n = t.parallelism, scenario.cluster.num_gpus
-    dp = data_parallel_degree(scenario)
-    out = []
-    if dp * p.tp * p.pp != n:
-        out.append(bad_value("training.parallelism", {"dp": dp, "tp": p.tp, "pp": p.pp},
-                             f"dp x tp x pp = the number of GPUs ({n})"))
-    if not is_model_parallel(scenario):
+    out: list[Issue] = []
+    if not is_model_parallel(scenario):  # (io.resolve checks dp x tp x pp = the cluster's GPUs)
         return out
     if t.sync != SyncMode.BSP:
         out.append(bad_value("training.sync", t.sync.value, "bsp with tp or pp > 1"))
@@ -115,19 +111,6 @@ def phased_issues(scenario: Scenario, timeline: bool) -> list[Issue]:
     return []
 
 
-def batch_issues(scenario: Scenario) -> list[Issue]:
-    """A batch per GPU, given or derived from workload.global_batch over dp x grad_accumulation."""
-    w, k = scenario.workload, scenario.training.grad_accumulation
-    if w.batch_per_gpu is not None:
-        return []
-    if w.global_batch is None:
-        return [Issue("workload", "set workload.batch_per_gpu or workload.global_batch")]
-    dp = data_parallel_degree(scenario)
-    if dp >= 1 and w.global_batch % (dp * k):
-        return [bad_value("workload.global_batch", w.global_batch, f"a multiple of dp x grad_accumulation = {dp * k}")]
-    return []
-
-
 def host_key_issues(scenario: Scenario) -> list[Issue]:
     """Scope of workload.memory_format, input_pipeline and single_gpu_throughput (each refused where it would
     not act)."""
@@ -176,8 +159,6 @@ def _anchor_issues(scenario: Scenario) -> list[Issue]:
         out.append(bad_value("workload.single_gpu_throughput", w.single_gpu_throughput,
                              "used with workload.batch_per_gpu (the batch it was measured at)"))
     if w.input_pipeline is not None:
-        from simdist.input_pipeline import loader_samples_per_s
-
         for group in scenario.cluster.node_groups:
             alone = loader_samples_per_s(w.input_pipeline, 1, group.intra_node.key)
             if alone < w.single_gpu_throughput:
@@ -230,4 +211,4 @@ def training_issues(scenario: Scenario, timeline: bool) -> list[Issue]:
     if scenario.workload.model is None:
         return []
     return (parallelism_issues(scenario) + sync_issues(scenario) + phased_issues(scenario, timeline)
-            + batch_issues(scenario) + host_key_issues(scenario) + sharded_issues(scenario))
+            + host_key_issues(scenario) + sharded_issues(scenario))

@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BeforeValidator, Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.errors import ScenarioError
 from simdist.io.fields import (
     SIMDIST_ERROR, Duration, Fraction, Key, NonNegInt, PosFloat, PosInt, PositiveDuration, Size, StrictBool,
 )
@@ -279,12 +278,12 @@ class TrainingModel(Strict):
     def _order(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from simdist.layout import parse_order
+        from simdist.layout import AXES, parse_order
 
-        try:
-            return ",".join(a.value for a in parse_order(v))
-        except ScenarioError as err:
-            raise fail(err.issues[0].message) from None
+        parts = [p.strip() for p in v.split(",")]
+        if sorted(parts) != sorted(AXES) or len(parts) != 3:
+            raise fail(f"got {v!r}; expected the three axes tp, dp and pp once each, innermost first, e.g. 'tp,dp,pp'")
+        return ",".join(a.value for a in parse_order(v))
 
 
 class HierarchicalModel(Strict):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from simdist.errors import ScenarioError
+from simdist.errors import InfeasibleError
 from simdist.scenario import BatchSplit
 
 REFINE_ROUNDS = 4
@@ -62,8 +62,7 @@ def split_batches(split: BatchSplit, equal_batch: int, gpu_keys: Sequence[str],
         if new == batches:
             break
         batches = new
-    if min(batches) < 1:
-        raise ScenarioError.bad_value("training.batch_split", split.value,
-                                      f"a global batch large enough to give every GPU one sample (got {total} "
-                                      f"for {n} GPUs); use 'equal' or a larger batch")
+    if min(batches) < 1:  # valid keys, but the speeds leave a GPU no sample: nothing to run
+        raise InfeasibleError(f"training.batch_split {split.value} gives a GPU no sample: a global batch of {total} "
+                              f"for {n} GPUs at their speeds; use 'equal' or a larger batch")
     return batches

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable, Sequence
 
-from simdist.errors import ScenarioError
 from simdist.scenario import PipelineSchedule
 
 
@@ -59,10 +58,7 @@ def balance_stages(costs: Sequence[float], stages: int) -> tuple[tuple[int, int]
     partition at the smallest feasible bound (its slowest stage is the optimum).
     """
     n = len(costs)
-    if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
-        raise ScenarioError.bad_value("training.parallelism.pp", stages, "a positive integer")
-    if stages > n:
-        raise ScenarioError.bad_value("training.parallelism.pp", stages, f"at most the model's {n} layers")
+    assert isinstance(stages, int) and 1 <= stages <= n, f"io.rules_parallel: 1 <= pp stages ({stages}) <= layers ({n})"
     if any(c < 0 or not math.isfinite(c) for c in costs):
         raise ValueError("layer costs must be finite and >= 0")
     prefix = [0.0]
@@ -93,14 +89,11 @@ def stage_costs(costs: Sequence[float], ranges: Sequence[tuple[int, int]]) -> li
 
 
 def _check(p: int, m: int, v: int, schedule: PipelineSchedule) -> None:
-    for key, x in (("training.parallelism.pp", p), ("micro-batches per step", m), ("training.virtual_stages", v)):
-        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-            raise ScenarioError.bad_value(key, x, "a positive integer")
-    if schedule is not PipelineSchedule.INTERLEAVED and v != 1:
-        raise ScenarioError.bad_value("training.virtual_stages", v, f"1 with schedule {schedule.value}")
-    if schedule is PipelineSchedule.INTERLEAVED and m % p:
-        raise ScenarioError.bad_value("training.schedule", schedule.value,
-                                      f"a number of micro-batches ({m}) divisible by pp ({p}) for interleaving")
+    """What io.rules_parallel and io.resolve guarantee: positive counts, chunks only interleaved, and interleaved
+    micro-batches in groups of pp."""
+    assert all(isinstance(x, int) and x >= 1 for x in (p, m, v)), (p, m, v)
+    assert schedule is PipelineSchedule.INTERLEAVED or v == 1, f"virtual_stages {v} with schedule {schedule.value}"
+    assert schedule is not PipelineSchedule.INTERLEAVED or m % p == 0, f"{m} micro-batches, pp {p}, interleaved"
 
 
 def gpipe(p: int, m: int) -> Orders:
@@ -158,10 +151,7 @@ SCHEDULES: dict[PipelineSchedule, Callable[[int, int, int], Orders]] = {
 
 def schedule_order(schedule: "PipelineSchedule | str", p: int, m: int, v: int = 1) -> Orders:
     """The task order of every pipeline rank for `schedule` with p ranks, m micro-batches, v chunks per rank."""
-    try:
-        kind = PipelineSchedule(schedule)
-    except ValueError:
-        raise ScenarioError.bad_value("training.schedule", schedule, "gpipe, 1f1b or interleaved") from None
+    kind = PipelineSchedule(schedule)  # the schema admits only these names
     _check(p, m, v, kind)
     return SCHEDULES[kind](p, m, v)
 

@@ -19,7 +19,6 @@ from typing import Sequence
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS
-from simdist.errors import ScenarioError
 from simdist.hardware.specs import GpuSpec
 from simdist.memory import (MemoryEstimate, TransformerShape, check_fits, estimate_parallel_memory,
                             in_flight_micro_batches, layer_activation_bytes)
@@ -28,7 +27,6 @@ from simdist.strategies.pipeline_schedule import balance_stages
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model
 from simdist.workload.specs import ModelSpec
 
-ZERO_KEY = "training.parallelism.zero"
 _BLOCK = re.compile(r"^((?:blocks|encoder)\.\d+)\.")
 
 
@@ -90,10 +88,8 @@ def zero_collectives(zero: int, units: Sequence[ShardUnit], dp: int, param_bytes
     Parameters are gathered in their compute dtype (`param_bytes`), gradients reduced in `grad_bytes`.
     Backward visits the units in reverse. dp = 1 has nothing to communicate.
     """
-    if zero not in (0, 1, 2, 3):
-        raise ScenarioError.bad_value(ZERO_KEY, zero, "0, 1, 2 or 3 (3 = fsdp)")
-    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
-        raise ScenarioError.bad_value("training.parallelism.dp", dp, "a positive integer")
+    assert zero in (0, 1, 2, 3), f"the schema admits ZeRO stages 0-3, not {zero}"
+    assert isinstance(dp, int) and dp >= 1, dp
     if dp == 1:
         return ()
     AR, RS, AG = CollectiveOp.ALL_REDUCE, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_GATHER
@@ -163,8 +159,7 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
     the word embedding, as Megatron-LM does. Check each with memory.check_fits.
     """
     rc = Recompute(recompute)
-    if shape is None and rc is not Recompute.NONE:
-        raise ScenarioError.bad_value("training.recompute", rc.value, "none for a model without transformer shape")
+    assert shape is not None or rc is Recompute.NONE, "io.rules_parallel: recomputation needs attention blocks"
     v = virtual_stages
     shard = shard_model(model, tp, sequence_parallel)
     if chunks is None:

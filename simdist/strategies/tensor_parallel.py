@@ -20,11 +20,9 @@ from enum import StrEnum
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import (ACTIVATION_BYTES, GEMM_KINDS, ComputeCalibration, LayerTime, gemm_shrink_factor,
                              layer_times)
-from simdist.errors import ScenarioError
 from simdist.hardware.specs import GpuSpec
 from simdist.workload.specs import LayerSpec, ModelSpec
 
-TP_KEY = "training.parallelism.tp"
 LOSS_REDUCTION_BYTES = 4  # vocab-parallel cross-entropy reduces fp32 max, target logit and sum of exponentials
 LOSS_REDUCTIONS = 3
 
@@ -136,8 +134,7 @@ def layer_role(layer: LayerSpec) -> TpRole:
 
 
 def _split(n: int, tp: int, layer: LayerSpec, what: str, exact: bool) -> int:
-    if exact and n % tp:
-        raise ScenarioError.bad_value(TP_KEY, tp, f"a divisor of {layer.name}'s {what} ({n})")
+    assert not (exact and n % tp), f"io.rules_parallel: tp {tp} divides {layer.name}'s {what} ({n})"
     return -(-n // tp)  # vocabularies are padded to a multiple of tp, as Megatron-LM does
 
 
@@ -168,12 +165,9 @@ def shard_layer(layer: LayerSpec, role: TpRole, tp: int, sequence_parallel: bool
 
 def shard_model(model: ModelSpec, tp: int, sequence_parallel: bool = False) -> ModelSpec:
     """The model as one tp rank holds it; refuses tp > 1 on a model without recognised transformer blocks."""
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise ScenarioError.bad_value(TP_KEY, tp, "a positive integer")
+    assert isinstance(tp, int) and tp >= 1, tp
     roles = [layer_role(x) for x in model.layers]
-    if tp > 1 and TpRole.COLUMN not in roles:
-        raise ScenarioError.bad_value(TP_KEY, tp, f"1 for {model.name}: tensor parallelism splits transformer "
-                                                  "blocks ({gpt: ...}, {bert: ...} or a transformer catalog model)")
+    assert tp == 1 or TpRole.COLUMN in roles, f"io.rules_parallel: tp {tp} needs transformer blocks ({model.name})"
     layers = tuple(shard_layer(x, r, tp, sequence_parallel) for x, r in zip(model.layers, roles))
     return replace(model, layers=layers) if tp > 1 else model
 
@@ -217,10 +211,8 @@ def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, preci
     and no collectives.
     """
     for count, what in ((heads, "attention heads"), (kv_heads, "key/value heads")):
-        if count is not None and tp > 1 and count % tp:
-            raise ScenarioError.bad_value(TP_KEY, tp, f"a divisor of the {count} {what}")
-    if sequence_parallel and tp == 1:
-        raise ScenarioError.bad_value("training.sequence_parallel", True, "false when tp = 1")
+        assert count is None or tp == 1 or count % tp == 0, f"io.rules_parallel: tp {tp} divides the {count} {what}"
+    assert not (sequence_parallel and tp == 1), "io.resolve: sequence_parallel needs tp > 1"
     sharded = shard_model(model, tp, sequence_parallel)
     roles = [layer_role(x) for x in model.layers]
     b = micro_batch

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from itertools import count as count_from, takewhile
 from typing import Callable
 
-from simdist.errors import Issue, ScenarioError
+from simdist.errors import InfeasibleError, Issue
 from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, RoutingKind, TopologyKind
 from simdist.topology.custom import build_custom
 from simdist.topology.direct import build_direct
@@ -70,7 +70,8 @@ def forget_built() -> None:
 
 def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None,
                    host_servers: int = 0) -> Topology:
-    """The whole cluster (node interiors, servers, fabric) as a Topology; ScenarioError on bad specs.
+    """The whole cluster (node interiors, servers, fabric) as a Topology; InfeasibleError on a cluster
+    validate_cluster refuses (one derived from a valid scenario, e.g. a torus that lost a node).
     An equal spec built before in this process gives the same (shared, read-only) Topology."""
     key = repr((cluster, server_hosts, server_nic, host_servers))  # GpuSpec compares by identity; repr is exact
     hit = _BUILT.get(key)
@@ -87,16 +88,11 @@ def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicS
 
 def host_server_vertices(g: LinkGraph, cluster: ClusterSpec, count: int) -> list[tuple[str, int]]:
     """(vertex, node) of `count` parameter servers in the worker nodes' host memory: socket 0 of nodes spread
-    evenly over the cluster first, then socket 1 of nodes that have one, and so on; ScenarioError when the
-    nodes have fewer sockets in the graph (a node without a PCIe tree has none)."""
+    evenly over the cluster first, then socket 1 of nodes that have one, and so on (io.rules checks the nodes have
+    that many sockets in the graph: a node without a PCIe tree has none)."""
     sockets = [[(v, n) for v in takewhile(g.__contains__, (f"node{n}/cpu{k}" for k in count_from(0)))]
                for n in range(cluster.num_nodes)]  # a node's sockets are cpu0, cpu1, ... (intranode._pcie_tree)
-    total = sum(len(s) for s in sockets)
-    if count > total:
-        raise ScenarioError.bad_value(
-            "communication.ps.servers", count,
-            f"at most the worker nodes' {total} CPU sockets for placement host (a node's sockets are in the "
-            "topology where its intra_node has a pcie_link)")
+    assert count <= sum(len(s) for s in sockets), f"io.rules: {count} host servers, fewer CPU sockets"
     return spread_over_nodes(sockets, count)
 
 
@@ -106,8 +102,8 @@ def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None, 
         issues.append(Issue("communication.ps.servers", f"got {server_hosts!r}; expected >= 0 server hosts"))
     if server_nic is not None and server_nic.count < 1:
         issues.append(Issue("communication.ps.nic.count", f"got {server_nic.count!r}; expected >= 1"))
-    if issues:
-        raise ScenarioError(issues)
+    if issues:  # io.resolve_cluster validated the scenario's cluster: this one is derived (a failure state's)
+        raise InfeasibleError("the cluster cannot be built: " + "; ".join(str(i) for i in issues))
     g = LinkGraph()
     endpoints: list[str] = []
     endpoint_node: list[int] = []

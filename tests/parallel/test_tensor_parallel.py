@@ -7,7 +7,6 @@ import pytest
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import gemm_saturation, gemm_shrink_factor, layer_times
-from simdist.errors import ScenarioError
 from simdist.strategies.tensor_parallel import Phase, TpRole, layer_role, shard_model, tensor_parallel_plan
 from simdist.workload import get_model
 from tests.compute.gpus import A100_80GB
@@ -106,16 +105,17 @@ def test_gemm_saturation_shape() -> None:
         gemm_shrink_factor(1e9, 2e9, A100_80GB, "fp16")
 
 
-def test_refusals(xl) -> None:
-    with pytest.raises(ScenarioError, match="training.parallelism.tp: got 3; expected a divisor"):
+def test_what_io_refuses_is_an_invariant_here(xl) -> None:
+    """io.rules_parallel refuses these with the key's path (tests/io/test_rules.py)."""
+    with pytest.raises(AssertionError, match="tp 3 divides"):
         tensor_parallel_plan(xl, A100_80GB, 1, "fp16", 3)
-    with pytest.raises(ScenarioError, match="divisor of the 25 attention heads"):
+    with pytest.raises(AssertionError, match="the 25 attention heads"):
         tensor_parallel_plan(xl, A100_80GB, 1, "fp16", 2, heads=25)
-    with pytest.raises(ScenarioError, match="divisor of the 8 key/value heads"):
+    with pytest.raises(AssertionError, match="the 8 key/value heads"):
         tensor_parallel_plan(get_model("llama2-7b", seq_len=512), A100_80GB, 1, "bf16", 16, heads=32, kv_heads=8)
-    with pytest.raises(ScenarioError, match="training.sequence_parallel"):
+    with pytest.raises(AssertionError, match="sequence_parallel"):
         tensor_parallel_plan(xl, A100_80GB, 1, "fp16", 1, sequence_parallel=True)
-    with pytest.raises(ScenarioError, match="tensor parallelism splits transformer blocks"):
+    with pytest.raises(AssertionError, match="needs transformer blocks"):
         shard_model(get_model("resnet50"), 2)
 
 
