@@ -22,6 +22,8 @@ class Precision(StrEnum):
     FP16 = "fp16"
     BF16 = "bf16"
     FP8 = "fp8"
+    MXFP8 = "mxfp8"  # Transformer Engine's MXFP8 block scaling (Blackwell)
+    NVFP4 = "nvfp4"  # Transformer Engine's NVFP4 block scaling (Blackwell)
 
 
 class Optimizer(StrEnum):
@@ -89,6 +91,13 @@ class Bucketing(StrEnum):
 
     DDP = "ddp"  # PyTorch DDP's Reducer: a bucket closes once it reaches the cap (its last tensor may cross it)
     FUSION = "fusion"  # Horovod's tensor fusion: a fused buffer never exceeds the threshold
+
+
+class DdpAverage(StrEnum):
+    """communication.ddp_average: where DDP's reducer divides the summed gradients by the world size."""
+
+    IN_COPY = "in_copy"  # while copying each gradient into its bucket view (at::mul_out): no kernel of its own
+    PER_BUCKET = "per_bucket"  # a div_ over each bucket as it fills, on the compute stream (early reducer.cpp)
 
 
 class CompressionMethod(StrEnum):
@@ -240,6 +249,7 @@ class CommunicationSpec:
     bucket_size_bytes: float = 25e6
     first_bucket_bytes: float | None = None  # None: the first bucket has bucket_size_bytes too
     bucketing: Bucketing = Bucketing.DDP
+    ddp_average: DdpAverage = DdpAverage.IN_COPY  # where DDP divides by the world size (strategies/buckets.py)
     fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
     collnet: bool = False  # NCCL_COLLNET_ENABLE=1 over SHARP switches (collectives/collnet.py)
     nvls: bool = True  # NCCL_NVLS_ENABLE: NVLS / NVLSTree where the nodes' NVSwitch has them (collectives/nvls.py)

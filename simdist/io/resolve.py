@@ -13,10 +13,10 @@ from simdist.errors import Issue, ScenarioError
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
 from simdist.io.resolve_failures import resolve_failures
-from simdist.io.rules_nccl import nccl_choice_issues, nccl_socket_issues
+from simdist.io.rules_nccl import ddp_average_issues, nccl_choice_issues, nccl_socket_issues
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
-    Backend, BatchSplit, Bucketing, CommunicationSpec, CompressionMethod, CompressionSpec,
+    Backend, BatchSplit, Bucketing, CommunicationSpec, DdpAverage, CompressionMethod, CompressionSpec,
     Fidelity, GradClipping, GradProcessing, LossScaling, Optimizer, OptimizerKernels, ParallelismSpec,
     PipelineSchedule, PsAggregation, PsPlacement, PsServer, Recompute,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
@@ -174,6 +174,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
         ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
         ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
+        ddp_average=DdpAverage(c.ddp_average),
         overlap=c.overlap, collnet=c.collnet, nvls=c.nvls, nccl_algo=c.nccl_algo, nccl_proto=c.nccl_proto,
         nccl_socket_threads=c.nccl_socket_threads,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),
@@ -277,6 +278,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     _check_collnet_nodes(c.collnet, cluster, issues)
     _check_nvls_nodes(c, cluster, issues)
     issues.extend(nccl_socket_issues(c, cluster))
+    issues.extend(ddp_average_issues(m))
     _check_layout_units(m.workload, workload.model if workload is not None else None, cluster, issues)
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)

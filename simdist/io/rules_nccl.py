@@ -1,4 +1,4 @@
-"""What a scenario may say about NCCL's algorithm choice: communication.nccl_algo / nccl_proto (NCCL_ALGO and
+"""What a scenario may say about how the frameworks call NCCL: its algorithm choice: communication.nccl_algo / nccl_proto (NCCL_ALGO and
 NCCL_PROTO) and communication.strategy with backend nccl.
 
 With backend nccl the algorithm of a flat collective is NCCL's tuner's (collectives/nccl.py): `strategy: ring`,
@@ -56,3 +56,23 @@ def nccl_socket_issues(c, cluster) -> list[Issue]:
         return [Issue(key, f"got {value}, but no node has a tcp NIC: NCCL's socket transport never runs (drop the "
                            "key)")]
     return []
+
+
+def ddp_average_issues(m) -> list[Issue]:
+    """communication.ddp_average per_bucket is DDP's reducer's division of each bucket: read only where the reducer
+    runs its own all-reduce on DDP buckets (bucketing ddp, an all-reduce strategy, no compression hook) in training."""
+    c = m.communication
+    if str(c.ddp_average) != "per_bucket":
+        return []
+    why = None
+    if m.workload.benchmark is not None:
+        why = "a benchmark has no gradient buckets"
+    elif str(c.bucketing) != "ddp":
+        why = f"bucketing '{c.bucketing}' is not DDP's reducer"
+    elif StrategyKind(c.strategy) is StrategyKind.PS:
+        why = "parameter servers are not DDP's reducer"
+    elif str(c.compression.method) != "none":
+        why = "a compression comm hook replaces the reducer's all-reduce and skips its division"
+    if why is None:
+        return []
+    return [Issue("communication.ddp_average", f"got 'per_bucket', but {why}; remove it")]

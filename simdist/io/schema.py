@@ -25,7 +25,7 @@ from simdist.io.schema_failures import (  # noqa: F401 - re-exported
 from simdist.scenario import (
     PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, GradClipping, GradProcessing,
     LossScaling, Optimizer, OptimizerKernels, PipelineSchedule, Precision,
-    Bucketing, PsPlacement, Recompute, StrategyKind, SyncMode,
+    Bucketing, DdpAverage, PsPlacement, Recompute, StrategyKind, SyncMode,
 )
 
 
@@ -333,6 +333,12 @@ class CommunicationModel(Strict):
     """Cap of the first bucket (backward's last layers), e.g. '1 MiB' as DDP's default when bucket_cap_mb is not set; none: bucket_size (added key)."""
     bucketing: Bucketing = Bucketing.DDP
     """ddp (a bucket closes once it reaches bucket_size, as PyTorch DDP) | fusion (never exceeds it, as Horovod) (added key)."""
+    ddp_average: DdpAverage = DdpAverage.IN_COPY
+    """in_copy | per_bucket: where DDP's reducer divides the summed gradients by the world size. in_copy (reducer.cpp
+    today: 'Divides while copying into the bucket view', at::mul_out, no kernel of its own) | per_bucket (the early
+    reducer, 2019-2020: 'Prescale bucket contents to turn the global sum into the global average', a div_ over each
+    bucket as it fills, one kernel on the compute stream before its all-reduce). Read with bucketing ddp on an
+    all-reduce strategy without compression (a comm hook skips the division) (added key)."""
     fusion_cycle: Duration = 0.0
     """Horovod-style tensor fusion cycle, e.g. '5 ms': with bucketing fusion and overlap, each tick fuses the
     gradients ready by then (up to bucket_size) and launches them; '0 s' cuts buckets by size alone, each launched

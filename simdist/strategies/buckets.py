@@ -94,3 +94,22 @@ def negotiation_s(ranks: int, hop_latency_s: float) -> float:
     if ranks <= 1:
         return 0.0
     return (ranks - 1).bit_length() * hop_latency_s
+
+
+def bucket_prescale_s(bucket_bytes: float, memory_Bps: float, launch_s: float) -> float:
+    """DDP's per-bucket average in the reducer that divides each bucket as it fills (early reducer.cpp,
+    mark_variable_ready: "Prescale bucket contents to turn the global sum into the global average",
+    replica.contents.div_(world size), before mark_bucket_ready launches the all-reduce): one kernel on the compute
+    stream reading and writing the bucket, 2 x bytes / HBM bandwidth plus its launch. The reducer of later PyTorch
+    divides while copying each gradient into its bucket view (at::mul_out) and has no such kernel."""
+    return 2.0 * bucket_bytes / memory_Bps + launch_s
+
+
+def shifted_by_prescale(ready_s: Sequence[float], prescale_s: Sequence[float]) -> tuple[tuple[float, ...], float]:
+    """Bucket-ready times and the total extra backward time when every bucket's prescale kernel runs on the compute
+    stream as the bucket fills (buckets fill in order): bucket j is ready after the kernels of buckets 0..j."""
+    out, total = [], 0.0
+    for ready, extra in zip(ready_s, prescale_s):
+        total += extra
+        out.append(ready + total)
+    return tuple(out), total

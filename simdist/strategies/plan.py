@@ -111,6 +111,21 @@ def _fusion_copies(scenario: Scenario, buckets, plans, gpu) -> tuple[float, ...]
     return tuple(fusion_copy_s(bk, sum(size for _, size in p.collectives), bw, launch) for bk, p in zip(buckets, plans))
 
 
+def _with_prescale(scenario: Scenario, buckets, grad_bytes: float, gpu, ready: list[float]
+                   ) -> tuple[tuple[float, ...], float]:
+    """Bucket-ready times and extra backward time of DDP's per-bucket average (communication.ddp_average
+    per_bucket: a division kernel on the compute stream as each bucket fills, buckets.bucket_prescale_s); none with
+    in_copy (the division rides on each gradient's copy into its bucket)."""
+    if scenario.communication.ddp_average.value != "per_bucket":
+        return tuple(ready), 0.0
+    from simdist.compute import launch_overhead_s, memory_bandwidth_Bps
+    from simdist.strategies.buckets import bucket_prescale_s, shifted_by_prescale
+
+    cal = scenario.compute_calibration
+    bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
+    return shifted_by_prescale(ready, [bucket_prescale_s(bk.size_bytes(grad_bytes), bw, launch) for bk in buckets])
+
+
 def _negotiation(scenario: Scenario, dp: int) -> float:
     """Horovod's per-cycle agreement (bucketing fusion on an all-reduce strategy): its controller's messages
     between nodes take the NIC's latency (the slowest group's); inside one node they are shared-memory messages
@@ -296,9 +311,11 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             codec_cost[gpu.key] = [bucket_codec_cost(codec, bk.shapes, gpu, grad_bytes, dp, path, comm.ps_servers,
                                                      ps_pushers(scenario, dp)) for bk in buckets]
         rc = RankClass(idx, tuple(ranks), g, gpu.key, b, x)
+        ready, prescale = _with_prescale(scenario, buckets, grad_bytes, gpu,
+                                         [d * x if comm.overlap else bw * x for d in bucket_done])
         classes.append(ClassCompute(
-            rank_class=rc, fwd_s=f * x, bwd_s=bw * x, optimizer_s=0.0 if is_ps else o * x, local_optimizer_s=o * x,
-            ready_s=tuple(d * x if comm.overlap else bw * x for d in bucket_done),
+            rank_class=rc, fwd_s=f * x, bwd_s=bw * x + prescale, optimizer_s=0.0 if is_ps else o * x,
+            local_optimizer_s=o * x, ready_s=ready,
             encode_s=tuple(c.encode_s for c in codec_cost[gpu.key]),
             decode_s=tuple(c.decode_s for c in codec_cost[gpu.key]),
             fusion_copy_s=_fusion_copies(scenario, buckets, plans, gpu)))

@@ -98,6 +98,9 @@ def test_nothing_left_to_run_ends_the_run_as_nccl_fails_the_call():
     (["communication.strategy=halving_doubling"], "communication.strategy"),
     (["communication.backend=gloo", "communication.nccl_socket_threads=2"], "communication.nccl_socket_threads"),
     (["communication.nccl_socket_threads=2"], "communication.nccl_socket_threads"),  # InfiniBand NICs: no sockets
+    (["communication.ddp_average=per_bucket", "communication.bucketing=fusion"], "communication.ddp_average"),
+    (["communication.ddp_average=per_bucket", "communication.compression={method: fp16}"],
+     "communication.ddp_average"),
 ])
 def test_refused_where_nothing_would_read_it(overrides, key):
     with pytest.raises(ScenarioError) as err:

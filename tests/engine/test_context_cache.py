@@ -48,6 +48,7 @@ VARIANTS = {
     "first_bucket_bytes": ({}, {"communication.first_bucket_size": "1 MiB"}),
     "bucketing": ({}, {"communication.bucketing": "fusion"}),
     "fusion_cycle_s": ({}, {"communication.fusion_cycle": "5 ms"}),
+    "ddp_average": ({}, {"communication.ddp_average": "per_bucket"}),
     "overlap": ({}, {"communication.overlap": False}),
     "compression": ({}, {"communication.compression": {"method": "powersgd", "rank": 4}}),
     # CollNet needs SHARP switches, which are refused without it: the variant changes the fabric too

@@ -206,6 +206,7 @@ CASES: dict[str, tuple] = {
     "communication.bucketing": (TRAIN, {"communication.bucket_size": "4 MB"}, {"communication.bucketing": "fusion"},
                                 "changes"),
     "communication.fusion_cycle": (TRAIN, {}, {"communication.fusion_cycle": "20 ms"}, "changes"),
+    "communication.ddp_average": (TRAIN, {}, {"communication.ddp_average": "per_bucket"}, "changes"),
     "communication.overlap": (TRAIN, {}, {"communication.overlap": False}, "changes"),
     "communication.collnet": (BENCH, {"communication.backend": "nccl"},
                               {"cluster.fabric.sharp": True, "communication.collnet": True}, "changes"),
