@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import os
 
-from simdist.errors import Issue
+from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import ClusterSpec, IntraNodeLayout, LinkSpec, TopologyKind
+from simdist.topology.custom import disconnected_hosts, host_vertices, read_graphml
+from simdist.topology.direct import NDIMS
 
 _NEEDS_PCIE = (IntraNodeLayout.CUBE_MESH, IntraNodeLayout.NVLINK_PAIRS, IntraNodeLayout.PCIE)
 
@@ -76,8 +78,6 @@ def _group_issues(group: object, p: str) -> list[Issue]:
 
 
 def _fabric_issues(cluster: ClusterSpec, machines: int) -> list[Issue]:
-    from simdist.topology.direct import NDIMS
-
     fabric = cluster.fabric
     fp = "cluster.fabric"
     try:
@@ -112,9 +112,6 @@ def _fabric_issues(cluster: ClusterSpec, machines: int) -> list[Issue]:
 
 
 def _custom_issues(path: str | None, machines: int) -> list[Issue]:
-    from simdist.errors import ScenarioError
-    from simdist.topology.custom import disconnected_hosts, host_vertices, read_graphml
-
     where = "cluster.fabric.graphml"
     if not path:
         return [Issue(where, "missing; topology custom needs the path of a GraphML file")]
