@@ -10,18 +10,21 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from simdist.hardware.specs import GpuSpec
+from simdist.low_precision import HIGH_PRECISION_BYTES, RECIPES, cast_cost, layer_precision
 from simdist.workload.specs import ModelSpec
 
 # Bytes per element of the compute dtype (weights as the kernels read them) and of saved activations.
-DTYPE_BYTES: Mapping[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
-ACTIVATION_BYTES: Mapping[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}  # fp8 GEMMs, bf16 tensors
-MIXED_PRECISIONS = frozenset({"fp16", "bf16", "fp8"})  # low-precision compute with fp32 master weights
+DTYPE_BYTES: Mapping[str, float] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "mxfp8": 1, "nvfp4": 0.5}
+# low-precision GEMMs, bf16 tensors between layers (Transformer Engine's recipes)
+ACTIVATION_BYTES: Mapping[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2, "nvfp4": 2}
+MIXED_PRECISIONS = frozenset({"fp16", "bf16", "fp8", "mxfp8", "nvfp4"})  # low-precision compute, fp32 master weights
 # Precisions whose convolutions run on tensor cores, natively in NHWC: mixed precision, and tf32 (fp32 tensors
 # whose convolutions cuDNN runs on Ampere-and-later tensor cores; a GPU without tf32 has no tf32 peak to run).
 TENSOR_CORE_PRECISIONS = MIXED_PRECISIONS | {"tf32"}
 
 # Achieved fraction of peak on large matmuls when neither the GpuSpec nor a calibration gives one.
-DEFAULT_DTYPE_EFFICIENCY: Mapping[str, float] = {"fp32": 0.75, "tf32": 0.65, "fp16": 0.65, "bf16": 0.65, "fp8": 0.55}
+DEFAULT_DTYPE_EFFICIENCY: Mapping[str, float] = {"fp32": 0.75, "tf32": 0.65, "fp16": 0.65, "bf16": 0.65, "fp8": 0.55,
+                                                 "mxfp8": 0.55, "nvfp4": 0.55}
 # Multiplier of that matmul efficiency per layer kind: convs and attention cores reach less of peak than
 # GEMMs; the rest are memory-bound anyway, so their factor rarely matters.
 DEFAULT_KIND_FACTOR: Mapping[str, float] = {
@@ -202,7 +205,8 @@ def layout_transposes_elems(layer, memory_format: str, precision: str, dgrad: bo
 def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
                 calibration: ComputeCalibration | None = None,
                 efficiency_factors: Sequence[float] | None = None,
-                accumulation_bytes: int = 0, memory_format: str = "native") -> list[LayerTime]:
+                accumulation_bytes: int = 0, memory_format: str = "native",
+                weight_cast_share: float = 1.0) -> list[LayerTime]:
     """Per-layer forward/backward time of a `batch`-sample micro-batch, in forward order.
 
     Backward is 2 x forward FLOPs (input gradient + weight gradient). Layers before the first layer with
@@ -217,6 +221,10 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     transposes cuDNN runs around every convolution (layout_transposes_elems; one kernel per transposed tensor);
     "nhwc" takes away, on CUDA cores, the 3 x 3 convolutions' Winograd (runs_winograd); "native" (the default)
     is each unit's own layout, paying neither.
+    A Transformer Engine recipe (`precision` fp8, mxfp8 or nvfp4, on a GPU that runs it) computes only the linear
+    layers TE wraps in it, reading their quantized operands, and adds the quantize kernels around them
+    (low_precision.cast_cost; `weight_cast_share`: the fraction of micro-batches that cast the weights); every
+    other layer runs in bf16 (low_precision.layer_precision).
     """
     if memory_format not in MEMORY_FORMATS:
         raise ValueError(f"memory_format: got {memory_format!r}; expected one of {', '.join(MEMORY_FORMATS)}")
@@ -231,25 +239,33 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     if isinstance(accumulation_bytes, bool) or not isinstance(accumulation_bytes, int) or accumulation_bytes < 0:
         raise ValueError(f"accumulation_bytes: got {accumulation_bytes!r}; expected a non-negative integer")
     p = _check_precision(precision)
-    peak = gpu.flops(p)
     bw = memory_bandwidth_Bps(gpu, calibration)
     launch = launch_overhead_s(calibration)
-    a, w = ACTIVATION_BYTES[p], DTYPE_BYTES[p]
     first = first_trainable_layer(model)
-    layout_p = gpu.runs_as(p)  # the units that run the convolutions (tf32 on a GPU without tf32: fp32, no transposes)
+    recipe = RECIPES.get(gpu.runs_as(p)) if p in RECIPES else None  # None: no recipe, or a GPU that falls back
     out: list[LayerTime] = []
     for i, layer in enumerate(model.layers):
-        eff = efficiency(layer.kind, gpu, p, calibration)
+        lp = layer_precision(layer, p)  # bf16 for what a recipe leaves out
+        low = recipe is not None and lp == p and layer.params > 0  # a GEMM the recipe runs, its operands quantized
+        peak = gpu.flops(lp)
+        a, w = ACTIVATION_BYTES[lp], DTYPE_BYTES[lp]
+        q = recipe.data_bytes if low else a  # bytes of a GEMM operand read from its quantized copy
+        grad_w = HIGH_PRECISION_BYTES if low else w  # TE's wgrad GEMM writes the weight gradient in bf16
+        cast = cast_cost(layer, batch, recipe, weight_cast_share) if low else None
+        layout_p = gpu.runs_as(lp)  # the units that run the convolutions (tf32 without tf32: fp32, no transposes)
+        eff = efficiency(layer.kind, gpu, lp, calibration)
         factor = efficiency_factors[i] if efficiency_factors is not None else 1.0
         eff *= factor
         flops = layer.fwd_flops * batch
         if runs_winograd(layer, memory_format, layout_p):  # on CUDA cores in NCHW: Winograd's saved multiplications
             flops /= WINOGRAD_SPEEDUP
         if layer.fwd_kernels:
-            fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, p, calibration, factor, bw, launch)
+            fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, lp, calibration, factor, bw, launch)
         else:
-            fwd_bytes = batch * (layer.input_elems + layer.output_elems) * a + layer.params * w
+            fwd_bytes = batch * (layer.input_elems * q + layer.output_elems * a) + layer.params * w
             fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
+        if cast is not None:  # quantize X and W before the forward GEMM
+            fwd += cast.fwd_bytes / bw + cast.fwd_kernels * launch
         dgrad = i > first
         t_fwd, t_bwd = layout_transposes_elems(layer, memory_format, layout_p, dgrad)
         if t_fwd:  # each transpose reads and writes its tensor: 2 launches forward, 2 per backward call
@@ -261,18 +277,20 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         wgrad = layer.params > 0
         accumulate = 0.0
         if accumulation_bytes and wgrad:
-            accumulate = (layer.params * (w + 2 * accumulation_bytes) / bw
+            accumulate = (layer.params * (grad_w + 2 * accumulation_bytes) / bw
                           + max(1, len(layer.grad_shapes)) * launch)
         accumulate += transposes_bwd  # (NCHW in mixed precision: the backward calls' layout transposes)
+        if cast is not None:  # quantize dY before the dgrad and wgrad GEMMs
+            accumulate += cast.bwd_bytes / bw + cast.bwd_kernels * launch
         if layer.bwd_kernels and dgrad:
             weights = layer.params * w * (1 + int(wgrad))
-            out.append(LayerTime(fwd, _kernels_s(layer.bwd_kernels, batch, weights, gpu, p, calibration, factor,
+            out.append(LayerTime(fwd, _kernels_s(layer.bwd_kernels, batch, weights, gpu, lp, calibration, factor,
                                                  bw, launch) + accumulate))
             continue
-        # bytes: read the output gradient and the saved activations, write the input gradient (dgrad),
-        # read the weights (dgrad) and write their gradients (wgrad)
-        bwd_bytes = batch * (layer.output_elems + layer.saved_elems + (layer.input_elems if dgrad else 0)) * a
-        bwd_bytes += layer.params * w * (int(dgrad) + int(wgrad))
+        # bytes: read the output gradient and the saved activations (the quantized copies, for a recipe's GEMM),
+        # write the input gradient (dgrad), read the weights (dgrad) and write their gradients (wgrad)
+        bwd_bytes = batch * ((layer.output_elems + layer.saved_elems) * q + (layer.input_elems * a if dgrad else 0))
+        bwd_bytes += layer.params * (w * int(dgrad) + grad_w * int(wgrad))
         if dgrad:
             bwd_flops = 2.0 * flops
         else:

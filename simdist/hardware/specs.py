@@ -10,7 +10,9 @@ from enum import StrEnum
 from typing import Mapping
 
 # Fallbacks when a GPU has no figure for a dtype: the tensor-core path it would really use.
-_DTYPE_FALLBACK = {"tf32": "fp32", "bf16": "fp16", "fp8": "fp16", "fp16": "fp32", "fp32": None}
+# Block-scaled mxfp8 and nvfp4 have none: Transformer Engine refuses them on a GPU without them (io/ refuses first).
+_DTYPE_FALLBACK = {"tf32": "fp32", "bf16": "fp16", "fp8": "fp16", "fp16": "fp32", "fp32": None, "mxfp8": None,
+                   "nvfp4": None}
 
 
 @dataclass(frozen=True, eq=False)
@@ -20,7 +22,7 @@ class GpuSpec:
     key: str
     name: str
     vendor: str
-    peak_flops: Mapping[str, float]  # dtype (fp32, tf32, fp16, bf16, fp8) -> dense FLOP/s
+    peak_flops: Mapping[str, float]  # dtype (fp32, tf32, fp16, bf16, fp8, mxfp8, nvfp4) -> dense FLOP/s
     memory_bytes: float
     memory_bandwidth_Bps: float
     tdp_w: float

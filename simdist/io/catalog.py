@@ -19,7 +19,7 @@ from simdist.io.yaml_cache import cached_parse, pyyaml_version
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
                            parse_flops, parse_size)
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "nvfp4")  # the last two: Blackwell block scaling
 TRANSPORTS = ("nvlink", "pcie", "rdma", "tcp", "socket")
 NIC_ATTACH = ("pcie_switch", "switch")
 CATALOG_KINDS = ("gpus", "links", "topologies", "intra_node")

@@ -45,6 +45,9 @@ class LayerSpec:
     bwd_kernels: tuple[Kernel, ...] = ()
     # A 3 x 3, stride-1 convolution: on CUDA cores (fp32) cuDNN runs it as Winograd (compute.WINOGRAD_SPEEDUP)
     winograd: bool = False
+    # A linear layer a Transformer Engine recipe (fp8, mxfp8, nvfp4) leaves in bf16: Megatron-Core's output layer
+    # and the task heads are plain tensor-parallel / torch layers, not TE modules (simdist.low_precision)
+    high_precision: bool = False
 
     def scaled_kernels(self, f: float) -> dict:
         """`replace` arguments giving the kernels a fraction f of their work (for a tensor-parallel shard)."""

@@ -220,7 +220,8 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
     for i in range(layers):
         out.extend(block(f"blocks.{i}", cfg, s))
     out.append(_norm(cfg, "final_norm", s * hidden))
-    out.append(L.tied_linear("lm_head", s, hidden, vocab) if tied_head else L.linear("lm_head", s, hidden, vocab, bias=False))
+    head = L.tied_linear("lm_head", s, hidden, vocab) if tied_head else L.linear("lm_head", s, hidden, vocab, bias=False)
+    out.append(replace(head, high_precision=True))  # Megatron-Core's output layer is no TE module: bf16 under fp8
     out.append(lm_loss("loss", s, vocab))
     label = name or f"gpt-{layers}l-{hidden}h"
     return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric GPT decoder")
@@ -248,6 +249,7 @@ def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, se
     ]
     for i in range(layers):
         out.extend(block(f"encoder.{i}", cfg, s))
+    heads_start = len(out)  # the pooler and pre-training heads are no TE modules: bf16 under fp8
     out.append(L.linear("pooler.dense", 1, h, h))
     out.append(L.activation("pooler.tanh", h, L.GELU_FLOPS_PER_ELEM))
     if pretraining_heads:
@@ -259,6 +261,7 @@ def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, se
                              decoder.output_elems, decoder.saved_elems, ((vocab,),)))
         out.append(lm_loss("mlm.loss", s, vocab))
         out.append(L.linear("nsp.classifier", 1, h, 2))
+    out[heads_start:] = [replace(l, high_precision=True) if l.kind == "linear" else l for l in out[heads_start:]]
     label = name or f"bert-{layers}l-{hidden}h"
     return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric BERT encoder")
 
@@ -286,7 +289,7 @@ def vit(layers: int = 12, hidden: int = 768, heads: int = 12, patch: int = 16, i
     for i in range(layers):
         out.extend(block(f"encoder.{i}", cfg, s))
     out.append(L.norm("final_norm", s * h, h))
-    out.append(L.linear("head", 1, h, classes))
+    out.append(replace(L.linear("head", 1, h, classes), high_precision=True))
     return ModelSpec(name, "transformer", tuple(out), tokens_per_sample=s,
                      source="timm/torchvision vit_b_16; arXiv:2010.11929")
 

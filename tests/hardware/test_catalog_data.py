@@ -19,6 +19,7 @@ REQUIRED_INTRA = ("nvswitch-v100 nvswitch-a100 nvswitch-h100 cube-mesh-p100 cube
 T = 1e12
 GIB = 2.0**30
 NO_TENSOR_CORES = {"k80-12gb", "p100-sxm2-16gb", "p100-pcie-16gb"}
+BLOCK_SCALED = ("mxfp8", "nvfp4")  # Blackwell only: no fallback
 
 
 def test_required_entries_present():
@@ -47,8 +48,16 @@ def test_gpu_figures_positive_and_consistent(key):
     assert set(g.compute_efficiency) == set(g.peak_flops)
     assert all(0.3 <= e <= 1 for e in g.compute_efficiency.values())
     assert "price:" in g.source and "efficiency:" in g.source
-    for dtype in catalog.DTYPES:  # every dtype resolves, through the fallback chain if need be
+    for dtype in catalog.DTYPES:  # every dtype resolves, through the fallback chain if need be, except the
+        if dtype in BLOCK_SCALED and dtype not in g.peak_flops:  # block-scaled ones, which have no fallback
+            with pytest.raises(KeyError):
+                g.flops(dtype)
+            continue
         assert g.flops(dtype) > 0
+    if "mxfp8" in g.peak_flops:  # block scaling runs on the fp8 tensor cores at their rate
+        assert g.peak_flops["mxfp8"] == g.peak_flops["fp8"]
+    if "nvfp4" in g.peak_flops:
+        assert g.peak_flops["nvfp4"] >= 2 * g.peak_flops["fp8"] and "mxfp8" in g.peak_flops
 
 
 @pytest.mark.parametrize("key", sorted(catalog.links()))
@@ -108,6 +117,10 @@ def test_blackwell_and_cdna_spot_values():
     assert mi325.memory_bytes == 256 * GIB and mi325.memory_bandwidth_Bps == 6e12
     assert mi355.peak_flops["fp8"] == pytest.approx(5033.2 * T) and mi355.peak_flops["bf16"] == pytest.approx(2516.6 * T)
     assert mi355.memory_bytes == 288 * GIB and mi355.memory_bandwidth_Bps == 8e12 and mi355.tdp_w == 1400
+    assert b200.peak_flops["nvfp4"] == 9000 * T and gb200.peak_flops["nvfp4"] == 10000 * T  # 18 / 20 PF sparse
+    assert gb300.peak_flops["nvfp4"] == 15000 * T  # 1,080 PF dense per 72 GPUs
+    assert {k for k, v in g.items() if "mxfp8" in v.peak_flops} == {"b200-180gb", "b300-288gb", "gb200-186gb",
+                                                                    "gb300-288gb"}
     for key in ("b200-180gb", "b300-288gb", "gb200-186gb", "gb300-288gb", "mi325x-256gb"):
         assert g[key].price_date not in ("", "unknown"), key  # a dated public price
 

@@ -1,0 +1,106 @@
+"""Transformer Engine's low-precision recipes: which GEMMs run in fp8, mxfp8 or nvfp4, and what the quantize
+kernels around those GEMMs read and write (compute.layer_times adds them to each low-precision linear layer).
+
+Transformer Engine (TE) runs a recipe inside its own modules only: the transformer blocks' linear layers
+(te.Linear, LayerNormLinear, LayerNormMLP). Attention runs in bf16 unless FP8 attention is asked for (not
+modelled), and so do Megatron-Core's embedding and output layer (plain tensor-parallel layers, not TE modules)
+and every elementwise kernel; tensors between layers stay bf16. Before each low-precision GEMM, TE quantizes its
+operands: the input X and the weight W in forward, the output gradient dY in backward. Each is written twice,
+rowwise for the GEMM that reads it as it is and columnwise (transposed) for the GEMM that reads its transpose
+(fprop: X and W; dgrad: dY and W^T; wgrad: X^T and dY^T), as TE's cast_transpose and quantize kernels do.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+HIGH_PRECISION = "bf16"  # what a TE run computes everything else in
+HIGH_PRECISION_BYTES = 2
+COPIES = 2  # rowwise and columnwise
+
+
+@dataclass(frozen=True)
+class CastRecipe:
+    """How one recipe quantizes a bf16 tensor: data bytes per element, a scale per `block` elements (None: one
+    per tensor), and whether a separate pass reads the tensor for its amax before the quantize kernel."""
+
+    precision: str
+    data_bytes: float
+    block: int | None
+    scale_bytes: float
+    amax_pass: bool
+    source: str
+
+    @property
+    def written_bytes_per_elem(self) -> float:
+        """Bytes the quantize kernel writes per input element: both copies, each with its block scales."""
+        scales = self.scale_bytes / self.block if self.block else 0.0
+        return COPIES * (self.data_bytes + scales)
+
+    @property
+    def read_bytes_per_elem(self) -> float:
+        """Bytes read per input element: the bf16 tensor, twice when the amax is a pass of its own."""
+        return HIGH_PRECISION_BYTES * (2 if self.amax_pass else 1)
+
+    @property
+    def kernels_per_tensor(self) -> int:
+        return 2 if self.amax_pass else 1
+
+
+RECIPES: dict[str, CastRecipe] = {
+    "fp8": CastRecipe("fp8", 1.0, None, 0.0, False,
+                      "TE DelayedScaling (its default recipe): one scale per tensor from the amax history of earlier "
+                      "steps, so the amax is taken inside the cast_transpose kernel that writes the E4M3 tensor "
+                      "and its transpose"),
+    "mxfp8": CastRecipe("mxfp8", 1.0, 32, 1.0, False,
+                        "TE MXFP8BlockScaling (Blackwell): E4M3 data with one E8M0 scale per 32 consecutive "
+                        "elements, rowwise and columnwise each with their own scales, found inside the quantize "
+                        "kernel"),
+    "nvfp4": CastRecipe("nvfp4", 0.5, 16, 1.0, True,
+                        "TE NVFP4BlockScaling (Blackwell): E2M1 data, one E4M3 scale per 16 elements and a "
+                        "per-tensor fp32 scale from the tensor's amax, which a pass before the quantize kernel "
+                        "reads"),
+}
+LOW_PRECISION_GEMMS = frozenset(RECIPES)
+
+
+def layer_precision(layer, precision: str) -> str:
+    """The precision a layer's kernels compute in under `precision`: a recipe's own for the linear layers TE wraps
+    (not those marked high_precision: the output layer), bf16 for every other layer; `precision` itself when
+    it is no recipe."""
+    if precision in RECIPES and not (layer.kind == "linear" and not layer.high_precision):
+        return HIGH_PRECISION
+    return precision
+
+
+def weight_elems(layer) -> int:
+    """Elements of a layer's weight matrices (gradient tensors of two or more dimensions; biases are not cast)."""
+    return sum(math.prod(shape) for shape in layer.grad_shapes if len(shape) >= 2)
+
+
+@dataclass(frozen=True)
+class CastCost:
+    """Bytes the quantize kernels of one linear layer move per micro-batch, and how many kernels they launch."""
+
+    fwd_bytes: float
+    bwd_bytes: float
+    fwd_kernels: float
+    bwd_kernels: float
+
+
+def cast_cost(layer, batch: int, recipe: CastRecipe, weight_cast_share: float = 1.0) -> CastCost:
+    """The quantize kernels around one low-precision linear layer for a `batch`-sample micro-batch.
+
+    Forward: the input X (batch x input_elems) and the weight W; backward: the output gradient dY (batch x
+    output_elems). Each tensor is read in bf16 (twice with a separate amax pass) and written as two quantized
+    copies. `weight_cast_share` is the fraction of micro-batches that cast the weights: TE caches the quantized
+    weights from a step's first micro-batch (is_first_microbatch), so 1 / micro-batches per step under gradient
+    accumulation, 1 without.
+    """
+    if not 0.0 <= weight_cast_share <= 1.0:
+        raise ValueError(f"weight_cast_share: got {weight_cast_share!r}; expected a fraction in [0, 1]")
+    per_elem = recipe.read_bytes_per_elem + recipe.written_bytes_per_elem
+    x, dy, w = batch * layer.input_elems, batch * layer.output_elems, weight_elems(layer)
+    k = recipe.kernels_per_tensor
+    return CastCost(fwd_bytes=(x + weight_cast_share * w) * per_elem, bwd_bytes=dy * per_elem,
+                    fwd_kernels=k * (1 + weight_cast_share), bwd_kernels=float(k))
