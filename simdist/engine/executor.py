@@ -20,6 +20,7 @@ import simpy
 
 from simdist.graph.spans import union_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
+from simdist.progress import Progress
 from simdist.results.records import StepRecord
 
 MAX_TRACKED_RANKS = 64  # ranks drawn in the trace besides each class's representative
@@ -111,8 +112,6 @@ class Executor:
         return len(t) >= 2 and same_time(t[-2], t[-1]) and same_time(c[-2], c[-1])
 
     def _lockstep(self, env, graphs, iterations, duration_s, steady_skip) -> Generator:
-        from simdist.progress import Progress
-
         bar = Progress(iterations or 1, label="iterations", delay_s=1.0)  # large clusters: seconds per iteration
         it = 0
         try:

@@ -10,6 +10,7 @@ from simdist.compute import DTYPE_BYTES
 from simdist.engine.plans import Plan
 from simdist.engine.state import result_header
 from simdist.graph.spans import stage_terms
+from simdist.results.mfu import cluster_mfu
 from simdist.results.records import (Breakdown, LinkUtilization, MpBreakdown, NodeGroupRow, ParallelismSummary,
                                      RunResult, ShardingSummary, StageRow, StepRecord, StrategySummary, Throughput)
 from simdist.scenario import Fidelity, Scenario
@@ -55,19 +56,9 @@ def breakdown(out: Outcome, sharded: bool = False) -> Breakdown:
 def run_mfu(scenario: Scenario, samples_per_s: float) -> float:
     """Model FLOPs utilisation of a training run (simdist.results.mfu: 3 x forward FLOPs per sample, no
     recomputation, over the peak dense FLOP/s of every GPU at the run's precision)."""
-    from simdist.results.mfu import cluster_mfu
-
     return cluster_mfu(scenario.workload.model, samples_per_s, [(g.gpu, g.count * g.gpus_per_node)
                                                                 for g in scenario.cluster.node_groups],
                        scenario.workload.precision.value)
-
-
-def sharded_payload_bytes(sharded) -> float:
-    """`sync.wire_bytes_per_iteration` of a ZeRO / FSDP run: each worker's payload of every collective
-    (its full gradient into a reduce_scatter, its 1/dp shard into an all_gather), as for DDP's codecs."""
-    from simdist.strategies.async_ps import worker_payload_bytes
-
-    return sum(worker_payload_bytes(op, size, sharded.plan.dp) for op, size in sharded.collectives())
 
 
 def top_links(ctx) -> tuple[LinkUtilization, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from simdist.engine.closed_form import ClosedFormTimes, fold
 from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
 from simdist.engine.outcomes import (Outcome, breakdown, link_records, model_parallel_result, node_groups, run_mfu,
-                                     sharded_payload_bytes, strategy_summary, throughput, top_links)
+                                     strategy_summary, throughput, top_links)
 from simdist.engine.plans import Plan, build
 from simdist.engine.state import Simulation, result_header
 from simdist.input_pipeline import loader_bound
@@ -60,7 +60,7 @@ def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
         extra["single_gpu_throughput"] = {"measured_samples_per_s": scenario.workload.single_gpu_throughput,
                                           "batch_per_gpu": scenario.workload.batch_per_gpu}
     if plan.sharded is not None:
-        out.sync["wire_bytes_per_iteration"] = sharded_payload_bytes(plan.sharded)
+        out.sync["wire_bytes_per_iteration"] = plan.sharded.payload_bytes()
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=out.iteration_s, throughput=tp,
                      scaling_efficiency=(layout.global_batch / out.iteration_s) / layout.single_gpu_samples_per_s,
                      breakdown_s=breakdown(gpu_out, plan.sharded is not None), memory=plan.memory, links=out.links,

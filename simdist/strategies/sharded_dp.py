@@ -25,15 +25,17 @@ import math
 from dataclasses import dataclass, replace
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import DTYPE_BYTES, MIXED_PRECISIONS, layer_times
-from simdist.strategies.update_cost import update_time
+from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS, layer_times
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
+from simdist.memory import FRAMEWORK_RESERVE_BYTES, MemoryEstimate, model_state_bytes
 from simdist.scenario import Recompute, Scenario
+from simdist.strategies.async_ps import worker_payload_bytes
 from simdist.strategies.data_parallel import backward_segments
 from simdist.strategies.plan import ClassCompute, IterationPlan
 from simdist.strategies.recompute_policy import checkpointed, kept_elems, recomputed_fraction
-from simdist.strategies.sharding import _BLOCK, RING_SEND_FACTOR, ShardUnit, fsdp_units
+from simdist.strategies.sharding import _BLOCK, RING_SEND_FACTOR, ShardUnit, fsdp_units, zero3_live_param_bytes
+from simdist.strategies.update_cost import update_time
 
 AG, RS = CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
 
@@ -70,6 +72,11 @@ class ShardedPlan:
         out += rs * (k if self.zero == 2 else 1)
         out += [(AG, bc.bucket.elems * self.param_bytes) for bc in self.plan.buckets]
         return out
+
+    def payload_bytes(self) -> float:
+        """`sync.wire_bytes_per_iteration`: each worker's payload of every collective (its full gradient into a
+        reduce_scatter, its 1/dp shard into an all_gather), as for DDP's codecs."""
+        return sum(worker_payload_bytes(op, size, self.plan.dp) for op, size in self.collectives())
 
     def ring_send_bytes_per_rank(self) -> float:
         """Bytes each rank sends per iteration with ring algorithms: (n - 1) / n of every collective's size."""
@@ -272,9 +279,6 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     gathered parameters of the unit in use and of the one prefetched (sharding.zero3_live_param_bytes) and
     of the root unit, which FSDP keeps gathered from the embedding to the head.
     """
-    from simdist.compute import ACTIVATION_BYTES
-    from simdist.memory import FRAMEWORK_RESERVE_BYTES, MemoryEstimate, model_state_bytes
-    from simdist.strategies.sharding import zero3_live_param_bytes
 
     weights, grads, states = model_state_bytes(model.params, precision, optimizer, grad_dtype, zero, dp)
     a = ACTIVATION_BYTES[str(precision)]
