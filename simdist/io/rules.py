@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from simdist.errors import Issue
 from simdist.io.rules_parallel import model_parallel_issues
+from simdist.io.rules_precision import precision_issues
 from simdist.io.rules_relevance import relevance_issues
 from simdist.io.rules_training import bad_value, training_issues
 from simdist.scenario import FailureKind, PsPlacement, Scenario, StrategyKind, SyncMode
@@ -74,4 +75,4 @@ def rules(scenario: Scenario) -> list[Issue]:
     timeline = needs_timeline(scenario)
     return (replica_issues(scenario) + ps_placement_issues(scenario) + failure_run_issues(scenario)
             + relevance_issues(scenario, timeline) + training_issues(scenario, timeline)
-            + model_parallel_issues(scenario))
+            + model_parallel_issues(scenario) + precision_issues(scenario))

@@ -156,7 +156,9 @@ class WorkloadModel(Strict):
     global_batch: PosInt | None = None
     """Samples per step over all replicas (divisible by dp x grad_accumulation)."""
     precision: Precision = Precision.FP32
-    """Compute dtype: fp32 | tf32 | fp16 | bf16 | fp8."""
+    """Compute dtype: fp32 | tf32 | fp16 | bf16 | fp8 | mxfp8 | nvfp4. fp8, mxfp8 and nvfp4 are Transformer Engine's
+    recipes: the transformer blocks' linear layers in the low precision with their quantize kernels, the rest in
+    bf16; mxfp8 and nvfp4 only on GPUs that have them (Blackwell)."""
     seq_len: PosInt | None = None
     """Sequence length of transformer models (tokens per sample)."""
     flash_attention: StrictBool | None = None
