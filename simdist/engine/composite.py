@@ -33,7 +33,7 @@ from simdist.failures.state import ClusterState, JobSpec, batch_per_gpu
 from simdist.progress import Progress
 from simdist.results.records import RunResult, StepRecord, Throughput
 from simdist.scenario import BatchSplit, FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario, SyncMode
-from simdist.strategies.plan import resolve_batch
+from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.phases import is_phased, phases, switch_iteration
 
 
@@ -249,10 +249,10 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     ctx = build_context(healthy, fidelity)
     base = run_training(healthy, fidelity, context=ctx)
     facts = failure_targets(build_topology(scenario.cluster))
-    dp = scenario.cluster.num_gpus
+    dp = data_parallel_degree(scenario)  # tp x pp GPUs hold one replica: the batch splits over dp replicas
     bpg = resolve_batch(scenario, dp)
     k = scenario.training.grad_accumulation
-    job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts)
+    job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts, scenario.cluster.num_gpus // dp)
     step_time = StateStepTime(scenario, fidelity, job)
     if group_states and scenario.training.sync == SyncMode.BSP:
         step_time.equivalence = DeadLinkEquivalence(ctx.topology, ctx.schedules_run())

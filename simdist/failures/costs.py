@@ -66,7 +66,7 @@ def replica_groups(scenario: Scenario, nodes: int) -> tuple[tuple[int, ...], ...
 
 
 def job_spec(scenario: Scenario, duration_s: float, global_batch: int, batch_per_gpu: int, micro_steps: int,
-             facts: FailureTargets) -> JobSpec:
+             facts: FailureTargets, gpus_per_replica: int = 1) -> JobSpec:
     gpn = tuple(g.gpus_per_node for g in scenario.cluster.node_groups for _ in range(g.count))
     price = sum(g.gpu.price_per_hour_usd * g.count * g.gpus_per_node for g in scenario.cluster.node_groups)
     policy = scenario.failures.recovery.policy
@@ -76,4 +76,4 @@ def job_spec(scenario: Scenario, duration_s: float, global_batch: int, batch_per
                    node_bandwidth_Bps=node_bandwidth_Bps(scenario),
                    tokens_per_sample=scenario.workload.model.tokens_per_sample, gpu_price_per_hour_usd=price,
                    groups=groups, rebalance_every=scenario.training.rebalance_every
-                   if scenario.training.batch_split is BatchSplit.DYNAMIC else 0)
+                   if scenario.training.batch_split is BatchSplit.DYNAMIC else 0, gpus_per_replica=gpus_per_replica)

@@ -38,7 +38,7 @@ class JobSpec:
     duration_s: float
     gpus_per_node: tuple[int, ...]
     global_batch: int  # samples per iteration (all GPUs, all micro-steps)
-    batch_per_gpu: int  # samples per GPU per micro-step
+    batch_per_gpu: int  # samples per data-parallel replica (one GPU, or tp x pp GPUs) per micro-step
     state_bytes: float  # model + optimizer state of one replica (a checkpoint)
     node_bandwidth_Bps: float  # one node's NIC bandwidth (peer copies, in-memory restore)
     micro_steps: int = 1  # gradient accumulation
@@ -46,6 +46,7 @@ class JobSpec:
     gpu_price_per_hour_usd: float = 0.0  # summed over the job's GPUs
     groups: tuple[tuple[int, ...], ...] = field(default=())  # replica_groups: the nodes of each group
     rebalance_every: int = 0  # batch_split dynamic: iterations between re-splits (0: a fixed split)
+    gpus_per_replica: int = 1  # tp x pp: the GPUs of one data-parallel replica, which split no batch among them
 
     @property
     def nodes(self) -> int:
@@ -55,8 +56,7 @@ class JobSpec:
 def samples_per_step(job: JobSpec, state: ClusterState) -> int:
     """Samples one iteration commits in `state`: the global batch re-split over the survivors (rounded up to
     a whole per-GPU batch) when rebalancing, else the per-GPU batch times the GPUs left."""
-    gpus = gpus_in(job, state)
-    return batch_per_gpu(job, state) * job.micro_steps * gpus
+    return batch_per_gpu(job, state) * job.micro_steps * gpus_in(job, state) // job.gpus_per_replica
 
 
 def gpus_in(job: JobSpec, state: ClusterState) -> int:
@@ -64,12 +64,12 @@ def gpus_in(job: JobSpec, state: ClusterState) -> int:
 
 
 def batch_per_gpu(job: JobSpec, state: ClusterState) -> int:
-    """The per-GPU micro-batch the engine simulates for `state` (0: no GPU left)."""
-    gpus = gpus_in(job, state)
-    if not gpus:
+    """The micro-batch per data-parallel replica the engine simulates for `state` (0: no replica left)."""
+    replicas = gpus_in(job, state) // job.gpus_per_replica
+    if not replicas:
         return 0
     if state.keep_global_batch:
-        return math.ceil(job.global_batch / (gpus * job.micro_steps))
+        return math.ceil(job.global_batch / (replicas * job.micro_steps))
     return job.batch_per_gpu
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from simdist.errors import Issue
 from simdist.input_pipeline import loader_samples_per_s
-from simdist.scenario import (BatchSplit, CommunicationSpec, CompressionMethod, Scenario, StrategyKind, SyncMode)
+from simdist.scenario import (BatchSplit, CommunicationSpec, CompressionMethod, FailureKind, RecoveryPolicy, Scenario,
+                              StrategyKind, SyncMode)
 from simdist.strategies.plan import data_parallel_degree
 
 ZERO_KEY = "training.parallelism.zero"
@@ -27,7 +28,7 @@ def is_model_parallel(scenario: Scenario) -> bool:
 
 def parallelism_issues(scenario: Scenario) -> list[Issue]:
     """tp and pp run as BSP over an all-reduce strategy without the
-    data-parallel engine's own keys (buckets cut by layer, codecs, Horovod's fusion cycle, failures)."""
+    data-parallel engine's own keys (buckets cut by layer, codecs, Horovod's fusion cycle, stragglers)."""
     t, comm = scenario.training, scenario.communication
     out: list[Issue] = []
     if not is_model_parallel(scenario):  # (io.resolve checks dp x tp x pp = the cluster's GPUs)
@@ -41,9 +42,16 @@ def parallelism_issues(scenario: Scenario) -> list[Issue]:
                              "none with tp or pp > 1 (gradient codecs run with data parallelism only)"))
     if t.batch_split != BatchSplit.EQUAL:
         out.append(bad_value("training.batch_split", t.batch_split.value, "equal with tp or pp > 1"))
-    if scenario.failures is not None:
-        out.append(bad_value("failures", "...", "none with tp or pp > 1 (failures and stragglers run with data "
-                                                "parallelism only)"))
+    shrinking = (RecoveryPolicy.ELASTIC, RecoveryPolicy.REPLICA_GROUPS)
+    if scenario.failures is not None and scenario.failures.recovery.policy in shrinking:
+        out.append(bad_value("failures.recovery.policy", scenario.failures.recovery.policy.value,
+                             "checkpoint_restart, in_memory or spares with tp or pp > 1 (the job restarts on its "
+                             "layout; shrinking a model-parallel job by whole dp replicas is not modelled)"))
+    for i, event in enumerate(scenario.failures.events if scenario.failures is not None else ()):
+        if event.kind == FailureKind.STRAGGLER:  # failures, repairs, link faults and jitter run with tp/pp
+            out.append(bad_value(f"failures.events.{i}.kind", "straggler", "a failure, link or jitter event with tp "
+                                 "or pp > 1 (the model-parallel engine takes no per-GPU slowdown; stragglers run "
+                                 "with data parallelism only)"))
     d = CommunicationSpec()
     for key, name in (("first_bucket_size", "first_bucket_bytes"), ("bucketing", "bucketing")):
         if getattr(comm, name) != getattr(d, name):
