@@ -121,6 +121,12 @@ def test_blackwell_and_cdna_spot_values():
     assert gb300.peak_flops["nvfp4"] == 15000 * T  # 1,080 PF dense per 72 GPUs
     assert {k for k, v in g.items() if "mxfp8" in v.peak_flops} == {"b200-180gb", "b300-288gb", "gb200-186gb",
                                                                     "gb300-288gb"}
+    # efficiencies from public cuBLAS GEMM benchmarks at 8192^3 (B200 bf16 1.42, mxfp8 2.85, nvfp4 5.59 PFLOP/s;
+    # GB300 bf16 1.72 PFLOP/s), as fractions of the dense peaks above
+    assert b200.compute_efficiency["bf16"] == pytest.approx(1.42e15 / b200.peak_flops["bf16"], abs=0.005)
+    assert b200.compute_efficiency["mxfp8"] == pytest.approx(2.85e15 / b200.peak_flops["mxfp8"], abs=0.005)
+    assert b200.compute_efficiency["nvfp4"] == pytest.approx(5.59e15 / b200.peak_flops["nvfp4"], abs=0.005)
+    assert gb300.compute_efficiency["bf16"] == pytest.approx(1.72e15 / gb300.peak_flops["bf16"], abs=0.005)
     for key in ("b200-180gb", "b300-288gb", "gb200-186gb", "gb300-288gb", "mi325x-256gb"):
         assert g[key].price_date not in ("", "unknown"), key  # a dated public price
 
