@@ -3,8 +3,9 @@
 
 The factor comes from the DDP steps themselves: each DDP case times its hook's own work inside the
 measured 4-rank step (`codec_in_step_s`, validation/hook_timing.py: the hook's span minus its collectives'),
-and the prediction is the same step's `compression` time in simdist's breakdown (the codec's roofline
-kernels on the scenario's GPU, calibrated links and compute, codec factor 1). The older codec probe
+and the prediction is the same step's `compression` time in simdist's breakdown (the codec's ops priced
+where compression.placement runs them: the worker's GPU, or its CPU for a `vendor: cpu` rank; calibrated
+links and compute, codec factor 1). The older codec probe
 (`simdist.validation.ddp_case.run_codec_case`: DDP steps on one-rank groups, codec = local[hook] - local[none])
 is still read for methods no DDP step measured, but it mistimes the Python hooks against the step
 (int8 15-30 % slow, PowerSGD 20-25 % fast on 2 shared cores), so in-step figures win.
@@ -29,17 +30,21 @@ def mlp_shapes(hidden: int, depth: int) -> list[tuple[int, ...]]:
 def predicted_codec_s(scenario: Scenario, hook: str, hidden: int, depth: int, powersgd_rank: int,
                       workers: int, ratio: float = PROBE_RATIO) -> float:
     """Encode + decode seconds simdist charges `hook` for one bucket of the MLP's fp32 gradients on the
-    scenario's first GPU (top-k / random-k keeping `ratio`), with the scenario's codec factor applied."""
+    scenario's first device (top-k / random-k keeping `ratio`), with the scenario's codec factor applied.
+    Priced where the simulator runs the hook (compression.placement: the worker's GPU, or its CPU for a
+    `vendor: cpu` device such as the emulated cluster's ranks), so a fitted factor divides by that baseline."""
     from simdist.compression import make_codec
+    from simdist.compression.placement import bucket_codec_cost, codec_path
 
     method = HOOK_METHODS[hook]
     cal = scenario.compute_calibration
     spec = CompressionSpec(method, ratio=ratio if method in (CompressionMethod.TOPK, CompressionMethod.RANDOMK) else None,
                            rank=powersgd_rank if method is CompressionMethod.POWERSGD else None)
     codec = make_codec(spec, cal.codec_cost_factor(method.value) if cal else 1.0)
-    gpu = scenario.cluster.node_groups[0].gpu
-    shapes = mlp_shapes(hidden, depth)
-    return codec.encode_time_s(shapes, gpu, 4, workers) + codec.decode_time_s(shapes, gpu, workers, 4)
+    device = scenario.cluster.node_groups[0].gpu
+    cost = bucket_codec_cost(codec, mlp_shapes(hidden, depth), device, 4, workers,
+                             codec_path(method, device, is_ps=False))  # a DDP hook, never BytePS's path
+    return cost.encode_s + cost.decode_s
 
 
 def probe_rows(rec: Mapping, scenario: Scenario) -> list[dict]:

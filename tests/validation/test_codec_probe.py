@@ -42,6 +42,26 @@ def test_make_codec_cost_factor_scales_encode_and_decode_exactly() -> None:
     assert make_codec(CompressionSpec()).encode_time_s(shapes, gpu) == 0.0
 
 
+def test_predicted_codec_is_priced_where_the_simulator_runs_the_hook() -> None:
+    """The emulated cluster's ranks are `vendor: cpu`: the hook's ops are priced on that CPU share
+    (compression.placement), not as GPU roofline kernels, so a fitted factor divides by the simulator's own cost."""
+    from simdist.compression.cpu import REFERENCE_CORE, CpuProcessor
+
+    s = load_scenario(POWERSGD)
+    device = s.cluster.node_groups[0].gpu
+    cpu = CpuProcessor(REFERENCE_CORE, min(1.0, device.memory_bandwidth_Bps / REFERENCE_CORE.stream_Bps))
+    shapes = mlp_shapes(768, 8)
+    for hook, spec in (("int8", CompressionSpec(CompressionMethod.INT8)),
+                       ("powersgd", CompressionSpec(CompressionMethod.POWERSGD, rank=4))):
+        codec = make_codec(spec)
+        by_hand = cpu.time_s(codec.encode_kernels(shapes, 4, 4)) + cpu.time_s(codec.decode_kernels(shapes, 4, 4))
+        gpu_roofline = codec.encode_time_s(shapes, device, 4, 4) + codec.decode_time_s(shapes, device, 4, 4)
+        assert predicted_codec_s(s, hook, 768, 8, 4, 4) == pytest.approx(by_hand, rel=1e-12)
+        assert by_hand != pytest.approx(gpu_roofline, rel=0.05)  # the old GPU pricing would mislead the fit
+    step = simulate(s, "estimate").breakdown_s.compression  # the simulated step charges the same hook cost
+    assert step == pytest.approx(predicted_codec_s(s, "powersgd", 1024, 8, 4, 4), rel=1e-9)  # the MLP: 8 x 1024
+
+
 def test_fit_codecs_is_measured_over_predicted_and_the_profile_applies_it() -> None:
     s = load_scenario(POWERSGD)
     pred_fp16 = predicted_codec_s(s, "fp16", 768, 8, 4, 1)  # the probe: one-rank groups
