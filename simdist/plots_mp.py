@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from simdist.figures import _done, _new_figure
 
+GIB = 2.0**30  # GPU memory is sold in binary units: an '80 GB' A100 holds 80 GiB (simdist.units.format_memory)
+
 # The terms that add up to the iteration (breakdown_s of a model-parallel result, docs/model-parallel.md).
 _TERMS = (("compute", "compute", "tab:blue"), ("optimizer", "optimizer", "tab:green"),
           ("tp communication", "tp_communication", "tab:red"),
@@ -23,7 +25,7 @@ def _ran(value) -> bool:
 
 def _no_fit(ax, x: float, top: float, err) -> None:
     """The slot of a layout that could not run: a hatched outline and the first clause of its error
-    (e.g. 'does not fit in GPU memory: needs 106 GB per GPU')."""
+    (e.g. 'does not fit in GPU memory: needs 99.2 GiB per GPU')."""
     ax.bar([x], [top], color="none", edgecolor="black", hatch="//", linewidth=0.8)
     text = str(err).split(" (")[0].replace(": ", ":\n")
     ax.text(x, top * 0.5, text, ha="center", va="center", fontsize=6, rotation=90,
@@ -37,7 +39,7 @@ def _no_fit_handle():
 
 
 def layout_chart(layouts, path: str | None = None, title: str | None = None):
-    """Two panels per layout: training tokens/s (bars labelled with MFU) and memory per GPU by part (GB, the
+    """Two panels per layout: training tokens/s (bars labelled with MFU) and memory per GPU by part (GiB, the
     tightest pipeline stage) against the GPU's capacity. Layouts that do not fit are hatched slots."""
     fig, (ax_t, ax_m) = _new_figure(ncols=2, width=min(15.0, max(10.0, 1.2 * len(layouts))), height=5.0)
     labels = list(layouts)
@@ -62,7 +64,7 @@ def layout_chart(layouts, path: str | None = None, title: str | None = None):
     ax_t.legend(handles=handles, fontsize=7, loc="lower right")
     ax_t.grid(True, axis="y", alpha=0.3)
 
-    capacity = max((r.memory.capacity_bytes for r in ran.values()), default=0.0) / 1e9
+    capacity = max((r.memory.capacity_bytes for r in ran.values()), default=0.0) / GIB
     first = True
     for x, (label, r) in zip(xs, layouts.items()):
         if not _ran(r):
@@ -70,14 +72,14 @@ def layout_chart(layouts, path: str | None = None, title: str | None = None):
             continue
         bottom, parts = 0.0, r.memory.parts_bytes
         for part, color in _MEMORY:
-            v = float((parts.get(part) if isinstance(parts, dict) else getattr(parts, part, 0.0)) or 0.0) / 1e9
+            v = float((parts.get(part) if isinstance(parts, dict) else getattr(parts, part, 0.0)) or 0.0) / GIB
             ax_m.bar([x], [v], bottom=bottom, color=color, label=part.replace("_", " ") if first else None)
             bottom += v
         first = False
     if capacity:
-        ax_m.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"GPU memory {capacity:.1f} GB")
+        ax_m.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"GPU memory {capacity:.3g} GiB")
     ax_m.set_xticks(list(xs), labels, rotation=45, ha="right", fontsize=8)
-    ax_m.set(ylabel="memory per GPU (GB, tightest stage)", xlabel="layout (tp, pp, dp)", ylim=(0, capacity * 1.15 or None))
+    ax_m.set(ylabel="memory per GPU (GiB, tightest stage)", xlabel="layout (tp, pp, dp)", ylim=(0, capacity * 1.15 or None))
     ax_m.set_title("memory per GPU by part", fontsize=10)
     handles, _ = ax_m.get_legend_handles_labels()
     ax_m.legend(handles=handles + ([_no_fit_handle()] if len(ran) < len(layouts) else []), fontsize=7,
