@@ -77,7 +77,7 @@ def _hardware_candidates(op: CollectiveOp, n_ranks: int, n_nodes: int, fabric: N
     if Protocol.SIMPLE not in protos:  # NVLS, NVLSTree and CollNet run Simple only
         fabric = replace(fabric, nvls=False, collnet=None)
     out = [("ring", str(p)) for p in protos]
-    if op == Op.ALL_REDUCE and n_nodes > 1:
+    if op == Op.ALL_REDUCE and n_ranks > 1:  # on one node NCCL's tree is a chain through the node's GPUs
         out += [("tree", str(p)) for p in protos]
     even = n_ranks % n_nodes == 0 and n_ranks > n_nodes  # several GPUs on every node (the caller checks evenness)
     if op == Op.ALL_REDUCE and n_nodes == 1 and fabric.nvls and n_ranks > 2:

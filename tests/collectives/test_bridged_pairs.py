@@ -38,13 +38,15 @@ def test_two_bridged_gpus_move_at_the_bridges_rate(intra, gpu, per_direction_Bps
 
 
 def test_a_bridged_pair_and_a_pcie_gpu():
-    """Three RTX A6000: GPUs 0-1 bridged, GPU 2 on PCIe gen4: the ring crosses PCIe twice, so it runs at the PCIe
-    rate, far below the pair's bridge; the pair alone keeps the bridge."""
+    """Three RTX A6000: GPUs 0-1 bridged, GPU 2 on PCIe gen4. A ring carries 2(n-1)/n S = 4/3 S over the PCIe hops
+    each way, so its bus bandwidth is the PCIe rate; NCCL's one-node tree, a chain 2 - 0 - 1 or 0 - 1 - 2, carries S
+    each way over its one PCIe hop, so its bus bandwidth reaches 4/3 of the PCIe rate, and the tuner takes it. Either
+    way far below the pair's bridge, which the pair alone keeps."""
     three = _bench("nvlink-bridge-rtxa6000", "rtxa6000-48gb", 3)
     pcie = intra_nodes()["nvlink-bridge-rtxa6000"].pcie_link
     t = three.collective_time("all_reduce", 1e9)
     bus = busbw_Bps("all_reduce", 3, 1e9, t)
-    assert bus < pcie.effective_Bps * 1.01
-    assert bus > 0.5 * pcie.effective_Bps
+    assert three.schedule("all_reduce", 1e9).algorithm.startswith("tree/")
+    assert pcie.effective_Bps < bus < pcie.effective_Bps * 4 / 3 * 1.01
     pair = _bench("nvlink-bridge-rtxa6000", "rtxa6000-48gb", 2)
-    assert busbw_Bps("all_reduce", 2, 1e9, pair.collective_time("all_reduce", 1e9)) > 1.7 * bus
+    assert busbw_Bps("all_reduce", 2, 1e9, pair.collective_time("all_reduce", 1e9)) > 1.4 * bus

@@ -39,10 +39,10 @@ def test_lists_exclusions_and_per_function_entries_as_nccl_parses_them():
 def test_forced_protocol_is_enabled_even_where_nccl_leaves_it_off():
     pcie = NodeFabric(intra=HopKind.PCI, ll128=False)
     assert ("ring", "LL128") not in candidates("all_reduce", 8, 1, pcie)
-    assert candidates("all_reduce", 8, 1, pcie, NcclEnable(proto="LL128")) == [("ring", "LL128")]
+    assert candidates("all_reduce", 8, 1, pcie, NcclEnable(proto="LL128")) == [("ring", "LL128"), ("tree", "LL128")]
     # Simple excluded: the in-switch algorithms (Simple only) go with it
     nvls = NodeFabric(nvls=True, ll128=True)
-    assert all(a == "ring" for a, _ in candidates("all_reduce", 8, 1, nvls, NcclEnable(proto="^Simple")))
+    assert {a for a, _ in candidates("all_reduce", 8, 1, nvls, NcclEnable(proto="^Simple"))} == {"ring", "tree"}
 
 
 def test_nccl_algo_ring_reproduces_nccl_tests_on_a_dgx_h100():
@@ -81,8 +81,15 @@ def test_tree_forced_on_two_nodes_per_function():
     assert ctx.schedule("all_gather", 256e6).algorithm.startswith("ring/")
 
 
+def test_one_node_tree_is_a_chain_and_runs_when_forced():
+    """NCCL_ALGO=Tree on one DGX H100: the tree is a chain through the node's GPUs; the free tuner prefers NVLS."""
+    ctx = _ctx(*ONE_DGX_H100, "communication.nccl_algo=Tree")
+    assert ctx.schedule("all_reduce", 1 << 30).algorithm.startswith("tree/")
+    assert ctx.collective_time("all_reduce", 1 << 30) > _ctx(*ONE_DGX_H100).collective_time("all_reduce", 1 << 30)
+
+
 def test_nothing_left_to_run_ends_the_run_as_nccl_fails_the_call():
-    ctx = _ctx(*ONE_DGX_H100, "communication.nccl_algo=Tree")  # one node: NCCL's tree is not simdist's
+    ctx = _ctx(*ONE_DGX_H100, "communication.nccl_algo=NVLSTree")  # tuning.cc: no NVLSTree on a single node
     with pytest.raises(InfeasibleError, match="no algorithm/protocol available"):
         ctx.schedule("all_reduce", 1e6)
     with pytest.raises(InfeasibleError):
