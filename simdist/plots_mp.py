@@ -25,7 +25,7 @@ def _ran(value) -> bool:
 
 def _no_fit(ax, x: float, top: float, err) -> None:
     """The slot of a layout that could not run: a hatched outline and the first clause of its error
-    (e.g. 'does not fit in GPU memory: needs 99.2 GiB per GPU')."""
+    (e.g. 'does not fit in GPU memory: needs 106 GB per GPU', as the InfeasibleError words it)."""
     ax.bar([x], [top], color="none", edgecolor="black", hatch="//", linewidth=0.8)
     text = str(err).split(" (")[0].replace(": ", ":\n")
     ax.text(x, top * 0.5, text, ha="center", va="center", fontsize=6, rotation=90,

@@ -48,7 +48,7 @@ def test_layout_chart(layouts, tmp_path):
     r = layouts["tp 2, pp 2, dp 2"]
     stacked = sum(p.get_height() for p in ax_m.patches if p.get_x() < 0.5)
     assert stacked == pytest.approx(sum(r.memory.parts_bytes.values() if isinstance(r.memory.parts_bytes, dict)
-                                        else vars(r.memory.parts_bytes).values()) / 1e9)
+                                        else vars(r.memory.parts_bytes).values()) / 2**30)  # GiB
 
 
 def test_parallel_breakdown_adds_up_to_the_iteration(layouts):
