@@ -124,7 +124,8 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
         bench = result.extra.get("benchmark", {})
         title = (f"== {bench.get('op', '')} over {bench.get('ranks', result.gpus)} ranks "
                  f"({result.fidelity}, backend {bench.get('backend', '')}) ==")
-        parts.append(format_table(["size", "algorithm", "time", "algbw GB/s", "busbw GB/s"], rows, title=title))
+        parts.append(format_table(["size", "algorithm", "time", "algbw GB/s", "busbw GB/s"], rows, title=title)
+                     + _algorithm_notes([r.algorithm for r in result.collectives]))
     elif result.iteration_time_s is not None:
         parts.append(_training_report(result, scenario))
     if result.extra.get("phases"):  # sync hybrid, batch_split dynamic (engine/hybrid.py)
@@ -148,6 +149,21 @@ def link_rows(links) -> list[list[object]]:
         groups.setdefault((re.sub(r"\d+", "#", link.link), f"{link.utilization:.1%}"), []).append(link.link)
     return [[names[0], share, f"x {len(names)} ({shape})" if len(names) > 1 else "-"]
             for (shape, share), names in groups.items()]
+
+
+_ALGORITHMS = {  # what the benchmark table's algorithm names mean (docs/collectives.md)
+    "nvls": "NVLink SHARP: the NVSwitch reduces and multicasts",
+    "nvls_tree": "NVLSTree: NVLS inside each node, a tree between the nodes",
+    "collnet_direct": "CollNet Direct: SHARP reduction in the fabric switches, every GPU to the switch",
+    "collnet_chain": "CollNet Chain: SHARP in the fabric switches, through a chain of the node's GPUs",
+    "LL": "low-latency protocol: 8-byte stores with flags", "LL128": "low-latency protocol on 128-byte lines",
+    "Simple": "large transfers with fences"}
+
+
+def _algorithm_notes(algorithms: list[str]) -> str:
+    """'\n  nvls_tree: NVLSTree: ...' for the less familiar algorithm and protocol names the table shows."""
+    names = dict.fromkeys(part for a in algorithms for part in str(a).split("/") if part in _ALGORITHMS)
+    return "".join(f"\n  {name}: {_ALGORITHMS[name]}" for name in names)
 
 
 def cost_text(cost: dict | None) -> str:

@@ -113,3 +113,11 @@ def test_catalog_gpus_fits_a_terminal_and_json_keeps_every_column():
     assert "a100-sxm4-80gb" in text and "312" in text
     rows = json.loads(_run("catalog", "gpus", "--json"))
     assert {"price basis", "name", "vendor"} <= set(rows[0])
+
+
+def test_benchmark_table_explains_its_algorithm_names():
+    from pathlib import Path
+
+    text = _run("estimate", str(Path(__file__).resolve().parents[1] / "scenarios/examples/sharp-dgxa100.yaml"))
+    assert "collnet_direct/Simple" in text
+    assert "  collnet_direct: CollNet Direct: SHARP reduction in the fabric switches" in text
