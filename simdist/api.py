@@ -8,12 +8,11 @@ pandas) are imported only when a function needs them, so `import simdist` stays 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
-from simdist.errors import Issue, ScenarioError
+from simdist.io.api_input import check_fidelity, checked_scenario, override_strings, source_error
 from simdist.results.records import RECORD_KEYS, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,44 +30,6 @@ def _records(run: RunResult) -> list[str]:
     return [k for k in RECORD_KEYS if getattr(run, k) is not None]
 
 
-def _yaml_value(value: Any, key: str) -> str:
-    """`value` as the YAML text that `--set key=TEXT` reads back as the same value."""
-    import yaml
-
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ScenarioError(Issue(key, f"got {value!r}; expected a finite number"))
-    try:
-        text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), allow_unicode=True)
-    except yaml.YAMLError as err:
-        raise ScenarioError(Issue(key, f"got {value!r} ({type(value).__name__}); expected a plain value "
-                                       f"(text, number, true/false, list or mapping): {err}")) from None
-    return text.removesuffix("\n").removesuffix("\n...").strip()
-
-
-def override_strings(overrides: Overrides) -> list[str]:
-    """Overrides as the CLI's `key=value` strings: a mapping {dotted.key: value}, a list of strings or one string."""
-    if overrides is None:
-        return []
-    if isinstance(overrides, str):
-        return [overrides]
-    if isinstance(overrides, Mapping):
-        out = []
-        for key, value in overrides.items():
-            if not isinstance(key, str) or not key.strip():
-                raise ScenarioError(Issue("overrides", f"got key {key!r}; expected a dotted key like "
-                                                       "'communication.strategy'"))
-            out.append(f"{key}={_yaml_value(value, key)}")
-        return out
-    if isinstance(overrides, Sequence):
-        bad = [o for o in overrides if not isinstance(o, str)]
-        if bad:
-            raise ScenarioError(Issue("overrides", f"got {bad[0]!r}; expected 'dotted.key=value' strings "
-                                                   "or a mapping {dotted.key: value}"))
-        return list(overrides)
-    raise ScenarioError(Issue("overrides", f"got a {type(overrides).__name__}; expected a mapping "
-                                           "{dotted.key: value} or a list of 'dotted.key=value' strings"))
-
-
 def load(source: ScenarioSource, overrides: Overrides = None, *, base_dir: str | Path | None = None) -> "Scenario":
     """A validated, resolved Scenario from a YAML file path or a dict, with optional overrides.
 
@@ -76,16 +37,14 @@ def load(source: ScenarioSource, overrides: Overrides = None, *, base_dir: str |
     and unknown catalog names are ScenarioErrors naming the key). Relative paths inside a dict
     (calibration, custom topologies) resolve against `base_dir`, default the working directory.
     `overrides` are the CLI's `--set`: {"communication.strategy": "ps"} or ["run.iterations=5"].
-    An already-loaded Scenario is returned as it is (it cannot take overrides: load the file again).
+    An already-loaded Scenario (or one changed in code) is returned once it passes the run rules (it cannot take
+    overrides: load the file again).
     """
     from simdist.scenario import Scenario
 
     sets = override_strings(overrides)
-    if isinstance(source, Scenario):
-        if sets:
-            raise ScenarioError(Issue("overrides", "a loaded Scenario takes no overrides; pass the file or dict "
-                                                   "to simdist.load with overrides instead"))
-        return source
+    if isinstance(source, Scenario):  # built or changed in code: the same rules as a file
+        return checked_scenario(source, sets)
     if isinstance(source, Mapping):
         from simdist.io.load import load_data
 
@@ -95,8 +54,7 @@ def load(source: ScenarioSource, overrides: Overrides = None, *, base_dir: str |
         from simdist.io.load import load_scenario
 
         return load_scenario(source, sets)
-    raise ScenarioError(Issue("", f"got a {type(source).__name__}; expected a scenario file path, a dict or a "
-                                  "Scenario"))
+    raise source_error(source)
 
 
 def simulate(scenario: ScenarioSource, *, fidelity: str | None = None) -> "Result":
@@ -105,11 +63,8 @@ def simulate(scenario: ScenarioSource, *, fidelity: str | None = None) -> "Resul
     `scenario` may be a Scenario from `load`, or a path or dict that is loaded first.
     """
     from simdist.engine.simulation import simulate as engine_simulate
-    from simdist.scenario import Fidelity
 
-    if fidelity and fidelity not in {f.value for f in Fidelity}:
-        raise ScenarioError(Issue("fidelity", f"got {fidelity!r}; expected one of "
-                                              f"{', '.join(f.value for f in Fidelity)}"))
+    check_fidelity(fidelity)
     spec = load(scenario)
     return Result(engine_simulate(spec, fidelity=fidelity or ""), spec)
 
@@ -128,13 +83,16 @@ def breakeven(scenario: ScenarioSource, bandwidths: Sequence[str | float],
     (`iteration_time_s`, `speedup(m)`, `breakeven_Bps`, `status`, `to_dict()`); convergence is not
     part of it: a codec's `training.convergence_factor` multiplies its time to target, not its iteration.
     """
-    from simdist.compare import breakeven as compare_breakeven, parse_methods
+    from simdist.compare import breakeven as compare_breakeven
+    from simdist.io.compare_input import check_breakeven, parse_methods
     from simdist.units import parse_bandwidth
 
     bws = [b if isinstance(b, (int, float)) else parse_bandwidth(str(b), f"bandwidths[{i}]")
            for i, b in enumerate(bandwidths)]
     specs = parse_methods(methods if isinstance(methods, str) else ",".join(methods))
-    return compare_breakeven(load(scenario), bws, specs, fidelity=fidelity)
+    spec = load(scenario)
+    check_breakeven(spec, bws, specs)
+    return compare_breakeven(spec, bws, specs, fidelity=fidelity)
 
 
 def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -172,7 +172,7 @@ def catalog(kind: str, as_json: bool, debug: bool) -> None:
 @_common
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Where to draw the graph (PNG).")
 @click.option("--heatmap", type=click.Path(dir_okay=False), default=None,
-              help="Simulate the scenario and draw the topology with every link coloured by its utilisation "
+              help="Simulate the scenario and draw the topology with its busiest links coloured by utilisation "
                    "(PNG or SVG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_handle_errors
@@ -243,20 +243,23 @@ def compare(files, overrides, debug, bandwidths, methods, fidelity, plot, as_jso
     One FILE: at which NIC bandwidth each compression codec pays off (break-even analysis)."""
     if len(files) > 1:
         from simdist.engine.simulation import simulate
+        from simdist.io.cli_options import check_side_by_side_plot
         from simdist.planner.side_by_side import comparison, format_comparison
 
-        if plot:
-            raise ScenarioError.bad_value("--plot", plot, "one FILE (the break-even plot); it has no side-by-side form")
+        check_side_by_side_plot(plot)
         results = [(Path(f).stem, simulate(_load(f, overrides), fidelity=fidelity)) for f in files]
         table = comparison(results)
         click.echo(json.dumps(table, indent=2) if as_json else format_comparison(table))
         return
-    from simdist.compare import breakeven, format_breakeven, parse_methods
+    from simdist.compare import breakeven, format_breakeven
+    from simdist.io.compare_input import check_breakeven, parse_methods
     from simdist.units import parse_bandwidth
 
     scenario = _load(files[0], overrides)
     bws = [parse_bandwidth(b.strip(), f"--bandwidths[{i}]") for i, b in enumerate(bandwidths.split(",")) if b.strip()]
-    table = breakeven(scenario, bws, parse_methods(methods), fidelity=fidelity)
+    specs = parse_methods(methods)
+    check_breakeven(scenario, bws, specs)
+    table = breakeven(scenario, bws, specs, fidelity=fidelity)
     click.echo(json.dumps(table.to_dict(), indent=2) if as_json else format_breakeven(table))
     if plot:
         from simdist.plots import plot_breakeven
@@ -294,15 +297,13 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
         from simdist.plots import check_plot_path
 
         check_plot_path(plot)
+    from simdist.io.cli_options import check_executor_options
     from simdist.io.sweep_load import check_out_file, load_point, read_sweep_file, sweep_spec
     from simdist.progress import Progress
     from simdist.planner.sweep import run_sweep
     from simdist.planner.table import format_sweep
 
-    if jobs < 0:
-        raise ScenarioError.bad_value("--jobs", jobs, "a number of processes >= 1 (0: one per core)")
-    if address and executor != "ray":
-        raise ScenarioError.bad_value("--address", address, "--executor ray as well (it joins a Ray cluster)")
+    check_executor_options(jobs, executor, address)
     base, block, base_dir, name = read_sweep_file(file)
     spec = sweep_spec(block, axes, zipped, constraints)
     check_out_file(out, fmt, spec, base, overrides, fidelity or "")

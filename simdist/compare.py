@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from simdist.errors import Issue, ScenarioError, SimdistError
+from simdist.errors import InfeasibleError
 from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario
 
 BASELINE = "none"
@@ -57,43 +57,6 @@ def method_label(spec: CompressionSpec) -> str:
     return spec.method.value
 
 
-def parse_methods(text: str) -> list[CompressionSpec]:
-    """'fp16,int8,topk:0.01,powersgd:4' -> CompressionSpecs (topk/randomk take a ratio, powersgd a rank)."""
-    from simdist.compression import make_codec
-
-    specs, issues = [], []
-    for i, token in enumerate(t.strip() for t in text.split(",")):
-        path = f"--methods[{i}]"
-        name, _, param = token.partition(":")
-        try:
-            method = CompressionMethod(name)
-        except ValueError:
-            issues.append(Issue(path, f"got {token!r}; expected one of {', '.join(m.value for m in CompressionMethod)}"))
-            continue
-        try:
-            if method in (CompressionMethod.TOPK, CompressionMethod.RANDOMK):
-                spec = CompressionSpec(method, ratio=float(param) if param else None)
-            elif method == CompressionMethod.POWERSGD:
-                spec = CompressionSpec(method, rank=int(param) if param else None)
-            elif param:
-                raise ValueError(f"{name} takes no parameter")
-            else:
-                spec = CompressionSpec(method)
-            make_codec(spec)
-        except ValueError as e:
-            issues.append(Issue(path, f"{token!r}: {e}"))
-            continue
-        except ScenarioError as e:
-            issues.append(Issue(path, f"{token!r}: " + "; ".join(x.message for x in e.issues)))
-            continue
-        specs.append(spec)
-    if not specs and not issues:
-        issues.append(Issue("methods", "got no method; expected e.g. 'fp16,int8,topk:0.01,powersgd:4'"))
-    if issues:
-        raise ScenarioError(issues)
-    return specs
-
-
 def with_nic_bandwidth(scenario: Scenario, bandwidth_Bps: float) -> Scenario:
     """The scenario with every node group's NIC line rate set to `bandwidth_Bps` (efficiency kept)."""
     groups = tuple(replace(g, nic=replace(g.nic, link=g.nic.link.with_(bandwidth_Bps=bandwidth_Bps)))
@@ -106,20 +69,17 @@ def _time(scenario: Scenario, fidelity: Fidelity) -> float | None:
 
     try:
         return run_training(scenario, fidelity, with_baseline=False).iteration_time_s
-    except SimdistError as e:
-        if isinstance(e, ScenarioError):
-            raise
+    except InfeasibleError:
         return None  # infeasible (e.g. the codec's state does not fit)
 
 
 def breakeven(scenario: Scenario, bandwidths_Bps: Sequence[float], methods: Sequence[CompressionSpec],
               fidelity: str = "estimate") -> BreakevenTable:
-    """Iteration time of no compression and of each codec at each NIC bandwidth, and each codec's crossover."""
-    if scenario.workload.model is None:
-        raise ScenarioError("compare needs a training workload (workload.model), not a benchmark", "workload")
+    """Iteration time of no compression and of each codec at each NIC bandwidth, and each codec's crossover
+    (io.compare_input.check_breakeven has refused what cannot run: a benchmark, bad bandwidths, a refused codec)."""
+    assert scenario.workload.model is not None, "io.compare_input: a training workload"
     bws = tuple(sorted(float(b) for b in bandwidths_Bps))
-    if not bws or any(not b > 0 or math.isinf(b) for b in bws):
-        raise ScenarioError.bad_value("bandwidths", list(bandwidths_Bps), "positive finite bandwidths")
+    assert bws and all(0 < b < math.inf for b in bws), "io.compare_input: positive finite bandwidths"
     fid = Fidelity(fidelity)
     specs = [CompressionSpec()] + [m for m in methods if m.method != CompressionMethod.NONE]
     labels = [method_label(s) for s in specs]

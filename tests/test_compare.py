@@ -5,7 +5,8 @@ import copy
 
 import pytest
 
-from simdist.compare import breakeven, format_breakeven, method_label, parse_methods, with_nic_bandwidth
+from simdist.compare import breakeven, format_breakeven, method_label, with_nic_bandwidth
+from simdist.io.compare_input import check_breakeven, parse_methods
 from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
 from simdist.io.load import load_data
@@ -108,7 +109,7 @@ def test_parse_methods_rejects_bad_input(text):
 
 def test_bad_bandwidths_are_scenario_errors():
     with pytest.raises(ScenarioError, match="bandwidths"):
-        breakeven(_scenario(), [0.0], parse_methods("fp16"))
+        check_breakeven(_scenario(), [0.0], parse_methods("fp16"))
 
 
 def test_format_and_plot(tmp_path):

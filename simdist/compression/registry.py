@@ -43,9 +43,9 @@ CODECS: dict[CompressionMethod, Callable[[CompressionSpec], Codec]] = {
     CompressionMethod.RANDOMK: lambda s: RandomKCodec(ratio=_ratio(s), error_feedback=s.error_feedback),
     CompressionMethod.POWERSGD: lambda s: PowerSgdCodec(rank=_rank(s), error_feedback=s.error_feedback),
 }
-_USES_RATIO = {CompressionMethod.TOPK, CompressionMethod.RANDOMK}
-_USES_RANK = {CompressionMethod.POWERSGD}
-_USES_ERROR_FEEDBACK = {CompressionMethod.ONEBIT, CompressionMethod.TOPK, CompressionMethod.RANDOMK,
+USES_RATIO = {CompressionMethod.TOPK, CompressionMethod.RANDOMK}
+USES_RANK = {CompressionMethod.POWERSGD}
+USES_ERROR_FEEDBACK = {CompressionMethod.ONEBIT, CompressionMethod.TOPK, CompressionMethod.RANDOMK,
                         CompressionMethod.POWERSGD}
 
 
@@ -59,13 +59,13 @@ def make_codec(spec: CompressionSpec, cost_factor: float = 1.0) -> Codec:
     except ValueError:
         raise ScenarioError.bad_value(f"{PATH}.method", spec.method,
                                       "one of " + ", ".join(m.value for m in CompressionMethod)) from None
-    if spec.ratio is not None and method not in _USES_RATIO:
+    if spec.ratio is not None and method not in USES_RATIO:
         raise ScenarioError.bad_value(f"{PATH}.ratio", spec.ratio,
                                       f"no ratio for method {method.value!r} (only topk and randomk take one)")
-    if spec.rank is not None and method not in _USES_RANK:
+    if spec.rank is not None and method not in USES_RANK:
         raise ScenarioError.bad_value(f"{PATH}.rank", spec.rank,
                                       f"no rank for method {method.value!r} (only powersgd takes one)")
-    if not spec.error_feedback and method not in _USES_ERROR_FEEDBACK:
+    if not spec.error_feedback and method not in USES_ERROR_FEEDBACK:
         raise ScenarioError.bad_value(f"{PATH}.error_feedback", False,
                                       f"true (method {method.value!r} keeps no residual; only onebit, topk, randomk "
                                       "and powersgd have error feedback to turn off)")

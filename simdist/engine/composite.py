@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from simdist.engine.context import build_context
 from simdist.engine.training import run_steady
-from simdist.errors import InfeasibleError, ScenarioError
+from simdist.errors import InfeasibleError
 from simdist.failures.state import ClusterState, JobSpec, batch_per_gpu
 from simdist.progress import Progress
 from simdist.results.records import RunResult, StepRecord, Throughput
@@ -51,11 +51,7 @@ def _label(s: Scenario) -> str:
 
 def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True) -> RunResult:
     """The iteration-weighted combination of the steady runs of every phase (module docstring)."""
-    if scenario.run.duration_s is not None:
-        key, value = (("training.sync", "hybrid") if scenario.training.sync is SyncMode.HYBRID
-                      else ("training.batch_split", "dynamic"))
-        raise ScenarioError.bad_value(key, value, "a steady run of run.iterations (its phases are counted in "
-                                      "iterations), or a failure run (failures with run.duration; dynamic only)")
+    assert scenario.run.duration_s is None, "io.rules_training: phases are counted in run.iterations"
     parts = phases(scenario)
     results = {}
     for _, _, s in parts:
@@ -181,13 +177,8 @@ class StateStepTime:
             if state.degraded_links:
                 return _with_links(scenario, self.fidelity, state.degraded_links)
             return float(run_training(scenario, self.fidelity, with_baseline=False).iteration_time_s)
-        except InfeasibleError as err:  # e.g. the survivors' rebalanced batch does not fit: wait for repair
-            self.unrunnable[_describe(state)] = str(err)
-            return math.inf
-        except ScenarioError as err:
-            if not state.nodes_out:
-                raise
-            self.unrunnable[_describe(state)] = str(err)  # e.g. a torus cannot lose a node
+        except InfeasibleError as err:  # the survivors' rebalanced batch does not fit, a torus that lost a node
+            self.unrunnable[_describe(state)] = str(err)  # cannot be built...: wait for repair
             return math.inf
 
 
@@ -201,10 +192,7 @@ def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:
     """BSP iteration time with some links at a fraction of their capacity or dead (factor 0: `fail_link`, the
     flow network routes around it): the training run on a cluster built here, with those capacities set
     before it starts. A fabric that no longer connects every rank raises InfeasibleError naming the link."""
-    if scenario.training.sync != SyncMode.BSP:
-        raise ScenarioError.bad_value("training.sync", scenario.training.sync.value,
-                                      "bsp for link_degrade, link_down and fabric switch failures (other sync modes do "
-                                      "not take link changes yet)")
+    assert scenario.training.sync == SyncMode.BSP, "io.rules: link changes run with bsp"
     ctx = build_context(scenario, fidelity)
     index = ctx.topology.links.index
     for u, v, factor in links:
@@ -238,13 +226,8 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     from simdist.failures.montecarlo import model_summary, run_replicas
     from simdist.topology.build import build_topology
 
-    if scenario.workload.model is None:
-        raise ScenarioError.bad_value("failures", "a benchmark workload", "a training workload (goodput needs one)")
-    if scenario.training.sync == SyncMode.HYBRID:
-        raise ScenarioError.bad_value("training.sync", "hybrid", "bsp, asp, ssp or local_sgd in a failure run over "
-                                      "run.duration (hybrid's switch point is an iteration of run.iterations)")
-    if scenario.run.duration_s is None:
-        raise ScenarioError("failure runs need run.duration (the simulated wall time, e.g. '14 d')", "run.duration")
+    assert scenario.workload.model is not None and scenario.training.sync != SyncMode.HYBRID, "io.rules"
+    assert scenario.run.duration_s is not None, "io.rules: a failure run needs run.duration"
     healthy = healthy_scenario(scenario)
     ctx = build_context(healthy, fidelity)
     base = run_training(healthy, fidelity, context=ctx)
@@ -296,7 +279,6 @@ def failure_model(scenario: Scenario) -> dict:
     from simdist.failures.montecarlo import model_summary
     from simdist.topology.build import build_topology
 
-    if scenario.failures is None:
-        raise ScenarioError("the failure model needs a failures section", "failures")
+    assert scenario.failures is not None, "the failure model of a scenario with failures"
     return model_summary(scenario.failures, failure_targets(build_topology(scenario.cluster)), recovery_costs(scenario),
                          scenario.training.sync == SyncMode.BSP)

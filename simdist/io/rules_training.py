@@ -6,10 +6,11 @@ same lines. Model-parallel rules (tp, pp, schedules) are in io/rules_parallel.py
 """
 from __future__ import annotations
 
+from simdist.compression.registry import USES_ERROR_FEEDBACK, USES_RANK, USES_RATIO
 from simdist.errors import Issue
 from simdist.input_pipeline import loader_samples_per_s
-from simdist.scenario import (BatchSplit, CommunicationSpec, CompressionMethod, FailureKind, RecoveryPolicy, Scenario,
-                              StrategyKind, SyncMode)
+from simdist.scenario import (BatchSplit, CommunicationSpec, CompressionMethod, CompressionSpec, FailureKind,
+                              RecoveryPolicy, Scenario, StrategyKind, SyncMode)
 from simdist.strategies.plan import data_parallel_degree
 
 ZERO_KEY = "training.parallelism.zero"
@@ -214,9 +215,35 @@ def sharded_issues(scenario: Scenario) -> list[Issue]:
     return out
 
 
+def codec_issues(spec: CompressionSpec, path: str = "communication.compression") -> list[Issue]:
+    """A compression spec's parameters belong to its method: topk and randomk need a ratio in (0, 1], only they
+    take one, only powersgd takes a rank (>= 1), and error feedback can be turned off only where a codec keeps a
+    residual."""
+    method = CompressionMethod(spec.method)
+    out = []
+    r = spec.ratio
+    if method in USES_RATIO and r is None:
+        out.append(Issue(f"{path}.ratio", f"is required for method {method.value!r}: the fraction of elements kept, "
+                                          "in (0, 1], e.g. 0.01"))
+    elif r is not None and method not in USES_RATIO:
+        out.append(bad_value(f"{path}.ratio", r, f"no ratio for method {method.value!r} (only topk and randomk "
+                                                 "take one)"))
+    elif r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1):
+        out.append(bad_value(f"{path}.ratio", r, "a fraction of elements kept in (0, 1], e.g. 0.01"))
+    k = spec.rank
+    if k is not None and method not in USES_RANK:
+        out.append(bad_value(f"{path}.rank", k, f"no rank for method {method.value!r} (only powersgd takes one)"))
+    elif k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        out.append(bad_value(f"{path}.rank", k, "an integer rank >= 1, e.g. 4"))
+    if not spec.error_feedback and method not in USES_ERROR_FEEDBACK:
+        out.append(bad_value(f"{path}.error_feedback", False, f"true (method {method.value!r} keeps no residual; "
+                             "only onebit, topk, randomk and powersgd have error feedback to turn off)"))
+    return out
+
+
 def training_issues(scenario: Scenario, timeline: bool) -> list[Issue]:
     """Every support rule of a training workload (nothing for a benchmark)."""
     if scenario.workload.model is None:
         return []
     return (parallelism_issues(scenario) + sync_issues(scenario) + phased_issues(scenario, timeline)
-            + host_key_issues(scenario) + sharded_issues(scenario))
+            + host_key_issues(scenario) + sharded_issues(scenario) + codec_issues(scenario.communication.compression))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simdist.errors import ScenarioError
 from simdist.scenario import BatchSplit, Scenario, StrategyKind, SyncMode
 from simdist.strategies.stragglers import gpu_slowdowns
 
@@ -24,10 +23,8 @@ def switch_iteration(scenario: Scenario) -> int:
     elif t.hybrid_switch_fraction is not None:
         s = round(t.hybrid_switch_fraction * n)
     else:
-        raise ScenarioError("sync hybrid needs training.hybrid_switch", "training.hybrid_switch")
-    if not 0 < s < n:
-        raise ScenarioError.bad_value("training.hybrid_switch", s, f"an iteration strictly between 0 and "
-                                      f"run.iterations ({n}) once resolved")
+        raise AssertionError("io.rules_training: sync hybrid has a switch point")
+    assert 0 < s < n, f"io.rules_training: the switch {s} is strictly inside run.iterations ({n})"
     return s
 
 
@@ -37,9 +34,7 @@ def phases(scenario: Scenario) -> list[tuple[int, int, Scenario]]:
     t, n = scenario.training, scenario.run.iterations
     cuts = {0, n}
     if t.sync is SyncMode.HYBRID:
-        if scenario.communication.strategy != StrategyKind.PS:
-            raise ScenarioError.bad_value("training.sync", "hybrid", "communication.strategy: ps (the "
-                                          "asynchronous phase is the parameter server's asp)")
+        assert scenario.communication.strategy == StrategyKind.PS, "io.rules_training: hybrid runs on ps"
         cuts.add(switch_iteration(scenario))
     dynamic = t.batch_split is BatchSplit.DYNAMIC
     if dynamic and t.rebalance_every < n:

@@ -28,21 +28,30 @@ def _true(value: object) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes"))
 
 
-def read_graphml(path: str | None) -> nx.Graph:
-    """The GraphML file as an undirected graph, or a ScenarioError naming cluster.fabric.graphml."""
-    if not path:
-        raise ScenarioError.bad_value(PATH, path, "the path of a GraphML file for topology custom")
+def graphml_issues(path: str) -> "tuple[nx.Graph | None, list[Issue]]":
+    """The GraphML file as an undirected graph, or None, and what is wrong with it (naming cluster.fabric.graphml):
+    unreadable, edges to undeclared vertices, '/' in vertex ids."""
     import networkx as nx
 
     try:
         graph = nx.read_graphml(path)
         undeclared = _undeclared_endpoints(path)
     except (OSError, ValueError, SyntaxError, nx.NetworkXError) as exc:  # ParseError is a SyntaxError
-        raise ScenarioError.bad_value(PATH, path, f"a readable GraphML file ({exc})") from exc
+        return None, [Issue(PATH, f"got {path!r}; expected a readable GraphML file ({exc})")]
     if undeclared:  # networkx silently invents such vertices, which then have no host flag and no other edges
-        raise ScenarioError(Issue(PATH, f"{path}: edges name vertices that no <node> declares: "
-                                        f"{', '.join(repr(v) for v in undeclared[:5])}; declare each vertex"))
-    return nx.Graph(graph)
+        return None, [Issue(PATH, f"{path}: edges name vertices that no <node> declares: "
+                                  f"{', '.join(repr(v) for v in undeclared[:5])}; declare each vertex")]
+    bad = [str(v) for v in graph.nodes if "/" in str(v)]
+    if bad:
+        return None, [Issue(PATH, f"vertex ids may not contain '/': {bad[:5]}")]
+    return nx.Graph(graph), []
+
+
+def read_graphml(path: str) -> nx.Graph:
+    """The GraphML file as an undirected graph (topology.validate, run by io/, reported what is wrong with it)."""
+    graph, issues = graphml_issues(path)
+    assert graph is not None, issues
+    return graph
 
 
 def _undeclared_endpoints(path: str) -> list[str]:
@@ -80,60 +89,67 @@ def host_vertices(graph: nx.Graph) -> list[str]:
     return [str(v) for v, data in graph.nodes(data=True) if _true(data.get("host", False))]
 
 
-def _quantity(value: object, parse, where: str, default: float) -> float:
+def _quantity(value: object, parse, where: str, default: float, issues: list[Issue]) -> float:
     if value is None:
         return default
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value < 0:
-            raise ScenarioError.bad_value(where, value, "a non-negative number in SI units")
+            issues.append(Issue(where, f"got {value!r}; expected a non-negative number in SI units"))
         return float(value)
-    return parse(value, where)
+    try:
+        return parse(value, where)
+    except ScenarioError as err:  # units.py words a unit error with its path
+        issues.extend(err.issues)
+        return default
 
 
-def _number(value: object, where: str, expected: str) -> float:
+def _number(value: object, where: str, expected: str, issues: list[Issue]) -> float:
     """A GraphML attribute read as a number (GraphML string attributes arrive as text)."""
     try:
         out = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ScenarioError.bad_value(where, value, expected) from None
+        out = float("nan")
     if out != out:
-        raise ScenarioError.bad_value(where, value, expected)
+        issues.append(Issue(where, f"got {value!r}; expected {expected}"))
     return out
 
 
-def edge_link(data: dict, fabric: FabricSpec, where: str) -> LinkSpec:
-    """The LinkSpec of one GraphML edge, defaults from fabric.link."""
-    base = fabric.link
-    bw = _quantity(data.get("bandwidth"), parse_bandwidth, f"{where}.bandwidth", base.bandwidth_Bps)
-    lat = _quantity(data.get("latency"), parse_duration, f"{where}.latency", base.latency_s)
-    eff = _number(data.get("efficiency", base.efficiency), f"{where}.efficiency", "0 < efficiency <= 1")
-    if bw <= 0:
-        raise ScenarioError.bad_value(f"{where}.bandwidth", data.get("bandwidth"), "a positive bandwidth")
-    if not 0 < eff <= 1:
-        raise ScenarioError.bad_value(f"{where}.efficiency", data.get("efficiency"), "0 < efficiency <= 1")
-    if (bw, lat, eff) == (base.bandwidth_Bps, base.latency_s, base.efficiency):
-        return base
-    return base.with_(bandwidth_Bps=bw, latency_s=lat, efficiency=eff)
+def edge_values(data: dict, fabric: FabricSpec, where: str) -> tuple[LinkSpec, int, list[Issue]]:
+    """One GraphML edge's LinkSpec (defaults from fabric.link) and cable multiplicity, and what is wrong with them."""
+    base, issues = fabric.link, []
+    bw = _quantity(data.get("bandwidth"), parse_bandwidth, f"{where}.bandwidth", base.bandwidth_Bps, issues)
+    lat = _quantity(data.get("latency"), parse_duration, f"{where}.latency", base.latency_s, issues)
+    eff = _number(data.get("efficiency", base.efficiency), f"{where}.efficiency", "0 < efficiency <= 1", issues)
+    mult = _number(data.get("multiplicity", 1), f"{where}.multiplicity", "an integer >= 1", issues)
+    if not bw > 0:
+        issues.append(Issue(f"{where}.bandwidth", f"got {data.get('bandwidth')!r}; expected a positive bandwidth"))
+    if eff == eff and not 0 < eff <= 1:
+        issues.append(Issue(f"{where}.efficiency", f"got {data.get('efficiency')!r}; expected 0 < efficiency <= 1"))
+    if mult == mult and (mult < 1 or mult != int(mult)):
+        issues.append(Issue(f"{where}.multiplicity", f"got {mult!r}; expected an integer >= 1"))
+    if issues:
+        return base, 1, issues
+    link = base if (bw, lat, eff) == (base.bandwidth_Bps, base.latency_s, base.efficiency) else base.with_(
+        bandwidth_Bps=bw, latency_s=lat, efficiency=eff)
+    return link, int(mult), []
+
+
+def edge_issues(graph: nx.Graph, fabric: FabricSpec) -> list[Issue]:
+    """What is wrong with the edges' attributes, every edge (cluster.fabric.graphml[u-v].key)."""
+    return [i for u, v, data in graph.edges(data=True) for i in edge_values(data, fabric, f"{PATH}[{u}-{v}]")[2]]
 
 
 def build_custom(g: LinkGraph, fabric: FabricSpec, machines: list[Machine]) -> str:
     """Copy the GraphML fabric into `g` and cable machine i's NICs to the i-th host vertex."""
     src = read_graphml(fabric.graphml)
-    bad = [str(v) for v in src.nodes if "/" in str(v)]
-    if bad:
-        raise ScenarioError(Issue(PATH, f"vertex ids may not contain '/': {bad[:5]}"))
     hosts = host_vertices(src)
-    if len(hosts) < len(machines):
-        raise ScenarioError(Issue(PATH, f"{fabric.graphml} has {len(hosts)} host vertices; "
-                                        f"expected at least {len(machines)} (one per machine)"))
+    assert len(hosts) >= len(machines), "topology.validate: a host vertex per machine"
     for v in src.nodes:
         g.add_node(str(v))
     for u, v, data in src.edges(data=True):
-        where = f"{PATH}[{u}-{v}]"
-        mult = _number(data.get("multiplicity", 1), f"{where}.multiplicity", "an integer >= 1")
-        if mult < 1 or mult != int(mult):
-            raise ScenarioError.bad_value(f"{where}.multiplicity", mult, "an integer >= 1")
-        add_link(g, str(u), str(v), edge_link(data, fabric, where), "fabric", int(mult))
+        link, mult, issues = edge_values(data, fabric, f"{PATH}[{u}-{v}]")
+        assert not issues, issues
+        add_link(g, str(u), str(v), link, "fabric", mult)
     for m, host in zip(machines, hosts):
         attach(g, m, host)
     g.graph["fabric"] = {"kind": "custom", "hosts": len(hosts), "file": fabric.graphml}

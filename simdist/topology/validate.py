@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 import os
 
-from simdist.errors import Issue, ScenarioError
-from simdist.hardware.specs import ClusterSpec, IntraNodeLayout, LinkSpec, TopologyKind
-from simdist.topology.custom import disconnected_hosts, host_vertices, read_graphml
+from simdist.errors import Issue
+from simdist.hardware.specs import ClusterSpec, FabricSpec, IntraNodeLayout, LinkSpec, TopologyKind
+from simdist.topology.custom import disconnected_hosts, edge_issues, graphml_issues, host_vertices
 from simdist.topology.direct import NDIMS
 
 _NEEDS_PCIE = (IntraNodeLayout.CUBE_MESH, IntraNodeLayout.NVLINK_PAIRS, IntraNodeLayout.PCIE)
@@ -107,22 +107,21 @@ def _fabric_issues(cluster: ClusterSpec, machines: int) -> list[Issue]:
             out.append(Issue(f"{fp}.dims", f"got {list(dims)} ({math.prod(dims)} positions); "
                                            f"expected room for {machines} machines"))
     elif kind is TopologyKind.CUSTOM:
-        out += _custom_issues(fabric.graphml, machines)
+        out += _custom_issues(fabric, machines)
     return out
 
 
-def _custom_issues(path: str | None, machines: int) -> list[Issue]:
-    where = "cluster.fabric.graphml"
+def _custom_issues(fabric: FabricSpec, machines: int) -> list[Issue]:
+    path, where = fabric.graphml, "cluster.fabric.graphml"
     if not path:
         return [Issue(where, "missing; topology custom needs the path of a GraphML file")]
     if os.path.isdir(path):
         return [Issue(where, f"{path} is a directory; expected a GraphML file")]
     if not os.path.isfile(path):
         return [Issue(where, f"no such file: {path}")]
-    try:
-        graph = read_graphml(path)
-    except ScenarioError as exc:
-        return exc.issues
+    graph, issues = graphml_issues(path)
+    if graph is None:
+        return issues
     hosts = len(host_vertices(graph))
     if hosts < machines:
         return [Issue(where, f"{path} has {hosts} host vertices; expected at least {machines} (one per machine)")]
@@ -130,7 +129,7 @@ def _custom_issues(path: str | None, machines: int) -> list[Issue]:
     if cut:
         return [Issue(where, f"{path}: host vertices {', '.join(repr(h) for h in cut[:5])} cannot reach "
                              f"{host_vertices(graph)[0]!r} (the graph is disconnected); every host must reach every other")]
-    return []
+    return edge_issues(graph, fabric)
 
 
 def validate_cluster(cluster: ClusterSpec, server_hosts: int = 0) -> list[Issue]:

@@ -75,6 +75,9 @@ MODELS = {"gpt": GPT, "odd_gpt": ODD_GPT, "mlp": MLP, "gpt2-xl": "gpt2-xl"}  # g
 GPUS = ("v100-sxm2-32gb", "a100-sxm4-80gb")
 STRATEGIES = ("ring", "tree", "halving_doubling", "ps", "hierarchical")
 SYNCS = ("bsp", "asp", "ssp", "local_sgd", "hybrid")
+CODECS = ({"method": "topk", "ratio": 0.01}, {"method": "powersgd", "rank": 2}, {"method": "int8"})
+WRONG_CODECS = ({"method": "topk"}, {"method": "fp16", "ratio": 0.1}, {"method": "int8", "error_feedback": False},
+                {"method": "randomk", "ratio": 0.1, "rank": 2})
 STRAGGLER = {"at": "0 s", "kind": "straggler", "target": "gpu:0", "slowdown": 1.5}
 NODE_DOWN = {"at": "10 min", "kind": "node_down", "target": "node:0"}
 LINK_DEGRADE = {"at": "10 min", "kind": "link_degrade", "target": "link:leaf0-spine0", "factor": 0.5,
@@ -164,7 +167,7 @@ def scenarios(draw) -> dict:
         training["recompute"] = "full"
     data["training"] = training
     if draw(st.integers(0, 4)) == 0 and (kind == "dp" or _wild(draw)):
-        comm["compression"] = {"method": "topk", "ratio": 0.01}
+        comm["compression"] = copy.deepcopy(draw(st.sampled_from(CODECS + (WRONG_CODECS if _wild(draw) else ()))))
     if _wild(draw) and _wild(draw):
         comm["fusion_cycle"] = "5 ms"
     if _wild(draw) and _wild(draw):
