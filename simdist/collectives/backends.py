@@ -4,7 +4,7 @@ textbook: exactly the algorithm the scenario asks for. gloo: rings for all-reduc
 and all-gather, and its own reduce, broadcast and all-to-all (gloo.py); a hierarchical strategy on
 gloo goes through reduce / leader all-reduce / broadcast. nccl: the (algorithm, protocol) NCCL's tuner
 would pick among those it enables on the hardware (nccl.py): ring with LL / LL128 / Simple for every
-op, the node-level double binary tree (node_tree.py) for multi-node all-reduce, NVLS on a
+op, the node-level double binary tree (node_tree.py; on one node a chain) for all-reduce, NVLS on a
 third-generation NVSwitch and NVLSTree across such nodes (nvls.py, communication.nvls), CollNet Direct / Chain
 over SHARP switches and NVLS across nodes over them (collnet.py, communication.collnet); each schedule carries its protocol's costs (protocols.py). Strategy-level schemes the library does not
 choose itself (hierarchical, torus2d, ps) pass through unchanged except hierarchical on gloo.

@@ -3,7 +3,7 @@ ncclTopoTuneModel, ncclTopoGetAlgoTime).
 
 NCCL predicts, for every (algorithm, protocol) it enables on the hardware, time = latency + size /
 algbw and runs the fastest. simdist does the same over the same candidates (`candidates`: ring and,
-for multi-node all-reduce, the double binary tree, each with LL, Simple and, where NCCL enables it,
+for all-reduce, the double binary tree (on one node a chain), each with LL, Simple and, where NCCL enables it,
 LL128; NVLS where the node has a third-generation NVSwitch, NVLSTree (NVLS inside each node, a tree over the
 nodes) for multi-node all-reduce on such nodes, and NVLS across such nodes where CollNet runs; CollNet Direct or
 Chain for multi-node
