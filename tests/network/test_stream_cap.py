@@ -91,6 +91,22 @@ def test_one_stream_rings_run_at_the_cap_nccl_at_its_proxy_threads(tmp_path):
     assert gloo < STREAM < gloo_lifted
 
 
+def test_on_nodes_of_several_gpus_one_rank_sends_and_another_receives(tmp_path):
+    """Two nodes of 4 GPUs on 100 GbE: NCCL's ring leaves a node at one GPU and enters it at another, so each
+    boundary rank's proxy thread moves one direction only and the ring runs at a whole stream (25 Gb/s), where two
+    nodes of one GPU each get half (the same rank sends and receives)."""
+    import copy
+
+    import yaml
+
+    d = copy.deepcopy(TWO_NODES)
+    d["cluster"]["nodes"][0]["gpus_per_node"] = 4
+    path = tmp_path / "four.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert _busbw(path, "communication.backend=nccl") == pytest.approx(STREAM, rel=0.03)
+    assert _busbw(_load(tmp_path), "communication.backend=nccl") == pytest.approx(STREAM / 2, rel=0.03)
+
+
 def test_a_per_flow_cap_below_the_stream_cap_binds(tmp_path):
     assert _busbw(_load(tmp_path, flow_cap="5 Gb/s")) == pytest.approx(5e9 / 8, rel=0.02)
 
