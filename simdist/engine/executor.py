@@ -80,6 +80,7 @@ class Executor:
         self._group_classes: dict[str, list[int]] = {}
         self._comm_on: dict[int, list[float]] = {}
         self._computing: dict[int, set] = {}
+        self._orders: dict[int, tuple[list[list[int]], list[int]]] = {}  # per class: its tasks' order
         self.log = ExecLog()
         self.last_spans: dict[int, dict[int, tuple[float, float]]] = {}  # per class: its latest iteration
 
@@ -157,18 +158,28 @@ class Executor:
         self.log.simulated = max(self.log.simulated, it)
 
     def _iteration(self, env, graph: Graph, it: int) -> Generator:
+        """One iteration of a class: each task starts (as its own process) once its dependencies and the
+        previous task on its stream have finished; the iteration ends with its last task."""
+        after, waiting = self._order_of(graph)
         spans: dict[int, tuple[float, float]] = {}
-        events: list[simpy.Process] = []
-        last_on: dict[Stream, int] = {}
-        for task in graph.tasks:
-            waits = [events[d] for d in task.deps]
-            if task.stream is not None:
-                prev = last_on.get(task.stream)
-                if prev is not None and prev not in task.deps:
-                    waits.append(events[prev])
-                last_on[task.stream] = task.id
-            events.append(env.process(self._task(env, graph, it, task, waits, spans)))
-        yield env.all_of(events)
+        left = list(waiting)
+        done = env.event()
+        unfinished = [len(graph.tasks)]
+
+        def finished(tid: int) -> None:
+            for nxt in after[tid]:
+                left[nxt] -= 1
+                if left[nxt] == 0:
+                    env.process(self._task(env, graph, it, graph.tasks[nxt], spans, finished))
+            unfinished[0] -= 1
+            if unfinished[0] == 0:
+                done.succeed()
+
+        for t in graph.tasks:
+            if waiting[t.id] == 0:
+                env.process(self._task(env, graph, it, t, spans, finished))
+        if graph.tasks:
+            yield done
         idx = graph.rank_class.index
         self.last_spans[idx] = spans
         self.log.class_end_s[idx].append(env.now)
@@ -179,9 +190,28 @@ class Executor:
         if self.record and (self.record_classes is None or idx in self.record_classes):
             self._records(graph, it, spans)
 
-    def _task(self, env, graph: Graph, it: int, task: Task, waits, spans) -> Generator:
-        if waits:
-            yield env.all_of(waits)
+    def _order_of(self, graph: Graph) -> tuple[list[list[int]], list[int]]:
+        """Per task of `graph`: the tasks waiting for it, and how many it waits for (its dependencies and the
+        previous task on its stream); built once per class."""
+        idx = graph.rank_class.index
+        if idx not in self._orders:
+            after: list[list[int]] = [[] for _ in graph.tasks]
+            waiting = [0] * len(graph.tasks)
+            last_on: dict[Stream, int] = {}
+            for task in graph.tasks:
+                pre = list(task.deps)
+                if task.stream is not None:
+                    prev = last_on.get(task.stream)
+                    if prev is not None and prev not in task.deps:
+                        pre.append(prev)
+                    last_on[task.stream] = task.id
+                waiting[task.id] = len(pre)
+                for d in pre:
+                    after[d].append(task.id)
+            self._orders[idx] = (after, waiting)
+        return self._orders[idx]
+
+    def _task(self, env, graph: Graph, it: int, task: Task, spans, finished: Callable[[int], None]) -> Generator:
         t0 = env.now
         if self.policy is not None:
             yield from self.policy.before(env, graph, task, it)
@@ -197,6 +227,7 @@ class Executor:
         if self.policy is not None:
             self.policy.after(graph, task, it)
         spans[task.id] = (t0, env.now)
+        finished(task.id)
 
     def _join(self, env, graph: Graph, task: Collective, it: int):
         """Arrive at a group collective; the last member class to arrive starts it for all."""
@@ -267,10 +298,13 @@ class Executor:
             slows = tuple((c, s) for c, s in slows if s > 0)
         for c, s in slows:
             on = self._comm_on.setdefault(c, [])
+            before = self._rate(c)
             if start:
                 on.append(s)
             else:
                 on.remove(s)
+            if self._rate(c) == before:  # the largest slowdown is unchanged: the compute keeps its rate
+                continue
             for proc in tuple(self._computing.get(c, ())):
                 if proc.is_alive:
                     proc.interrupt(_RERATE)
