@@ -136,10 +136,11 @@ def _lockstep_outcome(sim: Simulation, plan: Plan, ran: Ran) -> Outcome:
     else:
         optimizer = max(c.local_optimizer_s for c in layout.classes)
         compute = local_compute_s(layout, period) / period - optimizer
-    return Outcome(ran.iteration_s, ran.comm_s, compute, optimizer, _codec_s(layout) / period, ran.times,
-                   ran.simulated, ran.inferred, sync, ran.records, ran.links,
-                   {c: p / period for c, p in ran.class_round_s.items()},
-                   {c: b / period for c, b in ran.class_compute_round_s.items()})
+    return Outcome(iteration_s=ran.iteration_s, comm_busy_s=ran.comm_s, compute_s=compute, optimizer_s=optimizer,
+                   compression_s=_codec_s(layout) / period, times=ran.times, simulated=ran.simulated,
+                   inferred=ran.inferred, sync=sync, records=ran.records, links=ran.links,
+                   class_period_s={c: p / period for c, p in ran.class_round_s.items()},
+                   class_compute_s={c: b / period for c, b in ran.class_compute_round_s.items()})
 
 
 def _codec_s(plan: IterationPlan) -> float:
@@ -192,9 +193,10 @@ def _run_async(sim: Simulation, run_plan: Plan) -> Outcome:
         for r in g.rank_class.ranks:
             busy[r] = statistics.fmean(v[run.warmup:] or v[-1:])
     records = tuple(sorted(log.records, key=lambda r: (r.start_s, r.track)))
-    return Outcome(iteration_s, comm_busy, compute, plan.optimizer_s, _codec_s(plan), tuple(per_iter),
-                   log.simulated, 0, sync, records, top_links(ctx) if simulated else (),
-                   {i: p for i, p in enumerate(per_iter)}, busy, async_classes=True)
+    return Outcome(iteration_s=iteration_s, comm_busy_s=comm_busy, compute_s=compute, optimizer_s=plan.optimizer_s,
+                   compression_s=_codec_s(plan), times=tuple(per_iter), simulated=log.simulated, inferred=0,
+                   sync=sync, records=records, links=top_links(ctx) if simulated else (),
+                   class_period_s=dict(enumerate(per_iter)), class_compute_s=busy, async_classes=True)
 
 
 def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):

@@ -1,8 +1,8 @@
-"""estimate's fold with compute-communication interference: one pass in time order, compute re-timed
-when a collective of its class begins or ends, against hand calculations and the event executor on
-graphs whose collectives take fixed times (no contention), including an interleaved pipeline with tp
-collectives and overlapped dp buckets, where the iterated fold this replaced stopped at 100 passes off the
-executor's figure."""
+"""estimate's fold with compute-communication interference (the executor on closed-form times: compute
+re-timed when a collective of its class begins or ends) against hand calculations, and the executor on a
+network whose schedules are durations, on graphs whose collectives take fixed times (no contention),
+including an interleaved pipeline with tp collectives and overlapped dp buckets, where an iterated fold
+stopped at 100 passes off the executor's figure."""
 from __future__ import annotations
 
 import pytest
