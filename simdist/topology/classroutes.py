@@ -133,7 +133,6 @@ class ClassRoutes:
             add(size() - n)
         return flat, lengths
 
-
     # -- waypoints -------------------------------------------------------------------------------
     def _source_id(self, s: str) -> "tuple | None":
         m = self._machine[s]
@@ -173,7 +172,6 @@ class ClassRoutes:
         if hit[0]:
             return (rs, rt) if hit[1] else (rs,)
         return (rt,) if hit[1] else ()
-
 
     def _fixed(self, m: str, s: str, t: str) -> "tuple[int, ...] | None":
         """Distances.fixed_local(m, s, t), kept per vertex pair."""

@@ -88,7 +88,6 @@ class ClassWalk:
             self._ekeys[v] = hit
         return hit
 
-
     # -- the walk between two stub NICs ------------------------------------------------------------
     def _switch_hops(self, a: str, b: str, v: str, ekey: int) -> tuple[str, ...]:
         """Distances.next_hops(a, b, v) at a switch v: per (b's exits key, v), or per (b, v) where b's

@@ -300,7 +300,6 @@ class Distances:
             return tuple(sorted(a for a, c in self._cost[v].items() if self._machine[a] != mv and self.core_distance(a, t) + c == dv))
         return tuple(f"{mv}/{w}" for w in self.local_next(tid, dist, ("s", key, lv), lv))
 
-
     def distance(self, src_vertex: str, dst_vertex: str) -> float:
         """The routing cost between two vertices (inf when unreachable)."""
         if src_vertex == dst_vertex:
@@ -312,7 +311,6 @@ class Distances:
             return self.core_distance(src_vertex, dst_vertex)
         _, base, dist = self.source_dist(ms, dst_vertex)
         return dist.get(self._lname[src_vertex], INF) + base
-
 
     def fixed_local(self, m: str, s: str, t: str) -> tuple[int, ...] | None:
         """The path between two vertices of machine m when it has no equal-cost branch (so no hash can

@@ -8,7 +8,7 @@ from __future__ import annotations
 from simdist.errors import InfeasibleError
 from simdist.topology.distances import Distances
 from simdist.topology.routegraph import RouteGraph
-from simdist.topology.search import INF, mix64, flow_hash
+from simdist.topology.search import INF, flow_hash, mix64
 
 
 class Walker:
@@ -44,7 +44,6 @@ class Walker:
                                                     self._rail.get(dst_vertex))
         return hit
 
-
     def _least_cost_via(self, src_vertex: str, dst_vertex: str, src_rail: "str | None",
                         dst_rail: "str | None") -> tuple[str, ...]:
         """The NICs `src_rail`, then `dst_rail`, each kept only when it lies on a least-cost path."""
@@ -63,7 +62,6 @@ class Walker:
                             here, total = rail, rest
         return tuple(via)
 
-
     def plane_waypoints(self, src_vertex: str, dst_vertex: str, flow_key: int) -> tuple[str, ...]:
         """waypoints for flow key `flow_key` of a connection whose GPU owns several fabric planes: it leaves
         (enters) through plane flow_key mod its planes, so a connection split over `planes` keys uses each."""
@@ -77,7 +75,6 @@ class Walker:
             hit = self._via[key] = self._least_cost_via(src_vertex, dst_vertex, rails[0], rails[1])
         return hit
 
-
     def vertex_path(self, src_vertex: str, dst_vertex: str, flow_hash_: int = 0, offset: int = 0) -> list[str]:
         """One least-cost vertex path; at each branching hop the next vertex is picked by `flow_hash_`.
 
@@ -88,7 +85,6 @@ class Walker:
         for v in via + (dst_vertex,):
             path.extend(self.walk(path[-1], v, flow_hash_, offset, reachable=bool(via))[1:])
         return path
-
 
     def links(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int,
                via: "tuple[str, ...] | None" = None) -> list[int]:
@@ -110,7 +106,6 @@ class Walker:
                 out.extend(index[(p[i], p[i + 1])] for i in range(len(p) - 1))
             here = v
         return out
-
 
     def walk(self, src_vertex: str, dst_vertex: str, flow_hash_: int, offset: int = 0,
               reachable: bool = False) -> list[str]:
@@ -144,7 +139,6 @@ class Walker:
             path.append(v)
         return path
 
-
     def _hops(self, dag: dict, s: str, t: str, v: str) -> tuple[str, ...]:
         hops = dag.get(v)
         if hops is None:
@@ -152,7 +146,6 @@ class Walker:
             if not hops:
                 raise InfeasibleError(f"no route from {s} to {t} (stuck at {v})")
         return hops
-
 
     def equal_cost_paths(self, src_vertex: str, dst_vertex: str) -> list[tuple[int, ...]]:
         """All least-cost paths between two vertices, as directed link id tuples, sorted by vertex names.
