@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import click
 
 from simdist import __version__
-from simdist.errors import ScenarioError, SimdistError
+from simdist.errors import InfeasibleError, ScenarioError, SimdistError
 
 
 def _handle_errors(fn: Callable) -> Callable:
@@ -32,6 +32,8 @@ def _handle_errors(fn: Callable) -> Callable:
             issues = exc.issues if isinstance(exc, ScenarioError) else [str(exc)]
             for issue in issues:
                 click.echo(f"error: {issue}", err=True)
+            for hint in getattr(exc, "hints", ()):  # e.g. the fixes an out-of-memory refusal could take
+                click.echo(hint, err=True)
             sys.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
@@ -70,12 +72,16 @@ def _load(path: str, overrides: Sequence[str]):
 @_handle_errors
 def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> None:
     """Check scenario files and print every problem at once: what `run` refuses (exit 2), else a model that does
-    not fit in GPU memory (exit 3), each line as `run` words it."""
+    not fit in GPU memory (exit 3), each line as `run` words it, with the usual fixes; a sweep or plan file:
+    what `sweep` / `plan` refuse before a point runs."""
     from simdist.io.feasibility import check_report
+    from simdist.io.memory_hints import memory_hints
+    from simdist.io.sweep_check import sweep_file_issues
 
     code = 0
     for f in files:
-        issues, infeasible = check_report(f, list(overrides))
+        planned = sweep_file_issues(f, list(overrides))  # a sweep: or plan: file: what sweep / plan refuse
+        issues, infeasible = (planned, None) if planned is not None else check_report(f, list(overrides))
         if issues:
             code = 2
             for issue in issues:
@@ -84,6 +90,8 @@ def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> No
         elif infeasible is not None:
             code = code or infeasible.exit_code
             click.echo(f"{f}: {infeasible}", err=True)
+            for hint in memory_hints(infeasible, f, list(overrides)):
+                click.echo(hint, err=True)
         else:
             click.echo(f"{f}: ok")
     if code:
@@ -100,7 +108,13 @@ def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | 
     verb = {"estimate": "estimating", "simulate": "simulating"}.get(fidelity or scenario.run.fidelity.value, "running")
     with quiet(as_json):  # --json: no progress bar, even on a terminal; a pipe gets none either
         with Status(f"{verb} {scenario.name} ({scenario.cluster.num_gpus:,} GPUs)"):
-            result = simulate(scenario, fidelity=fidelity)
+            try:
+                result = simulate(scenario, fidelity=fidelity)
+            except InfeasibleError as err:  # out of memory: the usual fixes, tried on this scenario
+                from simdist.io.memory_hints import memory_hints
+
+                err.hints = memory_hints(err, file, list(overrides), scenario)
+                raise
             report = None if as_json else print_result(scenario, result)  # builds the topology again: inside
     if out:
         from simdist.results.writers import write_result_dir

@@ -70,3 +70,26 @@ def test_a_model_parallel_scenario_halves_its_pipeline_micro_batch():
     assert _memory_error(_load(base, {"training.recompute": "selective"})) is not None
     # 1F1B keeps as many micro-batches in flight on stage 0 as there are stages: more stages do not help here
     assert fixes["more pipeline stages"].fits is False
+
+
+def test_run_and_estimate_name_the_fixes_under_an_out_of_memory_refusal(tmp_path):
+    from click.testing import CliRunner
+
+    from simdist.cli import main
+
+    path = tmp_path / "gpt2xl.yaml"
+    path.write_text(yaml.safe_dump(GPT2XL, sort_keys=False))
+    for verb in ("run", "estimate"):
+        res = CliRunner().invoke(main, [verb, str(path), "--set", "workload.batch_per_gpu=64"])
+        lines = res.output.splitlines()
+        assert res.exit_code == 3 and lines[0].startswith("error: does not fit in GPU memory: needs 205 GiB")
+        assert lines[1].startswith("the usual fixes, each tried alone")
+        assert "  more pipeline stages: training.parallelism.pp 1 -> 2, training.parallelism.dp 32 -> 16 fits" in lines
+        assert ("  a smaller micro-batch: workload.batch_per_gpu 64 -> 16, training.grad_accumulation 1 -> 4 fits"
+                in lines)
+    res = CliRunner().invoke(main, ["check", str(path), "--set", "workload.batch_per_gpu=64"])
+    lines = res.output.splitlines()
+    assert res.exit_code == 3 and lines[0].startswith(f"{path}: does not fit in GPU memory: needs 205 GiB")
+    assert "  more pipeline stages: training.parallelism.pp 1 -> 2, training.parallelism.dp 32 -> 16 fits" in lines
+    res = CliRunner().invoke(main, ["run", str(path), "--set", "workload.batch_per_gpu=8"])
+    assert res.exit_code == 0 and "usual fixes" not in res.output  # nothing to fix

@@ -52,3 +52,17 @@ def test_base_issues_count_except_where_an_axis_sets_the_key(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump({**data, "plan": {"axes": {"communication.strategy": ["ring", "ps"]}}}))
     assert _paths(sweep_file_issues(path)) == ["workload.batch_per_gpu"]  # the axis replaces the bad strategy
+
+
+def test_check_on_a_plan_file_reports_what_plan_refuses(tmp_path):
+    from click.testing import CliRunner
+
+    from simdist.cli import main
+
+    good = _file(tmp_path, plan={"axes": {"communication.strategy": ["ring", "ps"]}})
+    res = CliRunner().invoke(main, ["check", str(good)])
+    assert res.exit_code == 0 and res.output == f"{good}: ok\n"  # the plan: block is not an unknown key here
+    bad = _file(tmp_path, plan={"axes": {"communication.strategy": ["ring"]}, "objective": "time_to_train"})
+    res = CliRunner().invoke(main, ["check", str(bad)])
+    assert res.exit_code == 2
+    assert res.output == f"{bad}: --objective: time_to_train needs a budget: --samples N or --tokens N\n"
