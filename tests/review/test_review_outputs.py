@@ -60,7 +60,7 @@ def test_plot_with_unknown_format_or_bad_folder_is_a_one_line_error(tmp_path):
 
 
 def test_compare_methods_errors_name_the_option_once():
-    from simdist.compare import parse_methods
+    from simdist.io.compare_input import parse_methods
     from simdist.errors import ScenarioError
 
     with pytest.raises(ScenarioError) as err:
