@@ -75,21 +75,21 @@ def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     t = scenario.training
     summary = {"iterations": n, "time_s": total, "iteration_time_s": iteration_s, "samples_per_s": samples,
                "phases": rows}
-    sync = dict(last.extra.get("sync", {}))
+    sync = last.sync
     if t.sync is SyncMode.HYBRID:
         s_it = switch_iteration(scenario)
         summary["switch_iteration"] = s_it
         summary["switch_fraction"] = s_it / n
-        sync = {**sync, "mode": "hybrid", "hybrid": summary}
+        sync = replace(sync, mode="hybrid", hybrid=summary)
     if t.batch_split is BatchSplit.DYNAMIC:
         summary["rebalance_every"] = t.rebalance_every
-    extra = {**last.extra, "sync": sync, "phases": summary,
+    extra = {**last.extra, "phases": summary,
              "simulated_iterations": sum(r.extra.get("simulated_iterations", 0) for r in results.values())}
     strategy = last.strategy and replace(last.strategy, batch_split=t.batch_split.value)
     times = tuple(x for _, count, s in parts for x in (results[s.training].iteration_time_s,) * count)
     return replace(last, iteration_time_s=iteration_s, throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
                    scaling_efficiency=last.scaling_efficiency * last.iteration_time_s / iteration_s,
-                   strategy=strategy, extra=extra, iterations=times)
+                   strategy=strategy, sync=sync, extra=extra, iterations=times)
 
 
 def _shrunk_cluster(scenario: Scenario, nodes_out: frozenset[int]):

@@ -12,7 +12,8 @@ from simdist.engine.state import result_header
 from simdist.graph.spans import stage_terms
 from simdist.results.mfu import cluster_mfu
 from simdist.results.records import (Breakdown, LinkUtilization, MpBreakdown, NodeGroupRow, ParallelismSummary,
-                                     RunResult, ShardingSummary, StageRow, StepRecord, StrategySummary, Throughput)
+                                     RunResult, ShardingSummary, StageRow, StepRecord, StrategySummary, SyncSummary,
+                                     Throughput)
 from simdist.scenario import Fidelity, Scenario
 from simdist.strategies.mp_plan import MpPlan
 from simdist.strategies.plan import IterationPlan
@@ -33,7 +34,7 @@ class Outcome:
     times: tuple[float, ...]
     simulated: int
     inferred: int
-    sync: dict
+    sync: SyncSummary
     records: tuple = ()
     links: tuple[LinkUtilization, ...] = ()
     class_period_s: dict[int, float] = field(default_factory=dict)  # per class: its iteration time

@@ -25,7 +25,7 @@ from simdist.strategies.data_parallel import bsp_graphs
 from simdist.strategies.interference import interference_of
 from simdist.strategies.local_sgd import local_compute_s
 from simdist.strategies.plan import IterationPlan, build_plan
-from simdist.strategies.sync_report import (ps_bytes_per_exchange, servers_row, staleness_stats, sync_common,
+from simdist.strategies.sync_report import (ps_bytes_per_exchange, servers_row, staleness_stats, sync_summary,
                                            worker_iteration_s)
 from simdist.topology.summary import link_assumptions
 
@@ -51,7 +51,6 @@ def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
              "compute_interference": {g.gpu.key: dict(g.gpu.comm_interference) for g in scenario.cluster.node_groups},
              "simulated_iterations": out.simulated,
              "inferred_iterations": out.inferred,
-             "sync": out.sync,
              "statistical_efficiency": statistical_efficiency(sim.context, layout, tp.samples_per_s, with_baseline),
              "mfu": run_mfu(scenario, tp.samples_per_s)}
     if loader is not None:
@@ -59,12 +58,14 @@ def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     if scenario.workload.single_gpu_throughput is not None:
         extra["single_gpu_throughput"] = {"measured_samples_per_s": scenario.workload.single_gpu_throughput,
                                           "batch_per_gpu": scenario.workload.batch_per_gpu}
+    sync = out.sync
     if plan.sharded is not None:
-        out.sync["wire_bytes_per_iteration"] = plan.sharded.payload_bytes()
+        sync = replace(sync, wire_bytes_per_iteration=plan.sharded.payload_bytes())
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=out.iteration_s, throughput=tp,
                      scaling_efficiency=(layout.global_batch / out.iteration_s) / layout.single_gpu_samples_per_s,
                      breakdown_s=breakdown(gpu_out, plan.sharded is not None), memory=plan.memory, links=out.links,
                      strategy=strategy_summary(scenario, plan), node_groups=node_groups(scenario, layout, out),
+                     sync=sync,
                      extra=extra, iterations=out.times, records=out.records)
 
 
@@ -128,9 +129,8 @@ def _lockstep_outcome(sim: Simulation, plan: Plan, ran: Ran) -> Outcome:
     per_exchange = ps_bytes_per_exchange(layout, ctx.group.ranks, ctx.servers,
                                          len(ctx.group.nodes[0]) if scenario.communication.ps_aggregation == "node" else 1)
     rate = {sv: b / (ran.iteration_s * period) for sv, b in per_exchange.items()}
-    sync = sync_common(scenario, layout, [b / ran.iteration_s for b in layout.rank_samples()], period)
-    sync["staleness"] = {"mean": 0.0, "max": 0}
-    sync["servers"] = servers_row(scenario, ctx, rate, rate, 1.0, simulated)
+    sync = sync_summary(scenario, layout, [b / ran.iteration_s for b in layout.rank_samples()], period,
+                        {"mean": 0.0, "max": 0}, servers_row(scenario, ctx, rate, rate, 1.0, simulated))
     if plan.local_steps is None:
         compute, optimizer = layout.compute_s, layout.optimizer_s
     else:
@@ -175,13 +175,10 @@ def _run_async(sim: Simulation, run_plan: Plan) -> Outcome:
     rates = [s / x for s, x in zip(samples, per_iter)]
     aggregate = sum(rates)
     iteration_s = plan.global_batch / aggregate
-    sync = sync_common(scenario, plan, rates, 1)
-    sync["aggregate_samples_per_s"] = aggregate
-    sync["staleness"] = staleness_stats(policy.staleness)
-    if bound is not None:
-        sync["staleness_bound"] = bound
-    sync["servers"] = servers_row(scenario, ctx, policy.server_in_bytes, policy.server_out_bytes, float(sim.env.now),
-                                  simulated)
+    servers = servers_row(scenario, ctx, policy.server_in_bytes, policy.server_out_bytes, float(sim.env.now),
+                          simulated)
+    sync = sync_summary(scenario, plan, rates, 1, staleness_stats(policy.staleness), servers,
+                        aggregate_samples_per_s=aggregate, staleness_bound=bound)
     comm_busy = sum(m * statistics.fmean(log.class_comm_busy_s[g.rank_class.index][run.warmup:]
                                          or log.class_comm_busy_s[g.rank_class.index][-1:])
                     for m, g in zip(sizes, graphs)) / n

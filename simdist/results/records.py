@@ -134,6 +134,30 @@ class StrategySummary:
 
 
 @dataclass(frozen=True)
+class SyncSummary:
+    """How a data-parallel run synchronised: its mode, every worker's samples/s, each worker's bytes into the
+    exchange per iteration, the stragglers, observed staleness (`staleness_bound`: ssp's), the parameter
+    servers' load (null without them); `local_steps` local SGD's period, `aggregate_samples_per_s` the
+    asynchronous modes' sum, `hybrid` a hybrid run's phases."""
+
+    mode: str
+    per_worker_samples_per_s: list[float]
+    min_worker_samples_per_s: float
+    max_worker_samples_per_s: float
+    wire_bytes_per_iteration: float
+    stragglers: dict[str, float]
+    staleness: dict[str, float]
+    servers: list[dict[str, Any]] | None
+    local_steps: int | None = None
+    aggregate_samples_per_s: float | None = None
+    staleness_bound: int | None = None
+    hybrid: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(self)
+
+
+@dataclass(frozen=True)
 class StageRow:
     """One pipeline stage: its chunks' layers, parameters per GPU and per-iteration seconds of each activity."""
 
@@ -221,7 +245,8 @@ class RunResult:
     strategy: StrategySummary | None = None  # a training run's
     parallelism: ParallelismSummary | None = None  # a model-parallel run's
     node_groups: tuple[NodeGroupRow, ...] | None = None  # a data-parallel run's
-    extra: dict[str, Any] = field(default_factory=dict)  # added keys (sync, cost, mfu, ...)
+    sync: SyncSummary | None = None  # a data-parallel run's
+    extra: dict[str, Any] = field(default_factory=dict)  # added keys (cost, mfu, ...)
     iterations: tuple[float, ...] = ()  # per-iteration times (for iterations.csv), not in the JSON
     records: tuple[StepRecord, ...] = ()  # timeline (for trace.json), not in the JSON
 
@@ -249,4 +274,4 @@ class RunResult:
         return out
 
 
-RECORD_KEYS = ("strategy", "parallelism", "node_groups")  # RunResult's typed records, top-level keys of the JSON
+RECORD_KEYS = ("strategy", "parallelism", "node_groups", "sync")  # RunResult's typed records (top-level JSON keys)

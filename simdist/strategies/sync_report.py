@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Mapping, Sequence
 
+from simdist.results.records import SyncSummary
 from simdist.scenario import Scenario, StrategyKind, SyncMode
 from simdist.strategies.async_ps import worker_payload_bytes
 from simdist.strategies.plan import IterationPlan
@@ -81,15 +82,13 @@ def servers_row(scenario: Scenario, ctx, in_bytes, out_bytes, elapsed_s, simulat
     return server_load(ctx.topology, ctx.servers, in_bytes, out_bytes, elapsed_s, util)
 
 
-def sync_common(scenario: Scenario, plan: IterationPlan, rates: list[float], period: int) -> dict:
-    """The `sync` keys every data-parallel mode reports: per-worker rates, wire bytes, stragglers."""
+def sync_summary(scenario: Scenario, plan: IterationPlan, rates: list[float], period: int,
+                 staleness: dict[str, float], servers: list[dict] | None, **asynchronous) -> SyncSummary:
+    """A data-parallel run's `sync`: per-worker rates, wire bytes, stragglers, staleness and servers
+    (`asynchronous`: the asp / ssp figures, aggregate_samples_per_s and staleness_bound)."""
     t = scenario.training
     stragglers = sorted((r, c.rank_class.slowdown) for c in plan.classes if c.rank_class.slowdown != 1.0
                         for r in c.rank_class.ranks)
-    out = {"mode": t.sync.value, "per_worker_samples_per_s": rates,
-           "min_worker_samples_per_s": min(rates), "max_worker_samples_per_s": max(rates),
-           "wire_bytes_per_iteration": wire_bytes_per_iteration(plan) / period,
-           "stragglers": {f"gpu:{r}": x for r, x in stragglers}}
-    if t.sync == SyncMode.LOCAL_SGD:
-        out["local_steps"] = period
-    return out
+    return SyncSummary(t.sync.value, rates, min(rates), max(rates), wire_bytes_per_iteration(plan) / period,
+                       {f"gpu:{r}": x for r, x in stragglers}, staleness, servers,
+                       local_steps=period if t.sync == SyncMode.LOCAL_SGD else None, **asynchronous)

@@ -46,8 +46,8 @@ def test_hybrid_switches_from_asp_to_bsp_at_the_given_iteration(fidelity, switch
     total = s * ta + (n - s) * tb
     assert r.iteration_time_s == pytest.approx(total / n, rel=1e-12)
     assert r.throughput.samples_per_s == pytest.approx(n * 4 * 32 / total, rel=1e-12)
-    h = r.extra["sync"]["hybrid"]
-    assert r.extra["sync"]["mode"] == "hybrid" and h["switch_iteration"] == s
+    h = r.sync.hybrid
+    assert r.sync.mode == "hybrid" and h["switch_iteration"] == s
     assert [(p["sync"], p["first_iteration"], p["iterations"]) for p in h["phases"]] == [("asp", 0, s),
                                                                                         ("bsp", s, n - s)]
     assert h["phases"][0]["iteration_time_s"] == pytest.approx(ta) and h["time_s"] == pytest.approx(total)
