@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from simdist.cli import main
 from simdist.io.overrides import set_path
-from tests.engine.test_every_key import CASES, _resolve
+from tests.engine.test_every_key import BENCH, CASES, STRAGGLER as STRAGGLER_RUN, TRAIN, _resolve
 
 REAL_CATALOGS = True  # conftest: the real catalogs (the scenarios name real hardware)
 MEMORY = "does not fit in GPU memory"
@@ -52,17 +52,32 @@ def assert_check_equals_run(data: dict, path) -> None:
 
 
 REFUSED = sorted(k for k, case in CASES.items() if case[3] not in ("changes", "same"))
+UNREAD = [(BENCH, {"training.optimizer": "adam"}), (BENCH, {"communication.overlap": False}),
+          (BENCH, {"run.iterations": 5}), (BENCH, {"workload.grad_dtype": "fp16"}), (BENCH, STRAGGLER_RUN),
+          (TRAIN, {"training.staleness": 2, "training.local_steps": 4}), (TRAIN, {"communication.ps": {"servers": 4}}),
+          (TRAIN, {"communication.hierarchical": {"inter": "tree"}}),
+          (TRAIN, {**STRAGGLER_RUN, "failures.recovery": {"restart": "1 min"}}),
+          (TRAIN, {"failures": {"random": {"repair": "1 h"}}})]  # tests/io/test_relevance.py's refusals
+
+
+def _refused(base: dict, changes: dict, tmp_path) -> None:
+    data = copy.deepcopy(base)
+    for dotted, value in changes.items():
+        set_path(data, dotted.split("."), copy.deepcopy(value))
+    (check_code, check_lines), (run_code, run_lines) = check_and_run(data, tmp_path / "s.yaml")
+    assert run_code == 2
+    assert (check_code, check_lines) == (run_code, run_lines)
 
 
 @pytest.mark.parametrize("key", REFUSED)
 def test_every_key_refusal_is_checked(key, tmp_path):
     base, context, change, _ = CASES[key]
-    data = copy.deepcopy(base)
-    for dotted, value in {**_resolve(tmp_path, context), **_resolve(tmp_path, change)}.items():
-        set_path(data, dotted.split("."), copy.deepcopy(value))
-    (check_code, check_lines), (run_code, run_lines) = check_and_run(data, tmp_path / "s.yaml")
-    assert run_code == 2
-    assert (check_code, check_lines) == (run_code, run_lines)
+    _refused(base, {**_resolve(tmp_path, context), **_resolve(tmp_path, change)}, tmp_path)
+
+
+@pytest.mark.parametrize("base, changes", UNREAD)
+def test_every_unread_key_refusal_is_checked(base, changes, tmp_path):
+    _refused(base, changes, tmp_path)
 
 
 # ----------------------------------------------------------------------------- generated scenarios
@@ -106,8 +121,10 @@ def scenarios(draw) -> dict:
                   "run": {"iterations": 3, "warmup": 1, "fidelity": "estimate"}}
     comm: dict = {"strategy": draw(st.sampled_from(STRATEGIES))}
     if comm["strategy"] == "ps":
-        comm["ps"] = {"servers": draw(st.sampled_from((1, 2))), "placement": draw(st.sampled_from(("colocated",
-                                                                                                  "dedicated")))}
+        comm["ps"] = {"servers": draw(st.sampled_from((1, 2))),
+                      "placement": draw(st.sampled_from(("colocated", "dedicated", "host")))}
+        if comm["ps"]["placement"] == "host" and not _wild(draw):
+            comm["ps"]["server"] = "cpu"
     data["communication"] = comm
     if draw(st.integers(0, 7)) == 0:  # a collective benchmark, sometimes with training or bucket keys
         data["workload"] = {"benchmark": {"op": draw(st.sampled_from(("all_reduce", "all_gather"))),
@@ -126,6 +143,13 @@ def scenarios(draw) -> dict:
         workload["batch_per_gpu"] = draw(st.sampled_from((1, 2, 4, 8, 16)))
     else:
         workload["global_batch"] = gpus * draw(st.sampled_from((2, 4))) if not _wild(draw) else 6
+    if draw(st.integers(0, 7)) == 0:  # the host CPU feeding the GPUs
+        workload["input_pipeline"] = {"workers_per_gpu": 2, "host_cores": draw(st.sampled_from((2, 8))),
+                                      "cpu_per_sample": "4 ms"}
+    if draw(st.integers(0, 9)) == 0 and (model != "gpt2-xl" or _wild(draw)):
+        workload["single_gpu_throughput"] = draw(st.sampled_from((50, 500)))
+    if draw(st.integers(0, 29)) == 0:  # no conv model here: refused
+        workload["memory_format"] = "nchw"
     data["workload"] = workload
     ps = comm["strategy"] == "ps"
     syncs = SYNCS if _wild(draw) else (("bsp", "asp", "ssp", "hybrid") if ps else ("bsp", "local_sgd"))
