@@ -132,7 +132,7 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
         parts.append(format_phases(result.extra["phases"]))
     if result.goodput:  # failure runs (simdist/failures/report.py)
         parts.append(format_goodput(result.goodput))
-    cost = cost_text(result.extra.get("cost"))
+    cost = cost_text(result.cost.to_dict() if result.cost else None)
     if cost:
         parts.append(format_pairs([("cost", cost)], title="== cost (catalog prices, `simdist catalog gpus`) =="))
     if result.links:

@@ -13,7 +13,7 @@ from simdist.engine.context import FabricContext, build_context, context_key
 from simdist.engine.context_cache import estimate_context
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.results.cost import cluster_price_per_hour, cost_summary
-from simdist.results.records import RunResult
+from simdist.results.records import Cost, RunResult
 from simdist.scenario import Fidelity, Scenario
 
 
@@ -69,9 +69,9 @@ def with_cost(scenario: Scenario, result: RunResult) -> RunResult:
     failures, from the goodput ratio); a benchmark result, which trains nothing, its price per hour only.
     """
     if scenario.workload.benchmark is not None:
-        cost = {"price_per_hour_usd": cluster_price_per_hour(scenario)}
+        cost = Cost(cluster_price_per_hour(scenario))
     else:
         tp = result.throughput
         ratio = result.goodput.get("ratio") if isinstance(result.goodput, dict) else None
         cost = cost_summary(scenario, tp.samples_per_s if tp else None, tp.tokens_per_s if tp else None, ratio)
-    return replace(result, extra={**result.extra, "cost": cost})
+    return replace(result, cost=cost)

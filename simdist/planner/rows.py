@@ -149,7 +149,7 @@ def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
     samples = tp.samples_per_s if tp else None
     tokens = tp.tokens_per_s if tp else None
     goodput = (result.goodput or {}).get("ratio") if isinstance(result.goodput, dict) else None
-    cost = result.extra["cost"]  # priced once, where the result is made (engine/simulation.py with_cost)
+    cost = result.cost  # priced once, where the result is made (engine/state.py with_cost)
     return {
         "status": STATUS_OK, "reason": "", "fidelity": result.fidelity, "gpus": result.gpus,
         "iteration_time_s": result.iteration_time_s, "samples_per_s": samples, "tokens_per_s": tokens,
@@ -158,8 +158,8 @@ def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
         "exposed_communication_s": bd.exposed_communication if bd else None,
         "compression_s": bd.compression if bd else None, "optimizer_s": bd.optimizer if bd else None,
         "memory_per_gpu_bytes": mem.per_gpu_bytes if mem else None, "memory_fits": mem.fits if mem else None,
-        "cost_per_hour_usd": cost["price_per_hour_usd"], "cost_per_sample_usd": cost.get("per_sample_usd"),
-        "cost_per_token_usd": cost.get("per_token_usd"),
+        "cost_per_hour_usd": cost.price_per_hour_usd, "cost_per_sample_usd": getattr(cost, "per_sample_usd", None),
+        "cost_per_token_usd": getattr(cost, "per_token_usd", None),
         "goodput_ratio": goodput, "meets_constraints": True,
     }
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from simdist.results.records import TrainingCost
+
 HOUR_S = 3600.0
 
 
@@ -17,7 +19,7 @@ def cluster_price_per_hour(scenario: Any) -> float:
 
 
 def cost_summary(scenario: Any, samples_per_s: float | None, tokens_per_s: float | None,
-                 goodput_ratio: float | None = None) -> dict[str, Any]:
+                 goodput_ratio: float | None = None) -> TrainingCost:
     """{price_per_hour_usd, per_sample_usd, per_token_usd, per_useful_sample_usd, per_useful_token_usd,
     gpu_price_per_hour_usd, gpu_price_source}: each GPU's price with its basis and date, so a reader can see
     what the cost rests on (a catalog list price of some month, or the scenario's own)."""
@@ -33,10 +35,9 @@ def cost_summary(scenario: Any, samples_per_s: float | None, tokens_per_s: float
     for g in scenario.cluster.node_groups:
         kinds[g.gpu.key] = g.gpu.price_per_hour_usd
         sources[g.gpu.key] = price_source(g.gpu)
-    return {"price_per_hour_usd": price, "per_sample_usd": per(samples_per_s), "per_token_usd": per(tokens_per_s),
-            "per_useful_sample_usd": per(samples_per_s, goodput_ratio) if goodput_ratio is not None else None,
-            "per_useful_token_usd": per(tokens_per_s, goodput_ratio) if goodput_ratio is not None else None,
-            "gpu_price_per_hour_usd": kinds, "gpu_price_source": sources}
+    return TrainingCost(price, per(samples_per_s), per(tokens_per_s),
+                        per(samples_per_s, goodput_ratio) if goodput_ratio is not None else None,
+                        per(tokens_per_s, goodput_ratio) if goodput_ratio is not None else None, kinds, sources)
 
 
 def price_source(gpu: Any) -> dict[str, str]:

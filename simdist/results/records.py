@@ -158,6 +158,29 @@ class SyncSummary:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What the cluster costs per hour (every GPU at its price): a benchmark result's whole cost."""
+
+    price_per_hour_usd: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(self)
+
+
+@dataclass(frozen=True)
+class TrainingCost(Cost):
+    """A training result's cost: per sample and token (per useful one under failures, by the goodput ratio;
+    null where the run has none), and each GPU kind's price with its basis and date."""
+
+    per_sample_usd: float | None
+    per_token_usd: float | None
+    per_useful_sample_usd: float | None
+    per_useful_token_usd: float | None
+    gpu_price_per_hour_usd: dict[str, float]
+    gpu_price_source: dict[str, dict[str, str]]
+
+
+@dataclass(frozen=True)
 class StageRow:
     """One pipeline stage: its chunks' layers, parameters per GPU and per-iteration seconds of each activity."""
 
@@ -246,6 +269,7 @@ class RunResult:
     parallelism: ParallelismSummary | None = None  # a model-parallel run's
     node_groups: tuple[NodeGroupRow, ...] | None = None  # a data-parallel run's
     sync: SyncSummary | None = None  # a data-parallel run's
+    cost: Cost | None = None  # every run's, priced where it is made (engine/state.py with_cost)
     extra: dict[str, Any] = field(default_factory=dict)  # added keys (cost, mfu, ...)
     iterations: tuple[float, ...] = ()  # per-iteration times (for iterations.csv), not in the JSON
     records: tuple[StepRecord, ...] = ()  # timeline (for trace.json), not in the JSON
@@ -274,4 +298,4 @@ class RunResult:
         return out
 
 
-RECORD_KEYS = ("strategy", "parallelism", "node_groups", "sync")  # RunResult's typed records (top-level JSON keys)
+RECORD_KEYS = ("strategy", "parallelism", "node_groups", "sync", "cost")  # RunResult's typed records (top-level JSON keys)

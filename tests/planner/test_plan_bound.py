@@ -44,7 +44,7 @@ def test_the_bound_holds_on_every_candidate(base):
         b = compute_bound(s)
         r = simulate(s, fidelity="estimate")
         assert b is not None and r.throughput.samples_per_s <= b.samples_per_s
-        assert r.extra["cost"]["price_per_hour_usd"] == b.price_per_hour
+        assert r.cost.price_per_hour_usd == b.price_per_hour
 
 
 def test_a_bound_that_fails_on_an_estimated_point_stops_the_skipping(base, monkeypatch):

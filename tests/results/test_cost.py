@@ -16,6 +16,6 @@ def test_price_and_per_sample_cost():
     price = 128 * scenario.cluster.node_groups[0].gpu.price_per_hour_usd
     assert cluster_price_per_hour(scenario) == pytest.approx(price)
     cost = cost_summary(scenario, samples_per_s=1000.0, tokens_per_s=None, goodput_ratio=0.5)
-    assert cost["per_sample_usd"] == pytest.approx(price / 3600 / 1000)
-    assert cost["per_useful_sample_usd"] == pytest.approx(2 * cost["per_sample_usd"])
-    assert cost["per_token_usd"] is None and cost["gpu_price_per_hour_usd"] == {"a100-sxm4-80gb": price / 128}
+    assert cost.per_sample_usd == pytest.approx(price / 3600 / 1000)
+    assert cost.per_useful_sample_usd == pytest.approx(2 * cost.per_sample_usd)
+    assert cost.per_token_usd is None and cost.gpu_price_per_hour_usd == {"a100-sxm4-80gb": price / 128}

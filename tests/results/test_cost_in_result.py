@@ -40,8 +40,8 @@ def test_the_planner_row_reads_the_result_cost():
     s = load_data(copy.deepcopy(TRAIN))
     r = simulate(s, fidelity="estimate")
     row = result_values(s, r)
-    assert row["cost_per_hour_usd"] == r.extra["cost"]["price_per_hour_usd"]
-    assert row["cost_per_sample_usd"] == r.extra["cost"]["per_sample_usd"]
+    assert row["cost_per_hour_usd"] == r.cost.price_per_hour_usd
+    assert row["cost_per_sample_usd"] == r.cost.per_sample_usd
 
 
 def test_a_user_price_moves_the_cost():
