@@ -250,13 +250,17 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
     s = result.strategy.to_dict() if result.strategy else {}
     tp = result.throughput
     pairs = [
-        ("strategy", f"{s.get('name')} (backend {s.get('backend')}{_ps_text(scenario)}, {s.get('buckets')} buckets, "
+        ("strategy", f"{s.get('name')} (backend {s.get('backend')}{_ps_text(scenario)}, {s.get('buckets')} "
+                     f"bucket{'' if s.get('buckets') == 1 else 's'}, "
                      f"overlap {s.get('overlap')}, compression {_compression_text(s)})"),
     ]
     if result.parallelism:
         pairs.append(("parallelism", _parallelism_text(result.parallelism.to_dict())))
+    p = result.parallelism.to_dict() if result.parallelism else {}
     pairs += [
-        ("global batch", f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"
+        ("global batch", f"{s.get('global_batch')} ({p.get('micro_batches')} micro-batches of {p.get('micro_batch')} "
+                         f"per pipeline x dp {p.get('dp')})" if p else
+                         f"{s.get('global_batch')} ({s.get('batch_per_gpu')} per GPU x {s.get('grad_accumulation')} micro-steps)"
                          if s.get("batch_split", "equal") == "equal" else
                          f"{s.get('global_batch')} (split {s.get('batch_split')} over the node groups, "
                          f"x {s.get('grad_accumulation')} micro-steps)"),

@@ -50,6 +50,7 @@ def test_model_parallel_report_has_mfu_bubble_and_tp(tmp_path):
     model_tflops = data["mfu"] * 312e12 / 1e12  # the A100's dense fp16 peak
     assert f"{model_tflops:,.1f} (model FLOPs)" in tflops
     assert "tp 2 x pp 2 x dp 4" in _line(text, "parallelism")
+    assert "16 (4 micro-batches of 1 per pipeline x dp 4)" in _line(text, "global batch")
     bubble = _line(text, "pipeline bubble")
     assert f"{data['breakdown_s']['pipeline_bubble'] / data['iteration_time_s']:.1%}" in bubble
     assert _line(text, "tensor-parallel communication")
