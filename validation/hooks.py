@@ -20,6 +20,7 @@ from simdist.compression import make_codec
 from simdist.compression.onebit import padded_elements
 from simdist.compression.quantize import int_width_bytes
 from simdist.compression.sparse import kept_elements
+from simdist.io.compare_input import check_codec
 from simdist.scenario import CompressionMethod, CompressionSpec
 
 Shapes = Sequence[tuple[int, ...]]
@@ -310,13 +311,13 @@ CODECS: dict[CompressionMethod, Callable[..., GradCodec]] = {
 
 
 def codec_for(method: str | CompressionMethod, seed: int = 0, **params: Any) -> GradCodec:
-    """A fresh per-worker codec; parameters are checked by simdist's make_codec (ScenarioError)."""
+    """A fresh per-worker codec; parameters are checked as a scenario's are (io.compare_input.check_codec:
+    ScenarioError naming each)."""
     try:
         method = CompressionMethod(method)
     except ValueError:
-        pass  # make_codec raises the ScenarioError naming the method
-    spec = _spec(method, **params)  # type: ignore[arg-type]
-    make_codec(spec)
+        pass  # check_codec raises the ScenarioError naming the method
+    spec = check_codec(_spec(method, **params))  # type: ignore[arg-type]
     return CODECS[spec.method](seed=seed, **params)
 
 

@@ -1,6 +1,6 @@
 """What `simdist compare` and `simdist.breakeven` take, checked before anything runs: the codec list (`--methods`),
 the NIC bandwidths, and every codec variant of the scenario against io.rules (a codec the run would refuse, e.g.
-with tp or pp, is refused here with its key)."""
+with tp or pp, is refused here with its key); and a codec spec built in code (`check_codec`)."""
 from __future__ import annotations
 
 import math
@@ -11,6 +11,15 @@ from simdist.errors import Issue, ScenarioError
 from simdist.io.rules import rules
 from simdist.io.rules_training import codec_issues
 from simdist.scenario import CompressionMethod, CompressionSpec, Scenario
+
+
+def check_codec(spec: CompressionSpec) -> CompressionSpec:
+    """A compression spec built in code (compare's --methods, validation's codecs): ScenarioError naming each
+    parameter that does not belong to its method (io.rules_training.codec_issues, as a scenario's)."""
+    issues = codec_issues(spec)
+    if issues:
+        raise ScenarioError(issues)
+    return spec
 
 
 def parse_methods(text: str) -> list[CompressionSpec]:

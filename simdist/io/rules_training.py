@@ -219,7 +219,10 @@ def codec_issues(spec: CompressionSpec, path: str = "communication.compression")
     """A compression spec's parameters belong to its method: topk and randomk need a ratio in (0, 1], only they
     take one, only powersgd takes a rank (>= 1), and error feedback can be turned off only where a codec keeps a
     residual."""
-    method = CompressionMethod(spec.method)
+    try:
+        method = CompressionMethod(spec.method)
+    except ValueError:  # a spec built in code (the schema admits only these names)
+        return [bad_value(f"{path}.method", spec.method, "one of " + ", ".join(m.value for m in CompressionMethod))]
     out = []
     r = spec.ratio
     if method in USES_RATIO and r is None:

@@ -7,6 +7,7 @@ from simdist.compression import (Bf16Codec, Bucket, Collective, Fp16Codec, Int8C
 from simdist.compression.powersgd import Matrix
 from simdist.compression.quantize import int_width_bytes
 from simdist.errors import ScenarioError
+from simdist.io.compare_input import check_codec
 from simdist.scenario import CompressionMethod as M, CompressionSpec
 from tests.compression.hw import A100
 
@@ -158,8 +159,9 @@ def test_empty_bucket_has_no_collectives():
     (CompressionSpec("zip"), "communication.compression.method"),
 ])
 def test_bad_parameters_name_their_yaml_path(spec, path):
+    """io/ refuses them (a scenario's through io.rules, a spec built in code through check_codec)."""
     with pytest.raises(ScenarioError) as err:
-        make_codec(spec)
+        check_codec(spec)
     assert err.value.issues[0].path == path
 
 

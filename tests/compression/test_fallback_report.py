@@ -10,6 +10,7 @@ from simdist.compression.report import compression_report
 from simdist.compression.sparse import TopKCodec
 from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
+from simdist.io.compare_input import check_codec
 from simdist.io.load import load_data
 from simdist.report import print_result
 from simdist.scenario import CompressionMethod, CompressionSpec
@@ -74,5 +75,5 @@ def test_compression_never_sends_more_over_links_than_dense(method, params, work
 
 def test_error_feedback_off_is_refused_where_there_is_none():
     with pytest.raises(ScenarioError, match="communication.compression.error_feedback"):
-        make_codec(CompressionSpec(CompressionMethod.INT8, error_feedback=False))
+        check_codec(CompressionSpec(CompressionMethod.INT8, error_feedback=False))
     make_codec(CompressionSpec(CompressionMethod.ONEBIT, error_feedback=False))
