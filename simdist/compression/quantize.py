@@ -97,23 +97,28 @@ class Int8Codec(CodecBase):
                 f"no smaller than the {b.elem_bytes:g}-byte gradients: the dense all_reduce runs")
 
     def _encode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        """The hook's tensor ops, one pass each: per-tensor abs().max(), the per-element scale
-        (repeat_interleave), y = g / scale * levels, u = rand(), floor(y + u), clamp, cast to the wire integer."""
+        """The hook's tensor ops (validation/hooks.py Int8Codec), one pass each: per-tensor abs().max(), the
+        scales stacked and zeros replaced (stack, gt, ones_like, where: four tiny kernels), the per-element
+        scale (repeat_interleave), y = g.float() / scale * levels (float() casts only non-fp32 gradients),
+        u = rand(), floor(y + u), clamp, cast to the wire integer."""
         w = self.wire_elem_bytes(n_workers) or 4
         n, v, t = b.numel, b.elem_bytes, b.tensors
+        cast = [Kernel("to_float_in", n * (v + 4), alloc_bytes=4 * n)] if v != 4 else []
         return [
             Kernel("abs", 2 * n * v, launches=t, alloc_bytes=n * v), Kernel("max", n * v, launches=t),
+            Kernel("scales_stack_where", 4 * 4 * t, launches=4, alloc_bytes=4 * 4 * t),
             Kernel("repeat_interleave", 4 * n, alloc_bytes=4 * n),
-            Kernel("divide_by_scale", n * (v + 8), alloc_bytes=4 * n), Kernel("times_levels", 8 * n, alloc_bytes=4 * n),
+            *cast, Kernel("divide_by_scale", 12 * n, alloc_bytes=4 * n), Kernel("times_levels", 8 * n, alloc_bytes=4 * n),
             Kernel("rand", 4 * n, op="rng", count=n, alloc_bytes=4 * n),
             Kernel("add_noise", 12 * n, alloc_bytes=4 * n), Kernel("floor", 8 * n, alloc_bytes=4 * n), Kernel("clamp", 8 * n),
             Kernel("to_int", n * (4 + w), alloc_bytes=n * w),
         ]
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
-        """sum.float() * scale / (levels x N), back in the gradient dtype."""
+        """sum.float() * scale / (levels x N), back in the gradient dtype, and the hook's copy of the result
+        into the bucket (codec_hook: buf.copy_)."""
         w = self.wire_elem_bytes(n_workers) or 4
         n, v = b.numel, b.elem_bytes
         cast = [Kernel("to_grad_dtype", n * (4 + v), alloc_bytes=n * v)] if v != 4 else []
         return [Kernel("to_float", n * (w + 4), alloc_bytes=4 * n), Kernel("times_scale", 12 * n, alloc_bytes=4 * n),
-                Kernel("divide", 8 * n, alloc_bytes=4 * n), *cast]
+                Kernel("divide", 8 * n, alloc_bytes=4 * n), *cast, Kernel("copy_into_bucket", 2 * n * v)]

@@ -57,6 +57,11 @@ class SparseCodec(CodecBase):
         # the residual keeps what was not sent: x[idx] = 0 (scattered writes)
         return [self._scatter("ef_zero_sent", b, idx_bytes, self.k(b))] if self.error_feedback else []
 
+    @staticmethod
+    def _copy_into_bucket(b: Bucket) -> Kernel:
+        """codec_hook's buf.copy_(result): the averaged gradient written back into DDP's bucket."""
+        return Kernel("copy_into_bucket", 2 * b.dense_bytes)
+
     def _state_bytes(self, b: Bucket, n_workers: int) -> float:
         return b.dense_bytes if self.error_feedback else 0.0
 
@@ -90,13 +95,21 @@ class TopKCodec(SparseCodec):
         ]
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
+        """The all_gather into a list of N rows (the backend gathers into a flat buffer and copies each row out:
+        N copies), zeros_like, the indices' contiguous() and .long(), the values' reshape (a strided slice: a
+        copy), one index_add_ of all N x k pairs, the average, and the hook's copy into the bucket."""
         k, idx = self.k(b), index_bytes(b.numel)
         pairs = n_workers * k
         return [
+            Kernel("gather_row_copies", 2 * pairs * (b.elem_bytes + idx), launches=n_workers,
+                   alloc_bytes=pairs * (b.elem_bytes + idx)),
             Kernel("zero_fill", b.dense_bytes, alloc_bytes=b.dense_bytes),
-            Kernel("unpack_indices", pairs * (2 * idx + idx + 8)),  # contiguous(), .long()
+            Kernel("unpack_indices", pairs * (2 * idx + idx + 8), launches=2,
+                   alloc_bytes=pairs * (idx + 8)),  # contiguous(), .long()
+            Kernel("values_reshape", 2 * pairs * b.elem_bytes, alloc_bytes=pairs * b.elem_bytes),
             self._scatter("index_add", b, 8, pairs),  # every worker's k pairs added into the dense buffer
             Kernel("average", 2 * b.dense_bytes),
+            self._copy_into_bucket(b),
         ]
 
 
@@ -131,11 +144,13 @@ class RandomKCodec(SparseCodec):
         ]
 
     def _decode_kernels(self, b: Bucket, n_workers: int) -> list[Kernel]:
+        """zeros_like, the k summed values / N, one scatter, and the hook's copy into the bucket."""
         k = self.k(b)
         return [
             Kernel("zero_fill", b.dense_bytes, alloc_bytes=b.dense_bytes),
-            Kernel("average", 2 * k * b.elem_bytes),
+            Kernel("average", 2 * k * b.elem_bytes, alloc_bytes=k * b.elem_bytes),
             self._scatter("scatter", b, 8, k),
+            self._copy_into_bucket(b),
         ]
 
 

@@ -52,10 +52,11 @@ def test_randomk_on_a_cpu_is_its_permutation_of_the_whole_bucket():
 
 
 def test_int8_decode_hand_calculation_on_a_cpu():
-    # sum.float() (1 + 4 bytes), * scale (12), / (levels x N) (8), each allocating 4 bytes per element
+    # sum.float() (1 + 4 bytes), * scale (12), / (levels x N) (8), each allocating 4 bytes per element, then the
+    # hook's buf.copy_ of the result into the bucket (8, in place)
     n = N_MLP
     dec = Int8Codec().decode_kernels(MLP, 4, 4)
-    expected = 3 * R.op_overhead_s + (n * 5 + 12 * n + 8 * n) / R.stream_Bps + 3 * 4 * n / R.first_touch_Bps
+    expected = 4 * R.op_overhead_s + (n * 5 + 12 * n + 8 * n + 8 * n) / R.stream_Bps + 3 * 4 * n / R.first_touch_Bps
     assert CpuProcessor.reference().time_s(dec) == pytest.approx(expected)
 
 
