@@ -75,8 +75,8 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
         "intra-node": ", ".join(sorted({g.intra_node.key + (" (default: no intra_node given)" if g.intra_node_default
                                                             else "") for g in cluster.node_groups})),
         "nic per node": ", ".join(sorted({f"{g.nic.count} x {format_bandwidth(g.nic.link.bandwidth_Bps)}"
-                                          f" ({g.nic.link.name}, efficiency {g.nic.link.efficiency:.3g}"
-                                          f" = {g.nic.link.efficiency_basis or 'given'}{_caps(g.nic.link)})"
+                                          f" ({g.nic.link.name} link, {g.nic.link.efficiency:.3g} of line rate achieved:"
+                                          f" {g.nic.link.efficiency_basis or 'given'}{_caps(g.nic.link)})"
                                           for g in cluster.node_groups})),
         "nic path": ", ".join(sorted({"GPUDirect RDMA" if g.nic.gpudirect else g.nic.staging
                                       for g in cluster.node_groups})),
