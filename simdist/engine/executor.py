@@ -1,7 +1,7 @@
 """The one executor: runs the execution graphs of every rank class on a network model with simpy.
 
 A task starts when its dependencies are done and the previous task on its stream is done;
-compute and host work take their duration (and can be interrupted and resumed: `interrupt`);
+compute and host work take their duration (compute re-timed while collectives interfere with it);
 a collective runs once for its process group, when every member class has reached it, and every
 member waits for it; a send/recv runs its point-to-point schedule. `barrier=True` (BSP, local
 SGD) starts iteration i + 1 of every class when all have finished iteration i, and, when
@@ -24,7 +24,6 @@ from simdist.progress import Progress
 from simdist.results.records import StepRecord
 
 MAX_TRACKED_RANKS = 64  # ranks drawn in the trace besides each class's representative
-_RERATE = object()  # an Interrupt cause: the compute rate changed (interference), re-time the rest of the work
 
 
 class SyncPolicy(Protocol):
@@ -73,7 +72,6 @@ class Executor:
         self.max_tracked = max_tracked  # ranks below this are drawn besides each class's representative
         self._members: dict[str, int] = {}
         self._pending: dict[tuple, list] = {}
-        self._running: dict[tuple[int, str], simpy.Process] = {}
         # compute-communication interference: slowdown(class index, collective op) -> s; compute-stream work
         # of a class runs at 1 / (1 + max s) while collectives of its groups run (see _work)
         self.slowdown = slowdown
@@ -250,12 +248,10 @@ class Executor:
         done.succeed()
 
     def _work(self, env, graph: Graph, task) -> Generator:
-        """Busy for the task's duration; an Interrupt pauses it (its cause, an event, resumes it). With
-        interference, compute-stream work progresses at 1 / (1 + s) while its class has collectives running
-        (s: the largest slowdown of those running), re-timed whenever that changes."""
-        key = (graph.rank_class.index, task.name)
+        """Busy for the task's duration. With interference, compute-stream work progresses at 1 / (1 + s) while
+        its class has collectives running (s: the largest slowdown of those running), re-timed (an Interrupt)
+        whenever that changes."""
         proc = env.active_process
-        self._running[key] = proc
         c = graph.rank_class.index
         sensitive = self.slowdown is not None and isinstance(task, Compute) and task.stream == Stream.COMPUTE
         computing = self._computing.setdefault(c, set()) if sensitive else None
@@ -269,18 +265,9 @@ class Executor:
                 try:
                     yield env.timeout(remaining / rate)
                     remaining = 0.0
-                except simpy.Interrupt as stop:
+                except simpy.Interrupt:  # the rate changed: the rest of the work at the new one
                     remaining -= (env.now - t) * rate
-                    if stop.cause is _RERATE:
-                        continue
-                    if stop.cause is not None:
-                        if computing is not None:
-                            computing.discard(proc)  # paused: no progress to re-time
-                        yield stop.cause
-                        if computing is not None:
-                            computing.add(proc)
         finally:
-            self._running.pop(key, None)
             if computing is not None:
                 computing.discard(proc)
 
@@ -307,17 +294,8 @@ class Executor:
                 continue
             for proc in tuple(self._computing.get(c, ())):
                 if proc.is_alive:
-                    proc.interrupt(_RERATE)
+                    proc.interrupt()
         return slows
-
-    # ---- control
-    def interrupt(self, class_index: int, task_name: str, resume: simpy.Event | None = None) -> bool:
-        """Pause the running compute task `task_name` of a class until `resume` fires; False if not running."""
-        proc = self._running.get((class_index, task_name))
-        if proc is None or not proc.is_alive:
-            return False
-        proc.interrupt(resume)
-        return True
 
     # ---- records
     def _records(self, graph: Graph, it: int, spans) -> None:

@@ -53,28 +53,6 @@ def test_a_group_collective_waits_for_the_slowest_class():
     assert folded.end_s == pytest.approx(6.5) and folded.class_end_s[0] == pytest.approx(6.25)
 
 
-def test_interrupting_a_rank_mid_backward_delays_it_by_the_pause():
-    rc = RankClass(0, (0, 1, 2), 0, "g", 1)
-    g = _iteration(rc, 1.0, 1.0, 0.25, sizes=(1e8, 1e8))  # short buckets: backward is the critical path
-    _, base = _run([g])
-    env = simpy.Environment()
-    ex = Executor(env, FixedNetwork(), task_as_schedule, DP)
-
-    def pause(env):
-        yield env.timeout(1.2)  # 0.2 s into the first backward half
-        resume = env.event()
-        assert ex.interrupt(0, "backward 1", resume)
-        yield env.timeout(0.3)
-        resume.succeed()
-
-    env.process(pause(env))
-    log = ex.run([g], 1)
-    # fwd 1, backward half 1: 0.2 + pause 0.3 + 0.3 -> 1.8; half 2 -> 2.3; bucket1 2.3 .. 2.4; opt -> 2.65
-    assert base.times == [pytest.approx(2.35)]
-    assert log.times == [pytest.approx(2.65)]
-    assert not ex.interrupt(0, "backward 1")  # not running any more
-
-
 def test_fold_equals_the_executor_without_contention():
     graphs = [_iteration(RankClass(0, (0,), 0, "g", 1), 0.7, 1.3, 0.1, sizes=(3e8, 5e8)),
               _iteration(RankClass(1, (1, 2), 0, "g", 1), 0.9, 0.8, 0.2, sizes=(3e8, 5e8))]
