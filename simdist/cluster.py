@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from simdist.collectives.schedule import Group
+from simdist.errors import InfeasibleError
 from simdist.graph.tasks import ProcessGroup
 from simdist.hardware.specs import ClusterSpec
 from simdist.network.analytical import AnalyticalNetwork
@@ -89,7 +90,8 @@ def ps_server_endpoints(topology: Topology, n: int, placement: "PsPlacement | st
         assert n <= hosts, f"io.resolve builds {n} {kind.value} server endpoints, the topology has {hosts}"
         return tuple(range(topology.num_gpus, topology.num_gpus + n))
     nodes = _gpus_by_node(topology)
-    assert n <= topology.num_gpus, f"io.resolve: at most one colocated server per GPU ({topology.num_gpus}), got {n}"
+    if n > topology.num_gpus:  # io.resolve checks the scenario's cluster; a failure state's may have lost GPUs
+        raise InfeasibleError(f"{n} colocated parameter servers on {topology.num_gpus} GPUs: at most one per GPU")
     return tuple(spread_over_nodes(nodes, n))
 
 

@@ -29,7 +29,8 @@ from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS, lay
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
 from simdist.memory import FRAMEWORK_RESERVE_BYTES, MemoryEstimate, model_state_bytes
-from simdist.scenario import Recompute, Scenario
+from simdist.errors import InfeasibleError
+from simdist.scenario import Recompute, Scenario, StrategyKind
 from simdist.strategies.async_ps import worker_payload_bytes
 from simdist.strategies.data_parallel import backward_segments
 from simdist.strategies.plan import ClassCompute, IterationPlan
@@ -139,6 +140,9 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
     assert t.recompute is Recompute.NONE or block_units(model, units), "io.rules_parallel: recompute needs blocks"
     segs = segments_of(model, units)
     dp = plan.dp
+    if scenario.communication.strategy is StrategyKind.HALVING_DOUBLING and dp & (dp - 1):  # a failure state's
+        raise InfeasibleError(f"halving-doubling reduce_scatter / all_gather over {dp} GPUs: a power of two is needed "
+                              "(io.rules refuses it in a scenario; a cluster that lost nodes cannot run it)")
     classes, seg_f, seg_b = [], [], []
     for cc in plan.classes:
         fwd, bwd = _times(scenario, units, cc)

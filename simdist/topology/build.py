@@ -92,7 +92,9 @@ def host_server_vertices(g: LinkGraph, cluster: ClusterSpec, count: int) -> list
     that many sockets in the graph: a node without a PCIe tree has none)."""
     sockets = [[(v, n) for v in takewhile(g.__contains__, (f"node{n}/cpu{k}" for k in count_from(0)))]
                for n in range(cluster.num_nodes)]  # a node's sockets are cpu0, cpu1, ... (intranode._pcie_tree)
-    assert count <= sum(len(s) for s in sockets), f"io.rules: {count} host servers, fewer CPU sockets"
+    if count > sum(len(s) for s in sockets):  # io.rules checks the scenario's nodes; a failure state's has fewer
+        raise InfeasibleError(f"{count} parameter servers in host memory, {sum(len(s) for s in sockets)} CPU "
+                              "sockets in the nodes left")
     return spread_over_nodes(sockets, count)
 
 

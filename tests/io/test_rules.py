@@ -70,3 +70,25 @@ def test_host_servers_need_cpu_sockets_in_the_node_graph():
                    cluster__nodes__0__intra_node={"bandwidth": "300 GB/s", "transport": "nvlink"})
     assert found == ["communication.ps.servers: got 1; expected at most the worker nodes' 0 CPU sockets for placement "
                      "host (a node's sockets are in the topology where its intra_node has a pcie_link)"]
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"communication": {"strategy": "ps", "ps": {"servers": 2}}}, "2 colocated parameter servers on 1 GPUs"),
+    ({"training": {"parallelism": {"zero": 1}}, "communication": {"strategy": "halving_doubling"},
+      "cluster": {"nodes": [{**NODE, "count": 4, "gpus_per_node": 1, "intra_node": {"link": "nvlink2"}}]}},
+     "halving-doubling reduce_scatter / all_gather over 3 GPUs"),
+])
+def test_a_failure_state_io_cannot_see_is_unrunnable_not_a_crash(changes, why):
+    """The rules check the scenario's cluster; a cluster that lost a node is the engine's to refuse, as
+    InfeasibleError, which the goodput timeline records as an unrunnable state."""
+    from simdist.engine.simulation import simulate
+
+    data = copy.deepcopy(BASE)
+    data["cluster"] = {"nodes": [{**NODE, "count": 2, "gpus_per_node": 1, "intra_node": {"link": "nvlink2"}}]}
+    data["workload"] = {"model": GPT, "seq_len": 64, "batch_per_gpu": 4}
+    data.update(copy.deepcopy(changes))
+    data["failures"] = {"events": [{"at": "10 min", "kind": "node_down", "target": "node:1"}],
+                        "recovery": {"policy": "elastic"}}
+    data["run"] = {"duration": "1 h", "fidelity": "estimate"}
+    goodput = simulate(load_data(data)).goodput
+    assert any(why in text for text in goodput["unrunnable_states"].values()), goodput["unrunnable_states"]
