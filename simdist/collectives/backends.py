@@ -30,8 +30,8 @@ from simdist.collectives.nccl import candidates, nccl_predicted_time_s, no_candi
 from simdist.collectives.nccl_env import NcclEnable
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
 from simdist.collectives.nvls import nvls_all_reduce, nvls_collnet_all_reduce, nvls_tree_all_reduce
-from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, costs, tree_algbw_cap_Bps,
-                                           tree_chunk_bytes)
+from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, costs, nvls_family,
+                                           tree_algbw_cap_Bps, tree_chunk_bytes)
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 from simdist.errors import InfeasibleError
 
@@ -108,13 +108,16 @@ def nccl_candidate(
                                      node_orders=node_orders if len(group.nodes) > 1 else None)
         base = Schedule(op, "tree", float(size_bytes), (chain,))
     elif algorithm == "nvls" and len(group.nodes) > 1:  # NVLS across nodes: over CollNet (SHARP switches)
-        chain = nvls_collnet_all_reduce(size_bytes, group, fabric.nics, costs("nvls", protocol).fraction(1))
+        nvls_share = costs(nvls_family(fabric.arch_index), protocol).fraction(1)
+        chain = nvls_collnet_all_reduce(size_bytes, group, fabric.nics, nvls_share)
         base = Schedule(op, "nvls", float(size_bytes), (chain,))
         family = "nvls_net"  # NVLS's fraction is in the schedule's switch transfers, not on the NICs'
     elif algorithm == "nvls":
         base = Schedule(op, "nvls", float(size_bytes), (nvls_all_reduce(size_bytes, group.ranks),))
+        family = nvls_family(fabric.arch_index)  # nvlsEfficiency: Hopper 0.85, Blackwell 0.74
     elif algorithm == "nvls_tree":
-        chain = nvls_tree_all_reduce(size_bytes, group, fabric.nics, costs("nvls", protocol).fraction(1))
+        nvls_share = costs(nvls_family(fabric.arch_index), protocol).fraction(1)
+        chain = nvls_tree_all_reduce(size_bytes, group, fabric.nics, nvls_share)
         base = Schedule(op, algorithm, float(size_bytes), (chain,))
     elif algorithm == "collnet_direct":
         base = Schedule(op, algorithm, float(size_bytes), (collnet_direct_all_reduce(size_bytes, group, fabric.intra),))

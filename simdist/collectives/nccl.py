@@ -20,7 +20,8 @@ from dataclasses import replace
 from simdist.collectives.collnet import collnet_latency_s
 from simdist.collectives.fabric import NodeFabric
 from simdist.collectives.nccl_env import NcclEnable
-from simdist.collectives.protocols import COSTS, NET_OVERHEAD_S, HopKind, Protocol, costs, tree_algbw_cap_Bps
+from simdist.collectives.protocols import (COSTS, NET_OVERHEAD_S, HopKind, Protocol, costs, nvls_family,
+                                          tree_algbw_cap_Bps)
 from simdist.collectives.schedule import CollectiveOp
 from simdist.errors import InfeasibleError
 
@@ -112,7 +113,7 @@ def nccl_predicted_time_s(
         return None
     if n_ranks <= 1:
         return 0.0
-    c = costs(algorithm, protocol)
+    c = costs(nvls_family(fabric.arch_index) if algorithm == "nvls" else algorithm, protocol)
     bus = fabric.intra_Bps if n_nodes <= 1 else min(fabric.intra_Bps, fabric.nic_Bps)
     bus *= c.fraction(n_nodes)
     nsteps = _steps(op, n_ranks)
@@ -141,7 +142,7 @@ def nccl_predicted_time_s(
         algbw = min(2 * fabric.intra_Bps * c.fraction(1), fabric.nic_Bps) * n_ranks / nsteps
         lat = intra_lat + inter_lat
     elif algorithm == "nvls_tree":  # NVLS inside the node (busBw x 2), a tree over nodes (x 2 on two nodes)
-        nvls_bw = 2 * fabric.intra_Bps * costs("nvls", protocol).fraction(1)
+        nvls_bw = 2 * fabric.intra_Bps * costs(nvls_family(fabric.arch_index), protocol).fraction(1)
         inter_bw = fabric.nic_Bps * (2 if n_nodes <= 2 else 1)
         algbw = min(nvls_bw, inter_bw) * n_ranks / nsteps
         lat = intra_lat + 2 * int(math.log2(n_nodes)) * inter_lat

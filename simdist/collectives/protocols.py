@@ -89,6 +89,8 @@ COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
     # NVLS (in-switch reduction, Simple only): tuning.cc charges one NVLink "hop" of 25 us and no base
     # latency; busBw x 0.85 on Hopper (nvlsEfficiency)
     "nvls": _nvls_costs(18.0, 0.85),
+    # NVLS on Blackwell (NVLink5 to the switch: HGX B200, GB200/GB300 NVL72): nvlsEfficiency 0.74 (nvls_family)
+    "nvls_blackwell": _nvls_costs(18.0, 0.74),
     # NVLSTree (nvls.py; Simple only): the NVLS hop (25 us) once per call; the tree's network hops are the
     # schedule step's own delay (2 log2(nodes) x 20.9 us, tuning.cc); NVLS's efficiency is applied to the
     # switch's transfers only (the NICs' run at their own rate), so no fraction here
@@ -108,6 +110,16 @@ COSTS: dict[str, dict[Protocol, ProtocolCosts]] = {
     },
 }
 PROTOCOLS: dict[str, Protocol] = {p.value: p for p in Protocol}
+
+# NCCL's nvlsEfficiency by compCapIndex (src/graph/tuning.cc, later src/tuning/nvls.cc: Volta 0, Ampere 0,
+# Hopper 0.85, Blackwell 0.74): NVLS's share of the switch links' rate, lower on NVLink5's doubled links
+NVLS_FAMILY_BY_ARCH: dict[int, str] = {3: "nvls_blackwell"}
+
+
+def nvls_family(arch_index: int | None) -> str:
+    """The COSTS family whose fraction is NVLS's efficiency on GPUs of NCCL compCapIndex `arch_index`
+    (Blackwell's 0.74, else Hopper's 0.85: NVLS runs on Hopper and later only)."""
+    return NVLS_FAMILY_BY_ARCH.get(arch_index, "nvls") if arch_index is not None else "nvls"
 
 # Data per pipeline step (device.h: NCCL_STEPS = 8 slots per buffer). Simple: 4 MiB / 8 = 512 KiB.
 # LL: 512 threads x 8 lines x 16 B per step, half of it flags = 32 KiB of data. LL128: 640 threads x

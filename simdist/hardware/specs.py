@@ -154,6 +154,7 @@ class IntraNodeSpec:
     socket_link: LinkSpec | None = None  # between CPU sockets (UPI/QPI/Infinity Fabric)
     nic_attach: str = "pcie_switch"  # pcie_switch (beside GPUs, GPUDirect) | switch (on the node switch)
     gpus: int | None = None  # the layout's fixed GPU count (cube mesh: 8), None = any
+    max_gpus: int | None = None  # the most GPUs one such node holds (an NVL72 rack: 72; a job may use fewer)
     source: str = ""
     host_memory: LinkSpec | None = None  # ONE socket's DRAM: peak (channels x rate) and achieved fraction, reads + writes together
     peer_staging: str = ""  # how GPU-GPU traffic was staged through host memory (GPUs without PCIe P2P), for the result

@@ -44,7 +44,8 @@ _LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficien
 _TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
 _TRANSPORT_OPTIONAL = ("by_rate", "stream_cap")
 _INTRA_KEYS = ("description", "layout", "gpu_link", "pcie_link", "gpus_per_pcie_switch", "sockets",
-               "socket_link", "nic_attach", "gpus", "host_memory", "source")
+               "socket_link", "nic_attach", "gpus", "max_gpus", "host_memory", "source")
+_INTRA_OPTIONAL = ("host_memory", "max_gpus")
 
 
 @dataclass(frozen=True)
@@ -392,7 +393,7 @@ def _parse_link_ref(value: object, path: str, catalog: Mapping[str, LinkSpec],
 def _parse_intra_node(d: object, path: str, key: str, catalog: Mapping[str, LinkSpec],
                       transports: Mapping[str, TransportDefault], strict: bool) -> IntraNodeSpec:
     d = _mapping(d, path)
-    _check_keys(d, path, _INTRA_KEYS, tuple(k for k in _INTRA_KEYS if k != "host_memory") if strict
+    _check_keys(d, path, _INTRA_KEYS, tuple(k for k in _INTRA_KEYS if k not in _INTRA_OPTIONAL) if strict
                 else ("layout", "gpu_link"))
     issues = _Issues()
     fields: dict[str, Any] = {"key": key}
@@ -414,8 +415,9 @@ def _parse_intra_node(d: object, path: str, key: str, catalog: Mapping[str, Link
         if bw is not None and eff is not None:
             fields["host_memory"] = LinkSpec(bw, 0.0, eff, "host-memory", "", str(hm.get("source", "")),
                                              efficiency_basis=f"given at {path}.host_memory.efficiency")
-    if d.get("gpus") is not None:
-        fields["gpus"] = issues.take(_count, d["gpus"], f"{path}.gpus")
+    for name in ("gpus", "max_gpus"):
+        if d.get(name) is not None:
+            fields[name] = issues.take(_count, d[name], f"{path}.{name}")
     if "nic_attach" in d:
         fields["nic_attach"] = issues.take(_choice, d["nic_attach"], f"{path}.nic_attach", NIC_ATTACH)
     for name in ("description", "source"):
@@ -555,7 +557,8 @@ def catalog_table(kind: str) -> tuple[list[str], list[list[str]]]:
     if kind == "intra_node":
         head = ["key", "layout", "gpus", "gpu_link", "pcie_link", "gpus/pcie switch", "sockets", "socket_link",
                 "nic_attach"]
-        rows = [[s.key, s.layout.value, str(s.gpus or "any"), _link_cell(s.gpu_link), _link_cell(s.pcie_link),
+        rows = [[s.key, s.layout.value, str(s.gpus or (f"up to {s.max_gpus}" if s.max_gpus else "any")),
+                 _link_cell(s.gpu_link), _link_cell(s.pcie_link),
                  str(s.gpus_per_pcie_switch), str(s.sockets), _link_cell(s.socket_link), s.nic_attach]
                 for s in _intra_catalog()[0].values()]
         return head, rows

@@ -210,6 +210,12 @@ def _group(g: NodeGroupModel, path: str, issues: list[Issue]) -> NodeGroupSpec |
         elif per_node != intra.gpus:
             issues.append(Issue(f"{path}.gpus_per_node", f"got {per_node}; intra_node '{intra.key}' "
                                                          f"holds exactly {intra.gpus} GPUs"))
+    if intra is not None and intra.max_gpus is not None:  # a rack's NVLink domain: a job may use part of it
+        if per_node is None:
+            per_node = intra.max_gpus
+        elif per_node > intra.max_gpus:
+            issues.append(Issue(f"{path}.gpus_per_node", f"got {per_node}; intra_node '{intra.key}' "
+                                                         f"holds at most {intra.max_gpus} GPUs"))
     if gpu is None or intra is None or nic is None:
         return None
     if not gpu.pcie_p2p:
