@@ -186,7 +186,7 @@ def catalog(kind: str, as_json: bool, debug: bool) -> None:
 @_common
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Where to draw the graph (PNG).")
 @click.option("--heatmap", type=click.Path(dir_okay=False), default=None,
-              help="Simulate the scenario and draw the topology with its busiest links coloured by utilisation "
+              help="Simulate the scenario and draw the topology with every link coloured by its utilisation "
                    "(PNG or SVG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_handle_errors
