@@ -235,7 +235,9 @@ def _flops_pairs(result: RunResult, scenario: Scenario | None) -> list[tuple[str
         peak = sum(g.count * g.gpus_per_node * g.gpu.flops(precision) for g in groups) / max(1, result.gpus)
         model_tflops = mfu * peak / 1e12
         mean = "mean over the node groups: " if len({g.gpu.key for g in groups}) > 1 else ""
-        peak_text = f" of the {precision} peak ({mean}{peak / 1e12:,.1f} TFLOP/s per GPU{_fallback_text(scenario)})"
+        fallback = _fallback_text(scenario).strip()[1:-1]  # '(...)' -> '...'
+        peak_text = (f" of the {precision} peak ({mean}{peak / 1e12:,.1f} TFLOP/s per GPU"
+                     + (f"; {fallback})" if fallback else ")"))
     pairs = [("MFU", f"{mfu:.1%}{peak_text}")]
     if model_tflops is not None:
         text = f"{model_tflops:,.1f} (model FLOPs)"
