@@ -11,10 +11,22 @@ from dataclasses import dataclass, field, replace
 
 import simpy
 
+from simdist.cluster import build_network, data_parallel_group, dp_process_group, ps_server_endpoints
+from simdist.collectives.algorithms import supports
+from simdist.collectives.backends import build_backend_schedule
+from simdist.collectives.fabric import from_topology
+from simdist.collectives.host_reduce import host_reduced
+from simdist.collectives.nccl_env import enable_of
+from simdist.collectives.node_rings import group_node_orders
+from simdist.collectives.ps import ps_chains, ps_node_chains
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
+from simdist.engine.mp_groups import MpFabric
+from simdist.network.analytical import AnalyticalNetwork
 from simdist.network.base import NetworkModel
 from simdist.scenario import Fidelity, PsPlacement, Scenario, StrategyKind
+from simdist.topology.build import build_topology
 from simdist.topology.graph import Topology
+from simdist.topology.routing import ring_channels
 
 
 @dataclass(eq=False)
@@ -64,31 +76,20 @@ class FabricContext:
 
     def process_groups(self) -> dict:
         """The run's process groups by name (the data-parallel group now; tp and pp groups later)."""
-        from simdist.cluster import dp_process_group
-
         return {"dp": dp_process_group(self.group)}
 
     def schedule(self, op: CollectiveOp, size_bytes: float, server_delay_s: float = 0.0) -> Schedule:
         """The schedule the scenario's strategy and backend run for one collective call."""
-        from simdist.collectives.algorithms import supports
-        from simdist.collectives.backends import build_backend_schedule
-
         comm = self.scenario.communication
         # hierarchical, torus2d and ps exist for all_reduce only (halving-doubling's all_gather for
         # power-of-two groups only); a codec's all_gather or all_to_all (top-k, 1-bit) then runs as a
         # ring, as Horovod and DDP hooks do
-        from simdist.collectives.host_reduce import host_reduced
-
         requested = comm.strategy.value if supports(op, comm.strategy.value, self.group.size) else "ring"
         if requested == "ps" and comm.ps_aggregation == "node":  # local aggregation first (collectives/ps.py)
-            from simdist.collectives.ps import ps_node_chains
-
             sched = Schedule(op, "ps", float(size_bytes), ps_node_chains(size_bytes, self.group, self.servers,
                                                                          server_delay_s,
                                                                          partition_bytes=comm.ps_partition_bytes))
         elif requested == "ps" and comm.ps_partition_bytes is not None:  # pipelined partitions (collectives/ps.py)
-            from simdist.collectives.ps import ps_chains
-
             sched = Schedule(op, "ps", float(size_bytes), ps_chains(size_bytes, self.group, self.servers,
                                                                     server_delay_s, comm.ps_partition_bytes))
         else:
@@ -103,8 +104,6 @@ class FabricContext:
     def _node_orders(self):
         """The rings NCCL builds from each node's graph (collectives.node_rings), computed once."""
         if "orders" not in self._built:
-            from simdist.collectives.node_rings import group_node_orders
-
             self._built["orders"] = group_node_orders(self.topology, self.group, self.channels)
         return self._built["orders"]
 
@@ -115,17 +114,12 @@ class FabricContext:
             return {}
         cached = self._local.get("tuning")
         if cached is None:
-            from simdist.collectives.fabric import from_topology
-            from simdist.network.analytical import AnalyticalNetwork
-
             comm = self.scenario.communication  # the fabric memo is shared by contexts: key it
             key = ("nccl_fabric", comm.collnet, comm.nvls)
             if key not in self._built:
                 self._built[key] = from_topology(self.topology, self.group, collnet=comm.collnet,
                                                  nvls_enabled=comm.nvls)
             timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
-            from simdist.collectives.nccl_env import enable_of
-
             fabric = replace(self._built[key], socket_threads=comm.nccl_socket_threads)
             cached = self._local["tuning"] = {"fabric": fabric, "timer": timer.schedule_time,
                                               "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
@@ -134,8 +128,6 @@ class FabricContext:
     def model_parallel_fabric(self, layout, plan):
         """The tp, dp and p2p groups of `layout` with their memoised union schedules (engine.mp_groups), built
         once per layout on this context, so a sweep's points on one cluster share them."""
-        from simdist.engine.mp_groups import MpFabric
-
         cache = self.__dict__.setdefault("_mp_fabrics", {})
         key = (layout, plan.virtual_stages)
         if key not in cache:
@@ -195,10 +187,6 @@ class BuiltCluster:
 
 def build_cluster(scenario: Scenario) -> BuiltCluster:
     """Topology (with dedicated PS hosts when asked), the data-parallel group and its ring channels."""
-    from simdist.cluster import data_parallel_group
-    from simdist.topology.build import build_topology
-    from simdist.topology.routing import ring_channels
-
     topology = build_topology(scenario.cluster, **server_topology_args(scenario))
     group = data_parallel_group(scenario.cluster, topology)
     return BuiltCluster(topology, group, ring_channels(topology, group.nodes))
@@ -208,8 +196,6 @@ def build_context(scenario: Scenario, fidelity: Fidelity, env: simpy.Environment
                   cluster: BuiltCluster | None = None) -> FabricContext:
     """Build topology (with dedicated PS hosts when asked), routing and the network model (on `env`,
     a new Environment by default); `cluster`: an already built BuiltCluster of `cluster_key(scenario)`."""
-    from simdist.cluster import build_network, ps_server_endpoints
-
     comm = scenario.communication
     cluster = build_cluster(scenario) if cluster is None else cluster
     topology = cluster.topology

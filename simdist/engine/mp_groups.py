@@ -12,10 +12,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simdist.collectives.algorithms import supports
+from simdist.collectives.backends import build_backend_schedule
+from simdist.collectives.fabric import from_topology
+from simdist.collectives.nccl_env import enable_of
+from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
+from simdist.network.analytical import AnalyticalNetwork
 from simdist.layout import Axis, Layout
 from simdist.strategies.pipeline_graph import boundary_pairs, dp_group, pp_group, tp_exchange_group, tp_group
+from simdist.topology.routing import ring_channels
 
 MAX_CACHED = 4096
 TP_EXCHANGE = "tp_exchange"  # group kind of tp_comm_overlap's ring exchange steps
@@ -91,23 +98,13 @@ class MpFabric:
 
     def _one(self, group: Group, op, size_bytes: float, kind: str) -> Schedule:
         """One group's schedule by the scenario's backend (tp groups run rings: the strategy is dp's)."""
-        from simdist.collectives.algorithms import supports
-        from simdist.collectives.backends import build_backend_schedule
-        from simdist.collectives.node_rings import group_node_orders
-        from simdist.topology.routing import ring_channels
-
         ctx, comm = self.ctx, self.ctx.scenario.communication
         want = comm.strategy.value if kind == "dp" else "ring"
         requested = want if supports(op, want, group.size) else "ring"
         channels = ring_channels(ctx.topology, group.nodes)
         extra = {}
         if comm.backend.value == "nccl":
-            from simdist.collectives.fabric import from_topology
-            from simdist.network.analytical import AnalyticalNetwork
-
             timer = ctx.network if isinstance(ctx.network, AnalyticalNetwork) else self._timer()
-            from simdist.collectives.nccl_env import enable_of
-
             fabric = from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls)
             extra = {"fabric": replace(fabric, socket_threads=comm.nccl_socket_threads),
                      "timer": timer.schedule_time, "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
@@ -118,8 +115,6 @@ class MpFabric:
 
     def _timer(self):
         if "_an" not in self.__dict__:
-            from simdist.network.analytical import AnalyticalNetwork
-
             self.__dict__["_an"] = AnalyticalNetwork(self.ctx.topology)
         return self.__dict__["_an"]
 
