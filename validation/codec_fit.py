@@ -15,6 +15,8 @@ from __future__ import annotations
 import statistics
 from typing import Mapping
 
+from simdist.compression import make_codec
+from simdist.compression.placement import bucket_codec_cost, codec_path
 from simdist.io.calibration import CodecEntry
 from simdist.scenario import CompressionMethod, CompressionSpec, Scenario
 from simdist.validation.cases import PROBE_RATIO
@@ -33,8 +35,6 @@ def predicted_codec_s(scenario: Scenario, hook: str, hidden: int, depth: int, po
     scenario's first device (top-k / random-k keeping `ratio`), with the scenario's codec factor applied.
     Priced where the simulator runs the hook (compression.placement: the worker's GPU, or its CPU for a
     `vendor: cpu` device such as the emulated cluster's ranks), so a fitted factor divides by that baseline."""
-    from simdist.compression import make_codec
-    from simdist.compression.placement import bucket_codec_cost, codec_path
 
     method = HOOK_METHODS[hook]
     cal = scenario.compute_calibration
