@@ -13,6 +13,10 @@ Two things outside tuning.cc change what NCCL may run:
   init unless the user set it (src/platform-aws.c: LL and LL128 need 128-byte in-order aligned writes,
   which that EFA endpoint does not offer, FI_OPT_EFA_*_IN_ORDER_ALIGNED_128_BYTES), so every
   communicator of the process runs Simple only, intra-node ones included.
+- RCCL on AMD Instinct nodes (their GPUs joined by xGMI links, which RCCL's topology counts as NVLink-class):
+  no NVLS (no NVSwitch), and on MI300X/MI325X (gfx942) tuning.cc skips the tree with Simple when every rank
+  is on one node (`if (a == NCCL_ALGO_TREE && p == NCCL_PROTO_SIMPLE && IsArchMatch(gcn, "gfx94") && ...)`).
+  LL128 as NCCL's rule (RCCL enables it on gfx90a/gfx942/gfx950 over xGMI since ROCm 6.4.2).
 - CollNet (NCCL_COLLNET_ENABLE=1 with a CollNet plugin over SHARP switches, collnet.py): tuning.cc
   enables CollNet Direct only on NVSwitch nodes (ncclTopoGetNvsCount > 0) and CollNet Chain where the
   plugin supports it; enqueue.cc drops both above 8 local ranks (NCCL_MAX_DIRECT_ARITY + 1).
@@ -29,6 +33,8 @@ from simdist.hardware.specs import IntraNodeLayout, IntraNodeSpec
 NVLS_LINKS = frozenset({"nvlink4", "nvlink5"})
 # NIC links whose net plugin forces NCCL_PROTO=simple (aws-ofi-nccl platform-aws.c: p3dn, p4d, p4de)
 SIMPLE_ONLY_NICS = frozenset({"efa-100g"})
+# xGMI links of gfx942 GPUs (MI300X, MI325X): RCCL's tuner skips tree/Simple on one node there
+RCCL_GFX94_LINKS = frozenset({"xgmi3"})
 # CollNet Direct and Chain run with at most this many GPUs per node (enqueue.cc: NCCL_MAX_DIRECT_ARITY + 1)
 COLLNET_MAX_LOCAL_RANKS = 8
 
@@ -48,6 +54,7 @@ class NodeFabric:
     arch_index: int | None = None  # NCCL's compCapIndex from the NVLink generation (None: not known)
     # every NIC kernel-bypass (rdma) and not Simple-only, or no NIC: NCCL's per-hop latencies apply (protocols)
     kernel_bypass: bool = True
+    rccl_gfx94: bool = False  # MI300X/MI325X nodes (RCCL_GFX94_LINKS): RCCL runs no tree/Simple on one node
     socket_threads: int | None = None  # NCCL_SOCKET_NTHREADS (communication.nccl_socket_threads); None: auto (nccl.py)
 
 
@@ -87,12 +94,14 @@ def from_topology(topology, group: Group, collnet: bool = False, nvls_enabled: b
     nvl_bw = {v: 0.0 for v in gpus}
     nvls = False
     pascal = False  # NVLink1 = Pascal (sm_60): NCCL enables LL128 from Volta (sm_70) on
+    gfx94 = False  # xGMI of MI300X/MI325X: RCCL's tuner rule for gfx94
     arch: int | None = None
     for u, v, d in g.edges(local, data=True):
         if d.get("kind") != "nvlink":
             continue
         gen = d["link"].name.split("x")[0]
         pascal = pascal or gen == "nvlink1"
+        gfx94 = gfx94 or d["link"].name in RCCL_GFX94_LINKS
         if gen in NVLINK_ARCH_INDEX:
             arch = NVLINK_ARCH_INDEX[gen] if arch is None else min(arch, NVLINK_ARCH_INDEX[gen])
         nvl.setdefault(u, set()).add(v)
@@ -135,4 +144,5 @@ def from_topology(topology, group: Group, collnet: bool = False, nvls_enabled: b
         nics=max(1, len(nics)),
         arch_index=arch if all_nvlink else None,
         kernel_bypass=bypass and not simple_only,
+        rccl_gfx94=gfx94 and all_nvlink,
     )

@@ -79,7 +79,9 @@ def _hardware_candidates(op: CollectiveOp, n_ranks: int, n_nodes: int, fabric: N
         fabric = replace(fabric, nvls=False, collnet=None)
     out = [("ring", str(p)) for p in protos]
     if op == Op.ALL_REDUCE and n_ranks > 1:  # on one node NCCL's tree is a chain through the node's GPUs
-        out += [("tree", str(p)) for p in protos]
+        # RCCL on gfx94 (MI300X/MI325X) skips tree/Simple when every rank is on one node (fabric.RCCL_GFX94_LINKS)
+        skip = Protocol.SIMPLE if fabric.rccl_gfx94 and n_nodes == 1 else None
+        out += [("tree", str(p)) for p in protos if p != skip]
     even = n_ranks % n_nodes == 0 and n_ranks > n_nodes  # several GPUs on every node (the caller checks evenness)
     if op == Op.ALL_REDUCE and n_nodes == 1 and fabric.nvls and n_ranks > 2:
         out.append(("nvls", str(Protocol.SIMPLE)))

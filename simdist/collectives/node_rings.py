@@ -9,7 +9,13 @@ fit in the bricks (a doubled pair may carry two), every cycle in both directions
 do not close a cycle (NVLink-bridged pairs), the ring keeps bridged pairs adjacent and crosses
 PCIe between them, run in both directions so that every GPU's PCIe link carries data both ways.
 Behind an NVSwitch, or on plain PCIe, one ring in GPU order already loads every GPU's link (the
-switch link is one aggregated edge), so one ring is kept.
+switch link is one aggregated edge), so one ring is kept. On an 8-GPU full mesh of single links (AMD Instinct
+MI300X-class xGMI platforms) RCCL does not search: its topology model for that node (src/graph/rome_models.cc,
+the 8-GPU 7-link model) lists 14 rings, in which every directed GPU-GPU link carries exactly two, so all seven
+links of each GPU run in both directions (bus bandwidth = 7 links); those rings are used as RCCL lists them.
+Across such nodes RCCL's model with a NIC per GPU (the nNics 8 model) runs 8 channels, channel c entering the node
+at GPU c through NIC c and leaving by another GPU's NIC along a Hamiltonian path; the 8 paths use every directed
+link exactly once (RCCL_XGMI8_NET_PATHS).
 
 Orders are LOCAL GPU indices 0..k-1 of the node; callers map them onto the group's ranks.
 """
@@ -19,6 +25,24 @@ from functools import lru_cache
 from typing import Iterable
 
 Pairs = frozenset[tuple[int, int, int]]  # (a, b, bricks) with a < b
+
+# RCCL's rings for 8 GPUs fully connected by single xGMI links (rome_models.cc, the nGpus 8 / nLinks 7 model's
+# ringBase, as RCCL runs them on MI300X-class nodes): seven rings and their reverses; each directed link in two
+RCCL_XGMI8_RINGS: tuple[tuple[int, ...], ...] = tuple(tuple(int(x) for x in ring.split()) for ring in (
+    "0 1 2 3 4 5 6 7|0 1 2 3 4 5 7 6|0 2 4 1 3 6 5 7|0 2 4 6 1 7 3 5|0 3 1 5 2 7 4 6|0 3 5 1 6 2 7 4|0 4 1 7 3 6 2 5|"
+    "7 6 5 4 3 2 1 0|6 7 5 4 3 2 1 0|7 5 6 3 1 4 2 0|5 3 7 1 6 4 2 0|6 4 7 2 5 1 3 0|4 7 2 6 1 5 3 0|5 2 6 3 7 1 4 0"
+).split("|"))
+
+# RCCL's channels across nodes of that mesh with one NIC per GPU (rome_models.cc, nGpus 8 / nNics 8 / nLinks 7
+# model's ringBase "N0 0 1 2 3 4 5 6 7 N7|N1 1 0 2 4 3 5 7 6 N6|..."): path c starts at GPU c (its NIC in)
+RCCL_XGMI8_NET_PATHS: tuple[tuple[int, ...], ...] = tuple(tuple(int(x) for x in path.split()) for path in (
+    "0 1 2 3 4 5 6 7|1 0 2 4 3 5 7 6|2 5 0 3 6 1 7 4|3 7 0 4 2 1 6 5|4 6 2 7 3 0 5 1|5 4 7 1 3 2 6 0|"
+    "6 3 1 4 0 7 5 2|7 2 0 6 4 1 5 3"
+).split("|"))
+
+
+def _full_mesh_of_single_links(k: int, bricks: dict[tuple[int, int], int]) -> bool:
+    return len(bricks) == k * (k - 1) // 2 and all(m == 1 for m in bricks.values())
 
 
 def _cycles(k: int, adj: dict[int, list[int]]) -> list[tuple[int, ...]]:
@@ -83,6 +107,8 @@ def ring_orders(k: int, nvlink_pairs: Pairs, switched: bool) -> tuple[tuple[int,
     if k <= 2 or switched or not nvlink_pairs:
         return (tuple(range(k)),)
     bricks = {(a, b): m for a, b, m in nvlink_pairs}
+    if k == 8 and _full_mesh_of_single_links(k, bricks):
+        return RCCL_XGMI8_RINGS
     adj: dict[int, list[int]] = {i: [] for i in range(k)}
     for a, b in sorted(bricks):
         adj[a].append(b)
@@ -165,6 +191,8 @@ def group_node_orders(topology, group, channels: int) -> tuple[tuple[int, ...], 
     orders = node_ring_orders(topology.graph, vertices)
     if len(group.nodes) == 1:
         return orders
+    if orders == RCCL_XGMI8_RINGS:  # RCCL's 8-NIC model: its paths through the mesh, one per NIC
+        orders = RCCL_XGMI8_NET_PATHS
     rails = [topology.graph.nodes[v].get("rail") for v in vertices]
     names = sorted({r for r in rails if r is not None})
     rail = [names.index(r) if r is not None else 0 for r in rails]

@@ -107,6 +107,7 @@ class IntraNodeLayout(StrEnum):
     CUBE_MESH = "cube_mesh"  # DGX-1 hybrid cube-mesh of NVLinks (8 GPUs), PCIe to the NICs
     NVLINK_PAIRS = "nvlink_pairs"  # pairs bridged by NVLink, PCIe switches between pairs
     PCIE = "pcie"  # GPUs under PCIe switches under one or two CPU sockets
+    FULL_MESH = "full_mesh"  # every GPU pair joined by its own link, no switch (AMD Infinity Fabric / xGMI)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ in DGX-style boxes, as NCCL binds each GPU to its nearest NIC); the GPU vertex c
 that NIC lies on a least-cost path. NVLINK_PAIRS joins GPUs 0-1, 2-3, ... with the layout's gpu_link, the whole
 bridge set of a pair (its NVLinks together: 12 for the A100/H100 PCIe three-bridge set, 4 x4 links for GA102's one
 bridge, 2 x8 links for TU102's); with an odd count the last GPU has no bridge (a bridged pair plus a PCIe GPU).
+FULL_MESH joins every GPU pair directly by one gpu_link (AMD Instinct platforms: seven Infinity Fabric / xGMI links
+per GPU to its seven peers, no switch); those edges are kind "nvlink" like every direct GPU-GPU link, as RCCL's
+topology counts xGMI as an NVLink-class path (PATH_NVL).
 
 Latency: a catalog link's latency is device to device (one hop as NCCL counts hops); the edges
 either side of an NVSwitch or PCIe switch carry half of it each (`half_hop`), so a GPU-GPU or
@@ -149,6 +152,10 @@ def add_node_interior(g: LinkGraph, n: int, group: NodeGroupSpec, path: str = "c
         bricks = DGX1_P100_BRICKS if is_p100_mesh(group) else DGX1_V100_BRICKS
         for (a, b), m in bricks.items():
             _add(g, gpus[a], gpus[b], nvl, "nvlink", m)
+    elif layout is IntraNodeLayout.FULL_MESH:  # one link per GPU pair, no switch
+        for a in range(len(gpus)):
+            for b in range(a + 1, len(gpus)):
+                _add(g, gpus[a], gpus[b], nvl, "nvlink")
     elif layout is IntraNodeLayout.NVLINK_PAIRS:  # gpu_link is a pair's whole bridge set; an odd last GPU has none
         for i in range(0, len(gpus) - 1, 2):
             _add(g, gpus[i], gpus[i + 1], nvl, "nvlink")

@@ -12,7 +12,7 @@ from simdist.hardware.specs import ClusterSpec, FabricSpec, IntraNodeLayout, Lin
 from simdist.topology.custom import disconnected_hosts, edge_issues, graphml_issues, host_vertices
 from simdist.topology.direct import NDIMS
 
-_NEEDS_PCIE = (IntraNodeLayout.CUBE_MESH, IntraNodeLayout.NVLINK_PAIRS, IntraNodeLayout.PCIE)
+_NEEDS_PCIE = (IntraNodeLayout.CUBE_MESH, IntraNodeLayout.NVLINK_PAIRS, IntraNodeLayout.PCIE, IntraNodeLayout.FULL_MESH)
 
 MIN_OVERSUBSCRIPTION = 0.01  # leaf downlink / uplink capacity; below it (uplinks over 100x the downlinks) no cabling
 

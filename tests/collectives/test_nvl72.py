@@ -99,7 +99,8 @@ def test_nvls_efficiency_is_blackwells_on_nvlink5_and_hoppers_before():
     assert closed == pytest.approx(NVLS_CALL_S + SIZE / algbw, rel=1e-9)
 
 
-@pytest.mark.parametrize("system,nic,nic_Bps", [("gb200", "connectx-7", 400e9 / 8), ("gb300", "connectx-8", 800e9 / 8)])
+@pytest.mark.parametrize("system,nic,nic_Bps",
+                         [("gb200", "connectx-7", 400e9 / 8), ("gb300", "connectx-8", 800e9 / 8)])
 def test_one_gpu_per_rack_runs_a_ring_over_its_own_nic(system, nic, nic_Bps):
     """A data-parallel pair, GPU 0 of rack 0 and GPU 0 of rack 1: two-rank ring (Simple), S per direction through
     the GPU's own ConnectX at 0.92 of line rate, plus 8.4 us base and 2 x 14 us network hops (tuning.cc):
