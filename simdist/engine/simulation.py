@@ -9,17 +9,6 @@ from simdist.results.records import RunResult
 from simdist.scenario import Fidelity, Scenario
 
 
-def stochastic_elements(scenario: Scenario) -> list[str]:
-    """The scenario keys that make a run random: MTBF-sampled failures and network jitter."""
-    f = scenario.failures
-    out = []
-    if f is not None and f.random is not None:
-        out.append("failures.random")
-    if f is not None:
-        out += [f"failures.events.{i}" for i, e in enumerate(f.events) if e.kind == "network_jitter"]
-    return out
-
-
 def simulate(scenario: Scenario, fidelity: str = "", baseline: bool = True) -> RunResult:
     """Run `scenario` at `fidelity` ('simulate' = discrete events, 'estimate' = closed forms).
 

@@ -20,10 +20,19 @@ from simdist.strategies.stragglers import needs_timeline
 LINK_EVENTS = (FailureKind.LINK_DEGRADE, FailureKind.LINK_DOWN, FailureKind.SWITCH_DOWN)
 
 
+def stochastic_elements(scenario: Scenario) -> list[str]:
+    """The scenario keys that make a run random: MTBF-sampled failures and network jitter."""
+    f = scenario.failures
+    out = []
+    if f is not None and f.random is not None:
+        out.append("failures.random")
+    if f is not None:
+        out += [f"failures.events.{i}" for i, e in enumerate(f.events) if e.kind == "network_jitter"]
+    return out
+
+
 def replica_issues(scenario: Scenario) -> list[Issue]:
     """`run.replicas > 1` repeats a run over random draws: refused when nothing in the scenario is random."""
-    from simdist.engine.simulation import stochastic_elements
-
     n = scenario.run.replicas
     if n > 1 and not stochastic_elements(scenario):
         return [bad_value("run.replicas", n, "1: replicas need a stochastic element (e.g. failures.random), and "
