@@ -20,7 +20,7 @@ from simdist.collectives.nccl_env import enable_of
 from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.ps import ps_chains, ps_node_chains
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
-from simdist.engine.mp_groups import MpFabric
+from simdist.engine.mp_groups import LayoutGroups
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.network.base import NetworkModel
 from simdist.scenario import Fidelity, PsPlacement, Scenario, StrategyKind
@@ -125,15 +125,15 @@ class FabricContext:
                                               "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
         return cached
 
-    def model_parallel_fabric(self, layout, plan):
+    def layout_groups(self, layout, plan):
         """The tp, dp and p2p groups of `layout` with their memoised union schedules (engine.mp_groups), built
         once per layout on this context, so a sweep's points on one cluster share them."""
-        cache = self.__dict__.setdefault("_mp_fabrics", {})
+        cache = self.__dict__.setdefault("_layout_groups", {})
         key = (layout, plan.virtual_stages)
         if key not in cache:
             if len(cache) >= 64:
                 cache.clear()
-            cache[key] = MpFabric(self, layout, plan)
+            cache[key] = LayoutGroups(self, layout, plan)
         return cache[key]
 
 

@@ -42,7 +42,7 @@ def _moved(schedule: Schedule, mapping: dict[int, int]) -> tuple:
                  for chain in schedule.chains)
 
 
-class MpFabric:
+class LayoutGroups:
     """The layout's groups by stage on one FabricContext, and the memoised union schedules of their calls."""
 
     def __init__(self, ctx, layout: Layout, plan) -> None:

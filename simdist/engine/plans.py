@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from simdist.engine.executor import MAX_TRACKED_RANKS
+from simdist.engine.mp_groups import LayoutGroups
 from simdist.engine.state import Simulation
 from simdist.graph.tasks import Collective, Graph, ProcessGroup
 from simdist.results.records import MemoryUsage
@@ -104,29 +105,29 @@ def _model_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pl
     layout = build_mp_plan(scenario)
     memory = check_memory(scenario, layout)
     sim = Simulation(scenario, fidelity, context)
-    fabric = sim.context.model_parallel_fabric(layout.layout, layout)
+    groups = sim.context.layout_groups(layout.layout, layout)
     slowdown = model_parallel_interference(scenario, layout)
     bucket_bytes = scenario.communication.bucket_size_bytes
     fused: tuple = ()
     if fidelity != Fidelity.SIMULATE and slowdown is None:
-        graphs, inner = fused_graphs(layout, fabric, bucket_bytes)
+        graphs, inner = fused_graphs(layout, groups, bucket_bytes)
         fused = tuple(inner)
     else:
         graphs = pipeline_graphs(layout, bucket_bytes)
-    return Plan(layout, memory, tuple(graphs), fabric.groups, fabric.schedule_of, fabric.time_of, slowdown,
+    return Plan(layout, memory, tuple(graphs), groups.groups, groups.schedule_of, groups.time_of, slowdown,
                 max_tracked=0, fused=fused), sim
 
 
-def fused_graphs(plan: MpPlan, fabric, bucket_size_bytes: float):
+def fused_graphs(plan: MpPlan, groups: LayoutGroups, bucket_size_bytes: float):
     """estimate's graphs with each chunk's blocking tp chain folded into one task (exact: the chain is
-    sequential on the stage's own class; pipeline_graph._Fuse), timed by the fabric's closed forms; and per
+    sequential on the stage's own class; pipeline_graph._Fuse), timed by the groups' closed forms; and per
     graph the tp calls inside each fused task."""
     memo: dict[tuple, float] = {}
 
     def tp_time(group: str, op, size_bytes: float) -> float:
         key = (group, op, size_bytes)
         if key not in memo:
-            memo[key] = fabric.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
+            memo[key] = groups.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
         return memo[key]
 
     return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time)

@@ -117,7 +117,7 @@ def test_an_interleaved_pipeline_with_overlapped_buckets_equals_the_executor_in_
     plan = build_mp_plan(scenario)
     slowdown = model_parallel_interference(scenario, plan)
     assert slowdown is not None
-    fabric = Simulation(scenario, Fidelity.ESTIMATE).context.model_parallel_fabric(plan.layout, plan)
+    fabric = Simulation(scenario, Fidelity.ESTIMATE).context.layout_groups(plan.layout, plan)
     graphs = pipeline_graphs(plan, scenario.communication.bucket_size_bytes)
     folded = fold(graphs, fabric.time_of, fabric.groups, slowdown)
     quiet = fold(graphs, fabric.time_of, fabric.groups, None)

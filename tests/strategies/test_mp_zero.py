@@ -210,7 +210,7 @@ def test_fused_tp_chains_fold_to_the_unfused_result(changes):
 
     s = _scenario(changes)
     plan = build_mp_plan(s)
-    fabric = build_context(s, Fidelity.ESTIMATE).model_parallel_fabric(plan.layout, plan)
+    fabric = build_context(s, Fidelity.ESTIMATE).layout_groups(plan.layout, plan)
     plain = pipeline_graphs(plan, s.communication.bucket_size_bytes)
     fused, inner = fused_graphs(plan, fabric, s.communication.bucket_size_bytes)
     assert sum(len(g.tasks) for g in fused) < 0.7 * sum(len(g.tasks) for g in plain)
