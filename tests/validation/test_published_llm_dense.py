@@ -1,0 +1,57 @@
+"""The llm_dense published cases: each runs the layout its quoted table row states, and each memory stand-in
+(training.recompute selective where the source ran none) is still one the memory model needs."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from simdist.io.feasibility import memory_infeasibility
+from simdist.io.load import load_scenario
+from simdist.validation.published.cases import load_cases
+
+CASES = [c for c in load_cases().cases if c.category == "llm_dense"]
+TABLE_ROWS = [c for c in CASES if "| TP |" in c.quote]
+STAND_INS = [c for c in CASES if "recompute-stand-in" in c.tags]
+STAND_IN_SET = "training.recompute=selective"
+
+
+def _row(quote: str) -> dict[str, str]:
+    """The quote's table header and its last row as {column: cell}; the first figure of a cell like '30624 (29521)'."""
+    lines = [ln for ln in quote.splitlines() if ln.startswith("|")]
+    cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in (lines[0], lines[-1])]
+    return {k: v.split(" ")[0] for k, v in zip(*cells)}
+
+
+def _int(cell: str) -> int:
+    return 1 if cell in ("n/a", "0") else int(cell)
+
+
+def test_the_category_has_its_cases():
+    assert len(CASES) >= 20 and len(TABLE_ROWS) >= 12 and STAND_INS
+
+
+@pytest.mark.parametrize("case", TABLE_ROWS, ids=lambda c: c.name)
+def test_the_scenario_runs_the_rows_layout(case):
+    row = _row(case.quote)
+    s = load_scenario(case.scenario.file, list(case.scenario.overrides))
+    par, t, w = s.training.parallelism, s.training, s.workload
+    assert s.cluster.num_gpus == int(row["#-GPUs"])
+    assert (par.tp, par.pp, _int(row["CP"])) == (int(row["TP"]), int(row["PP"]), 1)
+    assert t.virtual_stages == _int(row["VP"])
+    assert (w.global_batch, w.seq_len) == (int(row["GBS"]), int(row["Sequence Length"]))
+    per_micro_step = t.micro_batch if par.tp * par.pp > 1 else w.global_batch // (par.dp * t.grad_accumulation)
+    assert per_micro_step == int(row["MBS"])
+    if "FSDP" in row:
+        assert par.zero == (3 if _int(row["FSDP"]) > 1 else 1)
+
+
+@pytest.mark.parametrize("case", STAND_INS, ids=lambda c: c.name)
+def test_each_memory_stand_in_is_still_needed(case):
+    """The published layout (no recomputation) is refused by the memory model and the stand-in fits; when the
+    memory model counts flash attention this fails: drop the case's override and its tag."""
+    sets = list(case.scenario.overrides)
+    assert STAND_IN_SET in sets
+    published = [o for o in sets if o != STAND_IN_SET] + ["training.recompute=none"]
+    assert memory_infeasibility(load_scenario(case.scenario.file, published)) is not None
+    assert memory_infeasibility(load_scenario(case.scenario.file, sets)) is None
