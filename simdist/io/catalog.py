@@ -8,18 +8,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
+import typing
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Collection, Mapping
 
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import GpuSpec, HostCpuCatalog, HostCpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
+from simdist.io.schema_cluster import CollectiveOp, DType, GpuFigures
 from simdist.io.yaml_cache import cached_parse, pyyaml_version
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
                            parse_flops, parse_size)
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "nvfp4")  # the last two: Blackwell block scaling
+DTYPES: tuple[str, ...] = typing.get_args(DType)  # the schema's dtypes (the last two: Blackwell block scaling)
+INTERFERENCE_OPS: tuple[str, ...] = typing.get_args(CollectiveOp)
 TRANSPORTS = ("nvlink", "pcie", "rdma", "tcp", "socket")
 NIC_ATTACH = ("pcie_switch", "switch")
 CATALOG_KINDS = ("gpus", "links", "topologies", "intra_node")
@@ -35,10 +37,6 @@ TOPOLOGY_DESCRIPTIONS: dict[TopologyKind, str] = {
     TopologyKind.CUSTOM: "any graph read from a GraphML file",
 }
 
-_GPU_KEYS = ("name", "vendor", "peak_flops", "memory", "memory_bandwidth", "tdp_w", "price_per_hour_usd",
-             "price_basis", "price_date", "compute_efficiency", "efficiency_source", "source")
-_GPU_OPTIONAL = ("comm_interference", "interference_source", "pcie_p2p")
-INTERFERENCE_OPS = ("default", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 _LINK_KEYS = ("link", "bandwidth", "latency", "efficiency", "transport", "source")
 _LINK_ENTRY_KEYS = ("bandwidth", "latency", "transport", "efficiency", "efficiency_reason", "source")
 _TRANSPORT_KEYS = ("efficiency", "latency", "reason", "source")
@@ -136,14 +134,6 @@ def _count(value: object, path: str) -> int:
     return value
 
 
-def _price_date(value: object, path: str) -> str:
-    """The month a price was read: 'YYYY-MM' or 'unknown' (never guessed)."""
-    text = str(value) if isinstance(value, str) else ""
-    if text == "unknown" or re.fullmatch(r"(19|20)\d\d-(0[1-9]|1[0-2])", text):
-        return text
-    raise ScenarioError.bad_value(path, value, "the month the price was read, 'YYYY-MM', or 'unknown'")
-
-
 def _text(value: object, path: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ScenarioError.bad_value(path, value, "a non-empty string")
@@ -167,102 +157,65 @@ def _lookup(table: Mapping[str, Any], value: object, path: str, kind: str) -> An
 
 # ---- GPUs --------------------------------------------------------------------------------------
 
-def _dtype_map(value: object, path: str, parse: Callable[[object, str], float]) -> dict[str, float]:
-    d = _mapping(value, path)
-    _check_keys(d, path, DTYPES)
-    issues = _Issues()
-    out = {k: issues.take(parse, v, f"{path}.{k}") for k, v in d.items()}
-    issues.raise_if_any()
-    return out
-
-
-def _interference(value: object, path: str) -> dict[str, float]:
-    """`comm_interference`: one slowdown for every collective, or {op or default: slowdown}, each in [0, 10]."""
-    def slowdown(v: object, p: str) -> float:
-        return _number(v, p, "a compute slowdown fraction in [0, 10] (0.19 = 19 % slower)", lambda x: 0 <= x <= 10)
-    if not isinstance(value, Mapping):
-        return {"default": slowdown(value, path)}
-    d = _mapping(value, path)
-    _check_keys(d, path, INTERFERENCE_OPS)
-    issues = _Issues()
-    out = {str(k): issues.take(slowdown, v, f"{path}.{k}") for k, v in d.items()}
-    issues.raise_if_any()
-    return out
-
-
-def _parse_gpu(d: object, path: str, key: str, base: GpuSpec | None, catalog: bool) -> GpuSpec:
-    d = _mapping(d, path)
-    required = [k for k in _GPU_KEYS if k != "efficiency_source"] if catalog else []
-    if base is None and not catalog:
-        required = ["peak_flops", "memory", "memory_bandwidth"]
-    _check_keys(d, path, _GPU_KEYS + _GPU_OPTIONAL + (() if catalog else ("base",)), required)
-    issues = _Issues()
-    peak = dict(base.peak_flops) if base else {}
-    if "peak_flops" in d:
-        peak.update(issues.take(_dtype_map, d["peak_flops"], f"{path}.peak_flops", parse_flops) or {})
+def gpu_spec(m: GpuFigures, path: str, key: str, base: GpuSpec | None = None) -> GpuSpec:
+    """The GpuSpec of validated GPU figures (a catalog entry's, or an inline GPU's over its catalog `base`):
+    the figures given replace the base's, peak_flops adds dtypes to them. ScenarioError where an efficiency
+    names a dtype without a peak to apply it to."""
+    peak = {**(base.peak_flops if base else {}), **(m.peak_flops or {})}
     eff = dict(base.compute_efficiency) if base else {}
-    if "compute_efficiency" in d:
-        p, v = f"{path}.compute_efficiency", d["compute_efficiency"]
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            eff.update({dt: issues.take(_fraction, v, p) for dt in peak})
-        else:
-            eff.update(issues.take(_dtype_map, v, p, _fraction) or {})
-        for dt in eff:
-            if peak and dt not in peak:
-                issues.items.append(Issue(f"{p}.{dt}", f"no peak_flops.{dt} to apply this efficiency to"))
+    if isinstance(m.compute_efficiency, float):
+        eff.update({dtype: m.compute_efficiency for dtype in peak})
+    elif m.compute_efficiency is not None:
+        eff.update(m.compute_efficiency)
+    orphans = [Issue(f"{path}.compute_efficiency.{dtype}", f"no peak_flops.{dtype} to apply this efficiency to")
+               for dtype in eff if dtype not in peak]
+    if orphans:
+        raise ScenarioError(orphans)
     fields: dict[str, Any] = {"key": key, "peak_flops": peak, "compute_efficiency": eff}
-    if "comm_interference" in d:
-        fields["comm_interference"] = issues.take(_interference, d["comm_interference"], f"{path}.comm_interference")
-    if "pcie_p2p" in d:
-        if not isinstance(d["pcie_p2p"], bool):
-            issues.items.append(Issue(f"{path}.pcie_p2p", f"got {d['pcie_p2p']!r}; expected true or false"))
-        else:
-            fields["pcie_p2p"] = d["pcie_p2p"]
-    for name, field, parse in (("name", "name", _text), ("vendor", "vendor", _text),
-                               ("memory", "memory_bytes", parse_size),
-                               ("memory_bandwidth", "memory_bandwidth_Bps", parse_bandwidth),
-                               ("tdp_w", "tdp_w", lambda v, p: _number(v, p, "watts > 0", lambda x: x > 0)),
-                               ("price_per_hour_usd", "price_per_hour_usd",
-                                lambda v, p: _number(v, p, "US dollars per hour >= 0", lambda x: x >= 0))):
-        if name in d:
-            fields[field] = issues.take(parse, d[name], f"{path}.{name}")
-    notes = [issues.take(_text, d[k], f"{path}.{k}") for k in ("source",) if k in d]
-    notes += [f"{label}: {issues.take(_text, d[k], f'{path}.{k}')}"
-              for k, label in (("price_basis", "price"), ("efficiency_source", "efficiency"),
-                               ("interference_source", "interference")) if k in d]
-    if "price_basis" in d:
-        fields["price_basis"] = issues.take(_text, d["price_basis"], f"{path}.price_basis")
-    elif "price_per_hour_usd" in d:  # a price given without a basis: the scenario's own
-        fields["price_basis"] = "given"
-    if "price_date" in d:
-        fields["price_date"] = issues.take(_price_date, d["price_date"], f"{path}.price_date")
-    elif "price_per_hour_usd" in d:
-        fields["price_date"] = ""
-    issues.raise_if_any()
+    if m.comm_interference is not None:
+        fields["comm_interference"] = (dict(m.comm_interference) if isinstance(m.comm_interference, dict)
+                                       else {"default": m.comm_interference})
+    for name, field in (("name", "name"), ("vendor", "vendor"), ("memory", "memory_bytes"),
+                        ("memory_bandwidth", "memory_bandwidth_Bps"), ("tdp_w", "tdp_w"),
+                        ("price_per_hour_usd", "price_per_hour_usd"), ("pcie_p2p", "pcie_p2p")):
+        if getattr(m, name) is not None:
+            fields[field] = getattr(m, name)
+    notes = [m.source.strip()] if m.source is not None else []
+    notes += [f"{label}: {text.strip()}" for text, label in ((m.price_basis, "price"), (m.efficiency_source, "efficiency"),
+                                                           (m.interference_source, "interference")) if text is not None]
     if notes:
         fields["source"] = ". ".join(notes)
+    if m.price_basis is not None:
+        fields["price_basis"] = m.price_basis.strip()
+    elif m.price_per_hour_usd is not None:  # a price given without a basis: the scenario's own
+        fields["price_basis"] = "given"
+    if m.price_date is not None:
+        fields["price_date"] = m.price_date
+    elif m.price_per_hour_usd is not None:
+        fields["price_date"] = ""
     if base is not None:
         return dataclasses.replace(base, **fields)
-    fields.setdefault("name", key)
-    fields.setdefault("vendor", "")
-    fields.setdefault("tdp_w", 0.0)
-    fields.setdefault("price_per_hour_usd", 0.0)
-    return GpuSpec(**fields)
+    return GpuSpec(**{"name": key, "vendor": "", "tdp_w": 0.0, "price_per_hour_usd": 0.0, **fields})
 
 
 def parse_gpu_catalog(data: object, file: str) -> dict[str, GpuSpec]:
-    """Every entry of a GPU catalog file (gpus.yaml shape); all problems reported at once."""
+    """Every entry of a GPU catalog file (gpus.yaml shape), checked by the scenario schema's GPU figures with
+    every key but efficiency_source required; all problems reported at once."""
+    from pydantic import ValidationError
+
+    from simdist.io.issues import from_validation_error
+    from simdist.io.schema_cluster import CatalogGpuModel
+
     issues = _Issues()
     table = issues.take(_mapping, data, file) or {}
-    out = {k: issues.take(_parse_gpu, v, f"{file}:{k}", str(k), None, True) for k, v in table.items()}
+    out = {}
+    for key, entry in table.items():
+        try:
+            out[key] = issues.take(gpu_spec, CatalogGpuModel.model_validate(entry), f"{file}:{key}", str(key))
+        except ValidationError as err:
+            issues.items.extend(from_validation_error(err, CatalogGpuModel, f"{file}:{key}."))
     issues.raise_if_any()
     return out
-
-
-def parse_gpu_inline(d: Mapping[str, Any], path: str) -> GpuSpec:
-    """An inline GPU in a scenario: the catalog fields, or `base: KEY` plus the fields to override."""
-    base = _lookup(gpus(), d["base"], f"{path}.base", "gpus") if isinstance(d, Mapping) and "base" in d else None
-    return _parse_gpu(d, path, base.key if base else "custom", base, catalog=False)
 
 
 # ---- links -------------------------------------------------------------------------------------

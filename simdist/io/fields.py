@@ -12,7 +12,7 @@ from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 from simdist.errors import ScenarioError
-from simdist.units import parse_bandwidth, parse_duration, parse_size
+from simdist.units import parse_bandwidth, parse_duration, parse_flops, parse_size
 
 SIMDIST_ERROR = "simdist"  # pydantic error type whose message is final (already says got/expected)
 
@@ -45,7 +45,7 @@ def _quantity(parser: Callable[..., float], **kwargs: Any) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-def _no_bool(value: object) -> object:
+def no_bool(value: object) -> object:
     """YAML `true` is not a number: reject bools before pydantic's strict int/float checks."""
     if isinstance(value, bool):
         raise PydanticCustomError(SIMDIST_ERROR, "{message}", {"message": f"got {value!r}; expected a number"})
@@ -56,12 +56,13 @@ Size = Annotated[float, _quantity(parse_size)]  # bytes, > 0
 SizeOrZero = Annotated[float, _quantity(parse_size, allow_zero=True)]
 Bandwidth = Annotated[float, _quantity(parse_bandwidth)]  # bytes/s, > 0
 Duration = Annotated[float, _quantity(parse_duration)]  # seconds, >= 0
+Flops = Annotated[float, _quantity(parse_flops)]  # FLOP/s, > 0
 PositiveDuration = Annotated[float, _quantity(parse_duration, allow_zero=False)]
 
 PosInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegInt = Annotated[int, Field(strict=True, ge=0)]
-Efficiency = Annotated[float, BeforeValidator(_no_bool), Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
+Efficiency = Annotated[float, BeforeValidator(no_bool), Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
 Fraction = Efficiency  # 0 < x <= 1 (kept fractions, degradation factors)
-PosFloat = Annotated[float, BeforeValidator(_no_bool), Field(strict=True, gt=0, allow_inf_nan=False)]
+PosFloat = Annotated[float, BeforeValidator(no_bool), Field(strict=True, gt=0, allow_inf_nan=False)]
 StrictBool = Annotated[bool, Field(strict=True)]
 Key = Annotated[str, Field(strict=True, min_length=1)]

@@ -17,8 +17,9 @@ from simdist.io.schema import TAG_PREFIX, ScenarioModel
 
 
 def dotted(loc: Iterable[Any]) -> str:
-    """('cluster', 'nodes', 0, '~inline', 'nic') -> 'cluster.nodes.0.nic' (union tags dropped)."""
-    return ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith(TAG_PREFIX)))
+    """('cluster', 'nodes', 0, '~inline', 'nic') -> 'cluster.nodes.0.nic' (union tags and the '[key]' pydantic
+    appends to a mapping's bad key dropped)."""
+    return ".".join(str(p) for p in loc if not (isinstance(p, str) and (p.startswith(TAG_PREFIX) or p == "[key]")))
 
 
 def _strip(tp: Any) -> Any:
@@ -141,7 +142,7 @@ _EXPECT = {
 }
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: dict[str, Any], root: type[BaseModel] = ScenarioModel) -> str:
     import difflib  # only when a scenario has errors: lazily, not at start-up
 
     kind, loc, value, ctx = err["type"], err["loc"], err.get("input"), err.get("ctx") or {}
@@ -149,7 +150,7 @@ def _message(err: dict[str, Any]) -> str:
         msg = str(err["msg"])
         return msg if msg.startswith("got ") else f"got {_got(value)}; {msg}"
     if kind == "extra_forbidden":
-        return _unknown_key_text(str(loc[-1]) if loc else "", allowed_keys(tuple(loc)))
+        return _unknown_key_text(str(loc[-1]) if loc else "", allowed_keys(tuple(loc), root))
     if kind == "missing":
         return "required key is missing"
     if kind in ("enum", "literal_error"):
@@ -162,7 +163,7 @@ def _message(err: dict[str, Any]) -> str:
         bound = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
                  "less_than_equal": "<= {le}"}[kind].format(**{k: ctx.get(k) for k in ("gt", "ge", "lt", "le")})
         # An integer given for a key that takes numbers (a ratio, a size) must not be told "expected an integer".
-        integral = isinstance(value, int) and float not in _accepted_types(tuple(loc))
+        integral = isinstance(value, int) and float not in _accepted_types(tuple(loc), root)
         what = "an integer" if integral else "a number"
         if kind == "greater_than" and ctx.get("gt") == 0:
             return f"got {_got(value)}; expected a positive {'integer' if integral else 'number'}"
@@ -180,12 +181,13 @@ def _message(err: dict[str, Any]) -> str:
     return f"got {_got(value)}; {err['msg']}"
 
 
-def from_validation_error(error: ValidationError) -> list[Issue]:
-    """One Issue per pydantic error, deduplicated, in pydantic's order."""
+def from_validation_error(error: ValidationError, root: type[BaseModel] = ScenarioModel, prefix: str = "") -> list[Issue]:
+    """One Issue per pydantic error, deduplicated, in pydantic's order; `root` is the model validated (the
+    scenario's, or a catalog entry's), `prefix` goes in front of every path (a catalog file and entry)."""
     out: list[Issue] = []
     seen: set[Issue] = set()
     for err in error.errors(include_url=False):
-        issue = Issue(dotted(err["loc"]), _message(err))
+        issue = Issue(prefix + dotted(err["loc"]), _message(err, root))
         if issue not in seen:
             seen.add(issue)
             out.append(issue)

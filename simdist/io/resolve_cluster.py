@@ -20,8 +20,8 @@ from simdist.hardware.specs import (
     RoutingKind, TopologyKind, host_staged_peer_link, staged_nic_link,
 )
 from simdist.io.fields import unknown_key_message
-from simdist.io.schema_cluster import DEFAULT_INTRA_NODE
 from simdist.io.schema import ClusterModel, FabricModel, IntraNodeModel, LinkModel, NicModel, NodeGroupModel
+from simdist.io.schema_cluster import DEFAULT_INTRA_NODE, GpuModel, GpuOverrideModel
 
 
 def hardware_catalog() -> ModuleType:
@@ -192,11 +192,17 @@ def _staged(nic: NicSpec, intra: IntraNodeSpec) -> NicSpec:
     return replace(nic, link=link, wire_link=nic.link, staging=how)
 
 
-def _gpu(v: str | dict, path: str, issues: list[Issue]) -> GpuSpec | None:
+def _gpu(v: str | GpuModel | GpuOverrideModel, path: str, issues: list[Issue]) -> GpuSpec | None:
+    """A catalog GPU, an inline one (figures checked by the schema), or a catalog GPU with figures overridden."""
     cat = hardware_catalog()
     if isinstance(v, str):
         return _lookup(cat.gpus(), v, path, "GPU", issues)
-    return guarded(issues, path, lambda: cat.parse_gpu_inline(dict(v), path))
+    base = None
+    if isinstance(v, GpuOverrideModel) and v.base is not None:
+        base = _lookup(cat.gpus(), v.base, f"{path}.base", "GPU", issues)
+        if base is None:
+            return None
+    return guarded(issues, path, lambda: cat.gpu_spec(v, path, base.key if base else "custom", base))
 
 
 def _group(g: NodeGroupModel, path: str, issues: list[Issue]) -> NodeGroupSpec | None:

@@ -4,15 +4,19 @@
 keys, read by io.reference); `key_or` builds "catalog key or inline mapping" fields whose catalog keys are checked
 against the catalogs passed in pydantic's validation context (`{"gpu_keys": [...], ...}`).
 """
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Callable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from simdist.hardware.specs import RoutingKind, TopologyKind
 from simdist.io.fields import (
-    SIMDIST_ERROR, Bandwidth, Duration, Efficiency, Key, PosFloat, PosInt, StrictBool, unknown_key_message,
+    SIMDIST_ERROR, Bandwidth, Duration, Efficiency, Flops, Key, PosFloat, PosInt, Size, StrictBool, no_bool,
+    unknown_key_message,
 )
 
 DEFAULT_INTRA_NODE = "pcie-gen4"  # node interior when a node group gives none (docs/scenario.md)
@@ -132,12 +136,142 @@ class IntraNodeModel(LinkModel):
         return check_key(v, info, "intra_node_keys", "intra_node")
 
 
+DType = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "nvfp4"]  # the last two: Blackwell block scaling
+CollectiveOp = Literal["default", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
+_PRICE_MONTH = re.compile(r"(19|20)\d\d-(0[1-9]|1[0-2])")
+
+
+def _price_month(value: str) -> str:
+    if value != "unknown" and not _PRICE_MONTH.fullmatch(value):
+        raise fail(f"got {value!r}; expected the month the price was read, 'YYYY-MM', or 'unknown'")
+    return value
+
+
+Text = Annotated[str, Field(strict=True, min_length=1, pattern=r"\S")]
+PriceMonth = Annotated[str, Field(strict=True), AfterValidator(_price_month)]
+Dollars = Annotated[float, BeforeValidator(no_bool), Field(strict=True, ge=0, allow_inf_nan=False)]
+Slowdown = Annotated[float, BeforeValidator(no_bool), Field(strict=True, ge=0, le=10, allow_inf_nan=False)]
+
+
+def per_key_or_one(value_type: Any, key_type: Any, expected: str) -> Any:
+    """A field that is one value for every key or a mapping {key: value} (a GPU's efficiency per dtype)."""
+    return Annotated[
+        Union[Annotated[value_type, Tag(TAG_PREFIX + "one")], Annotated[dict[key_type, value_type],
+                                                                         Tag(TAG_PREFIX + "per_key")]],
+        Discriminator(shape({TAG_PREFIX + "per_key": is_map, TAG_PREFIX + "one": lambda v: not is_map(v)}),
+                      custom_error_type=SIMDIST_ERROR, custom_error_message=expected),
+    ]
+
+
+class GpuFigures(Strict):
+    """The figures of a GPU, as the GPU catalog (gpus.yaml) gives them; every key optional here."""
+
+    name: Text | None = None
+    """Display name. Default: the base's, or 'custom'."""
+    vendor: Text | None = None
+    """nvidia | amd | ... (shown in tables). Default: the base's, or none."""
+    peak_flops: dict[DType, Flops] | None = None
+    """Peak dense FLOP/s per dtype, e.g. {fp16: '312 TFLOP/s', fp32: '19.5 TFLOP/s'}; with `base`, added to
+    (or replacing) the base's dtypes. Required unless `base` is given."""
+    memory: Size | None = None
+    """Device memory, e.g. '80 GiB'. Required unless `base` is given."""
+    memory_bandwidth: Bandwidth | None = None
+    """Device memory bandwidth, e.g. '2 TB/s'. Required unless `base` is given."""
+    tdp_w: PosFloat | None = None
+    """Board power in watts. Default: the base's, or 0 (no energy figure)."""
+    price_per_hour_usd: Dollars | None = None
+    """Price of one GPU-hour in US dollars (>= 0); a price given here is the scenario's own (basis 'given').
+    Default: the base's, or 0."""
+    price_basis: Text | None = None
+    """Where the price comes from (a cloud list price, a quote)."""
+    price_date: PriceMonth | None = None
+    """The month the price was read, 'YYYY-MM', or 'unknown'."""
+    compute_efficiency: per_key_or_one(Efficiency, DType, "expected a fraction 0 < e <= 1 or a mapping "
+                                                          "{dtype: fraction}") | None = None
+    """Achieved fraction of peak on dense GEMMs: one fraction for every dtype of peak_flops, or {dtype: fraction}.
+    Default: the base's, or none (the workload's default efficiency)."""
+    efficiency_source: Text | None = None
+    """Where compute_efficiency comes from (added to the GPU's source)."""
+    comm_interference: per_key_or_one(Slowdown, CollectiveOp, "expected a slowdown fraction in [0, 10] or a "
+                                                                "mapping {collective op or default: slowdown}") | None = None
+    """Compute slowdown while a collective of its rank runs (0.19 = 19 % slower): one figure, or per collective op
+    {default, all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all: s}, each in [0, 10].
+    Default: the base's, or none."""
+    interference_source: Text | None = None
+    """Where comm_interference comes from (added to the GPU's source)."""
+    pcie_p2p: StrictBool | None = None
+    """GPU peer-to-peer over PCIe; false (GeForce parts) stages GPU-GPU traffic through host memory.
+    Default: the base's, or true."""
+    source: Text | None = None
+    """Where the figures come from."""
+
+
+class GpuOverrideModel(GpuFigures):
+    """An inline GPU from a catalog entry: `base` plus the figures that differ (e.g. a price, an fp8 peak)."""
+
+    base: Key | None = None
+    """Start from this GPU catalog entry (e.g. 'a100-sxm4-80gb'); the keys given beside it override its figures.
+    Without it, peak_flops, memory and memory_bandwidth are required."""
+
+    @field_validator("base")
+    @classmethod
+    def _known_base(cls, v: Any, info: ValidationInfo) -> Any:
+        return check_key(v, info, "gpu_keys", "GPU")
+
+
+class GpuModel(GpuFigures):
+    """An inline GPU without a catalog base: peak FLOP/s, memory and memory bandwidth are required."""
+
+    peak_flops: dict[DType, Flops]  # type: ignore[assignment]
+    """Peak dense FLOP/s per dtype, e.g. {fp16: '312 TFLOP/s', fp32: '19.5 TFLOP/s'}."""
+    memory: Size  # type: ignore[assignment]
+    """Device memory, e.g. '80 GiB'."""
+    memory_bandwidth: Bandwidth  # type: ignore[assignment]
+    """Device memory bandwidth, e.g. '2 TB/s'."""
+
+
+class CatalogGpuModel(GpuFigures):
+    """A GPU catalog entry (gpus.yaml): the inline figures, each documented figure required."""
+
+    name: Text  # type: ignore[assignment]
+    """Display name, e.g. 'A100 SXM4 80GB'."""
+    vendor: Text  # type: ignore[assignment]
+    """nvidia | amd | ..."""
+    peak_flops: dict[DType, Flops]  # type: ignore[assignment]
+    """Peak dense FLOP/s per dtype."""
+    memory: Size  # type: ignore[assignment]
+    """Device memory."""
+    memory_bandwidth: Bandwidth  # type: ignore[assignment]
+    """Device memory bandwidth."""
+    tdp_w: PosFloat  # type: ignore[assignment]
+    """Board power in watts."""
+    price_per_hour_usd: Dollars  # type: ignore[assignment]
+    """Indicative price of one GPU-hour in US dollars."""
+    price_basis: Text  # type: ignore[assignment]
+    """Where the price comes from."""
+    price_date: PriceMonth  # type: ignore[assignment]
+    """The month the price was read, 'YYYY-MM', or 'unknown'."""
+    compute_efficiency: per_key_or_one(Efficiency, DType, "expected a fraction 0 < e <= 1 or a mapping "  # type: ignore[valid-type]
+                                                          "{dtype: fraction}")
+    """Achieved fraction of peak on dense GEMMs, per dtype."""
+    source: Text  # type: ignore[assignment]
+    """Where the figures come from (datasheet, paper)."""
+
+
+def has_base(value: Any) -> bool:
+    """An inline GPU that names a catalog base (read as GpuOverrideModel)."""
+    return isinstance(value, GpuOverrideModel) or isinstance(value, dict) and value.get("base") is not None
+
+
 LinkField = key_or(LinkModel, "expected a link catalog key or a mapping {bandwidth, latency, efficiency}")
 NicField = key_or(NicModel, "expected a link catalog key or a mapping {bandwidth, latency, count, transport}")
 IntraNodeField = key_or(IntraNodeModel, "expected an intra_node catalog key or a mapping {bandwidth, latency}")
 GpuField = Annotated[
-    Union[Annotated[Key, Tag(TAG_PREFIX + "key")], Annotated[dict[str, Any], Tag(TAG_PREFIX + "inline")]],
-    Discriminator(shape({TAG_PREFIX + "key": is_str, TAG_PREFIX + "inline": is_map}),
+    Union[Annotated[Key, Tag(TAG_PREFIX + "key")], Annotated[GpuOverrideModel, Tag(TAG_PREFIX + "based")],
+          Annotated[GpuModel, Tag(TAG_PREFIX + "inline")]],
+    Discriminator(shape({TAG_PREFIX + "key": is_str,
+                         TAG_PREFIX + "based": has_base,
+                         TAG_PREFIX + "inline": is_map}),
                   custom_error_type=SIMDIST_ERROR,
                   custom_error_message="expected a GPU catalog key or an inline GPU mapping"),
 ]

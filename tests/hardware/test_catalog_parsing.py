@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdist.errors import ScenarioError
-from simdist.hardware.specs import IntraNodeLayout, LinkSpec
+from simdist.hardware.specs import GpuSpec, IntraNodeLayout, LinkSpec
 from simdist.io import catalog
+from simdist.io.load import load_data
+
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "default.yaml"
 
 GOOD_GPU = {
     "name": "Test GPU", "vendor": "nvidia", "peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"},
@@ -23,6 +28,13 @@ GOOD_LINKS = {
                            for t in catalog.TRANSPORTS},
     "links": {"fast": {"bandwidth": "100 Gb/s", "latency": "2 us", "transport": "rdma", "source": "s"}},
 }
+
+
+def inline_gpu(d: dict) -> GpuSpec:
+    """A scenario's inline GPU, read as a scenario reads it: the schema's GPU model, then io.catalog.gpu_spec."""
+    data = yaml.safe_load(DEFAULT_SCENARIO.read_text())
+    data["cluster"]["nodes"][0]["gpu"] = d
+    return load_data(data).cluster.node_groups[0].gpu
 
 
 def issue_paths(excinfo) -> list[str]:
@@ -187,13 +199,13 @@ def test_inline_link_round_trip(gbps, lat_us, eff):
 
 
 def test_inline_gpu_full_and_with_base():
-    g = catalog.parse_gpu_inline({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "24 GB",
-                                  "memory_bandwidth": "1 TB/s", "compute_efficiency": 0.5}, "cluster.nodes.0.gpu")
+    g = inline_gpu({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "24 GB",
+                                  "memory_bandwidth": "1 TB/s", "compute_efficiency": 0.5})
     assert g.key == "custom" and g.flops("bf16") == 100e12 and g.memory_bytes == 24e9
     assert g.compute_efficiency == {"fp16": 0.5} and g.price_per_hour_usd == 0.0
     base = catalog.gpus()["a100-sxm4-80gb"]
-    cheap = catalog.parse_gpu_inline({"base": "a100-sxm4-80gb", "price_per_hour_usd": 1.5,
-                                      "peak_flops": {"fp8": "600 TFLOP/s"}}, "gpu")
+    cheap = inline_gpu({"base": "a100-sxm4-80gb", "price_per_hour_usd": 1.5,
+                                      "peak_flops": {"fp8": "600 TFLOP/s"}})
     assert cheap.price_per_hour_usd == 1.5 and cheap.key == base.key
     assert cheap.peak_flops == {**base.peak_flops, "fp8": 600e12} and base.flops("fp8") == 312e12
 
@@ -207,13 +219,13 @@ def test_inline_gpu_full_and_with_base():
 ])
 def test_inline_gpu_errors_name_the_path(d, where):
     with pytest.raises(ScenarioError) as e:
-        catalog.parse_gpu_inline(d, "cluster.nodes.0.gpu")
+        inline_gpu(d)
     assert issue_paths(e) == [where]
 
 
 def test_unknown_keys_suggest_close_matches():
     with pytest.raises(ScenarioError) as e:
-        catalog.parse_gpu_inline({"base": "a100-sxm4-80", "tdp_w": 10}, "cluster.nodes.0.gpu")
+        inline_gpu({"base": "a100-sxm4-80", "tdp_w": 10})
     assert issue_paths(e) == ["cluster.nodes.0.gpu.base"] and "a100-sxm4-80gb" in str(e.value)
     with pytest.raises(ScenarioError) as e:
         catalog.parse_link_inline({"bandwidth": "1 Gb/s", "latncy": "2 us"}, "cluster.fabric.link")
@@ -238,7 +250,7 @@ def test_price_basis_and_date_are_kept_and_a_given_price_drops_the_catalog_basis
     g = catalog.parse_gpu_catalog({"x": {**GOOD_GPU, "price_date": "2024-06"}}, "gpus.yaml")["x"]
     assert (g.price_basis, g.price_date) == ("made up", "2024-06")
     assert catalog.parse_gpu_catalog({"x": {**GOOD_GPU, "price_date": "unknown"}}, "g")["x"].price_date == "unknown"
-    mine = catalog.parse_gpu_inline({"base": "a100-sxm4-80gb", "price_per_hour_usd": 1.5}, "cluster.nodes.0.gpu")
+    mine = inline_gpu({"base": "a100-sxm4-80gb", "price_per_hour_usd": 1.5})
     assert (mine.price_per_hour_usd, mine.price_basis, mine.price_date) == (1.5, "given", "")
 
 

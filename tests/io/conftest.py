@@ -18,7 +18,7 @@ import yaml
 
 from simdist.errors import Issue, ScenarioError
 from simdist.scenario import Scenario
-from simdist.io.catalog import TransportDefault
+from simdist.io.catalog import TransportDefault, gpu_spec
 from simdist.hardware.specs import GpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec
 from simdist.units import parse_flops, parse_size
 from simdist.workload.specs import LayerSpec, ModelSpec
@@ -40,21 +40,6 @@ TRANSPORT = {
     "pcie": TransportDefault("pcie", 0.8, 1e-6),
     "socket": TransportDefault("socket", 0.7, 1e-6),
 }
-
-
-def _parse_gpu_inline(d: dict, path: str) -> GpuSpec:
-    issues = []
-    for key in d:
-        if key not in ("name", "peak_fp16", "memory"):
-            issues.append(Issue(f"{path}.{key}", "unknown key"))
-    for key in ("peak_fp16", "memory"):
-        if key not in d:
-            issues.append(Issue(f"{path}.{key}", "required key is missing"))
-    if issues:
-        raise ScenarioError(issues)
-    flops = parse_flops(d["peak_fp16"], f"{path}.peak_fp16")
-    mem = parse_size(d["memory"], f"{path}.memory")
-    return GpuSpec("custom", str(d.get("name", "custom")), "custom", {"fp16": flops}, mem, 1e12, 300, 0.0)
 
 
 def _transport_default(transport: str) -> TransportDefault:
@@ -122,7 +107,7 @@ FAKES = {
     "simdist.io.catalog": _module(
         "simdist.io.catalog", gpus=lambda: {"a100-sxm4-80gb": A100, "v100-sxm2-32gb": V100},
         links=lambda: dict(LINKS), intra_nodes=lambda: {"nvswitch-a100": NVSWITCH, "dgx1-cube-mesh": CUBE},
-        transport_default=_transport_default, parse_gpu_inline=_parse_gpu_inline,
+        transport_default=_transport_default, gpu_spec=gpu_spec,
         parse_link_inline=lambda d, path, default: default),
     "simdist.topology.validate": _module("simdist.topology.validate", validate_cluster=_validate_cluster),
     "simdist.workload.torch_import": _module("simdist.workload.torch_import", import_model=_import_model),
