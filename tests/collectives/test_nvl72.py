@@ -146,3 +146,18 @@ def test_a_job_may_use_part_of_a_rack_and_never_more_than_72_gpus():
     assert load_data(default).cluster.node_groups[0].gpus_per_node == 72
     with pytest.raises(ScenarioError, match="gpus_per_node: got 73; intra_node 'nvl72-gb200' holds at most 72 GPUs"):
         _load(_text(1, gpus=73))
+
+
+@pytest.mark.parametrize("key,gpu,nic", [("nvswitch-b200", "b200-180gb", "connectx-7"),
+                                         ("nvswitch-b300", "b300-288gb", "connectx-8")])
+def test_an_hgx_blackwell_node_runs_nvls_at_blackwells_efficiency(key, gpu, nic):
+    """8 GPUs of a DGX B200 / B300 on their NVSwitches (18 NVLink5 each): NVLS, 9/8 x 8 GB / 532.8 GB/s + 26 us
+    = 16.9181 ms (NCCL's 0.74 on Blackwell; Hopper's 0.85 would give 14.73 ms)."""
+    text = _text(1).replace("gpu: gb200-186gb", f"gpu: {gpu}").replace("gpus_per_node: 72", "gpus_per_node: 8")
+    text = text.replace("intra_node: nvl72-gb200", f"intra_node: {key}").replace("{link: connectx-7, count: 72}",
+                                                                                  f"{{link: {nic}, count: 8}}")
+    row = _row(text)
+    assert row["algorithm"] == "nvls/Simple"
+    hand = SIZE * 9 / 8 / (NVLINK5_x18 * NVLINK_EFF * NVLS_BLACKWELL) + NVLS_CALL_S + NVLINK_HOP_S
+    assert hand == pytest.approx(16.9181e-3, rel=1e-4)
+    assert row["time_s"] == pytest.approx(hand, rel=1e-9)
