@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 
-from simdist.errors import ScenarioError
 from simdist.hardware.specs import IntraNodeLayout, IntraNodeSpec, LinkSpec, NodeGroupSpec
 from simdist.topology.plain import LinkGraph
 
@@ -95,9 +94,7 @@ def _pcie_tree(g: LinkGraph, p: str, intra: IntraNodeSpec, gpus: list[str], nics
                gpus_on_pcie: bool = True) -> list[str]:
     """GPUs under PCIe switches under sockets; returns the PCIe switch vertices (NICs go on them)."""
     pcie = intra.pcie_link
-    if pcie is None:
-        raise ScenarioError.bad_value(f"{path}.intra_node.pcie_link", None,
-                                      f"a PCIe link for layout {intra.layout.value}")
+    assert pcie is not None, f"{path}.intra_node.pcie_link: layout {intra.layout.value} needs one (topology.validate)"
     per = max(1, intra.gpus_per_pcie_switch)
     n_pcie = max(1, math.ceil(len(gpus) / per))
     switches = [f"{p}/pcie{j}" for j in range(n_pcie)]
@@ -147,8 +144,7 @@ def add_node_interior(g: LinkGraph, n: int, group: NodeGroupSpec, path: str = "c
             _add(g, nic, sw, hop, "pcie")
         return gpus, nics
     if layout is IntraNodeLayout.CUBE_MESH:
-        if len(gpus) != 8:
-            raise ScenarioError.bad_value(f"{path}.gpus_per_node", len(gpus), "8 GPUs for a cube_mesh node")
+        assert len(gpus) == 8, f"{path}.gpus_per_node: a cube_mesh node has 8 GPUs (topology.validate)"
         bricks = DGX1_P100_BRICKS if is_p100_mesh(group) else DGX1_V100_BRICKS
         for (a, b), m in bricks.items():
             _add(g, gpus[a], gpus[b], nvl, "nvlink", m)
