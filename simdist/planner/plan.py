@@ -268,16 +268,19 @@ def _feasible(row: dict, spec: PlanSpec, rejected: dict[str, int]) -> bool:
 @dataclass(frozen=True)
 class ShortRun:
     """A loader whose scenarios run `iterations` measured iterations after their warmup and one failure
-    replica (the simulate:N rung); a run given by duration without failures runs by iterations instead."""
+    replica (the simulate:N rung); a run given by duration without failures runs by iterations instead.
+    The short run is set as the point's run.* values and loaded again, so the scenario's rules see it (a
+    hybrid switch at or beyond the short run is refused as invalid, with the rule's message)."""
 
     loader: Any
     iterations: int
 
     def __call__(self, base, overrides, values, base_dir, name):
         s = self.loader(base, overrides, values, base_dir, name)
-        r = s.run
-        return replace(s, run=replace(r, iterations=r.warmup + self.iterations, replicas=1,
-                                      duration_s=r.duration_s if s.failures is not None else None))
+        short = {"run.iterations": s.run.warmup + self.iterations, "run.replicas": 1}
+        if s.failures is None:
+            short["run.duration"] = None
+        return self.loader(base, overrides, {**values, **short}, base_dir, name)
 
 
 ESTIMATE_FIGURES = ("iteration_time_s", "samples_per_s", "tokens_per_s")  # kept as estimate_* beside a simulation's
