@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from simdist.collectives.cost import bus_factor
 from simdist.engine.context import build_context
+from simdist.engine.outcomes import top_links
 from simdist.engine.state import result_header
 from simdist.topology.summary import link_assumptions
-from simdist.results.records import CollectiveRow, LinkUtilization, RunResult
+from simdist.results.records import CollectiveRow, RunResult
 from simdist.scenario import Fidelity, Scenario
 
 
@@ -28,9 +29,7 @@ def run_benchmark(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         # schedule_time ran each size in a private environment; play the largest on the shared one
         ctx.env.process(ctx.network.run(ctx.env, ctx.schedule(bench.op, last.size_bytes)))
         ctx.env.run()
-        util = ctx.network.link_utilization(ctx.env.now) if ctx.env.now > 0 else {}
-        top = sorted(util.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
-        links = tuple(LinkUtilization(k, round(v, 6)) for k, v in top if v > 0)
+        links = top_links(ctx)
     return RunResult(**result_header(scenario, fidelity), collectives=tuple(rows), links=links,
                      extra={"links_used": link_assumptions(scenario.cluster), "benchmark": {"op": bench.op.value, "ranks": n,
                                           "strategy": scenario.communication.strategy.value,

@@ -90,22 +90,9 @@ class _Worklist:
         self.after: list[list[list[int]]] = []  # per class and task: its waiting successors
         self.prev_on: list[list[int]] = []  # per class and task: previous on its stream (-1)
         for k, g in enumerate(graphs):
-            n = len(g.tasks)
-            self.done.append([None] * n)
-            w, a, prev = [0] * n, [[] for _ in range(n)], [-1] * n
-            last: dict[Stream, int] = {}
-            for t in g.tasks:
-                pre = set(t.deps)
-                if t.stream is not None:
-                    if t.stream in last:
-                        prev[t.id] = last[t.stream]
-                        pre.add(last[t.stream])
-                    last[t.stream] = t.id
-                w[t.id] = len(pre)
-                for d in pre:
-                    a[d].append(t.id)
-                if not pre:
-                    self.ready.append((k, t.id))
+            a, w, prev = g.prerequisites()
+            self.done.append([None] * len(g.tasks))
+            self.ready += [(k, tid) for tid, n in enumerate(w) if n == 0]
             self.waiting.append(w)
             self.after.append(a)
             self.prev_on.append(prev)

@@ -78,7 +78,7 @@ class Executor:
         self._group_classes: dict[str, list[int]] = {}
         self._comm_on: dict[int, list[float]] = {}
         self._computing: dict[int, set] = {}
-        self._orders: dict[int, tuple[list[list[int]], list[int]]] = {}  # per class: its tasks' order
+        self._orders: dict[int, tuple] = {}  # per class: Graph.prerequisites()
         self.log = ExecLog()
         self.last_spans: dict[int, dict[int, tuple[float, float]]] = {}  # per class: its latest iteration
 
@@ -158,7 +158,10 @@ class Executor:
     def _iteration(self, env, graph: Graph, it: int) -> Generator:
         """One iteration of a class: each task starts (as its own process) once its dependencies and the
         previous task on its stream have finished; the iteration ends with its last task."""
-        after, waiting = self._order_of(graph)
+        idx = graph.rank_class.index
+        if idx not in self._orders:  # built once per class
+            self._orders[idx] = graph.prerequisites()
+        after, waiting, _ = self._orders[idx]
         spans: dict[int, tuple[float, float]] = {}
         left = list(waiting)
         done = env.event()
@@ -178,7 +181,6 @@ class Executor:
                 env.process(self._task(env, graph, it, t, spans, finished))
         if graph.tasks:
             yield done
-        idx = graph.rank_class.index
         self.last_spans[idx] = spans
         self.log.class_end_s[idx].append(env.now)
         compute = [spans[t.id] for t in graph.tasks if t.stream == Stream.COMPUTE]
@@ -187,27 +189,6 @@ class Executor:
         self.log.class_comm_busy_s[idx].append(union_s(comm))
         if self.record and (self.record_classes is None or idx in self.record_classes):
             self._records(graph, it, spans)
-
-    def _order_of(self, graph: Graph) -> tuple[list[list[int]], list[int]]:
-        """Per task of `graph`: the tasks waiting for it, and how many it waits for (its dependencies and the
-        previous task on its stream); built once per class."""
-        idx = graph.rank_class.index
-        if idx not in self._orders:
-            after: list[list[int]] = [[] for _ in graph.tasks]
-            waiting = [0] * len(graph.tasks)
-            last_on: dict[Stream, int] = {}
-            for task in graph.tasks:
-                pre = list(task.deps)
-                if task.stream is not None:
-                    prev = last_on.get(task.stream)
-                    if prev is not None and prev not in task.deps:
-                        pre.append(prev)
-                    last_on[task.stream] = task.id
-                waiting[task.id] = len(pre)
-                for d in pre:
-                    after[d].append(task.id)
-            self._orders[idx] = (after, waiting)
-        return self._orders[idx]
 
     def _task(self, env, graph: Graph, it: int, task: Task, spans, finished: Callable[[int], None]) -> Generator:
         t0 = env.now

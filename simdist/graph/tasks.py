@@ -121,3 +121,22 @@ class Graph:
                 raise ValueError(f"task {t.name!r} has id {t.id}, expected its index {i}")
             if any(not 0 <= d < i for d in t.deps):
                 raise ValueError(f"task {t.name!r} depends on a later or unknown task: {t.deps}")
+
+    def prerequisites(self) -> tuple[list[list[int]], list[int], list[int]]:
+        """Per task: the tasks waiting for it, how many it waits for (its dependencies and the previous task on
+        its stream, which it cannot start before) and that previous task (-1: none). The executor and the fold
+        both start a task when these have ended."""
+        after: list[list[int]] = [[] for _ in self.tasks]
+        waiting, prev_on = [0] * len(self.tasks), [-1] * len(self.tasks)
+        last: dict[Stream, int] = {}
+        for t in self.tasks:
+            pre = set(t.deps)
+            if t.stream is not None:
+                if t.stream in last:
+                    prev_on[t.id] = last[t.stream]
+                    pre.add(last[t.stream])
+                last[t.stream] = t.id
+            waiting[t.id] = len(pre)
+            for d in pre:
+                after[d].append(t.id)
+        return after, waiting, prev_on
