@@ -128,7 +128,7 @@ class IntraNodeModel(LinkModel):
     base: Key | None = None
     """Start from this intra_node catalog entry (e.g. 'nvswitch-a100'); the link keys here override its GPU link."""
     layout: Literal["switch"] = "switch"
-    """switch (the only inline layout; use catalog keys for cube_mesh, nvlink_pairs, pcie)."""
+    """switch (the only inline layout; use catalog keys for cube_mesh, nvlink_pairs, full_mesh, pcie)."""
 
     @field_validator("base")
     @classmethod
