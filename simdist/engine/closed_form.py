@@ -21,8 +21,8 @@ from typing import Callable
 import simpy
 
 from simdist.engine.executor import Executor
-from simdist.graph.spans import union_s
-from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
+from simdist.graph.spans import busy_s
+from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Task
 
 
 @dataclass
@@ -153,9 +153,6 @@ def _folded(graphs: list[Graph], spans: dict[int, dict[int, tuple[float, float]]
     if stuck:
         raise RuntimeError(f"graphs deadlock at {stuck}")
     ends = {c: max((e for _, e in s.values()), default=0.0) for c, s in spans.items()}
-    compute = {g.rank_class.index: sum(e - s for t in g.tasks if t.stream == Stream.COMPUTE
-                                       for s, e in [spans[g.rank_class.index][t.id]]) for g in graphs}
-    comm = {g.rank_class.index: union_s([spans[g.rank_class.index][t.id] for t in g.tasks
-                                          if t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait"])
-            for g in graphs}
-    return Folded(max(ends.values(), default=0.0), ends, compute, comm, spans)
+    busy = {g.rank_class.index: busy_s(g, spans[g.rank_class.index]) for g in graphs}
+    return Folded(max(ends.values(), default=0.0), ends, {c: b[0] for c, b in busy.items()},
+                  {c: b[1] for c, b in busy.items()}, spans)

@@ -18,7 +18,7 @@ from typing import Callable, Generator, Protocol
 
 import simpy
 
-from simdist.graph.spans import union_s
+from simdist.graph.spans import busy_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
 from simdist.progress import Progress
 from simdist.results.records import StepRecord
@@ -183,10 +183,9 @@ class Executor:
             yield done
         self.last_spans[idx] = spans
         self.log.class_end_s[idx].append(env.now)
-        compute = [spans[t.id] for t in graph.tasks if t.stream == Stream.COMPUTE]
-        comm = [spans[t.id] for t in graph.tasks if t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait"]
-        self.log.class_compute_busy_s[idx].append(sum(e - s for s, e in compute))
-        self.log.class_comm_busy_s[idx].append(union_s(comm))
+        compute, comm = busy_s(graph, spans)
+        self.log.class_compute_busy_s[idx].append(compute)
+        self.log.class_comm_busy_s[idx].append(comm)
         if self.record and (self.record_classes is None or idx in self.record_classes):
             self._records(graph, it, spans)
 

@@ -18,6 +18,15 @@ def union_s(spans: list[tuple[float, float]]) -> float:
     return total
 
 
+def busy_s(graph: Graph, spans: dict[int, tuple[float, float]]) -> tuple[float, float]:
+    """One iteration's seconds of compute-stream work (the sum of its tasks) and of communication in flight (the
+    union of every other task's span, Horovod's cycle waits left out)."""
+    compute = sum(e - s for t in graph.tasks if t.stream == Stream.COMPUTE for s, e in (spans[t.id],))
+    comm = union_s([spans[t.id] for t in graph.tasks
+                    if t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait"])
+    return compute, comm
+
+
 def covered_s(spans: list[tuple[float, float]], by: list[tuple[float, float]]) -> float:
     """Seconds of the union of `spans` that the union of `by` also covers."""
     return union_s(spans) + union_s(by) - union_s(spans + by)
