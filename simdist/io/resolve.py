@@ -127,7 +127,36 @@ def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:
                                                        "pipeline rank"))
 
 
-def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> CommunicationSpec:
+_ASYNC_SYNCS = ("asp", "ssp", "hybrid")  # workers (or hybrid's first phase) push single GPUs' gradients
+
+
+def _ps_servers(m: ScenarioModel) -> int:
+    """communication.ps.servers, or one per worker node when unset (BytePS's and MXNet's dist kvstore's layout: a
+    server process on every machine, or as many server machines as worker machines with placement dedicated).
+    Without a parameter server the unset key resolves to the spec's default, so it is never reported as set."""
+    c = m.communication
+    if c.ps.servers is not None:
+        return c.ps.servers
+    if StrategyKind(c.strategy) is not StrategyKind.PS:
+        return CommunicationSpec().ps_servers
+    return sum(g.count for g in m.cluster.nodes)
+
+
+def _ps_aggregation(m: ScenarioModel, cluster) -> PsAggregation:
+    """communication.ps.aggregation, or node when unset (each node's GPUs reduce first and the node pushes once, as
+    BytePS and MXNet's device+dist kvstore do) where that can run: gpu for asynchronous workers and for node groups
+    with different GPUs per node. Without a parameter server the unset key resolves to the spec's default."""
+    c = m.communication
+    if c.ps.aggregation is not None:
+        return PsAggregation(c.ps.aggregation)
+    if StrategyKind(c.strategy) is not StrategyKind.PS or str(m.training.sync) in _ASYNC_SYNCS or cluster is None:
+        return CommunicationSpec().ps_aggregation
+    uniform = len({g.gpus_per_node for g in cluster.node_groups}) == 1
+    return PsAggregation.NODE if uniform else PsAggregation.GPU
+
+
+def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue], servers: int,
+                   aggregation: PsAggregation) -> CommunicationSpec:
     c = m.communication
     strategy = StrategyKind(c.strategy)
     if strategy is StrategyKind.HIERARCHICAL:
@@ -136,8 +165,8 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
             if algo not in _SUB_ALGORITHMS:
                 issues.append(Issue(f"communication.hierarchical.{level}", f"got '{algo}'; expected one of "
                                     f"{', '.join(sorted(a.value for a in _SUB_ALGORITHMS))}"))
-    if (strategy is StrategyKind.PS and PsAggregation(c.ps.aggregation) is PsAggregation.NODE
-            and c.ps.aggregation and str(m.training.sync) in ("asp", "ssp")):
+    if (strategy is StrategyKind.PS and aggregation is PsAggregation.NODE
+            and str(m.training.sync) in ("asp", "ssp")):
         issues.append(Issue("communication.ps.aggregation", f"got 'node' with training.sync '{m.training.sync}'; "
                                                             "asynchronous workers are single GPUs (use gpu)"))
     if c.ps.partition is not None and str(m.training.sync) in ("asp", "ssp"):
@@ -145,8 +174,8 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
                                                           f"'{m.training.sync}'; partitioned pipelining is modelled "
                                                           "for bsp only (asynchronous workers exchange whole shards)"))
     if (strategy is StrategyKind.PS and PsPlacement(c.ps.placement) is PsPlacement.COLOCATED
-            and gpus is not None and c.ps.servers > gpus):
-        issues.append(Issue("communication.ps.servers", f"got {c.ps.servers}; colocated servers cannot "
+            and gpus is not None and servers > gpus):
+        issues.append(Issue("communication.ps.servers", f"got {servers}; colocated servers cannot "
                                                         f"outnumber the {gpus} GPUs"))
     if (strategy is StrategyKind.PS and PsPlacement(c.ps.placement) is PsPlacement.HOST
             and PsServer(c.ps.server) is not PsServer.CPU):
@@ -170,8 +199,8 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> C
     comp = c.compression
     return CommunicationSpec(
         strategy=strategy, backend=Backend(c.backend), hierarchical_intra=StrategyKind(c.hierarchical.intra),
-        hierarchical_inter=StrategyKind(c.hierarchical.inter), ps_servers=c.ps.servers,
-        ps_placement=PsPlacement(c.ps.placement), ps_aggregation=PsAggregation(c.ps.aggregation),
+        hierarchical_inter=StrategyKind(c.hierarchical.inter), ps_servers=servers,
+        ps_placement=PsPlacement(c.ps.placement), ps_aggregation=aggregation,
         ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
         ddp_average=DdpAverage(c.ddp_average),
@@ -269,12 +298,14 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     issues: list[Issue] = []
     c = m.communication
     dedicated = c.strategy == StrategyKind.PS and c.ps.placement == PsPlacement.DEDICATED
-    cluster = resolve_cluster(m.cluster, base_dir, issues, c.ps.servers if dedicated else 0)
+    servers = _ps_servers(m)
+    cluster = resolve_cluster(m.cluster, base_dir, issues, servers if dedicated else 0)
+    aggregation = _ps_aggregation(m, cluster)
     workload: WorkloadSpec | None = resolve_workload(m.workload, issues)
     gpus = cluster.num_gpus if cluster is not None else None
     training = _training(m, gpus, issues)
-    communication = _communication(m, gpus, issues)
-    _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, str(c.ps.aggregation))
+    communication = _communication(m, gpus, issues, servers, aggregation)
+    _check_uniform_nodes(StrategyKind(c.strategy), cluster, issues, aggregation.value)
     _check_collnet_nodes(c.collnet, cluster, issues)
     _check_nvls_nodes(c, cluster, issues)
     issues.extend(nccl_socket_issues(c, cluster))

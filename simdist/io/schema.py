@@ -296,12 +296,12 @@ class HierarchicalModel(Strict):
 
 
 class PsModel(Strict):
-    servers: PosInt = 1
-    """Parameter-server shards."""
+    servers: PosInt | None = None
+    """Parameter-server shards. Default: one per worker node, as BytePS and MXNet's dist kvstore run one server process per machine (with placement dedicated: as many server machines as worker nodes)."""
     placement: PsPlacement = PsPlacement.COLOCATED
     """colocated (on worker nodes) | dedicated (extra hosts with the first group's NIC) | host (processes on the worker nodes' CPU sockets, in host memory: a node's GPUs push over PCIe, other nodes through its NIC, as TensorFlow's parameter_server with local_parameter_device=cpu and PS tasks on the worker machines run; needs server: cpu) (host added)."""
-    aggregation: PsAggregation = PsAggregation.GPU
-    """gpu (every GPU pushes and pulls its whole gradient) | node (the node's GPUs reduce-scatter first, so one gradient's worth per node crosses its NICs, as TensorFlow replicated, MXNet KVStore device+dist and BytePS do) (added key)."""
+    aggregation: PsAggregation | None = None
+    """gpu (every GPU pushes and pulls its whole gradient) | node (the node's GPUs reduce-scatter first, so one gradient's worth per node crosses its NICs, as TensorFlow replicated, MXNet KVStore device+dist and BytePS do). Default: node, except gpu for training.sync asp, ssp and hybrid (asynchronous workers are single GPUs) and for node groups with different GPUs per node (added key)."""
     server: PsServer = PsServer.GPU
     """gpu (a server's update streams through a GPU's HBM) | cpu (through host memory, as TensorFlow PS tasks and MXNet / BytePS servers run) (added key)."""
     partition: Size | None = None

@@ -18,7 +18,8 @@ S = 64e6
 BASE = {"cluster": {"nodes": [{"count": 1, "gpu": "k80-12gb", "gpus_per_node": 4, "intra_node": "pcie-gen3",
                                "nic": {"bandwidth": "10 Gb/s", "transport": "tcp"}}]},
         "workload": {"model": "resnet50", "batch_per_gpu": 16, "precision": "fp32"},
-        "communication": {"strategy": "ps", "ps": {"servers": 1, "placement": "host", "server": "cpu"}},
+        "communication": {"strategy": "ps", "ps": {"servers": 1, "placement": "host", "server": "cpu",
+                                                            "aggregation": "gpu"}},  # every GPU pushes its own
         "run": {"iterations": 3, "warmup": 1}}
 
 

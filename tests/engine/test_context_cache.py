@@ -25,7 +25,9 @@ BASE = {
     "communication": {"strategy": "ring", "bucket_size": "25 MB"},
     "run": {"iterations": 3, "warmup": 1},
 }
-PS = {"communication.strategy": "ps"}
+# one server, every GPU pushing: each PS variant below differs from it (with the default per-node layout a 1 MB
+# partition splits none of the 25 MB buckets' 0.8 MB pushes)
+PS = {"communication.strategy": "ps", "communication.ps.servers": 1, "communication.ps.aggregation": "gpu"}
 HIER = {"communication.strategy": "hierarchical"}
 H100 = {"communication.backend": "nccl", "cluster.nodes.0.gpu": "h100-sxm5-80gb",
         "cluster.nodes.0.intra_node": "nvswitch-h100"}

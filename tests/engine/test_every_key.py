@@ -197,7 +197,7 @@ CASES: dict[str, tuple] = {
     "communication.hierarchical.inter": (TRAIN, {"communication.strategy": "hierarchical"},
                                          {"communication.hierarchical.inter": "tree"}, "changes"),
     "communication.ps.servers": (TRAIN, PS, {"communication.ps.servers": 1}, "changes"),
-    "communication.ps.aggregation": (TRAIN, PS, {"communication.ps.aggregation": "node"}, "changes"),
+    "communication.ps.aggregation": (TRAIN, PS, {"communication.ps.aggregation": "gpu"}, "changes"),  # default node
     "communication.ps.server": (TRAIN, PS, {"communication.ps.server": "cpu"}, "changes"),
     "communication.ps.placement": (TRAIN, PS, {"communication.ps.placement": "colocated"}, "changes"),
     "communication.ps.partition": (TRAIN, PS, {"communication.ps.partition": "4 MB"}, "changes"),

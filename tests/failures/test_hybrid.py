@@ -18,7 +18,9 @@ BASE = {
                            "nic": {"bandwidth": "25 Gb/s", "latency": "5 us", "transport": "rdma"}}],
                 "fabric": {"topology": "single_switch"}},
     "workload": {"model": "resnet50", "batch_per_gpu": 32, "precision": "fp16"},
-    "communication": {"strategy": "ps"},
+    # one server, every GPU pushing (hybrid runs gpu aggregation: asp workers are single GPUs), where the
+    # straggler holds bsp back more than asp
+    "communication": {"strategy": "ps", "ps": {"servers": 1, "aggregation": "gpu"}},
     "failures": {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:1", "slowdown": 2.0}]},
     "run": {"iterations": 40, "warmup": 2, "fidelity": "estimate"},
 }
