@@ -119,11 +119,23 @@ class FabricContext:
             if key not in self._built:
                 self._built[key] = from_topology(self.topology, self.group, collnet=comm.collnet,
                                                  nvls_enabled=comm.nvls)
-            timer = self.network if isinstance(self.network, AnalyticalNetwork) else AnalyticalNetwork(self.topology)
-            fabric = replace(self._built[key], socket_threads=comm.nccl_socket_threads)
-            cached = self._local["tuning"] = {"fabric": fabric, "timer": timer.schedule_time,
-                                              "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
+            cached = self._local["tuning"] = self.nccl_tuning(self._built[key])
         return cached
+
+    def nccl_tuning(self, fabric) -> dict:
+        """NCCL's tuner's inputs for a group whose hardware NCCL sees as `fabric`: that view with the socket
+        threads, this cluster's analytical time of a candidate schedule, and NCCL_ALGO / NCCL_PROTO."""
+        comm = self.scenario.communication
+        return {"fabric": replace(fabric, socket_threads=comm.nccl_socket_threads),
+                "timer": self.analytical().schedule_time, "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
+
+    def analytical(self) -> AnalyticalNetwork:
+        """The closed-form network model of this cluster: the run's own at estimate, else one built once."""
+        if isinstance(self.network, AnalyticalNetwork):
+            return self.network
+        if "analytical" not in self._local:
+            self._local["analytical"] = AnalyticalNetwork(self.topology)
+        return self._local["analytical"]
 
     def layout_groups(self, layout, plan):
         """The tp, dp and p2p groups of `layout` with their memoised union schedules (engine.mp_groups), built

@@ -15,11 +15,9 @@ from dataclasses import replace
 from simdist.collectives.algorithms import supports
 from simdist.collectives.backends import build_backend_schedule
 from simdist.collectives.fabric import from_topology
-from simdist.collectives.nccl_env import enable_of
 from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
-from simdist.network.analytical import AnalyticalNetwork
 from simdist.layout import Axis, Layout
 from simdist.strategies.pipeline_graph import boundary_pairs, dp_group, pp_group, tp_exchange_group, tp_group
 from simdist.topology.routing import ring_channels
@@ -104,25 +102,17 @@ class LayoutGroups:
         channels = ring_channels(ctx.topology, group.nodes)
         extra = {}
         if comm.backend.value == "nccl":
-            timer = ctx.network if isinstance(ctx.network, AnalyticalNetwork) else self._timer()
-            fabric = from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls)
-            extra = {"fabric": replace(fabric, socket_threads=comm.nccl_socket_threads),
-                     "timer": timer.schedule_time, "enable": enable_of(comm.nccl_algo, comm.nccl_proto)}
+            extra = ctx.nccl_tuning(from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls))
         return build_backend_schedule(comm.backend.value, op, size_bytes, group, requested=requested,
                                       intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
                                       channels=channels, node_orders=group_node_orders(ctx.topology, group, channels),
                                       **extra)
-
-    def _timer(self):
-        if "_an" not in self.__dict__:
-            self.__dict__["_an"] = AnalyticalNetwork(self.ctx.topology)
-        return self.__dict__["_an"]
 
     def time_of(self, task, graph) -> float:
         """The call alone on the idle fabric (closed form on the context's analytical network)."""
         key = ("t", task.group, task.op, task.size_bytes)
         hit = self._cache.get(key)
         if hit is None:
-            net = self.ctx.network if hasattr(self.ctx.network, "steps") else self._timer()
+            net = self.ctx.network if hasattr(self.ctx.network, "steps") else self.ctx.analytical()
             hit = self._cache[key] = net.schedule_time(self.schedule_of(task, graph))
         return hit

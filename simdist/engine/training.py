@@ -230,7 +230,7 @@ def baseline_samples_per_s(ctx, scenario: Scenario) -> float:
         def time_of(task, graph):
             return ctx.collective_time(task.op, task.size_bytes, task.server_delay_s)
     else:
-        network, cache = AnalyticalNetwork(ctx.topology), {}
+        network, cache = ctx.analytical(), {}
 
         def time_of(task, graph):
             key = (task.op, task.size_bytes, task.server_delay_s)
