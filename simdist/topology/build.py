@@ -20,7 +20,7 @@ from collections import OrderedDict
 from itertools import count as count_from, takewhile
 from typing import Callable
 
-from simdist.errors import InfeasibleError, Issue
+from simdist.errors import InfeasibleError
 from simdist.hardware.specs import ClusterSpec, FabricSpec, NicSpec, RoutingKind, TopologyKind
 from simdist.topology.custom import build_custom
 from simdist.topology.direct import build_direct
@@ -30,7 +30,6 @@ from simdist.topology.graph import Topology
 from simdist.topology.intranode import NodeTemplate, add_node_interior, add_server_interior, rail_share
 from simdist.topology.machines import Machine, spread_over_nodes
 from simdist.topology.plain import LinkGraph
-from simdist.topology.validate import validate_cluster
 
 FabricBuilder = Callable[[LinkGraph, FabricSpec, list[Machine]], str]
 
@@ -70,8 +69,8 @@ def forget_built() -> None:
 
 def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None,
                    host_servers: int = 0) -> Topology:
-    """The whole cluster (node interiors, servers, fabric) as a Topology; InfeasibleError on a cluster
-    validate_cluster refuses (one derived from a valid scenario, e.g. a torus that lost a node).
+    """The whole cluster (node interiors, servers, fabric) as a Topology, of a cluster topology.validate passes
+    (io/ refuses the rest).
     An equal spec built before in this process gives the same (shared, read-only) Topology."""
     key = repr((cluster, server_hosts, server_nic, host_servers))  # GpuSpec compares by identity; repr is exact
     hit = _BUILT.get(key)
@@ -98,14 +97,17 @@ def host_server_vertices(g: LinkGraph, cluster: ClusterSpec, count: int) -> list
     return spread_over_nodes(sockets, count)
 
 
+def _assert_derived_from_a_validated_cluster(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None) -> None:
+    """What a built cluster must be: the scenario's, which io.resolve_cluster ran topology.validate on, or a failure
+    state's, the same with node counts lowered (engine.composite's shrunk cluster). validate's rules bound the
+    machine count from above or check a node's own figures, so a shrunk cluster passes them too
+    (tests/io/test_shrunk_cluster.py): invariants here, not a second run of the rules."""
+    assert cluster.node_groups and all(g.count >= 1 for g in cluster.node_groups), "no node left to build"
+    assert server_hosts >= 0 and (server_nic is None or server_nic.count >= 1), "io.rules: servers and their NICs"
+
+
 def _build(cluster: ClusterSpec, server_hosts: int, server_nic: NicSpec | None, host_servers: int = 0) -> Topology:
-    issues = validate_cluster(cluster, server_hosts)
-    if server_hosts < 0:
-        issues.append(Issue("communication.ps.servers", f"got {server_hosts!r}; expected >= 0 server hosts"))
-    if server_nic is not None and server_nic.count < 1:
-        issues.append(Issue("communication.ps.nic.count", f"got {server_nic.count!r}; expected >= 1"))
-    if issues:  # io.resolve_cluster validated the scenario's cluster: this one is derived (a failure state's)
-        raise InfeasibleError("the cluster cannot be built: " + "; ".join(str(i) for i in issues))
+    _assert_derived_from_a_validated_cluster(cluster, server_hosts, server_nic)
     g = LinkGraph()
     endpoints: list[str] = []
     endpoint_node: list[int] = []

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdist.errors import InfeasibleError
 from simdist.hardware.specs import ClusterSpec, FabricSpec, TopologyKind
 from simdist.topology.bisection import bisection_bandwidth_Bps, max_flow_bisection_Bps
 from simdist.topology.build import build_topology
@@ -46,12 +45,11 @@ def test_validate_errors_name_their_paths():
     assert paths(ClusterSpec((), FabricSpec(TopologyKind.RING, IB200))) == ["cluster.nodes"]
 
 
-def test_several_issues_reported_at_once_and_build_raises():
+def test_several_issues_reported_at_once_and_build_asserts():
     c = ClusterSpec((group(0), group(2, DGX1_V100, gpus=6)), FabricSpec(TopologyKind.FAT_TREE, IB200, nodes_per_leaf=-1))
     assert paths(c) == ["cluster.nodes.0.count", "cluster.nodes.1.gpus_per_node", "cluster.fabric.nodes_per_leaf"]
-    with pytest.raises(InfeasibleError) as err:  # a derived cluster (io/ validated the scenario's own)
+    with pytest.raises(AssertionError):  # io/ refuses it on load; a failure state only lowers counts (io tests)
         build_topology(c)
-    assert all(p in str(err.value) for p in paths(c))
 
 
 @settings(max_examples=60, deadline=None)
