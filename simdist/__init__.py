@@ -8,6 +8,7 @@ so `import simdist` loads neither the schema (pydantic, yaml) nor the engine.
 """
 __version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it (tool.setuptools.dynamic)
 
+import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
 
@@ -17,6 +18,56 @@ import sys as _sys
 # variable has no effect). docs/performance.md, "Start-up and the 1,024-GPU point".
 if "numpy" not in _sys.modules:
     _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+# Modules that only some verbs need (plots and matplotlib, the planner, compare, the validation harness,
+# torch and Ray, the check and sweep inputs; the scenario types, loader, engine and report, which `--help`
+# does not): `import simdist.plots as plots` at the top of a module binds a module whose code runs when one of
+# its attributes is first read (importlib's LazyLoader), so `run` never pays for what `plan` or `validate`
+# use. The package's one lazy-loading mechanism; the layer test (tests/test_layers.py) reads these imports
+# like any other. Packages themselves load as usual; a `from lazy.module import name` loads at once.
+LAZY_MODULES = (
+    "simdist.compare", "simdist.plots", "simdist.plots_goodput", "simdist.plots_mp", "simdist.figures",
+    "simdist.planner", "simdist.validation", "simdist.workload.torch_import",
+    "simdist.io.cli_options", "simdist.io.compare_input", "simdist.io.feasibility", "simdist.io.memory_hints",
+    "simdist.io.sweep_check", "simdist.io.sweep_load", "simdist.io.load",
+    "simdist.engine.simulation", "simdist.engine.composite", "simdist.engine.context",
+    "simdist.report", "simdist.results.writers", "simdist.scenario", "simdist.strategies.stragglers",
+)
+
+
+def _is_lazy(module: str) -> bool:
+    """Whether `module` is one of LAZY_MODULES or inside one of those packages."""
+    return any(module == m or module.startswith(m + ".") for m in LAZY_MODULES)
+
+
+class _LazyLoader(_importlib_util.LazyLoader):
+    """LazyLoader that still answers the wrapped loader's other calls (`python -m` asks for get_code)."""
+
+    def __getattr__(self, name: str):
+        return getattr(self.loader, name)
+
+
+class _LazyFinder:
+    """A meta-path finder that hands the other finders' spec of a lazy module a LazyLoader."""
+
+    @staticmethod
+    def find_spec(name: str, path=None, target=None):
+        if not name.startswith("simdist.") or not _is_lazy(name):
+            return None
+        for finder in _sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is _LazyFinder or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.submodule_search_locations is None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _LazyLoader(spec.loader)
+                return spec
+        return None
+
+
+if _LazyFinder not in _sys.meta_path:
+    _sys.meta_path.insert(0, _LazyFinder)
 
 _LAZY = {  # public name -> module that defines it
     "load": "simdist.api",

@@ -12,8 +12,19 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
+import simdist.compare as breakeven_analysis
+import simdist.engine.simulation as simulation
+import simdist.io.compare_input as compare_input
+import simdist.io.load as scenario_load
+import simdist.io.sweep_load as sweep_load
+import simdist.planner.store as row_store
+import simdist.planner.sweep as planner_sweep
+import simdist.results.writers as writers
+import simdist.scenario as scenario_types
+import simdist.validation.published.runner as published_runner
 from simdist.io.api_input import check_fidelity, checked_scenario, override_strings, source_error
 from simdist.results.records import RECORD_KEYS, RunResult
+from simdist.units import parse_bandwidth
 
 if TYPE_CHECKING:  # pragma: no cover
     from simdist.scenario import Scenario
@@ -40,20 +51,14 @@ def load(source: ScenarioSource, overrides: Overrides = None, *, base_dir: str |
     An already-loaded Scenario (or one changed in code) is returned once it passes the run rules (it cannot take
     overrides: load the file again).
     """
-    from simdist.scenario import Scenario
-
     sets = override_strings(overrides)
-    if isinstance(source, Scenario):  # built or changed in code: the same rules as a file
+    if isinstance(source, scenario_types.Scenario):  # built or changed in code: the same rules as a file
         return checked_scenario(source, sets)
     if isinstance(source, Mapping):
-        from simdist.io.load import load_data
-
         name = source.get("name") if isinstance(source.get("name"), str) else "scenario"
-        return load_data(dict(source), sets, base_dir=base_dir or ".", name=name)
+        return scenario_load.load_data(dict(source), sets, base_dir=base_dir or ".", name=name)
     if isinstance(source, (str, Path)):
-        from simdist.io.load import load_scenario
-
-        return load_scenario(source, sets)
+        return scenario_load.load_scenario(source, sets)
     raise source_error(source)
 
 
@@ -62,11 +67,9 @@ def simulate(scenario: ScenarioSource, *, fidelity: str | None = None) -> "Resul
 
     `scenario` may be a Scenario from `load`, or a path or dict that is loaded first.
     """
-    from simdist.engine.simulation import simulate as engine_simulate
-
     check_fidelity(fidelity)
     spec = load(scenario)
-    return Result(engine_simulate(spec, fidelity=fidelity or ""), spec)
+    return Result(simulation.simulate(spec, fidelity=fidelity or ""), spec)
 
 
 def estimate(scenario: ScenarioSource) -> "Result":
@@ -83,16 +86,12 @@ def breakeven(scenario: ScenarioSource, bandwidths: Sequence[str | float],
     (`iteration_time_s`, `speedup(m)`, `breakeven_Bps`, `status`, `to_dict()`); convergence is not
     part of it: a codec's `training.convergence_factor` multiplies its time to target, not its iteration.
     """
-    from simdist.compare import breakeven as compare_breakeven
-    from simdist.io.compare_input import check_breakeven, parse_methods
-    from simdist.units import parse_bandwidth
-
     bws = [b if isinstance(b, (int, float)) else parse_bandwidth(str(b), f"bandwidths[{i}]")
            for i, b in enumerate(bandwidths)]
-    specs = parse_methods(methods if isinstance(methods, str) else ",".join(methods))
+    specs = compare_input.parse_methods(methods if isinstance(methods, str) else ",".join(methods))
     spec = load(scenario)
-    check_breakeven(spec, bws, specs)
-    return compare_breakeven(spec, bws, specs, fidelity=fidelity)
+    compare_input.check_breakeven(spec, bws, specs)
+    return breakeven_analysis.breakeven(spec, bws, specs, fidelity=fidelity)
 
 
 def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -158,15 +157,11 @@ class Result:
 
     def to_json(self) -> str:
         """The JSON text `simdist run FILE --json` prints (deterministic, byte for byte)."""
-        from simdist.results.writers import result_json
-
-        return result_json(self.run)
+        return writers.result_json(self.run)
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write result.json, iterations.csv and trace.json into `out_dir`, as `--out DIR` does."""
-        from simdist.results.writers import write_result_dir
-
-        return write_result_dir(self.run, out_dir)
+        return writers.write_result_dir(self.run, out_dir)
 
     def to_frame(self, table: str = "summary"):
         """A pandas DataFrame of one table of the result.
@@ -200,10 +195,8 @@ class SweepTable:
     (`points`, `ran`, `resumed`, `pruned`, `by_status`), the file it lives in, and `to_frame()`."""
 
     def __init__(self, outcome, path: str) -> None:
-        from simdist.planner.store import typed_rows
-
         self.columns = list(outcome.columns)
-        self.rows = typed_rows(outcome.rows, self.columns)
+        self.rows = row_store.typed_rows(outcome.rows, self.columns)
         self.points, self.ran, self.resumed, self.pruned = outcome.points, outcome.ran, outcome.resumed, outcome.pruned
         self.by_status = dict(outcome.by_status)
         self.path = path
@@ -230,24 +223,21 @@ def sweep(scenario: str | Path | Mapping[str, Any], axes: Mapping[str, Any] | No
     `sweep:` block adds its axes, zipped groups and constraints. `out` is resumable: rerunning the same
     sweep into it runs only the missing points.
     """
-    from simdist.io.sweep_load import check_out_file, load_point, read_sweep_file, sweep_spec
-    from simdist.planner.sweep import run_sweep
-
     if isinstance(scenario, Mapping):
         base = dict(scenario)
         block = base.pop("sweep", None) or {}
         base.pop("plan", None)
         base_dir, name = Path("."), base.get("name") if isinstance(base.get("name"), str) else "scenario"
     else:
-        base, block, base_dir, name = read_sweep_file(scenario)
+        base, block, base_dir, name = sweep_load.read_sweep_file(scenario)
     merged = dict(block, axes={**(block.get("axes") or {}), **dict(axes or {})})
     merged["zip"] = list(block.get("zip") or []) + [list(z) for z in zip]
     merged["constraints"] = list(block.get("constraints") or []) + list(constraints)
-    spec = sweep_spec(merged)
-    check_out_file(str(out), fmt, spec, base, override_strings(overrides), fidelity or "")
-    outcome = run_sweep(spec, base, load_point, str(out), base_dir=str(base_dir), name=name,
-                        overrides=override_strings(overrides), fidelity=fidelity or "", jobs=jobs,
-                        executor=executor, address=address, fmt=fmt)
+    spec = sweep_load.sweep_spec(merged)
+    sweep_load.check_out_file(str(out), fmt, spec, base, override_strings(overrides), fidelity or "")
+    outcome = planner_sweep.run_sweep(spec, base, sweep_load.load_point, str(out), base_dir=str(base_dir), name=name,
+                                      overrides=override_strings(overrides), fidelity=fidelity or "", jobs=jobs,
+                                      executor=executor, address=address, fmt=fmt)
     return SweepTable(outcome, str(out))
 
 
@@ -308,6 +298,4 @@ def validate_published(cases_file: str | Path | None = None) -> PublishedReport:
     """Predict every case of the published-benchmark suite uncalibrated and compare with the measured figures,
     as `simdist validate --published` does (about 30 s; nothing is run for real). `cases_file` defaults to the
     shipped validation/published/cases.yaml."""
-    from simdist.validation.published.runner import CASES_FILE, run_suite
-
-    return PublishedReport(run_suite(cases_file or CASES_FILE))
+    return PublishedReport(published_runner.run_suite(cases_file or published_runner.CASES_FILE))

@@ -14,8 +14,34 @@ from typing import Callable, Sequence
 
 import click
 
+import simdist.compare as breakeven_analysis
+import simdist.engine.composite as composite
+import simdist.engine.context as engine_context
+import simdist.engine.simulation as simulation
+import simdist.io.cli_options as cli_options
+import simdist.io.compare_input as compare_input
+import simdist.io.feasibility as feasibility
+import simdist.io.load as scenario_load
+import simdist.io.memory_hints as oom_fixes
+import simdist.io.sweep_check as sweep_check
+import simdist.io.sweep_load as sweep_load
+import simdist.planner.plan as planner_plan
+import simdist.planner.plan_report as plan_report
+import simdist.planner.side_by_side as side_by_side
+import simdist.planner.sweep as planner_sweep
+import simdist.planner.table as sweep_table
+import simdist.plots as plots
+import simdist.report as text_report
+import simdist.results.writers as writers
+import simdist.scenario as scenario_types
+import simdist.strategies.stragglers as stragglers
+import simdist.validation.commands as validation_commands
+import simdist.validation.published.runner as published_runner
 from simdist import __version__
 from simdist.errors import InfeasibleError, ScenarioError, SimdistError
+from simdist.progress import Progress, Status, quiet
+from simdist.tables import format_pairs
+from simdist.units import parse_bandwidth
 
 
 def _handle_errors(fn: Callable) -> Callable:
@@ -61,9 +87,7 @@ def main() -> None:
 
 
 def _load(path: str, overrides: Sequence[str]):
-    from simdist.io.load import load_scenario
-
-    return load_scenario(path, list(overrides))
+    return scenario_load.load_scenario(path, list(overrides))
 
 
 @main.command()
@@ -74,14 +98,10 @@ def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> No
     """Check scenario files and print every problem at once: what `run` refuses (exit 2), else a model that does
     not fit in GPU memory (exit 3), each line as `run` words it, with the usual fixes; a sweep or plan file:
     what `sweep` / `plan` refuse before a point runs."""
-    from simdist.io.feasibility import check_report
-    from simdist.io.memory_hints import memory_hints
-    from simdist.io.sweep_check import sweep_file_issues
-
     code = 0
     for f in files:
-        planned = sweep_file_issues(f, list(overrides))  # a sweep: or plan: file: what sweep / plan refuse
-        issues, infeasible = (planned, None) if planned is not None else check_report(f, list(overrides))
+        planned = sweep_check.sweep_file_issues(f, list(overrides))  # a sweep: or plan: file: what sweep / plan refuse
+        issues, infeasible = (planned, None) if planned is not None else feasibility.check_report(f, list(overrides))
         if issues:
             code = 2
             for issue in issues:
@@ -90,7 +110,7 @@ def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> No
         elif infeasible is not None:
             code = code or infeasible.exit_code
             click.echo(f"{f}: {infeasible}", err=True)
-            for hint in memory_hints(infeasible, f, list(overrides)):
+            for hint in oom_fixes.memory_hints(infeasible, f, list(overrides)):
                 click.echo(hint, err=True)
         else:
             click.echo(f"{f}: ok")
@@ -99,38 +119,27 @@ def check(files: tuple[str, ...], overrides: tuple[str, ...], debug: bool) -> No
 
 
 def _run_verb(file: str, overrides, as_json: bool, out: str | None, plot: str | None, fidelity: str) -> None:
-    from simdist.engine.simulation import simulate
-    from simdist.report import print_result
-
     scenario = _load(file, overrides)
-    from simdist.progress import Status, quiet
 
     verb = {"estimate": "estimating", "simulate": "simulating"}.get(fidelity or scenario.run.fidelity.value, "running")
     with quiet(as_json):  # --json: no progress bar, even on a terminal; a pipe gets none either
         with Status(f"{verb} {scenario.name} ({scenario.cluster.num_gpus:,} GPUs)"):
             try:
-                result = simulate(scenario, fidelity=fidelity)
+                result = simulation.simulate(scenario, fidelity=fidelity)
             except InfeasibleError as err:  # out of memory: the usual fixes, tried on this scenario
-                from simdist.io.memory_hints import memory_hints
-
-                err.hints = memory_hints(err, file, list(overrides), scenario)
+                err.hints = oom_fixes.memory_hints(err, file, list(overrides), scenario)
                 raise
-            report = None if as_json else print_result(scenario, result)  # builds the topology again: inside
+            # builds the topology again: inside
+            report = None if as_json else text_report.print_result(scenario, result)
     if out:
-        from simdist.results.writers import write_result_dir
-
-        write_result_dir(result, out)
+        writers.write_result_dir(result, out)
     if as_json:
-        from simdist.results.writers import result_json
-
-        click.echo(result_json(result), nl=False)
+        click.echo(writers.result_json(result), nl=False)
     else:
         click.echo(report)
         if out:
             click.echo(f"\nwrote {out}/")
     if plot:
-        from simdist import plots
-
         if result.goodput:  # a failure run: throughput over time with the failures marked
             plots.plot_goodput_timeline(scenario, result, plot)
         else:
@@ -172,13 +181,11 @@ def estimate(file: str, overrides, debug: bool, as_json: bool, out: str | None, 
 @_handle_errors
 def catalog(kind: str, as_json: bool, debug: bool) -> None:
     """List the catalog: gpus, links, topologies, intra_node or models."""
-    from simdist.report import catalog_rows, catalog_text
-
     if as_json:
-        headers, rows = catalog_rows(kind)
+        headers, rows = text_report.catalog_rows(kind)
         click.echo(json.dumps([dict(zip(headers, r)) for r in rows], indent=2))
     else:
-        click.echo(catalog_text(kind))
+        click.echo(text_report.catalog_text(kind))
 
 
 @main.command()
@@ -192,30 +199,22 @@ def catalog(kind: str, as_json: bool, debug: bool) -> None:
 @_handle_errors
 def topo(file: str, overrides, debug: bool, out: str | None, heatmap: str | None, as_json: bool) -> None:
     """Summarise a scenario's cluster and draw its topology (--heatmap: with link utilisation from a simulation)."""
-    from simdist.report import cluster_summary
-    from simdist.tables import format_pairs
-
     if heatmap:
-        from simdist.plots import check_plot_path
-
-        check_plot_path(heatmap)
+        plots.check_plot_path(heatmap)
     scenario = _load(file, overrides)
-    summary, topology = cluster_summary(scenario)
+    summary, topology = text_report.cluster_summary(scenario)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
         click.echo(format_pairs(list(summary.items()), title=f"cluster of {scenario.name}"))
     if out:
-        from simdist.plots import draw_topology
-
-        draw_topology(topology, out)
+        plots.draw_topology(topology, out)
         if not as_json:
             click.echo(f"drew {out}")
     if heatmap:  # utilisation needs discrete events: the closed forms report no per-link load
-        from simdist.plots import link_heatmap
 
         loads, what = _link_loads(scenario)
-        link_heatmap(topology, loads, heatmap)
+        plots.link_heatmap(topology, loads, heatmap)
         if not as_json:
             click.echo(f"heatmap of {what} (simulated): {heatmap}")
 
@@ -224,19 +223,13 @@ def _link_loads(scenario):
     """({"u->v": utilisation} of every directed link, what it covers) from one simulated run: a training
     workload's whole network (links that carried nothing at 0); a benchmark (sizes run one by one) or a phased
     run gives its result's busiest links (LinkUtilization rows). A failure run's is its healthy cluster's."""
-    from simdist.engine.simulation import simulate
-    from simdist.scenario import Fidelity
-
-    from simdist.engine.composite import healthy_scenario, is_phased, run_training
-    from simdist.engine.context import build_context
-    from simdist.strategies.stragglers import needs_timeline
-
-    if scenario.workload.benchmark is not None or is_phased(scenario):  # runs of several parts: their top links
-        links = simulate(scenario, fidelity="simulate").links
+    # runs of several parts: their top links
+    if scenario.workload.benchmark is not None or composite.is_phased(scenario):
+        links = simulation.simulate(scenario, fidelity="simulate").links
         return links, f"the {len(links)} busiest links"
-    healthy = healthy_scenario(scenario) if needs_timeline(scenario) else scenario
-    ctx = build_context(healthy, Fidelity.SIMULATE)
-    run_training(healthy, Fidelity.SIMULATE, with_baseline=False, context=ctx)
+    healthy = composite.healthy_scenario(scenario) if stragglers.needs_timeline(scenario) else scenario
+    ctx = engine_context.build_context(healthy, scenario_types.Fidelity.SIMULATE)
+    composite.run_training(healthy, scenario_types.Fidelity.SIMULATE, with_baseline=False, context=ctx)
     loads = ctx.network.link_utilization(ctx.env.now)
     return loads, f"every link ({sum(1 for u in loads.values() if u > 0)} carried traffic)"
 
@@ -256,29 +249,20 @@ def compare(files, overrides, debug, bandwidths, methods, fidelity, plot, as_jso
     """Several FILES: their results side by side and every breakdown term's difference from the first.
     One FILE: at which NIC bandwidth each compression codec pays off (break-even analysis)."""
     if len(files) > 1:
-        from simdist.engine.simulation import simulate
-        from simdist.io.cli_options import check_side_by_side_plot
-        from simdist.planner.side_by_side import comparison, format_comparison
-
-        check_side_by_side_plot(plot)
-        results = [(Path(f).stem, simulate(_load(f, overrides), fidelity=fidelity)) for f in files]
-        table = comparison(results)
-        click.echo(json.dumps(table, indent=2) if as_json else format_comparison(table))
+        cli_options.check_side_by_side_plot(plot)
+        results = [(Path(f).stem, simulation.simulate(_load(f, overrides), fidelity=fidelity)) for f in files]
+        table = side_by_side.comparison(results)
+        click.echo(json.dumps(table, indent=2) if as_json else side_by_side.format_comparison(table))
         return
-    from simdist.compare import breakeven, format_breakeven
-    from simdist.io.compare_input import check_breakeven, parse_methods
-    from simdist.units import parse_bandwidth
 
     scenario = _load(files[0], overrides)
     bws = [parse_bandwidth(b.strip(), f"--bandwidths[{i}]") for i, b in enumerate(bandwidths.split(",")) if b.strip()]
-    specs = parse_methods(methods)
-    check_breakeven(scenario, bws, specs)
-    table = breakeven(scenario, bws, specs, fidelity=fidelity)
-    click.echo(json.dumps(table.to_dict(), indent=2) if as_json else format_breakeven(table))
+    specs = compare_input.parse_methods(methods)
+    compare_input.check_breakeven(scenario, bws, specs)
+    table = breakeven_analysis.breakeven(scenario, bws, specs, fidelity=fidelity)
+    click.echo(json.dumps(table.to_dict(), indent=2) if as_json else breakeven_analysis.format_breakeven(table))
     if plot:
-        from simdist.plots import plot_breakeven
-
-        plot_breakeven(table, plot)
+        plots.plot_breakeven(table, plot)
         if not as_json:
             click.echo(f"plot: {plot}")
 
@@ -308,19 +292,12 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
           as_json, plot) -> None:
     """Run a scenario over swept keys: one row per point, resumable, in parallel."""
     if plot:
-        from simdist.plots import check_plot_path
+        plots.check_plot_path(plot)
 
-        check_plot_path(plot)
-    from simdist.io.cli_options import check_executor_options
-    from simdist.io.sweep_load import check_out_file, load_point, read_sweep_file, sweep_spec
-    from simdist.progress import Progress
-    from simdist.planner.sweep import run_sweep
-    from simdist.planner.table import format_sweep
-
-    check_executor_options(jobs, executor, address)
-    base, block, base_dir, name = read_sweep_file(file)
-    spec = sweep_spec(block, axes, zipped, constraints)
-    check_out_file(out, fmt, spec, base, overrides, fidelity or "")
+    cli_options.check_executor_options(jobs, executor, address)
+    base, block, base_dir, name = sweep_load.read_sweep_file(file)
+    spec = sweep_load.sweep_spec(block, axes, zipped, constraints)
+    sweep_load.check_out_file(out, fmt, spec, base, overrides, fidelity or "")
     bar: list[Progress] = []
 
     def progress(total: int, n: int) -> None:
@@ -329,21 +306,21 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
         if n:
             bar[0].advance(n)
 
-    outcome = run_sweep(spec, base, load_point, out, base_dir=str(base_dir), name=name, overrides=overrides,
-                        fidelity=fidelity or "", jobs=jobs, executor=executor, address=address, fmt=fmt,
-                        progress=progress)
+    outcome = planner_sweep.run_sweep(spec, base, sweep_load.load_point, out, base_dir=str(base_dir), name=name,
+                                      overrides=overrides, fidelity=fidelity or "", jobs=jobs, executor=executor,
+                                      address=address, fmt=fmt, progress=progress)
     if bar:
         bar[0].close()
     if plot:
         _sweep_plot(outcome.rows, [a.key for a in spec.axes], plot, name,
-                    lambda: load_point(base, overrides, {}, str(base_dir), name))
+                    lambda: sweep_load.load_point(base, overrides, {}, str(base_dir), name))
     if as_json:
         click.echo(json.dumps({"file": out, "points": outcome.points, "ran": outcome.ran,
                                "resumed": outcome.resumed, "pruned": outcome.pruned,
                                "by_status": outcome.by_status, "columns": list(outcome.columns),
                                "rows": outcome.rows}, indent=2))
         return
-    click.echo(format_sweep(outcome.rows, [a.key for a in spec.axes], out))
+    click.echo(sweep_table.format_sweep(outcome.rows, [a.key for a in spec.axes], out))
     counts = ", ".join(f"{v} {k}" for k, v in sorted(outcome.by_status.items()))
     click.echo(f"\n{outcome.points} points: ran {outcome.ran}, already done {outcome.resumed}, "
                f"excluded by constraints {outcome.pruned} ({counts}); wrote {out}")
@@ -352,19 +329,16 @@ def sweep(file, overrides, debug, axes, zipped, constraints, out, fmt, fidelity,
 def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
     """Scaling curves when an axis changes the GPU count; goodput against the checkpoint interval (Young/Daly
     marked) when that is the axis; else one stacked breakdown bar per point."""
-    from simdist.plots import is_gpu_count_axis, plot_breakdown_bars, plot_goodput_sweep, plot_scaling
-
     interval = "failures.recovery.checkpoint_interval"
     if interval in keys and any(r.get("goodput_ratio") not in (None, "") for r in rows):
-        from simdist.engine.composite import failure_model
-
-        optimum = failure_model(base_scenario()).get("young_daly_interval_s") if base_scenario else None
-        plot_goodput_sweep(rows, interval, path, optimum, title=f"{name}: goodput against the checkpoint interval")
-    elif any(is_gpu_count_axis(k) for k in keys):
-        plot_scaling(rows, keys, path, title=f"{name}: scaling against GPU count")
+        optimum = composite.failure_model(base_scenario()).get("young_daly_interval_s") if base_scenario else None
+        plots.plot_goodput_sweep(rows, interval, path, optimum,
+                                 title=f"{name}: goodput against the checkpoint interval")
+    elif any(plots.is_gpu_count_axis(k) for k in keys):
+        plots.plot_scaling(rows, keys, path, title=f"{name}: scaling against GPU count")
     else:
         items = {", ".join(str(r.get(k)) for k in keys) or str(r.get("point")): r for r in rows}
-        plot_breakdown_bars(items, path, title=f"{name}: where each iteration's time goes")
+        plots.plot_breakdown_bars(items, path, title=f"{name}: where each iteration's time goes")
 
 
 @main.command()
@@ -411,38 +385,31 @@ def plan(file, overrides, debug, axes, zipped, objective, constraints, budget_pe
          plot) -> None:
     """Search the allowed configurations for the best plan: estimate all, simulate the best, Pareto front."""
     if plot:
-        from simdist.plots import check_plot_path
+        plots.check_plot_path(plot)
 
-        check_plot_path(plot)
-    from simdist.io.sweep_load import check_goodput, load_point, plan_spec, read_sweep_file
-    from simdist.planner.plan import search
-    from simdist.planner.plan_report import format_plan, plan_json, write_candidates
-    from simdist.progress import quiet
-
-    base, block, base_dir, name = read_sweep_file(file, "plan")
-    spec = plan_spec(block, axes, {"objective": objective, "constraints": constraints,
+    base, block, base_dir, name = sweep_load.read_sweep_file(file, "plan")
+    spec = sweep_load.plan_spec(block, axes, {"objective": objective, "constraints": constraints,
                                    "budget_per_hour": budget_per_hour, "max_gpus": max_gpus, "deadline": deadline,
                                    "samples": samples, "tokens": tokens, "top": top, "confirm": confirm,
                                    "max_points": max_points, "search": search_method, "eta": eta, "rungs": rungs,
                                    "seed": seed, "prune": prune}, zipped)
-    check_goodput(spec, base, overrides, str(base_dir), name)
+    sweep_load.check_goodput(spec, base, overrides, str(base_dir), name)
     with quiet(as_json):  # --json: no progress bar, even on a terminal
-        result = search(spec, base, load_point, base_dir=str(base_dir), name=name, overrides=overrides, jobs=jobs)
+        result = planner_plan.search(spec, base, sweep_load.load_point, base_dir=str(base_dir), name=name,
+                                     overrides=overrides, jobs=jobs)
     if out:
-        write_candidates(result, spec, out, fmt)
+        plan_report.write_candidates(result, spec, out, fmt)
     if plot:
-        from simdist.planner.plan import Objective, useful_rate
-        from simdist.planner.plan_report import pareto_labels
-        from simdist.plots import plot_pareto
-
         tokens_ = spec.tokens or any(r.get("tokens_per_s") for r in result.ranked + result.front)
-        unit = ("useful " if spec.objective == Objective.GOODPUT else "") + ("tokens/s" if tokens_ else "samples/s")
-        group, label = pareto_labels(spec)
+        useful = "useful " if spec.objective == planner_plan.Objective.GOODPUT else ""
+        unit = useful + ("tokens/s" if tokens_ else "samples/s")
+        group, label = plan_report.pareto_labels(spec)
         ranked = [c for c in result.candidates if c["status"] == "ranked"]  # every feasible candidate
-        plot_pareto(ranked, result.front, result.ranked[0] if result.ranked else None, plot,
-                    unit=unit, rate=lambda r: useful_rate(r, spec), group=group, label=label,
-                    title=f"{name}: throughput against price (objective {spec.objective.value})")
-    click.echo(json.dumps(plan_json(result, spec), indent=2, default=str) if as_json else format_plan(result, spec))
+        plots.plot_pareto(ranked, result.front, result.ranked[0] if result.ranked else None, plot,
+                          unit=unit, rate=lambda r: planner_plan.useful_rate(r, spec), group=group, label=label,
+                          title=f"{name}: throughput against price (objective {spec.objective.value})")
+    click.echo(json.dumps(plan_report.plan_json(result, spec), indent=2, default=str) if as_json
+               else plan_report.format_plan(result, spec))
     if out and not as_json:
         click.echo(f"\nwrote {out} ({len(result.candidates)} candidates with their status)")
 
@@ -468,13 +435,11 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
         if calibration or out or rate_scale != 1.0:
             raise click.UsageError("--published predicts uncalibrated and runs nothing: --calibration, --out "
                                    "and --rate-scale do not apply to it")
-        from simdist.validation.published.runner import format_report, run_suite
 
-        from simdist.progress import quiet
 
         with quiet(as_json):
-            report = run_suite()
-        click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+            report = published_runner.run_suite()
+        click.echo(json.dumps(report, indent=2) if as_json else published_runner.format_report(report))
         if report["failed"]:  # a case that could not be predicted is a failed validation run (exit 1)
             click.echo(f"error: {len(report['failed'])} published case(s) failed to run: "
                        f"{', '.join(report['failed'])}", err=True)
@@ -482,14 +447,12 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
         return
     if not files:
         raise click.UsageError("give scenario FILES to run, or --published")
-    from simdist.validation.commands import format_validation, validate as run_validation
 
-    from simdist.progress import quiet
 
     with quiet(as_json):  # a terminal shows layouts measured; --json and pipes show nothing
-        report = run_validation(list(files), launcher=launcher, calibration=calibration, out=out,
-                                rate_scale=rate_scale)
-    click.echo(json.dumps(report, indent=2) if as_json else format_validation(report))
+        report = validation_commands.validate(list(files), launcher=launcher, calibration=calibration, out=out,
+                                              rate_scale=rate_scale)
+    click.echo(json.dumps(report, indent=2) if as_json else validation_commands.format_validation(report))
 
 
 @main.command()
@@ -499,9 +462,7 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
 @_handle_errors
 def calibrate(run_dir, out, debug) -> None:
     """Fit link latency/efficiency and compute efficiency from harness measurements into a profile."""
-    from simdist.validation.commands import calibrate_command
-
-    click.echo(calibrate_command(run_dir, out))
+    click.echo(validation_commands.calibrate_command(run_dir, out))
 
 
 if __name__ == "__main__":  # pragma: no cover
