@@ -56,23 +56,26 @@ class MpBreakdown(Breakdown):
     pp_communication: float = 0.0
 
 
-def _present(record) -> dict[str, Any]:
-    """A record's JSON object: its fields in order, the optional ones (None) left out, records inside as theirs."""
-    out: dict[str, Any] = {}
-    for f in fields(record):
-        v = getattr(record, f.name)
-        if v is None and f.default is None:
-            continue
-        if isinstance(v, tuple):
-            v = [x.to_dict() if hasattr(x, "to_dict") else (list(x) if isinstance(x, tuple) else x) for x in v]
-        elif hasattr(v, "to_dict"):
-            v = v.to_dict()
-        out[f.name] = v
-    return out
+class Record:
+    """A typed part of the JSON result, written as its object: its fields in order, the optional ones (default
+    None) left out when None, records inside as theirs, tuples as lists."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if v is None and f.default is None:
+                continue
+            if isinstance(v, tuple):
+                v = [x.to_dict() if hasattr(x, "to_dict") else (list(x) if isinstance(x, tuple) else x) for x in v]
+            elif hasattr(v, "to_dict"):
+                v = v.to_dict()
+            out[f.name] = v
+        return out
 
 
 @dataclass(frozen=True)
-class NodeGroupRow:
+class NodeGroupRow(Record):
     """One node group of a data-parallel run: its GPUs, micro-batch (`batches`: every one a split gives its
     ranks), step time (its own unslowed compute per iteration) and `idle_s`, the time per iteration its compute
     waits for the slowest group; `precision` and `precision_ran` only where its GPU runs the workload's
@@ -89,12 +92,9 @@ class NodeGroupRow:
     precision: str | None = None
     precision_ran: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _present(self)
-
 
 @dataclass(frozen=True)
-class ShardingSummary:
+class ShardingSummary(Record):
     """ZeRO / FSDP over the dp group: the stage, its units, and what each rank sends per iteration."""
 
     zero: int
@@ -104,12 +104,9 @@ class ShardingSummary:
     ring_send_bytes_per_rank: float
     reduce_scatter_every_micro_batch: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return _present(self)
-
 
 @dataclass(frozen=True)
-class StrategySummary:
+class StrategySummary(Record):
     """The run's strategy: every parallelism's common keys; `zero` a model-parallel run's ZeRO stage,
     `compression_ran` a data-parallel run's codec as it ran per bucket, `sharding` a ZeRO / FSDP run's."""
 
@@ -129,12 +126,9 @@ class StrategySummary:
     compression_ran: dict[str, Any] | None = None
     sharding: ShardingSummary | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _present(self)
-
 
 @dataclass(frozen=True)
-class SyncSummary:
+class SyncSummary(Record):
     """How a data-parallel run synchronised: its mode, every worker's samples/s, each worker's bytes into the
     exchange per iteration, the stragglers, observed staleness (`staleness_bound`: ssp's), the parameter
     servers' load (null without them); `local_steps` local SGD's period, `aggregate_samples_per_s` the
@@ -153,18 +147,12 @@ class SyncSummary:
     staleness_bound: int | None = None
     hybrid: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _present(self)
-
 
 @dataclass(frozen=True)
-class Cost:
+class Cost(Record):
     """What the cluster costs per hour (every GPU at its price): a benchmark result's whole cost."""
 
     price_per_hour_usd: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return _present(self)
 
 
 @dataclass(frozen=True)
@@ -181,7 +169,7 @@ class TrainingCost(Cost):
 
 
 @dataclass(frozen=True)
-class StageRow:
+class StageRow(Record):
     """One pipeline stage: its chunks' layers, parameters per GPU and per-iteration seconds of each activity."""
 
     stage: int
@@ -197,12 +185,9 @@ class StageRow:
     bubble_s: float
     comm_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return _present(self)
-
 
 @dataclass(frozen=True)
-class ParallelismSummary:
+class ParallelismSummary(Record):
     """A dp x tp x pp run's layout, schedule, chunking, pipeline transfer sizes and stages."""
 
     dp: int
@@ -221,9 +206,6 @@ class ParallelismSummary:
     p2p_gather_bytes: float
     warnings: tuple[str, ...]
     stages: tuple[StageRow, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return _present(self)
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,19 @@ import math
 from dataclasses import dataclass
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import DTYPE_BYTES
+from simdist.compression import make_codec
+from simdist.compression.placement import bucket_codec_cost, codec_path, ps_pushers
+from simdist.compute import (DTYPE_BYTES, launch_overhead_s, layer_times, memory_bandwidth_Bps,
+                             optimizer_step_time)
 from simdist.graph.tasks import RankClass
+from simdist.hardware.specs import HOST_CPU_SERVER
+from simdist.input_pipeline import loader_samples_per_s
 from simdist.scenario import Scenario, StrategyKind
 from simdist.strategies.batch_split import observed_slowdowns, split_batches
-from simdist.strategies.buckets import Bucket, make_buckets
+from simdist.strategies.buckets import (Bucket, bucket_prescale_s, fusion_copy_s, make_buckets, negotiation_s,
+                                        shifted_by_prescale)
 from simdist.strategies.stragglers import gpu_slowdowns
+from simdist.strategies.update_cost import micro_batch_processing_time, update_time
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,6 @@ def _fusion_copies(scenario: Scenario, buckets, plans, gpu) -> tuple[float, ...]
     DDP's buckets are the gradients' own storage: none). The buffer holds what the bucket's collectives carry."""
     if scenario.communication.bucketing.value != "fusion":
         return ()
-    from simdist.compute import launch_overhead_s, memory_bandwidth_Bps
-    from simdist.strategies.buckets import fusion_copy_s
-
     cal = scenario.compute_calibration
     bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
     return tuple(fusion_copy_s(bk, sum(size for _, size in p.collectives), bw, launch) for bk, p in zip(buckets, plans))
@@ -118,9 +122,6 @@ def _with_prescale(scenario: Scenario, buckets, grad_bytes: float, gpu, ready: l
     in_copy (the division rides on each gradient's copy into its bucket)."""
     if scenario.communication.ddp_average.value != "per_bucket":
         return tuple(ready), 0.0
-    from simdist.compute import launch_overhead_s, memory_bandwidth_Bps
-    from simdist.strategies.buckets import bucket_prescale_s, shifted_by_prescale
-
     cal = scenario.compute_calibration
     bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
     return shifted_by_prescale(ready, [bucket_prescale_s(bk.size_bytes(grad_bytes), bw, launch) for bk in buckets])
@@ -133,8 +134,6 @@ def _negotiation(scenario: Scenario, dp: int) -> float:
     comm, cluster = scenario.communication, scenario.cluster
     if comm.bucketing.value != "fusion" or comm.strategy == StrategyKind.PS or cluster.num_nodes <= 1:
         return 0.0
-    from simdist.strategies.buckets import negotiation_s
-
     return negotiation_s(dp, max(g.nic.link.latency_s for g in cluster.node_groups))
 
 
@@ -162,9 +161,6 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     w = scenario.workload
     if w.single_gpu_throughput is None:
         return 1.0
-    from simdist.compute import layer_times
-    from simdist.strategies.update_cost import micro_batch_processing_time, update_time
-
     assert w.batch_per_gpu is not None, "io.rules_training: single_gpu_throughput is measured at batch_per_gpu"
     gpu, cal = scenario.cluster.node_groups[group].gpu, scenario.compute_calibration
     times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal,
@@ -175,8 +171,6 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     measured = k * w.batch_per_gpu / w.single_gpu_throughput
     pipeline = w.input_pipeline
     if pipeline is not None:
-        from simdist.input_pipeline import loader_samples_per_s
-
         alone = loader_samples_per_s(pipeline, 1, scenario.cluster.node_groups[group].intra_node.key)
         assert alone >= w.single_gpu_throughput, "io.rules_training: the input pipeline feeds one GPU's throughput"
     return measured / predicted
@@ -203,9 +197,6 @@ class _Kinds:
         start of the backward)."""
         key = (group, batch)
         if key not in self._cache:
-            from simdist.compute import layer_times
-            from simdist.strategies.update_cost import micro_batch_processing_time, update_time
-
             s = self.scenario
             w, cal = s.workload, s.compute_calibration
             gpu = s.cluster.node_groups[group].gpu
@@ -249,8 +240,6 @@ def single_gpu_rate(scenario: Scenario, samples: float, step_s: float, group: in
     rate = samples / step_s
     pipeline = scenario.workload.input_pipeline
     if pipeline is not None:
-        from simdist.input_pipeline import loader_samples_per_s
-
         rate = min(rate, loader_samples_per_s(pipeline, 1, scenario.cluster.node_groups[group].intra_node.key))
     return rate
 
@@ -270,10 +259,6 @@ def fusion_cycles(scenario: Scenario, kinds: _Kinds, members: dict[tuple, list[i
 def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
     """Rank classes with their compute, buckets, and each bucket's collectives after compression
     (`codec_spec` replaces the scenario's compression, e.g. none for the uncompressed baseline)."""
-    from simdist.compression import make_codec
-    from simdist.compression.placement import bucket_codec_cost, codec_path, ps_pushers
-    from simdist.compute import optimizer_step_time
-
     model = scenario.workload.model
     assert model is not None
     dp = data_parallel_degree(scenario)
@@ -322,8 +307,6 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
         single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o), g)
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
-        from simdist.hardware.specs import HOST_CPU_SERVER
-
         server_gpu = HOST_CPU_SERVER
     comms = []
     first_costs = next(iter(codec_cost.values()))
