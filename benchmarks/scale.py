@@ -61,7 +61,8 @@ def scenario(model: str, strategy: str, fabric: str, variant: str, gpus: int) ->
         fab |= {"nodes_per_leaf": 16, "oversubscription": 1.0}
     comm = {"strategy": strategy, "bucket_size": "25 MiB", "overlap": True}
     if strategy == "ps":
-        comm["ps"] = {"servers": 8, "placement": "colocated"}  # sharded over 8 server shards
+        # sharded over 8 server shards, every GPU pushing (the layout docs/performance.md times)
+        comm["ps"] = {"servers": 8, "placement": "colocated", "aggregation": "gpu"}
     data = {"name": f"scale-{model}-{strategy}-{fabric}-{variant}-{gpus}",
             "cluster": {"nodes": groups, "fabric": fab},
             "workload": {"model": model, "batch_per_gpu": BATCH[model], "precision": "fp16"},
