@@ -6,6 +6,8 @@ import heapq
 import statistics
 from dataclasses import dataclass, field
 
+from simdist.compression import make_codec
+from simdist.compression.report import codec_runs_on, compression_report
 from simdist.compute import DTYPE_BYTES
 from simdist.engine.plans import Plan
 from simdist.engine.state import result_header
@@ -103,9 +105,6 @@ def strategy_summary(scenario: Scenario, plan: Plan) -> StrategySummary:
 
 def compression_ran(scenario: Scenario, plan: IterationPlan) -> dict:
     """What the codec really did per bucket (fallbacks named) and the bytes that cross links."""
-    from simdist.compression import make_codec
-    from simdist.compression.report import codec_runs_on, compression_report
-
     shapes, grad_bytes = [bc.bucket.shapes for bc in plan.buckets], DTYPE_BYTES[scenario.workload.grad_dtype]
     return compression_report(make_codec(scenario.communication.compression), shapes, grad_bytes, plan.dp,
                               runs_on=codec_runs_on(scenario, shapes, grad_bytes, plan.dp))

@@ -8,6 +8,24 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
+class Record:
+    """A typed part of the JSON result, written as its object: its fields in order, the optional ones (default
+    None) left out when None, records inside as theirs, tuples as lists."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if v is None and f.default is None:
+                continue
+            if isinstance(v, tuple):
+                v = [x.to_dict() if hasattr(x, "to_dict") else (list(x) if isinstance(x, tuple) else x) for x in v]
+            elif hasattr(v, "to_dict"):
+                v = v.to_dict()
+            out[f.name] = v
+        return out
+
+
 @dataclass(frozen=True)
 class CollectiveRow:
     """One nccl-tests-style line: algbw = size / time, busbw = algbw x the op's bus factor."""
@@ -27,7 +45,7 @@ class LinkUtilization:
 
 
 @dataclass(frozen=True)
-class Breakdown:
+class Breakdown(Record):
     """Seconds per iteration spent in each activity (they overlap, so they need not sum)."""
 
     compute: float = 0.0
@@ -36,10 +54,6 @@ class Breakdown:
     compression: float = 0.0
     optimizer: float = 0.0
     dp_communication: float | None = None  # sharded data parallelism (ZeRO / FSDP): the dp group's collectives
-
-    def to_dict(self) -> dict[str, float]:
-        """The JSON object: the terms a run has (the optional ones, None, are left out)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -54,24 +68,6 @@ class MpBreakdown(Breakdown):
     tp_communication: float = 0.0
     dp_communication: float = 0.0
     pp_communication: float = 0.0
-
-
-class Record:
-    """A typed part of the JSON result, written as its object: its fields in order, the optional ones (default
-    None) left out when None, records inside as theirs, tuples as lists."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
-            if v is None and f.default is None:
-                continue
-            if isinstance(v, tuple):
-                v = [x.to_dict() if hasattr(x, "to_dict") else (list(x) if isinstance(x, tuple) else x) for x in v]
-            elif hasattr(v, "to_dict"):
-                v = v.to_dict()
-            out[f.name] = v
-        return out
 
 
 @dataclass(frozen=True)

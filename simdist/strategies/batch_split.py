@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from simdist.errors import InfeasibleError
 from simdist.scenario import BatchSplit
+from simdist.strategies.stragglers import gpu_slowdowns
 
 REFINE_ROUNDS = 4
 
@@ -39,8 +40,6 @@ def observed_slowdowns(scenario) -> tuple[float, ...] | None:
         return None
     if t.split_slowdowns is not None:
         return t.split_slowdowns
-    from simdist.strategies.stragglers import gpu_slowdowns
-
     return gpu_slowdowns(scenario)
 
 
