@@ -1,7 +1,7 @@
 """The hardware catalog shipped as YAML in simdist/hardware/data (GPUs, link classes, node interiors).
 
-Parsed once per process into the frozen specs of simdist.hardware.specs; the same parsers read inline
-specs in scenarios, so a catalog entry and an inline spec mean exactly the same thing.
+Parsed once per process into the frozen specs of simdist.hardware.specs. GPU entries are checked by the scenario
+schema's GPU figures and built by the same gpu_spec as an inline GPU, so the two mean exactly the same thing.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import GpuSpec, HostCpuCatalog, HostCpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
-from simdist.io.schema_cluster import CollectiveOp, DType, GpuFigures
+from simdist.io.schema_cluster import CatalogGpuModel, CollectiveOp, DType, GpuFigures
 from simdist.io.yaml_cache import cached_parse, pyyaml_version
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
                            parse_flops, parse_size)
@@ -176,14 +176,15 @@ def gpu_spec(m: GpuFigures, path: str, key: str, base: GpuSpec | None = None) ->
         fields["comm_interference"] = (dict(m.comm_interference) if isinstance(m.comm_interference, dict)
                                        else {"default": m.comm_interference})
     for name, field in (("name", "name"), ("vendor", "vendor"), ("memory", "memory_bytes"),
-                        ("memory_bandwidth", "memory_bandwidth_Bps"), ("tdp_w", "tdp_w"),
-                        ("price_per_hour_usd", "price_per_hour_usd"), ("pcie_p2p", "pcie_p2p")):
+                        ("memory_bandwidth", "memory_bandwidth_Bps"), ("price_per_hour_usd", "price_per_hour_usd"),
+                        ("pcie_p2p", "pcie_p2p")):
         if getattr(m, name) is not None:
             fields[field] = getattr(m, name)
-    notes = [m.source.strip()] if m.source is not None else []
-    notes += [f"{label}: {text.strip()}" for text, label in ((m.price_basis, "price"), (m.efficiency_source, "efficiency"),
-                                                           (m.interference_source, "interference")) if text is not None]
-    if notes:
+    if isinstance(m, CatalogGpuModel):  # the catalog's documentation: `simdist catalog gpus`
+        fields["tdp_w"] = m.tdp_w
+        notes = [m.source.strip()] + [f"{label}: {text.strip()}" for text, label in (
+            (m.price_basis, "price"), (m.efficiency_source, "efficiency"), (m.interference_source, "interference"))
+            if text is not None]
         fields["source"] = ". ".join(notes)
     if m.price_basis is not None:
         fields["price_basis"] = m.price_basis.strip()
@@ -204,7 +205,6 @@ def parse_gpu_catalog(data: object, file: str) -> dict[str, GpuSpec]:
     from pydantic import ValidationError
 
     from simdist.io.issues import from_validation_error
-    from simdist.io.schema_cluster import CatalogGpuModel
 
     issues = _Issues()
     table = issues.take(_mapping, data, file) or {}
@@ -320,14 +320,6 @@ def _parse_link(d: object, path: str, default: LinkSpec | None, ignore: Collecti
     return LinkSpec(bw, lat, eff, name, transport or "", src, efficiency_basis=basis)
 
 
-def parse_link_inline(d: Mapping[str, Any], path: str, default: LinkSpec | None = None, *,
-                      ignore: Collection[str] = ()) -> LinkSpec:
-    """An inline link `{bandwidth, latency, efficiency, transport, link: KEY}`; unset fields come from
-    `link:` (a catalog key), else `default`, else the transport's defaults. `ignore` names sibling keys
-    the caller handles (e.g. a NIC's `count`)."""
-    return _parse_link(d, path, default, ignore, links(), _link_catalog()[1])
-
-
 def _parse_link_ref(value: object, path: str, catalog: Mapping[str, LinkSpec],
                     transports: Mapping[str, TransportDefault]) -> LinkSpec:
     """A catalog key, or an inline link that may add `bricks: K` (K parallel links of the class)."""
@@ -344,10 +336,9 @@ def _parse_link_ref(value: object, path: str, catalog: Mapping[str, LinkSpec],
 # ---- node interiors ----------------------------------------------------------------------------
 
 def _parse_intra_node(d: object, path: str, key: str, catalog: Mapping[str, LinkSpec],
-                      transports: Mapping[str, TransportDefault], strict: bool) -> IntraNodeSpec:
+                      transports: Mapping[str, TransportDefault]) -> IntraNodeSpec:
     d = _mapping(d, path)
-    _check_keys(d, path, _INTRA_KEYS, tuple(k for k in _INTRA_KEYS if k not in _INTRA_OPTIONAL) if strict
-                else ("layout", "gpu_link"))
+    _check_keys(d, path, _INTRA_KEYS, tuple(k for k in _INTRA_KEYS if k not in _INTRA_OPTIONAL))
     issues = _Issues()
     fields: dict[str, Any] = {"key": key}
     fields["layout"] = IntraNodeLayout(issues.take(_choice, d["layout"], f"{path}.layout",
@@ -392,21 +383,10 @@ def parse_intra_node_catalog(data: object, file: str, catalog: Mapping[str, Link
     """The node interiors of an intra_node catalog file, and each entry's one-line description."""
     issues = _Issues()
     table = issues.take(_mapping, data, file) or {}
-    specs = {k: issues.take(_parse_intra_node, v, f"{file}:{k}", str(k), catalog, transports, True)
+    specs = {k: issues.take(_parse_intra_node, v, f"{file}:{k}", str(k), catalog, transports)
              for k, v in table.items()}
     issues.raise_if_any()
     return specs, {k: str(v["description"]) for k, v in table.items()}
-
-
-def parse_intra_node_inline(d: Mapping[str, Any], path: str) -> IntraNodeSpec:
-    """An inline node interior: the full IntraNodeSpec fields (with `layout`), or just a link
-    `{bandwidth, latency, ...}` meaning a uniform switch (transport nvlink unless given)."""
-    catalog, transports = _link_catalog()
-    if isinstance(d, Mapping) and "layout" not in d:
-        link = _parse_link({"transport": "nvlink", **d}, path, None, (), catalog, transports)
-        return IntraNodeSpec("custom", IntraNodeLayout.SWITCH, link, nic_attach="switch",
-                             source=f"inline spec at {path or 'top level'}")
-    return _parse_intra_node(d, path, "custom", catalog, transports, strict=False)
 
 
 # ---- loading (cached) and public look-ups -----------------------------------------------------

@@ -164,7 +164,9 @@ def per_key_or_one(value_type: Any, key_type: Any, expected: str) -> Any:
 
 
 class GpuFigures(Strict):
-    """The figures of a GPU, as the GPU catalog (gpus.yaml) gives them; every key optional here."""
+    """The figures of a GPU that a run reads, as the GPU catalog (gpus.yaml) gives them; every key optional here.
+    The catalog's documentation-only keys (tdp_w, source, efficiency_source, interference_source) are catalog
+    entries' alone: a scenario's inline GPU would accept them and change nothing."""
 
     name: Text | None = None
     """Display name. Default: the base's, or 'custom'."""
@@ -172,13 +174,12 @@ class GpuFigures(Strict):
     """nvidia | amd | ... (shown in tables). Default: the base's, or none."""
     peak_flops: dict[DType, Flops] | None = None
     """Peak dense FLOP/s per dtype, e.g. {fp16: '312 TFLOP/s', fp32: '19.5 TFLOP/s'}; with `base`, added to
-    (or replacing) the base's dtypes. Required unless `base` is given."""
+    (or replacing) the base's dtypes. Required unless `base` is given, with fp32 among them (the optimizer step runs
+    in fp32, and a float dtype the GPU has no units for runs as fp32)."""
     memory: Size | None = None
     """Device memory, e.g. '80 GiB'. Required unless `base` is given."""
     memory_bandwidth: Bandwidth | None = None
     """Device memory bandwidth, e.g. '2 TB/s'. Required unless `base` is given."""
-    tdp_w: PosFloat | None = None
-    """Board power in watts. Default: the base's, or 0 (no energy figure)."""
     price_per_hour_usd: Dollars | None = None
     """Price of one GPU-hour in US dollars (>= 0); a price given here is the scenario's own (basis 'given').
     Default: the base's, or 0."""
@@ -190,20 +191,14 @@ class GpuFigures(Strict):
                                                           "{dtype: fraction}") | None = None
     """Achieved fraction of peak on dense GEMMs: one fraction for every dtype of peak_flops, or {dtype: fraction}.
     Default: the base's, or none (the workload's default efficiency)."""
-    efficiency_source: Text | None = None
-    """Where compute_efficiency comes from (added to the GPU's source)."""
     comm_interference: per_key_or_one(Slowdown, CollectiveOp, "expected a slowdown fraction in [0, 10] or a "
                                                                 "mapping {collective op or default: slowdown}") | None = None
     """Compute slowdown while a collective of its rank runs (0.19 = 19 % slower): one figure, or per collective op
     {default, all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all: s}, each in [0, 10].
     Default: the base's, or none."""
-    interference_source: Text | None = None
-    """Where comm_interference comes from (added to the GPU's source)."""
     pcie_p2p: StrictBool | None = None
     """GPU peer-to-peer over PCIe; false (GeForce parts) stages GPU-GPU traffic through host memory.
     Default: the base's, or true."""
-    source: Text | None = None
-    """Where the figures come from."""
 
 
 class GpuOverrideModel(GpuFigures):
@@ -219,11 +214,19 @@ class GpuOverrideModel(GpuFigures):
         return check_key(v, info, "gpu_keys", "GPU")
 
 
-class GpuModel(GpuFigures):
-    """An inline GPU without a catalog base: peak FLOP/s, memory and memory bandwidth are required."""
+def _with_fp32(peak: dict[str, float]) -> dict[str, float]:
+    """A GPU's own peak_flops name fp32: the optimizer step runs in fp32, and every other float dtype falls back to it."""
+    if "fp32" not in peak:
+        raise fail(f"got {', '.join(peak) or 'no dtypes'}; expected fp32 among them (the optimizer step runs in fp32, "
+                   "and a dtype the GPU has no units for runs as fp32)")
+    return peak
 
-    peak_flops: dict[DType, Flops]  # type: ignore[assignment]
-    """Peak dense FLOP/s per dtype, e.g. {fp16: '312 TFLOP/s', fp32: '19.5 TFLOP/s'}."""
+
+class GpuModel(GpuFigures):
+    """An inline GPU without a catalog base: peak FLOP/s (fp32 among them), memory and memory bandwidth are required."""
+
+    peak_flops: Annotated[dict[DType, Flops], AfterValidator(_with_fp32)]  # type: ignore[assignment]
+    """Peak dense FLOP/s per dtype, fp32 among them, e.g. {fp32: '19.5 TFLOP/s', fp16: '312 TFLOP/s'}."""
     memory: Size  # type: ignore[assignment]
     """Device memory, e.g. '80 GiB'."""
     memory_bandwidth: Bandwidth  # type: ignore[assignment]
@@ -237,14 +240,14 @@ class CatalogGpuModel(GpuFigures):
     """Display name, e.g. 'A100 SXM4 80GB'."""
     vendor: Text  # type: ignore[assignment]
     """nvidia | amd | ..."""
-    peak_flops: dict[DType, Flops]  # type: ignore[assignment]
-    """Peak dense FLOP/s per dtype."""
+    peak_flops: Annotated[dict[DType, Flops], AfterValidator(_with_fp32)]  # type: ignore[assignment]
+    """Peak dense FLOP/s per dtype, fp32 among them."""
     memory: Size  # type: ignore[assignment]
     """Device memory."""
     memory_bandwidth: Bandwidth  # type: ignore[assignment]
     """Device memory bandwidth."""
-    tdp_w: PosFloat  # type: ignore[assignment]
-    """Board power in watts."""
+    tdp_w: PosFloat
+    """Board power in watts (shown by `simdist catalog gpus`)."""
     price_per_hour_usd: Dollars  # type: ignore[assignment]
     """Indicative price of one GPU-hour in US dollars."""
     price_basis: Text  # type: ignore[assignment]
@@ -254,8 +257,12 @@ class CatalogGpuModel(GpuFigures):
     compute_efficiency: per_key_or_one(Efficiency, DType, "expected a fraction 0 < e <= 1 or a mapping "  # type: ignore[valid-type]
                                                           "{dtype: fraction}")
     """Achieved fraction of peak on dense GEMMs, per dtype."""
-    source: Text  # type: ignore[assignment]
+    source: Text
     """Where the figures come from (datasheet, paper)."""
+    efficiency_source: Text | None = None
+    """Where compute_efficiency comes from (added to the source)."""
+    interference_source: Text | None = None
+    """Where comm_interference comes from (added to the source)."""
 
 
 def has_base(value: Any) -> bool:

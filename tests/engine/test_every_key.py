@@ -36,6 +36,7 @@ FAT = {"cluster.fabric": {"topology": "fat_tree", "nodes_per_leaf": 2, "link": {
 STRAGGLER = {"failures": {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:3", "slowdown": 2.0}]}}
 PS = {"communication.strategy": "ps", "communication.ps": {"servers": 2, "placement": "dedicated"}}
 SIM = {"run.fidelity": "simulate"}
+V100_BASE = {"cluster.nodes.0.gpu": {"base": "v100-sxm2-32gb"}}
 DOWN = {"at": "10 h", "kind": "node_down", "target": "node:1"}
 JITTER = {"at": "0 s", "kind": "network_jitter", "delay": "5 ms", "duration": "1 d"}
 GPT = {"workload.model": {"gpt": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 1000}}, "workload.seq_len": 128}
@@ -74,8 +75,28 @@ GRAPHML = """<?xml version="1.0" encoding="UTF-8"?>
 CASES: dict[str, tuple] = {
     "name": (TRAIN, {}, {"name": "other"}, "changes"),
     "cluster.nodes.count": (TRAIN, {}, {"cluster.nodes.0.count": 2}, "changes"),
-    "cluster.nodes.gpu": (TRAIN, {}, {"cluster.nodes.0.gpu": "a100-sxm4-80gb"}, "changes"),
     "cluster.nodes.gpus_per_node": (TRAIN, {}, {"cluster.nodes.0.gpus_per_node": 1}, "changes"),
+    # a GPU given inline (a catalog key is the other form): the catalog V100 as a base, each figure overridden
+    "cluster.nodes.gpu.base": (TRAIN, {}, {"cluster.nodes.0.gpu": {"base": "a100-sxm4-80gb"}}, "changes"),
+    "cluster.nodes.gpu.peak_flops": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.peak_flops": {"fp16": "10 TFLOP/s"}}, "changes"),
+    "cluster.nodes.gpu.memory": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.memory": "16 GB"}, "changes"),
+    "cluster.nodes.gpu.memory_bandwidth": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.memory_bandwidth": "100 GB/s"}, "changes"),
+    "cluster.nodes.gpu.price_per_hour_usd": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.price_per_hour_usd": 9.0}, "changes"),
+    "cluster.nodes.gpu.price_basis": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.price_basis": "a quote"}, "changes"),
+    "cluster.nodes.gpu.price_date": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.price_date": "2020-01"}, "changes"),
+    "cluster.nodes.gpu.compute_efficiency": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.compute_efficiency": 0.1}, "changes"),
+    "cluster.nodes.gpu.comm_interference": (TRAIN, V100_BASE, {"cluster.nodes.0.gpu.comm_interference": 0.5}, "changes"),
+    # an RTX 4090 (no PCIe peer-to-peer) given it: ring traffic no longer staged through host memory
+    "cluster.nodes.gpu.pcie_p2p": (TRAIN, {"cluster.nodes.0.gpu": {"base": "rtx4090-24gb"},
+                                          "cluster.nodes.0.intra_node": "pcie-gen4", "cluster.nodes.0.gpus_per_node": 8},
+                                   {"cluster.nodes.0.gpu.pcie_p2p": True}, "changes"),
+    # vendor cpu: the codec runs on CPU cores
+    "cluster.nodes.gpu.vendor": (TRAIN, {**V100_BASE, "communication.compression": {"method": "topk", "ratio": 0.01}},
+                                 {"cluster.nodes.0.gpu.vendor": "cpu"}, "changes"),
+    # a calibration profile names its GPU by key or name
+    "cluster.nodes.gpu.name": (TRAIN, {"cluster.nodes.0.gpu": {"peak_flops": {"fp32": "15 TFLOP/s", "fp16": "125 TFLOP/s"},
+                                                               "memory": "32 GB", "memory_bandwidth": "900 GB/s"},
+                                       "calibration": "@profile"}, {"cluster.nodes.0.gpu.name": "v100-sxm2-32gb"}, "changes"),
     "cluster.nodes.intra_node.link": (TRAIN, {}, {"cluster.nodes.0.intra_node.link": "nvlink5"}, "changes"),
     "cluster.nodes.intra_node.bandwidth": (TRAIN, {}, {"cluster.nodes.0.intra_node.bandwidth": "1 GB/s"}, "changes"),
     "cluster.nodes.intra_node.latency": (TRAIN, {}, {"cluster.nodes.0.intra_node.latency": "1 ms"}, "changes"),

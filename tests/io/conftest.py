@@ -107,8 +107,7 @@ FAKES = {
     "simdist.io.catalog": _module(
         "simdist.io.catalog", gpus=lambda: {"a100-sxm4-80gb": A100, "v100-sxm2-32gb": V100},
         links=lambda: dict(LINKS), intra_nodes=lambda: {"nvswitch-a100": NVSWITCH, "dgx1-cube-mesh": CUBE},
-        transport_default=_transport_default, gpu_spec=gpu_spec,
-        parse_link_inline=lambda d, path, default: default),
+        transport_default=_transport_default, gpu_spec=gpu_spec),
     "simdist.topology.validate": _module("simdist.topology.validate", validate_cluster=_validate_cluster),
     "simdist.workload.torch_import": _module("simdist.workload.torch_import", import_model=_import_model),
 }

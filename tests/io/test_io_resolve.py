@@ -110,35 +110,40 @@ def test_inline_intra_node_and_layout_default_gpu_count():
 
 def test_inline_gpu_is_checked_by_the_schema():
     d = copy.deepcopy(MINIMAL)
-    d["cluster"]["nodes"][0]["gpu"] = {"name": "X", "peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "16 GB",
+    d["cluster"]["nodes"][0]["gpu"] = {"name": "X", "peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory": "16 GB",
                                        "memory_bandwidth": "1 TB/s"}
     gpu = load_data(d).cluster.node_groups[0].gpu
-    assert (gpu.name, gpu.memory_bytes, gpu.peak_flops, gpu.memory_bandwidth_Bps) == ("X", 16e9, {"fp16": 1e14}, 1e12)
-    d["cluster"]["nodes"][0]["gpu"] = {"peak_flops": {"fp16": "100 TFLOP/s"}, "memory_bandwidth": "1 TB/s"}
+    assert (gpu.name, gpu.memory_bytes, gpu.peak_flops, gpu.memory_bandwidth_Bps) == ("X", 16e9, {"fp32": 1e13, "fp16": 1e14},
+                                                                                 1e12)
+    d["cluster"]["nodes"][0]["gpu"] = {"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory_bandwidth": "1 TB/s"}
     with pytest.raises(ScenarioError) as e:
         load_data(d)
     assert [str(i) for i in e.value.issues] == ["cluster.nodes.0.gpu.memory: required key is missing"]
 
 
 @pytest.mark.parametrize("gpu, line", [
-    ({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s", "memroy": "1 GB"},
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s", "memroy": "1 GB"},
      "cluster.nodes.0.gpu.memroy: unknown key 'memroy' (did you mean 'memory'?)"),
-    ({"peak_flops": {"fp16": "100 TB/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s"},
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TB/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s"},
      "cluster.nodes.0.gpu.peak_flops.fp16: got '100 TB/s'"),
-    ({"peak_flops": {"int4": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s"},
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "int4": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s"},
      "cluster.nodes.0.gpu.peak_flops.int4: got 'int4'; expected one of 'fp32'"),
-    ({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": 16, "memory_bandwidth": "1 TB/s"},
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory": 16, "memory_bandwidth": "1 TB/s"},
      "cluster.nodes.0.gpu.memory: got 16; expected a size"),
-    ({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
       "compute_efficiency": {"fp16": 1.5}}, "cluster.nodes.0.gpu.compute_efficiency.fp16: got 1.5; expected a number <= 1"),
-    ({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
-      "compute_efficiency": {"fp32": 0.5}}, "cluster.nodes.0.gpu.compute_efficiency.fp32: no peak_flops.fp32"),
-    ({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
+      "compute_efficiency": {"fp8": 0.5}}, "cluster.nodes.0.gpu.compute_efficiency.fp8: no peak_flops.fp8"),
+    ({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s"},
+     "cluster.nodes.0.gpu.peak_flops: got fp16; expected fp32 among them"),
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
       "comm_interference": {"allreduce": 0.1}}, "cluster.nodes.0.gpu.comm_interference.allreduce: got 'allreduce'"),
-    ({"peak_flops": {"fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
+    ({"peak_flops": {"fp32": "10 TFLOP/s", "fp16": "100 TFLOP/s"}, "memory": "16 GB", "memory_bandwidth": "1 TB/s",
       "price_date": "2024"}, "cluster.nodes.0.gpu.price_date: got '2024'; expected the month"),
-    ({"base": "a100-sxm4-80gb", "tdp_w": 0}, "cluster.nodes.0.gpu.tdp_w: got 0; expected a positive number"),
-    ({"base": "a100", "tdp_w": 10}, "cluster.nodes.0.gpu.base: got 'a100'; expected a GPU catalog key"),
+    ({"base": "a100-sxm4-80gb", "price_per_hour_usd": -1},
+     "cluster.nodes.0.gpu.price_per_hour_usd: got -1; expected a number >= 0"),
+    ({"base": "a100-sxm4-80gb", "tdp_w": 300}, "cluster.nodes.0.gpu.tdp_w: unknown key 'tdp_w'"),  # the catalog's only
+    ({"base": "a100", "memory": "40 GB"}, "cluster.nodes.0.gpu.base: got 'a100'; expected a GPU catalog key"),
 ])
 def test_a_bad_inline_gpu_is_reported_at_its_key(gpu, line):
     d = copy.deepcopy(MINIMAL)
