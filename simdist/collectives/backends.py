@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 from simdist.collectives._steps import default_chunks
 from simdist.collectives.algorithms import build_schedule
+from simdist.collectives.all_to_all import p2p_all_to_all_chain
 from simdist.collectives.collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
 from simdist.collectives.fabric import NodeFabric
 from simdist.collectives.gloo import (
@@ -30,7 +31,7 @@ from simdist.collectives.nccl import candidates, nccl_predicted_time_s, no_candi
 from simdist.collectives.nccl_env import NcclEnable
 from simdist.collectives.node_tree import node_tree_all_reduce, tree_pairs
 from simdist.collectives.nvls import nvls_all_reduce, nvls_collnet_all_reduce, nvls_tree_all_reduce
-from simdist.collectives.protocols import (STEP_DATA_BYTES, Protocol, apply_protocol, costs, nvls_family,
+from simdist.collectives.protocols import (STEP_DATA_BYTES, HopKind, Protocol, apply_protocol, costs, nvls_family,
                                            tree_algbw_cap_Bps, tree_chunk_bytes)
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 from simdist.errors import InfeasibleError
@@ -91,7 +92,8 @@ def nccl_candidate(
     fabric: NodeFabric | None = None, channels: int | None = None,
     node_orders: Sequence[tuple[int, ...]] | None = None, timer: Timer | None = None,
 ) -> Schedule:
-    """The schedule of one (algorithm, protocol) NCCL can run: ring (channels as given), the
+    """The schedule of one (algorithm, protocol) NCCL can run: ring (channels as given; all-to-all: every peer's
+    send at once, all_to_all.py), the
     node-level double binary tree (one channel pair per NIC), NVLS (over CollNet across nodes), NVLSTree or
     CollNet (Direct: a head per GPU; Chain: one chain per NIC), under the protocol's costs.
     With a `timer`, a multi-node tree's steady step is held to NCCL's per-channel tree throughput
@@ -121,6 +123,10 @@ def nccl_candidate(
         base = Schedule(op, algorithm, float(size_bytes), (chain,))
     elif algorithm == "collnet_direct":
         base = Schedule(op, algorithm, float(size_bytes), (collnet_direct_all_reduce(size_bytes, group, fabric.intra),))
+    elif op == Op.ALL_TO_ALL:  # grouped ncclSend/ncclRecv, all peers at once; PXN on NVLink nodes with several NICs
+        pxn = fabric.intra == HopKind.NVLINK and fabric.nics > 1 and len(group.nodes) > 1
+        base = Schedule(op, "p2p", float(size_bytes), (p2p_all_to_all_chain(group, size_bytes, pxn=pxn),))
+        family = "ring"  # NCCL's p2p runs Simple with the ring's per-hop latencies (tuning.cc has no p2p row)
     elif algorithm == "collnet_chain":
         base = Schedule(op, algorithm, float(size_bytes),
                         (collnet_chain_all_reduce(size_bytes, group, fabric.nics, fabric.intra, node_orders=node_orders),))
