@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from simdist.collectives._steps import Chain
-from simdist.collectives.schedule import Group, Step, Transfer
+from simdist.collectives.schedule import Group, Step, TransferArray
 
 LABEL = "p2p all-to-all"
 
@@ -59,21 +59,41 @@ def p2p_all_to_all_chain(group: Group, size_bytes: float | None = None,
     matrix = balanced_send_bytes(size_bytes or 0.0, n) if send_bytes is None else np.asarray(send_bytes, float)
     if matrix.shape != (n, n) or (matrix < 0).any():
         raise ValueError(f"send_bytes must be a non-negative {n} x {n} matrix, got shape {matrix.shape}")
-    relays = pxn_relays(group) if pxn else None
-    transfers: list[Transfer] = []
-    for i, src in enumerate(ranks):
-        for j, dst in enumerate(ranks):
-            size = float(matrix[i, j])
-            if i == j or size <= 0:
-                continue
-            via = relays.get((src, dst), src) if relays else src
-            if via == src:
-                transfers.append(Transfer(src, dst, size))
-            else:
-                transfers += [Transfer(src, via, size), Transfer(via, dst, size)]
-    if not transfers:
+    src_i, dst_i = np.nonzero(matrix > 0)
+    keep = src_i != dst_i
+    src_i, dst_i = src_i[keep], dst_i[keep]
+    if not src_i.size:
         return ()
-    return (Step(tuple(transfers), lockstep=False, label=LABEL + (" (PXN)" if relays else "")),)
+    rank_of = np.asarray(ranks, dtype=np.int64)
+    src, dst, size = rank_of[src_i], rank_of[dst_i], matrix[src_i, dst_i]
+    via = _relay_ranks(group, src_i, dst_i) if pxn else None
+    if via is None or (via == src).all():
+        transfers = TransferArray(src, dst, size)
+    else:
+        direct = via == src
+        relayed = ~direct
+        transfers = TransferArray(np.concatenate([src[direct], src[relayed], via[relayed]]),
+                                  np.concatenate([dst[direct], via[relayed], dst[relayed]]),
+                                  np.concatenate([size[direct], size[relayed], size[relayed]]))
+    return (Step(transfers, lockstep=False, label=LABEL + (" (PXN)" if via is not None else "")),)
+
+
+def _relay_ranks(group: Group, src_i: np.ndarray, dst_i: np.ndarray) -> "np.ndarray | None":
+    """Per send (indices into group.ranks): the PXN relay rank of pxn_relays, the sender itself on its own node;
+    None where the nodes hold different numbers of ranks."""
+    sizes = {len(node) for node in group.nodes}
+    if len(group.nodes) <= 1 or len(sizes) != 1:
+        return None
+    g = sizes.pop()
+    node_ranks = np.asarray(group.nodes, dtype=np.int64).reshape(len(group.nodes), g)
+    where = {r: i for i, r in enumerate(group.ranks)}
+    node_of = np.empty(len(group.ranks), dtype=np.int64)
+    pos_of = np.empty(len(group.ranks), dtype=np.int64)
+    for k, node in enumerate(group.nodes):
+        for p, r in enumerate(node):
+            node_of[where[r]], pos_of[where[r]] = k, p
+    rank_of = np.asarray(group.ranks, dtype=np.int64)
+    return np.where(node_of[src_i] == node_of[dst_i], rank_of[src_i], node_ranks[node_of[src_i], pos_of[dst_i]])
 
 
 def p2p_all_to_all_time_s(send_bytes: "np.ndarray", group: Group, gpu_Bps: float, nic_Bps: float,
