@@ -135,6 +135,9 @@ def test_an_uneven_dispatch_is_bound_by_the_hottest_experts_gpu(tmp_path):
         return _flow_time(topology, Schedule(CollectiveOp.ALL_TO_ALL, "p2p", SIZE, (chain,)))
 
     hot_s = timed(hot)
+    hot_chain = p2p_all_to_all_chain(group, send_bytes=hot, pxn=True)
+    estimated = AnalyticalNetwork(topology).schedule_time(Schedule(CollectiveOp.ALL_TO_ALL, "p2p", SIZE, (hot_chain,)))
+    assert estimated == pytest.approx(hot_s, rel=1e-6)  # the hot NIC's 8 equal flows: static sharing is max-min here
     balanced_s = timed(balanced_send_bytes(SIZE, 16))
     latency = balanced_s - 8 * block / NIC_Bps
     assert 0 < latency < 10e-6  # the links' latencies
@@ -151,3 +154,23 @@ def test_textbook_ring_all_to_all_keeps_its_shift_steps():
 
     sched = build_schedule("all_to_all", "ring", 16.0, Group.flat(range(4), 4))
     assert len(sched.chains[0]) == 3
+
+
+def test_nccl_relays_through_pxn_only_on_nvlink_nodes_with_several_nics():
+    """NCCL takes the PXN path where the GPU on the destination's rail is reachable over NVLink (PATH_PXN); with one
+    NIC per node, or GPUs on PCIe, a send leaves through the sender's own NIC."""
+    from simdist.collectives.backends import nccl_candidate
+    from simdist.collectives.fabric import NodeFabric
+
+    group = Group.flat(range(16), 8)
+
+    def pxn(fabric: NodeFabric) -> bool:
+        sched = nccl_candidate("all_to_all", "ring", "Simple", 1e6, group, fabric=fabric)
+        assert sched.algorithm == "p2p/Simple"
+        return any("PXN" in step.label for chain in sched.chains for step in chain)
+
+    assert pxn(NodeFabric(nics=8))
+    assert not pxn(NodeFabric(nics=1))
+    assert not pxn(NodeFabric(nics=8, intra=HopKind.PCI))
+    one_node = nccl_candidate("all_to_all", "ring", "Simple", 1e6, Group.flat(range(8), 8), fabric=NodeFabric(nics=8))
+    assert not any("PXN" in step.label for chain in one_node.chains for step in chain)
