@@ -201,7 +201,7 @@ class Executor:
             t0 = started[0]
         elif isinstance(task, SendRecv):
             if task.src != task.dst:
-                yield env.process(self.network.run(env, self.schedule_of(task, graph)))
+                yield from self.network.run(env, self.schedule_of(task, graph))
         if self.policy is not None:
             self.policy.after(graph, task, it)
         spans[task.id] = (t0, env.now)
@@ -222,7 +222,7 @@ class Executor:
 
     def _collective(self, env, graph: Graph, task: Collective, done: simpy.Event) -> Generator:
         on = self._interfere(task, True) if self.slowdown is not None else ()
-        yield env.process(self.network.run(env, self.schedule_of(task, graph)))
+        yield from self.network.run(env, self.schedule_of(task, graph))
         if on:
             self._interfere(task, False, on)
         done.succeed()
