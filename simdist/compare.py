@@ -12,8 +12,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from simdist.engine.composite import run_training
 from simdist.errors import InfeasibleError
 from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario
+from simdist.tables import format_table
 
 BASELINE = "none"
 
@@ -65,8 +67,6 @@ def with_nic_bandwidth(scenario: Scenario, bandwidth_Bps: float) -> Scenario:
 
 
 def _time(scenario: Scenario, fidelity: Fidelity) -> float | None:
-    from simdist.engine.composite import run_training
-
     try:
         return run_training(scenario, fidelity, with_baseline=False).iteration_time_s
     except InfeasibleError:
@@ -117,8 +117,6 @@ def _gbps(bps: float | None) -> str:
 
 def format_breakeven(table: BreakevenTable) -> str:
     """Iteration time (ms) per bandwidth and codec, then each codec's break-even bandwidth."""
-    from simdist.tables import format_table
-
     rows = []
     for k, bw in enumerate(table.bandwidths_Bps):
         row: list[object] = [_gbps(bw)]

@@ -4,6 +4,10 @@ inline, and every axes gets a title, labelled axes with units and a legend. `sim
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+from simdist.errors import SimdistError
+
 _PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green"}
 _STRATEGY_COLORS = {"ring": "tab:blue", "tree": "tab:orange", "hierarchical": "tab:green", "ps": "tab:red",
                     "halving_doubling": "tab:purple", "torus2d": "tab:brown"}
@@ -26,10 +30,6 @@ def _done(fig, path: str | None):
 
 def save_figure(fig, path: str, dpi: int = 110) -> None:
     """Write the figure (creating its folder); an unwritable path or unknown image format is a SimdistError."""
-    from pathlib import Path
-
-    from simdist.errors import SimdistError
-
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=dpi)
@@ -41,10 +41,6 @@ def save_figure(fig, path: str, dpi: int = 110) -> None:
 
 def check_plot_path(path: str) -> str:
     """The format of a --plot path: 'png' or 'svg' by its extension; anything else is a one-line error."""
-    from pathlib import Path
-
-    from simdist.errors import SimdistError
-
     ext = Path(path).suffix.lower().lstrip(".")
     if ext not in ("png", "svg"):
         raise SimdistError(f"cannot write plot {path}: expected a .png or .svg file name (got {ext or 'no extension'!r})")

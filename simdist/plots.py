@@ -4,11 +4,13 @@ timeline and breakdown, break-even, scaling, breakdown bars and Pareto plots. Th
 """
 from __future__ import annotations
 
+from simdist.errors import SimdistError
 from simdist.figures import (  # noqa: F401  (re-exported)
     bandwidth_curves, breakdown, breakeven_chart, grouped_bars, lines, link_utilization, node_group_chart,
     pareto_chart, predicted_vs_measured, published_chart, timeline,
 )
-from simdist.figures import cell_number as _num, check_plot_path, save_figure
+from simdist.figures import (cell_number as _num, check_plot_path, draw_breakdown, draw_timeline, save_figure,
+                             timeline_tracks)
 from simdist.plots_goodput import plot_goodput_sweep, plot_goodput_timeline  # noqa: F401  (re-exported)
 from simdist.plots_mp import layout_chart, parallel_breakdown  # noqa: F401  (model-parallel layouts)
 from simdist.topology.graph import Topology
@@ -231,8 +233,6 @@ def _plot_collectives(scenario, result, path: str) -> None:
 
 def _plot_training(scenario, result, path: str) -> None:
     """The CLI's --plot: the timeline (first GPUs, legend, how many shown) beside the breakdown, as in notebooks."""
-    from simdist.figures import draw_breakdown, draw_timeline, timeline_tracks
-
     tracks = timeline_tracks(result) if result.records else []
     plt, fig, (ax_tl, ax_bd) = _figure(2, width=14.0, height=max(4.2, 1.6 + 0.4 * len(tracks)))
     if tracks:
@@ -310,8 +310,6 @@ def plot_scaling(rows, axis_keys, path: str, title: str | None = None) -> None:
         eff = _num(r.get("scaling_efficiency"))
         lines.setdefault(label, []).append((gpus, rate, None if eff is None else 100 * eff))
     if not lines:
-        from simdist.errors import SimdistError
-
         raise SimdistError(f"cannot write plot {path}: no point of the sweep ran, so there is nothing to plot")
     plt, fig, (ax_t, ax_e) = _figure(2, width=12.0, height=4.6)
     for label, pts in lines.items():
@@ -354,8 +352,6 @@ def plot_breakdown_bars(items, path: str, title: str | None = None, max_bars: in
             total = _num(item.get("iteration_time_s"))
         bars.append((str(label), [v * 1e3 for v in values], None if total is None else total * 1e3))
     if not bars:
-        from simdist.errors import SimdistError
-
         raise SimdistError(f"cannot write plot {path}: no result with a breakdown to plot")
     plt, fig, (ax,) = _figure(1, width=max(6.0, 1.0 + 0.45 * len(bars)), height=5.0)
     xs = range(len(bars))

@@ -12,6 +12,7 @@ import math
 import re
 
 from simdist.figures import _done, _new_figure, cell_number, check_plot_path
+from simdist.units import parse_duration
 
 JOB_TRACK = "job (replica 0)"
 _RATE = re.compile(r"train at (\d+(?:\.\d+)?)\s*%")
@@ -71,8 +72,6 @@ def plot_goodput_timeline(scenario, result, path: str) -> None:
 
 def plot_goodput_sweep(rows, key: str, path: str, optimum_s: float | None, title: str) -> None:
     """goodput_ratio against the swept checkpoint interval (minutes, log axis), Young/Daly marked."""
-    from simdist.units import parse_duration
-
     check_plot_path(path)
     points = []
     for r in rows:

@@ -3,25 +3,28 @@ from __future__ import annotations
 
 import re
 
+from simdist.engine.context import server_topology_args
 from simdist.failures.report import format_goodput, format_phases
+from simdist.io.catalog import catalog_table
 from simdist.results.records import RunResult
-from simdist.scenario import Scenario
+from simdist.scenario import PsPlacement, Scenario, StrategyKind
+from simdist.strategies.rank_memory import memory_by_group
 from simdist.tables import format_pairs, format_table
+from simdist.topology.build import build_topology
+from simdist.topology.summary import summary as topology_facts
 from simdist.units import format_bandwidth, format_duration, format_flops, format_memory, format_size
+from simdist.workload.catalog import get_model, model_keys
 
 
 def catalog_rows(kind: str) -> tuple[list[str], list[list[object]]]:
     """Rows for `simdist catalog KIND`."""
     if kind == "models":
-        from simdist.workload.catalog import get_model, model_keys
-
         rows = []
         for key in model_keys():
             m = get_model(key)
             rows.append([key, m.family, f"{m.params / 1e6:,.1f} M", f"{m.fwd_flops / 1e9:,.2f} G",
                          m.tokens_per_sample or "-", len(m.layers)])
         return ["model", "family", "params", "fwd FLOPs/sample", "tokens/sample", "layers"], rows
-    from simdist.io.catalog import catalog_table
 
     headers, rows = catalog_table(kind)
     return list(headers), [list(r) for r in rows]
@@ -54,18 +57,12 @@ def _caps(link) -> str:
 
 def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
     """The figures `make demo` starts with: GPUs, nodes, links, bisection bandwidth, peak FLOP/s."""
-    from simdist.topology.build import build_topology
-    from simdist.topology.summary import summary
-
-    from simdist.scenario import PsPlacement, StrategyKind
-
     cluster = scenario.cluster
     comm = scenario.communication
-    from simdist.engine.context import server_topology_args
 
     dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
     topology = build_topology(cluster, **server_topology_args(scenario))
-    facts = summary(topology)
+    facts = topology_facts(topology)
     precision = scenario.workload.precision.value
     peak = sum(g.count * g.gpus_per_node * g.gpu.flops(precision) for g in cluster.node_groups)
     out: dict[str, object] = {
@@ -193,8 +190,6 @@ def _compression_text(strategy: dict) -> str:
 
 def _ps_text(scenario: Scenario | None) -> str:
     """', 4 dedicated servers, aggregation node, server cpu' for a PS run, else ''."""
-    from simdist.scenario import StrategyKind
-
     if scenario is None or scenario.communication.strategy != StrategyKind.PS:
         return ""
     c = scenario.communication
@@ -307,6 +302,4 @@ def _training_report(result: RunResult, scenario: Scenario | None = None) -> str
 
 def _group_memory(scenario: Scenario) -> dict[int, tuple[float, float]]:
     """{node group: (bytes per GPU, capacity)} of a mixed cluster (strategies.rank_memory.memory_by_group)."""
-    from simdist.strategies.rank_memory import memory_by_group
-
     return {g: (est.total_bytes, est.capacity_bytes) for g, est in memory_by_group(scenario).items()}

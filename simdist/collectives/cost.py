@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from simdist.collectives._steps import check_chunks
+from simdist.collectives.ps import _partitions
 from simdist.collectives.schedule import CollectiveOp
 from simdist.collectives.tree import bit_tree, depth, double_tree, max_degree
 
@@ -207,8 +208,6 @@ def ps_all_reduce_time(
     pull), (k - 1 + W - 1) S/k for a colocated server-worker. Time = (P + 1) alpha + delay +
     (2 M1 + (P - 1) M2) / (P B). With P = 1 (one dedicated server: 2 alpha + 2 W S/B; k = W colocated:
     2 alpha + 2 (W-1)/W S/B)."""
-    from simdist.collectives.ps import _partitions
-
     if workers <= 0 or servers <= 0:
         raise ValueError("ps needs at least one worker and one server")
     c = 1 if colocated else 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simdist.collectives.schedule import Schedule, Step
+from simdist.hardware.specs import HOST_CPU_SERVER
 
 # One reducing thread (gloo's ring, an MPI rank) streams about 10 GB/s of host memory traffic on a
 # current server core (AVX2 adds run at memory speed; a single core reaches roughly a tenth of a
@@ -46,8 +47,6 @@ def host_reduced(schedule: Schedule, backend: str, strategy: str, ps_server: str
                  servers: "tuple[int, ...]" = ()) -> Schedule:
     """The schedule with the reductions that run on CPUs charged: every reduction of gloo's CPU-side
     algorithms (not PS, which sums on its servers), and the servers' sums of a CPU parameter server."""
-    from simdist.hardware.specs import HOST_CPU_SERVER
-
     if strategy == "ps":
         if ps_server == "cpu":
             return with_host_reduction(schedule, HOST_CPU_SERVER.memory_bandwidth_Bps, frozenset(servers))

@@ -7,6 +7,8 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from simdist.errors import Issue, ScenarioError
+from simdist.io.rules import rules
+from simdist.scenario import Fidelity
 
 if TYPE_CHECKING:  # pragma: no cover - the API imports this module before any scenario is loaded
     from simdist.scenario import Scenario
@@ -52,8 +54,6 @@ def override_strings(overrides: "Mapping[str, Any] | Sequence[str] | str | None"
 
 def checked_scenario(scenario: "Scenario", overrides: list[str]) -> "Scenario":
     """A Scenario object given to the API: no overrides, and every io.rules issue refused."""
-    from simdist.io.rules import rules
-
     if overrides:
         raise ScenarioError(Issue("overrides", "a loaded Scenario takes no overrides; pass the file or dict "
                                                "to simdist.load with overrides instead"))
@@ -71,8 +71,6 @@ def source_error(source: object) -> ScenarioError:
 
 def check_fidelity(fidelity: str | None) -> None:
     """The API's `fidelity` argument: empty (the scenario's run.fidelity) or one of Fidelity's values."""
-    from simdist.scenario import Fidelity
-
     if fidelity and fidelity not in {f.value for f in Fidelity}:
         raise ScenarioError(Issue("fidelity", f"got {fidelity!r}; expected one of "
                                               f"{', '.join(f.value for f in Fidelity)}"))

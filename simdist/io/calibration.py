@@ -15,6 +15,7 @@ from typing import Any, Iterator, Mapping
 from simdist.compute import ComputeCalibration
 from simdist.errors import ScenarioError
 from simdist.hardware.specs import ClusterSpec, GpuSpec, IntraNodeSpec, LinkSpec, NodeGroupSpec
+from simdist.io.catalog import INTERFERENCE_OPS
 from simdist.scenario import CompressionMethod, Scenario
 
 FORMAT = "simdist-calibration/1"
@@ -245,8 +246,6 @@ def profile_from_dict(data: Any, source: str | None = None) -> CalibrationProfil
 
 
 def _interference_entry(e: Mapping[str, Any], p: str) -> InterferenceEntry:
-    from simdist.io.catalog import INTERFERENCE_OPS
-
     if e["op"] not in INTERFERENCE_OPS:
         raise ScenarioError.bad_value(f"{p}.op", e["op"], f"one of {', '.join(INTERFERENCE_OPS)}")
     slow = _num(e.get("slowdown"), f"{p}.slowdown", "a compute slowdown in [0, 10]", lambda x: 0 <= x <= 10)

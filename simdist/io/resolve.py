@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from simdist.collectives.fabric import intra_node_has_nvls
+from simdist.compute import TENSOR_CORE_PRECISIONS
 from simdist.errors import Issue, ScenarioError
+from simdist.io.calibration import apply_profile, load_profile
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
 from simdist.io.resolve_failures import resolve_failures
@@ -263,8 +265,6 @@ def _check_layout_units(w, model, cluster, issues: list[Issue]) -> None:
     """An explicit layout changes a convolution's price only on tensor cores (nchw: cuDNN's transposes) or, on CUDA
     cores, for a 3 x 3 stride-1 one (nhwc: no Winograd); which units run the precision is the GPU's (GpuSpec.runs_as:
     tf32 before Ampere is fp32). Where neither can happen on any node, the key would change nothing."""
-    from simdist.compute import TENSOR_CORE_PRECISIONS
-
     if w.memory_format == "native" or model is None or cluster is None:
         return
     convs = [layer for layer in model.layers if layer.kind == "conv"]
@@ -319,7 +319,6 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     scenario = Scenario(name=m.name or default_name, cluster=cluster, workload=workload, training=training,
                         communication=communication, failures=failures, run=run, calibration=calibration)
     if calibration is not None:  # measured link and compute efficiencies replace the catalog defaults
-        from simdist.io.calibration import apply_profile, load_profile
 
         try:
             scenario = apply_profile(scenario, load_profile(calibration))

@@ -7,12 +7,14 @@ policy does not use is refused rather than ignored.
 from __future__ import annotations
 
 from simdist.errors import Issue, ScenarioError
+from simdist.failures.targets import FailureTargets, failure_targets
 from simdist.hardware.specs import ClusterSpec
 from simdist.io.schema_failures import FailuresModel
 from simdist.scenario import (
     FailureDistribution, FailureEventSpec, FailureKind, FailuresSpec, MaintenanceSpec, RandomFailuresSpec,
     RecoveryPolicy, RecoverySpec,
 )
+from simdist.topology.build import build_topology
 
 _PREFIXES = {
     FailureKind.GPU_DOWN: ("gpu",), FailureKind.NODE_DOWN: ("node",), FailureKind.RACK_DOWN: ("switch",),
@@ -29,8 +31,6 @@ _POLICY_KEYS = {  # recovery keys only some policies use
 def _facts(cluster: ClusterSpec | None):
     if cluster is None:
         return None
-    from simdist.failures.targets import failure_targets
-    from simdist.topology.build import build_topology
 
     try:
         return failure_targets(build_topology(cluster))
@@ -167,8 +167,6 @@ def resolve_failures(f: FailuresModel | None, cluster: ClusterSpec | None, issue
     needs_topology = any(e.target.startswith(("link:", "switch:")) for e in f.events)
     facts = _facts(cluster) if needs_topology else None
     if facts is None and cluster is not None and not needs_topology:
-        from simdist.failures.targets import FailureTargets  # index checks need only the counts
-
         facts = FailureTargets(cluster.num_nodes, cluster.num_gpus, (), 0, (), (), {}, (), frozenset())
     events = _events(f, facts, issues)
     random = _random(f, issues)

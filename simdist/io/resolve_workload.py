@@ -10,6 +10,7 @@ from types import ModuleType
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.errors import Issue, ScenarioError
+from simdist.io.catalog import host_cpu_catalog
 from simdist.io.fields import unknown_key_message
 from simdist.io.resolve_cluster import guarded
 from simdist.io.schema import BertWrapper, GptWrapper, LayersModel, TorchModel, WorkloadModel
@@ -125,7 +126,6 @@ def resolve_workload(w: WorkloadModel, issues: list[Issue]) -> WorkloadSpec | No
         if benchmark is not None:
             issues.append(Issue("workload.input_pipeline", "a collective benchmark has no data loader; remove the key"))
         p = w.input_pipeline
-        from simdist.io.catalog import host_cpu_catalog
 
         cpus = host_cpu_catalog()
         measured_on = p.measured_on

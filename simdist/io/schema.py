@@ -22,6 +22,7 @@ from simdist.io.schema_failures import (  # noqa: F401 - re-exported
     FailureDistribution, FailureEventModel, FailureKind, FailuresModel, MaintenanceModel, RandomFailuresModel,
     RecoveryModel, RecoveryPolicy,
 )
+from simdist.layout import AXES, parse_order
 from simdist.scenario import (
     PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, GradClipping, GradProcessing,
     LossScaling, Optimizer, OptimizerKernels, PipelineSchedule, Precision,
@@ -280,7 +281,6 @@ class TrainingModel(Strict):
     def _order(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from simdist.layout import AXES, parse_order
 
         parts = [p.strip() for p in v.split(",")]
         if sorted(parts) != sorted(AXES) or len(parts) != 3:

@@ -46,6 +46,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from simdist.engine.composite import healthy_scenario, is_phased
+from simdist.results.cost import cluster_price_per_hour
+from simdist.scenario import SyncMode
+from simdist.strategies.mp_plan import build_mp_plan, is_model_parallel
+from simdist.strategies.plan import build_plan
+from simdist.strategies.sharded_dp import build_sharded_plan
+
 COMPUTE_FREE_PREFIXES = ("communication.", "failures")  # axis keys that never change a rank's compute ...
 COMPUTE_KEYS = ("communication.strategy",)  # ... except this one (a PS worker runs no optimizer step)
 
@@ -67,9 +74,6 @@ class ClassBound:
 
 def no_bound_reason(scenario: Any) -> str | None:
     """Why `compute_bound` gives no bound for `scenario` (None: it may give one)."""
-    from simdist.engine.composite import is_phased
-    from simdist.scenario import SyncMode
-
     if scenario.workload.benchmark is not None or scenario.workload.model is None:
         return "a benchmark workload"
     s = _healthy(scenario)
@@ -83,17 +87,12 @@ def no_bound_reason(scenario: Any) -> str | None:
 def _healthy(scenario: Any) -> Any:
     if scenario.failures is None:
         return scenario
-    from simdist.engine.composite import healthy_scenario
 
     return healthy_scenario(scenario)
 
 
 def compute_bound(scenario: Any) -> ClassBound | None:
     """The class bound of `scenario`, or None where the bound above is not known to hold."""
-    from simdist.results.cost import cluster_price_per_hour
-    from simdist.strategies.mp_plan import build_mp_plan, is_model_parallel
-    from simdist.strategies.plan import build_plan
-
     if no_bound_reason(scenario):
         return None
     try:
@@ -106,8 +105,6 @@ def compute_bound(scenario: Any) -> ClassBound | None:
         else:
             plan = build_plan(s)
             if s.training.parallelism.zero:
-                from simdist.strategies.sharded_dp import build_sharded_plan
-
                 plan = build_sharded_plan(s, plan).plan
             k = plan.micro_steps
             rate = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * (c.fwd_s + c.bwd_s) + c.optimizer_s)

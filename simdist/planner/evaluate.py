@@ -12,11 +12,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from simdist.engine.simulation import simulate
 from simdist.errors import InfeasibleError, ScenarioError
 from simdist.planner.axes import Point
 from simdist.planner.expr import Expression, ExpressionError
+from simdist.planner.resume import input_key
 from simdist.planner.rows import (STATUS_ERROR, STATUS_INFEASIBLE, STATUS_INVALID, canonical, failed_values,
                                   input_values, point_key, result_values)
+from simdist.progress import quiet
 
 # loader(base_data, overrides, point_values, base_dir, name) -> Scenario; raises ScenarioError
 Loader = Callable[[dict, Sequence[str], dict, str, str], Any]
@@ -50,14 +53,10 @@ def evaluate_point(job: Job, point: Point, done: frozenset[str] | set[str] = fro
     """('row', row) for a point that ran or failed, (PRUNED, {reason, gpus, cost_per_hour_usd}) for one a
     constraint on its inputs excludes, (SKIPPED,
     None) for one already done, or (SKIPPED, {key, input_key}) for one found done only once resolved."""
-    from simdist.engine.simulation import simulate
-    from simdist.progress import quiet
-
     values = point.as_dict()
     head = {"point": point.index, **values}
     extra = {}
     if job.input_prefix:  # a resumed point whose inputs are unchanged is skipped before it is resolved
-        from simdist.planner.resume import input_key
 
         extra["input_key"] = input_key(job.input_prefix, values)
         if INPUT_DONE + extra["input_key"] in done:

@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 
 from simdist.planner.axes import Point
 from simdist.planner.evaluate import Job, evaluate_chunk
+from simdist.planner.rows import canonical
 
 Outcomes = list[tuple[int, str, dict | None]]  # (point index, kind, row) per point
 
@@ -43,7 +44,6 @@ def context_order(points: Sequence[Point]) -> list[Point]:
     keys.sort(key=lambda k: not k.startswith("cluster."))
     if not keys:
         return list(points)
-    from simdist.planner.rows import canonical
 
     return sorted(points, key=lambda p: json.dumps([canonical(p.as_dict()[k]) for k in keys]))
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from simdist.planner.axes import points_at
 from simdist.planner.bound import is_compute_free
-from simdist.planner.evaluate import Job
+from simdist.planner.evaluate import Job, _conjuncts
 from simdist.planner.halving import Rung, best, entering, rung_caps, tie_order
 from simdist.planner.objective import PlanSpec, drop_reason
 from simdist.planner.prune import bound_score
@@ -50,8 +50,6 @@ def bound_rung(spec: PlanSpec, n: int, bound_of, inputs_of, constraints: Sequenc
     inputs admit (candidates of classes without a bound first, those that do not load last; ties broken
     by a seeded random order); the number of classes, how many had no bound, and how many candidates the
     constraints excluded (the excluded count covers the classes examined only)."""
-    from simdist.planner.evaluate import _conjuncts
-
     fs = spec.factors
     free = [i for i, f in enumerate(fs) if all(is_compute_free(k) for k in f.keys)]
     fixed = [i for i, f in enumerate(fs) if i not in free]

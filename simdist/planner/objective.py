@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from simdist.planner.axes import Axis, Factor, factors
+from simdist.planner.expr import Expression
 from simdist.planner.halving import DEFAULT_ETA, DEFAULT_RUNGS
 from simdist.planner.rows import STATUS_OK
 
@@ -108,6 +109,4 @@ def _holds(text: str, row: dict) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _parsed(text: str):
-    from simdist.planner.expr import Expression
-
     return Expression(text)

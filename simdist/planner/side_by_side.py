@@ -5,6 +5,7 @@ from typing import Any, Sequence
 
 from simdist.results.records import RunResult
 from simdist.tables import format_table
+from simdist.units import format_duration, format_memory
 
 # (label, how to read it from a result's JSON object)
 FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -50,8 +51,6 @@ def comparison(results: Sequence[tuple[str, RunResult]]) -> dict[str, Any]:
 
 def _shown(figure: str, value: Any, signed: bool = False) -> str:
     """A figure in its unit: '13.3 GiB', '92.49 ms', '98.8%', '$439.16'; a difference gets its sign."""
-    from simdist.units import format_duration, format_memory
-
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return "-" if value is None else str(value)
     sign = ("+" if value > 0 else "-" if value < 0 else "") if signed else ("-" if value < 0 else "")

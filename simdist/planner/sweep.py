@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from simdist.planner.axes import Axis, Point, expand
 from simdist.planner.evaluate import INPUT_DONE, PRUNED, SKIPPED, Job
 from simdist.planner.executors import context_order, default_jobs, run_local
+from simdist.planner.ray_executor import run_ray
 from simdist.planner.rows import HEAD_COLUMNS, RESULT_COLUMNS, canonical
 from simdist.planner.resume import ResumeIndex, fingerprint, index_path
 from simdist.planner.store import SweepStore, write_parquet
@@ -82,8 +83,6 @@ def run_sweep(spec: SweepSpec, base: dict, loader: Callable, out: str, *, base_d
     outcome = SweepOutcome(columns, [], len(points), resumed=store.resumed)
     jobs = jobs or default_jobs()
     if executor == "ray":
-        from simdist.planner.ray_executor import run_ray
-
         batches = run_ray(job, context_order(points), done, jobs, address)
     else:
         batches = run_local(job, context_order(points), done, jobs)
