@@ -25,25 +25,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
-from simdist.io.calibration import CalibrationProfile, ComputeEntry, LinkCalibration
+from simdist.io.calibration import CalibrationProfile, ComputeEntry, LinkCalibration, apply_profile
+from simdist.io.load import load_scenario
 from simdist.results.writers import atomic_write_text
 from simdist.scenario import Scenario
 
 from simdist.validation.codec_fit import fit_codecs, step_codec_row
+from simdist.validation.from_scenario import scale_rates
 from simdist.validation.p2p_fit import PROBE_LATENCY_S, efficiency_given_latency, fit_alpha_beta, fit_p2p_records  # noqa: F401
 
 
 def _all_links(scenario: Scenario, latency_s: float, efficiency: float) -> Scenario:
-    from simdist.io.calibration import apply_profile
-
     return apply_profile(scenario, CalibrationProfile(links=(LinkCalibration(latency_s=latency_s, efficiency=efficiency),)))
 
 
 def coefficients(scenario: Scenario) -> list[tuple[float, float, str]]:
     """(k_alpha, k_beta, algorithm) per benchmark size, from simdist's estimate with probe link figures."""
-    from simdist.engine.simulation import simulate
-
     t0 = simulate(_all_links(scenario, 0.0, 1.0), "estimate").collectives or ()
     t1 = simulate(_all_links(scenario, PROBE_LATENCY_S, 1.0), "estimate").collectives or ()
     return [((r1.time_s - r0.time_s) / PROBE_LATENCY_S, float(r0.time_s), r0.algorithm) for r0, r1 in zip(t0, t1)]
@@ -59,9 +58,6 @@ def load_runs(run_dir: str | Path) -> list[dict]:
 
 
 def _scenario(rec: dict) -> Scenario:
-    from simdist.io.load import load_scenario
-    from simdist.validation.from_scenario import scale_rates
-
     return scale_rates(load_scenario(rec["file"]), rec.get("rate_scale", 1.0))
 
 
@@ -109,9 +105,6 @@ def _link_entry(key: tuple[str, str, str | None], p2p: dict | None, sweep: list 
 
 def _predicted_codec_step_s(s: Scenario, base: CalibrationProfile) -> float:
     """simdist's encode + decode time in one DDP step of `s` under `base` (no codec factor)."""
-    from simdist.engine.simulation import simulate
-    from simdist.io.calibration import apply_profile
-
     b = simulate(apply_profile(s, base), "estimate").breakdown_s
     return 0.0 if b is None else float(b.compression)
 
@@ -121,9 +114,6 @@ def calibrate(run_dir: str | Path) -> CalibrationProfile:
     gives what), the collective benchmarks (algorithm factors), DDP compute-only steps (compute efficiency)
     and the codec time inside DDP steps with a compressing hook (codec cost factors; codec probes only for
     methods no step measured: validation/codec_fit.py)."""
-    from simdist.engine.simulation import simulate
-    from simdist.io.calibration import apply_profile
-
     runs = load_runs(run_dir)
     scenarios = [_scenario(r) for r in runs]
     sweeps: dict[tuple[str, str], list[tuple[float, float, float]]] = {}

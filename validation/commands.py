@@ -12,14 +12,25 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
+from simdist.io.calibration import apply_profile, load_profile
+from simdist.io.load import load_scenario
+from simdist.progress import Progress
+from simdist.results.writers import atomic_write_text
+from simdist.strategies.plan import DTYPE_BYTES, build_plan
+from simdist.validation.bench import Launcher, run_cases
+from simdist.validation.calibrate import calibrate, describe, write_profile
+from simdist.validation.cases import CaseKind, codec_case, p2p_case
+from simdist.validation.codec_fit import probe_rows
 from simdist.validation.compare import build_report, format_validation  # noqa: F401  (re-exported for the CLI)
+from simdist.validation.emulab.cluster import check_privileges
+from simdist.validation.from_scenario import plan_for, scale_rates
+from simdist.validation.p2p_fit import p2p_times
+from simdist.validation.plot import plot_report
 
 
 def _load(files: Sequence[str], rate_scale: float, reps: int = 3) -> list[tuple[str, object, object]]:
-    from simdist.io.load import load_scenario
-    from simdist.validation.from_scenario import plan_for
-
     out = []
     for f in files:
         scenario = load_scenario(f)
@@ -38,19 +49,14 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
     factors come from the codec time inside the DDP steps (validation/hook_timing.py), which the probe
     mistimes; it remains a microbenchmark of every hook without a DDP launch each.
     """
-    from simdist.validation.bench import Launcher, run_cases
-    from simdist.validation.cases import CaseKind, codec_case, p2p_case
-
     launcher = Launcher(launcher)
     if launcher is Launcher.EMULAB:
-        from simdist.validation.emulab.cluster import check_privileges
         check_privileges()
     by_layout: dict[object, list[int]] = {}
     for i, (_, _, plan) in enumerate(plans):
         by_layout.setdefault(plan.layout, []).append(i)  # type: ignore[attr-defined]
     records: list[dict | None] = [None] * len(plans)
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    from simdist.progress import Progress
 
     bar = Progress(len(by_layout), label="cluster layouts measured")
     try:
@@ -89,10 +95,6 @@ def measure(plans: list[tuple[str, object, object]], launcher: str, rate_scale: 
 
 def predict(scenario: object, profile: object | None, rate_scale: float) -> dict:
     """Simulated figures for one scenario: {"rows": [(size_bytes, time_s, algorithm)]} or {"iteration_time_s"}."""
-    from simdist.engine.simulation import simulate
-    from simdist.io.calibration import apply_profile
-    from simdist.validation.from_scenario import scale_rates
-
     s = scale_rates(scenario, rate_scale)  # type: ignore[arg-type]
     if profile is not None:
         s = apply_profile(s, profile)  # type: ignore[arg-type]
@@ -103,7 +105,6 @@ def predict(scenario: object, profile: object | None, rate_scale: float) -> dict
     b = result.breakdown_s
     if b is None:
         return {"iteration_time_s": result.iteration_time_s}
-    from simdist.strategies.plan import DTYPE_BYTES, build_plan
 
     grad = DTYPE_BYTES[s.workload.grad_dtype]
     return {"iteration_time_s": result.iteration_time_s,
@@ -114,11 +115,6 @@ def predict(scenario: object, profile: object | None, rate_scale: float) -> dict
 
 def _predict_codec(rec: dict, profile: object | None, rate_scale: float) -> dict:
     """{"rows": measured vs simdist's codec time per hook} for a codec probe record (profile applied)."""
-    from simdist.io.calibration import apply_profile
-    from simdist.io.load import load_scenario
-    from simdist.validation.codec_fit import probe_rows
-    from simdist.validation.from_scenario import scale_rates
-
     try:
         s = scale_rates(load_scenario(rec["file"]), rate_scale)
         s = apply_profile(s, profile) if profile is not None else s  # type: ignore[arg-type]
@@ -129,11 +125,6 @@ def _predict_codec(rec: dict, profile: object | None, rate_scale: float) -> dict
 
 def _predict_p2p(rec: dict, profile: object | None, rate_scale: float) -> dict:
     """{"times": simdist's estimate per p2p point} on the record's scenario (scaled, profile applied)."""
-    from simdist.io.calibration import apply_profile
-    from simdist.io.load import load_scenario
-    from simdist.validation.from_scenario import scale_rates
-    from simdist.validation.p2p_fit import p2p_times
-
     try:
         s = scale_rates(load_scenario(rec["file"]), rate_scale)
         s = apply_profile(s, profile) if profile is not None else s  # type: ignore[arg-type]
@@ -153,9 +144,6 @@ def validate(files: list[str], launcher: str, calibration: str | None, out: str 
     out/predicted_vs_measured.png. `records` reuses earlier measurements instead of running the harness;
     `codec_probe` adds the one-rank codec probe to layouts with DDP cases (`measure`).
     """
-    from simdist.io.calibration import load_profile
-    from simdist.results.writers import atomic_write_text
-
     if not files:
         raise ScenarioError.bad_value("FILE", files, "at least one scenario file")
     profile = load_profile(calibration) if calibration else None
@@ -182,15 +170,12 @@ def validate(files: list[str], launcher: str, calibration: str | None, out: str 
         for rec in records:
             atomic_write_text(o / "measurements" / f"{rec['name']}.json", json.dumps(rec, indent=1))
         atomic_write_text(o / "validation.json", json.dumps(report, indent=1))
-        from simdist.validation.plot import plot_report
         plot_report(report, o / "predicted_vs_measured.png")
     return report
 
 
 def calibrate_command(run_dir: str, out: str) -> str:
     """Fit a profile from `run_dir` (written by validate --out), write it to `out`; returns a summary."""
-    from simdist.validation.calibrate import calibrate, describe, write_profile
-
     profile = calibrate(run_dir)
     path = write_profile(profile, out)
     return f"wrote {path}\n{describe(profile)}"

@@ -16,8 +16,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from simdist.collectives.schedule import CollectiveOp, Schedule, Step, Transfer
+from simdist.engine.context import build_context
 from simdist.errors import ScenarioError
-from simdist.scenario import Scenario
+from simdist.io.calibration import CalibrationProfile, LinkCalibration, apply_profile
+from simdist.scenario import Fidelity, Scenario
+from simdist.validation.cases import STREAM_MIN_BYTES
 
 PROBE_LATENCY_S = 1e-3
 
@@ -96,8 +100,6 @@ def fit_p2p(sizes_bytes: Sequence[float], measured_s: Sequence[float], stream: S
 
     `stream` marks the one-way stream points (default: sizes >= STREAM_MIN_BYTES), the rest are ping-pongs.
     """
-    from simdist.validation.cases import STREAM_MIN_BYTES
-
     flags = [s >= STREAM_MIN_BYTES for s in sizes_bytes] if stream is None else list(stream)
     fit = fit_two_stage([1.0] * len(sizes_bytes), sizes_bytes, measured_s, flags)
     out = {"alpha_s": fit.pop("latency_s"), "bandwidth_Bps": fit.pop("efficiency")}
@@ -106,11 +108,6 @@ def fit_p2p(sizes_bytes: Sequence[float], measured_s: Sequence[float], stream: S
 
 def p2p_coefficients(scenario: Scenario, a: int, b: int, sizes_bytes: Sequence[float]) -> list[tuple[float, float]]:
     """(k_alpha, k_beta) per size of one transfer from rank a's GPU to rank b's, from simdist's estimate."""
-    from simdist.collectives.schedule import CollectiveOp, Schedule, Step, Transfer
-    from simdist.engine.context import build_context
-    from simdist.io.calibration import CalibrationProfile, LinkCalibration, apply_profile
-    from simdist.scenario import Fidelity
-
     def times(latency_s: float) -> list[float]:
         s = apply_profile(scenario, CalibrationProfile(links=(LinkCalibration(latency_s=latency_s, efficiency=1.0),)))
         ctx = build_context(s, Fidelity.ESTIMATE)
@@ -126,10 +123,6 @@ def p2p_coefficients(scenario: Scenario, a: int, b: int, sizes_bytes: Sequence[f
 
 def p2p_times(scenario: Scenario, points: Sequence[dict]) -> list[float]:
     """simdist's estimate of each p2p point (one transfer of size_bytes from pair[0]'s GPU to pair[1]'s)."""
-    from simdist.collectives.schedule import CollectiveOp, Schedule, Step, Transfer
-    from simdist.engine.context import build_context
-    from simdist.scenario import Fidelity
-
     ranks = build_context(scenario, Fidelity.ESTIMATE).group.ranks
     net = build_context(scenario, Fidelity.ESTIMATE).network
     return [net.schedule_time(Schedule(CollectiveOp.BROADCAST, "p2p", p["size_bytes"], (

@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from simdist.engine.simulation import simulate
+from simdist.io.load import load_scenario
+from simdist.tables import format_table
 from simdist.validation.published.cases import CASES_FILE, Metric, PublishedCase, ScenarioRef, load_cases
 from simdist.validation.published.eta import SHARES, work_shares
 
@@ -19,9 +22,6 @@ TIE = 0.02   # measured values within 2 % of each other (or a ratio within 2 % o
 
 
 def _run(ref: ScenarioRef, extra: Sequence[str] = ()) -> dict:
-    from simdist.engine.simulation import simulate
-    from simdist.io.load import load_scenario
-
     return simulate(load_scenario(ref.file, [*ref.overrides, *extra])).to_dict()
 
 
@@ -249,8 +249,6 @@ def _by_kind(rank: dict) -> str:
 
 def format_report(report: dict) -> str:
     """Aligned table: one row per case, then the aggregates."""
-    from simdist.tables import format_table
-
     rows = []
     for r in report["cases"]:
         rows.append([r["name"], r["metric"], _fmt(r["measured"]), _fmt(r["predicted"]),
