@@ -4,8 +4,10 @@ Mixed precision follows the ZeRO paper's accounting (Rajbhandari et al. 2020, se
 copy of the weights, gradients in `grad_dtype`, and an fp32 master copy plus fp32 optimizer states, so Adam
 with fp16 weights and gradients costs 2 + 2 + (4 + 4 + 4) = 16 bytes per parameter. ZeRO stage 1/2/3 shards
 optimizer states / + gradients / + weights over the dp ranks. Model-parallel runs add transformer activations
-per layer after Korthikanti et al. 2022 (tp, sequence parallelism, recomputation) and the micro-batches a
-pipeline schedule keeps in flight. Formulas and sources: docs/model.md.
+per layer derived from what each block saves for backward, as Korthikanti et al. 2022 count it (tp, sequence
+parallelism, recomputation; flash attention, grouped-query attention, gated MLPs and Transformer Engine's
+quantized GEMM inputs), and the micro-batches a pipeline schedule keeps in flight. Under a Transformer Engine
+recipe the weights stay in bf16 beside their cached quantized copies. Formulas and sources: docs/model-parallel.md.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS, OPTIMIZER_STATES
 from simdist.errors import InfeasibleError
 from simdist.hardware.specs import GpuSpec
+from simdist.low_precision import COPIES, HIGH_PRECISION_BYTES, RECIPES, layer_precision
 from simdist.scenario import PipelineSchedule, Recompute
 from simdist.units import format_memory
 from simdist.workload.specs import ModelSpec
@@ -72,15 +75,25 @@ def _dtype(label: str, value: str) -> str:
 
 
 def model_state_bytes(params: float, precision: str, optimizer: str, grad_dtype: str = "fp32", zero: int = 0,
-                      dp: int = 1) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer states incl. fp32 master) bytes of `params` parameters on one GPU."""
+                      dp: int = 1, quantized_copy_bytes: float = 0.0) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states incl. fp32 master) bytes of `params` parameters on one GPU.
+
+    Under a Transformer Engine recipe (fp8, mxfp8, nvfp4; `precision` as the GPU runs it) the model's weights
+    stay bf16 and TE caches the quantized copies of its GEMMs' weights across micro-batches
+    (`quantized_copy_bytes`, from quantized_copy_bytes()). Under ZeRO-3 a unit's copies are cast from its
+    gathered weights and freed with them: none kept."""
     p, g, opt = _dtype("precision", precision), _dtype("grad_dtype", grad_dtype), str(optimizer)
     if opt not in OPTIMIZER_STATES:
         raise ValueError(f"optimizer: got {optimizer!r}; expected one of {', '.join(OPTIMIZER_STATES)}")
     if zero not in (0, 1, 2, 3):
         raise ValueError(f"zero: got {zero!r}; expected 0, 1, 2 or 3")
+    if not quantized_copy_bytes >= 0:
+        raise ValueError(f"quantized_copy_bytes: got {quantized_copy_bytes!r}; expected >= 0")
     mixed = p in MIXED_PRECISIONS
-    weights = params * (DTYPE_BYTES[p] if mixed else FP32_MASTER_BYTES)
+    recipe = RECIPES.get(p)
+    weights = params * (HIGH_PRECISION_BYTES if recipe else DTYPE_BYTES[p] if mixed else FP32_MASTER_BYTES)
+    if recipe is not None and zero < 3:
+        weights += quantized_copy_bytes
     grads = params * DTYPE_BYTES[g]
     states = params * (FP32_STATE_BYTES * OPTIMIZER_STATES[opt] + (FP32_MASTER_BYTES if mixed else 0))
     if zero >= 1:
@@ -113,7 +126,9 @@ def estimate_memory(model: ModelSpec, gpu: GpuSpec, batch_per_gpu: int, precisio
         raise ValueError(f"dp: got {dp!r}; expected a positive integer")
     if extra_buffer_bytes < 0:
         raise ValueError(f"extra_buffer_bytes: got {extra_buffer_bytes!r}; expected >= 0")
-    weights, grads, states = model_state_bytes(model.params, p, opt, g, zero, dp)
+    run = gpu.runs_as(p)  # fp8 without fp8 units computes (and keeps its weights) in fp16
+    weights, grads, states = model_state_bytes(model.params, run, opt, g, zero, dp,
+                                               quantized_copy_bytes(model.layers, run, gpu))
     a = ACTIVATION_BYTES[p]
     activations = math.fsum(layer.saved_elems for layer in model.layers) * batch_per_gpu * a
     live = max((layer.input_elems + layer.output_elems for layer in model.layers), default=0.0)
@@ -132,34 +147,108 @@ def check_fits(estimate: MemoryEstimate) -> MemoryEstimate:
 # ----------------------------------------------------------------------------- model parallelism
 
 
+def quantized_copy_bytes(layers, precision: str, gpu: GpuSpec) -> float:
+    """Bytes of the quantized weight copies Transformer Engine caches for these layers' recipe GEMMs (`precision`
+    as the GPU runs it; 0 without a recipe): a rowwise copy for fprop and a columnwise one for dgrad, each with
+    its block scales. A per-tensor-scaled fp8 weight keeps the rowwise copy only where cuBLAS takes FP8 GEMMs in
+    any layout (compute capability 10, the Blackwell GPUs: those with mxfp8 units; TE's
+    is_non_tn_fp8_gemm_supported); block-scaled recipes scale rows and columns apart and keep both."""
+    recipe = RECIPES.get(precision)
+    if recipe is None:
+        return 0.0
+    params = sum(x.params for x in layers if x.params and layer_precision(x, precision) == precision)
+    per_param = recipe.written_bytes_per_elem
+    if recipe.block is None and "mxfp8" in gpu.peak_flops:
+        per_param /= COPIES
+    return float(params * per_param)
+
+
+def saved_gemm_input_bytes(precision: str, activation_bytes: float) -> float:
+    """Bytes per element of a linear layer's input saved for its weight-gradient GEMM: the recipe's columnwise
+    quantized copy with its block scales (TE saves no other), else the activation itself."""
+    recipe = RECIPES.get(precision)
+    return recipe.written_bytes_per_elem / COPIES if recipe else float(activation_bytes)
+
+
 @dataclass(frozen=True)
 class TransformerShape:
-    """What the per-layer activation formula needs: hidden size, attention heads, sequence length."""
+    """One transformer block as the activation formula needs it. The defaults are Korthikanti et al.'s GPT block:
+    multi-head attention, a GELU MLP of 4 x hidden, dropout after attention and MLP and on the attention
+    probabilities, no flash attention."""
 
     hidden: int
     heads: int
     seq_len: int
+    kv_heads: int | None = None  # None: heads; fewer: grouped-query attention
+    ffn_hidden: int | None = None  # None: 4 x hidden
+    mlp: str = "gelu"  # gelu | squared_relu (one up projection) | swiglu (gate and up projections)
+    dropout: bool = True
+    flash_attention: bool = False
+
+    def __post_init__(self):
+        if self.mlp not in ("gelu", "squared_relu", "swiglu"):
+            raise ValueError(f"mlp: got {self.mlp!r}; expected gelu, squared_relu or swiglu")
+
+
+@dataclass(frozen=True)
+class BlockActivations:
+    """Bytes one transformer block saves for backward on one tp rank, by when recomputation drops them."""
+
+    kept_bytes: float  # saved unless the whole layer is recomputed
+    core_bytes: float  # the attention core's own (scores, softmax, dropout; flash: log-sum-exp), dropped by selective
+    input_bytes: float  # the layer's input: all that full recomputation keeps
+
+    def under(self, recompute: "Recompute | str") -> float:
+        rc = Recompute(recompute)
+        if rc is Recompute.FULL:
+            return self.input_bytes
+        return self.kept_bytes + (self.core_bytes if rc is Recompute.NONE else 0.0)
+
+
+def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
+                      activation_bytes: float = 2, gemm_input_bytes: float | None = None) -> BlockActivations:
+    """What one block saves for backward on one tp rank, tensor by tensor (Korthikanti et al. 2022, section 4.1).
+
+    Per token, in elements of A = `activation_bytes`, q = `gemm_input_bytes` (a linear layer's saved input; A
+    unless a TE recipe saves it quantized) and 1-byte dropout masks: the two norms' inputs (2A h), the QKV and
+    first MLP projections' inputs (2q h), the dropout masks after attention and MLP (2h); these are whole on
+    every tp rank, sequence-sharded (/t) with sequence parallelism. Split over tp (/t): Q, K, V (A h (1 + 2 kv/a)),
+    the attention output as the projection's input (q h), the MLP activation's inputs (A f; SwiGLU's gate and up
+    2A f) and the down projection's input (q f). The attention core adds, /t: without flash attention the
+    softmax output (A as), its dropout mask and output (as (1 + A)); with flash attention the fp32 log-sum-exp
+    (4a) and, where the projection saved a quantized copy, the bf16 output the kernel's backward reads (A h).
+    GPT (A = q = 2, f = 4h, dropout) gives sbh (34 + 5as/h), Korthikanti's Table 2.
+    """
+    s, b, h, a, t = shape.seq_len, micro_batch, shape.hidden, shape.heads, tp
+    kv = shape.kv_heads or a
+    f = shape.ffn_hidden or 4 * h
+    A = float(activation_bytes)
+    q = A if gemm_input_bytes is None else float(gemm_input_bytes)
+    mask = 1.0 if shape.dropout else 0.0
+    tokens = s * b
+    whole = tokens * h * (2 * A + 2 * q + 2 * mask)  # norm inputs, QKV and MLP inputs, dropout masks
+    split = tokens * (h * A * (1 + 2 * kv / a) + h * q + f * (A * (2 if shape.mlp == "swiglu" else 1) + q))
+    if shape.flash_attention:
+        core = tokens * (4.0 * a + (h * A if q != A else 0.0))
+    else:
+        core = tokens * a * s * (A + (1 + A) * mask)
+    per_rank = 1 / t if sequence_parallel else 1.0
+    return BlockActivations(kept_bytes=whole * per_rank + split / t, core_bytes=core / t,
+                            input_bytes=tokens * h * A * per_rank)
 
 
 def layer_activation_bytes(shape: TransformerShape, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
-                           recompute: "Recompute | str" = Recompute.NONE, activation_bytes: int = 2) -> float:
-    """Activation bytes one transformer layer keeps for backward on one tp rank (Korthikanti et al. 2022, Table 2).
+                           recompute: "Recompute | str" = Recompute.NONE, activation_bytes: float = 2,
+                           gemm_input_bytes: float | None = None) -> float:
+    """Activation bytes one transformer layer keeps for backward on one tp rank (block_activations).
 
-    16-bit activations: none sbh(10 + 24/t + 5as/(ht)), or sbh/t (34 + 5as/h) with sequence parallelism;
-    selective (attention core recomputed) sbh(10 + 24/t), or 34sbh/t; full (layer input only) 2sbh, or 2sbh/t
-    with sequence parallelism (the input is sequence-sharded). t = 1 gives sbh(34 + 5as/h). Other activation
-    widths scale the figure by activation_bytes / 2.
+    GPT block, 16-bit (Korthikanti et al. 2022, Table 2): none sbh(10 + 24/t + 5as/(ht)), or sbh/t (34 + 5as/h)
+    with sequence parallelism; selective (attention core recomputed) sbh(10 + 24/t), or 34sbh/t; full (layer
+    input only) 2sbh, or 2sbh/t with sequence parallelism. Flash attention stores no s x s tensor: its core
+    keeps 4a bytes per token (the fp32 log-sum-exp) instead of 5as.
     """
-    rc = Recompute(recompute)
-    s, b, h, a, t = shape.seq_len, micro_batch, shape.hidden, shape.heads, tp
-    sbh = s * b * h
-    if rc is Recompute.FULL:
-        x = 2 * sbh / (t if sequence_parallel else 1)
-    elif sequence_parallel:
-        x = sbh / t * (34 + (5 * a * s / h if rc is Recompute.NONE else 0))
-    else:
-        x = sbh * (10 + 24 / t + (5 * a * s / (h * t) if rc is Recompute.NONE else 0))
-    return x * activation_bytes / 2
+    return block_activations(shape, micro_batch, tp, sequence_parallel, activation_bytes,
+                             gemm_input_bytes).under(recompute)
 
 
 def in_flight_micro_batches(schedule: "PipelineSchedule | str", pp: int, micro_batches: int, stage: int,
@@ -183,11 +272,13 @@ def in_flight_micro_batches(schedule: "PipelineSchedule | str", pp: int, micro_b
 
 
 def estimate_parallel_memory(gpu: GpuSpec, *, params: float, precision: str, optimizer: str,
+                             quantized_copy_bytes: float = 0.0,
                              grad_dtype: str = "fp32", zero: int = 0, dp: int = 1,
                              activation_bytes_per_micro_batch: float = 0.0, in_flight: float = 1.0,
                              transient_bytes: float = 0.0, gathered_param_bytes: float = 0.0,
                              extra_buffer_bytes: float = 0.0, what: str = "") -> MemoryEstimate:
-    """Peak memory of one GPU holding `params` parameters (its tp shard of its pipeline stage) sharded by ZeRO.
+    """Peak memory of one GPU holding `params` parameters (its tp shard of its pipeline stage) sharded by ZeRO,
+    with `quantized_copy_bytes` of Transformer Engine's cached quantized weights (model_state_bytes).
 
     Activations: one micro-batch's bytes on this GPU times the micro-batches in flight. Workspace: the framework
     reserve, the transient bytes (largest live layer input/output, a layer being recomputed) and, under ZeRO-3,
@@ -199,7 +290,8 @@ def estimate_parallel_memory(gpu: GpuSpec, *, params: float, precision: str, opt
                      ("params", params)):
         if not v >= 0:
             raise ValueError(f"{label}: got {v!r}; expected >= 0")
-    weights, grads, states = model_state_bytes(params, precision, optimizer, grad_dtype, zero, dp)
+    weights, grads, states = model_state_bytes(params, precision, optimizer, grad_dtype, zero, dp,
+                                               quantized_copy_bytes)
     workspace = FRAMEWORK_RESERVE_BYTES + transient_bytes + (gathered_param_bytes if zero >= 3 else 0.0)
     return MemoryEstimate(weights, grads, states, activation_bytes_per_micro_batch * in_flight,
                           float(extra_buffer_bytes), workspace, gpu.memory_bytes,

@@ -142,17 +142,28 @@ def is_model_parallel(scenario: Scenario) -> bool:
 
 
 def transformer_shape(model) -> TransformerShape | None:
-    """hidden, heads and sequence length read off the first attention core (None without one)."""
+    """The first block's shape read off its layers (None without an attention core): hidden, heads, sequence
+    length, K/V heads (from the QKV projection's width), the MLP's kind and width (its activation layer),
+    dropout (the residual's dropout kernels) and flash attention (the core's flash backward kernel)."""
     s = model.tokens_per_sample
     core = next((x for x in model.layers if x.name.endswith("attn.core")), None)
     if core is None or not s:
         return None
+    prefix = core.name[:-len("attn.core")]
+    block = {x.name[len(prefix):]: x for x in model.layers if x.name.startswith(prefix)}
+    flash = any(k.name.endswith(".flash_bwd") for k in core.bwd_kernels)
     ad = core.output_elems / s  # heads x head_dim
-    heads = (core.saved_elems - core.input_elems) / (s * s)  # Q, K, V and the probabilities
-    if not (heads >= 1 and abs(heads - round(heads)) < 1e-9):
-        heads = (core.saved_elems - core.input_elems - s * ad) / s  # flash attention: output and log-sum-exp
-    proj = next(x for x in model.layers if x.name.endswith("attn.proj"))
-    return TransformerShape(hidden=int(round(proj.output_elems / s)), heads=int(round(heads)), seq_len=int(s))
+    if flash:
+        heads = (core.saved_elems - core.input_elems - s * ad) / s  # Q, K, V, output and log-sum-exp
+    else:
+        heads = (core.saved_elems - core.input_elems) / (s * s)  # Q, K, V and the probabilities
+    kv_heads = (core.input_elems / s - ad) / 2 / (ad / heads)  # Q, K, V: (heads + 2 kv) x head_dim per token
+    mlp = next(k for k in ("swiglu", "gelu", "squared_relu") if f"mlp.{k}" in block)
+    residual = block["attn.residual"]
+    return TransformerShape(hidden=int(round(block["attn.proj"].output_elems / s)), heads=int(round(heads)),
+                            seq_len=int(s), kv_heads=int(round(kv_heads)),
+                            ffn_hidden=int(round(block[f"mlp.{mlp}"].output_elems / s)), mlp=mlp,
+                            dropout=any("dropout" in k.name for k in residual.fwd_kernels), flash_attention=flash)
 
 
 def pipeline_units(model) -> list[tuple[int, int]]:

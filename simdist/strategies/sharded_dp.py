@@ -28,7 +28,7 @@ from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS, layer_times
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
-from simdist.memory import FRAMEWORK_RESERVE_BYTES, MemoryEstimate, model_state_bytes
+from simdist.memory import FRAMEWORK_RESERVE_BYTES, MemoryEstimate, model_state_bytes, quantized_copy_bytes
 from simdist.errors import InfeasibleError
 from simdist.scenario import Recompute, Scenario, StrategyKind
 from simdist.strategies.async_ps import worker_payload_bytes
@@ -284,7 +284,9 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     of the root unit, which FSDP keeps gathered from the embedding to the head.
     """
 
-    weights, grads, states = model_state_bytes(model.params, precision, optimizer, grad_dtype, zero, dp)
+    run = gpu.runs_as(str(precision))  # a Transformer Engine recipe keeps bf16 weights and cached quantized copies
+    weights, grads, states = model_state_bytes(model.params, run, optimizer, grad_dtype, zero, dp,
+                                               quantized_copy_bytes(model.layers, run, gpu))
     a = ACTIVATION_BYTES[str(precision)]
     g = DTYPE_BYTES[str(grad_dtype)]
     p = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4

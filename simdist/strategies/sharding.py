@@ -21,7 +21,8 @@ from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS
 from simdist.hardware.specs import GpuSpec
 from simdist.memory import (MemoryEstimate, TransformerShape, check_fits, estimate_parallel_memory,
-                            in_flight_micro_batches, layer_activation_bytes)
+                            in_flight_micro_batches, layer_activation_bytes, quantized_copy_bytes,
+                            saved_gemm_input_bytes)
 from simdist.scenario import PipelineSchedule, Recompute
 from simdist.strategies.pipeline_schedule import balance_stages
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model
@@ -156,7 +157,9 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
     `chunks` are the pp x v contiguous layer ranges (virtual stage k on rank k % pp); default: balanced by
     forward FLOPs. Transformer blocks use layer_activation_bytes (needs `shape`); other layers keep their
     shards' saved tensors. Under pp > 1 with a tied LM head, the rank holding the head keeps its own copy of
-    the word embedding, as Megatron-LM does. Check each with memory.check_fits.
+    the word embedding, as Megatron-LM does. `precision` counts as the GPU runs it (fp8 without fp8 units is
+    fp16); a Transformer Engine recipe saves its GEMMs' inputs quantized and keeps quantized weight copies
+    (memory.block_activations, memory.model_state_bytes). Check each with memory.check_fits.
     """
     rc = Recompute(recompute)
     assert shape is not None or rc is Recompute.NONE, "io.rules_parallel: recomputation needs attention blocks"
@@ -166,7 +169,9 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
         chunks = balance_stages([x.fwd_flops for x in shard.layers], pp * v)
     if len(chunks) != pp * v:
         raise ValueError(f"chunks: got {len(chunks)} ranges; expected pp x virtual_stages = {pp * v}")
-    act = ACTIVATION_BYTES[str(precision)]
+    precision = gpu.runs_as(str(precision))
+    act = ACTIVATION_BYTES[precision]
+    gemm_input = saved_gemm_input_bytes(precision, act)
     param_bytes = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
     roles = [layer_role(x) for x in model.layers]
     units = fsdp_units(shard)
@@ -180,19 +185,22 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
             params += shard.layers[embed].params  # the tied head's own copy of the embedding
         block_layers = [i for i in mine if shape is not None and _BLOCK.match(model.layers[i].name)]
         blocks = sum(1 for i in block_layers if roles[i] is TpRole.HEADS)
-        per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act) if shape else 0.0
+        per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,
+                                           gemm_input) if shape else 0.0
         others = set(mine) - set(block_layers)
         acts = blocks * per_layer + micro_batch * act * math.fsum(shard.layers[i].saved_elems for i in others)
         live = max((shard.layers[i].input_elems + shard.layers[i].output_elems for i in mine), default=0.0)
         transient = micro_batch * act * live
         if blocks and rc is not Recompute.NONE:  # the layer being recomputed holds its full activations
-            transient += layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, Recompute.NONE, act) \
-                - per_layer
+            transient += layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, Recompute.NONE, act,
+                                                gemm_input) - per_layer
         here = [u for u in units if set(u.layers) <= set(mine)]
         gathered = zero3_live_param_bytes(here, param_bytes)
         flight = in_flight_micro_batches(schedule, pp, micro_batches, r, v)
         out.append(estimate_parallel_memory(
-            gpu, params=params, precision=precision, optimizer=optimizer, grad_dtype=grad_dtype, zero=zero, dp=dp,
+            gpu, params=params, precision=precision,
+            quantized_copy_bytes=quantized_copy_bytes([shard.layers[i] for i in mine], precision, gpu),
+            optimizer=optimizer, grad_dtype=grad_dtype, zero=zero, dp=dp,
             activation_bytes_per_micro_batch=acts, in_flight=flight, transient_bytes=transient,
             gathered_param_bytes=gathered, extra_buffer_bytes=extra_buffer_bytes,
             what=f"pipeline stage {r}" if pp > 1 else ""))

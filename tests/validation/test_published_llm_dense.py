@@ -1,5 +1,5 @@
-"""The llm_dense published cases: each runs the layout its quoted table row states, and each memory stand-in
-(training.recompute selective where the source ran none) is still one the memory model needs."""
+"""The llm_dense published cases: each runs the layout its quoted table row states, and fits in memory as it ran
+(no recomputation stand-in: a published layout that ran must fit)."""
 from __future__ import annotations
 
 import re
@@ -12,8 +12,6 @@ from simdist.validation.published.cases import load_cases
 
 CASES = [c for c in load_cases().cases if c.category == "llm_dense"]
 TABLE_ROWS = [c for c in CASES if "| TP |" in c.quote]
-STAND_INS = [c for c in CASES if "recompute-stand-in" in c.tags]
-STAND_IN_SET = "training.recompute=selective"
 
 
 def _row(quote: str) -> dict[str, str]:
@@ -28,7 +26,7 @@ def _int(cell: str) -> int:
 
 
 def test_the_category_has_its_cases():
-    assert len(CASES) >= 20 and len(TABLE_ROWS) >= 12 and STAND_INS
+    assert len(CASES) >= 20 and len(TABLE_ROWS) >= 12
 
 
 @pytest.mark.parametrize("case", TABLE_ROWS, ids=lambda c: c.name)
@@ -46,12 +44,12 @@ def test_the_scenario_runs_the_rows_layout(case):
         assert par.zero == (3 if _int(row["FSDP"]) > 1 else 1)
 
 
-@pytest.mark.parametrize("case", STAND_INS, ids=lambda c: c.name)
-def test_each_memory_stand_in_is_still_needed(case):
-    """The published layout (no recomputation) is refused by the memory model and the stand-in fits; when the
-    memory model counts flash attention this fails: drop the case's override and its tag."""
-    sets = list(case.scenario.overrides)
-    assert STAND_IN_SET in sets
-    published = [o for o in sets if o != STAND_IN_SET] + ["training.recompute=none"]
-    assert memory_infeasibility(load_scenario(case.scenario.file, published)) is not None
-    assert memory_infeasibility(load_scenario(case.scenario.file, sets)) is None
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_the_published_layout_fits_as_it_ran(case):
+    """No case carries a memory stand-in: the Megatron-Bridge and NeMo rows ran without recomputation and
+    torchtitan's as its source states (selective per-op, or full for 70B); each fits the memory model so."""
+    s = load_scenario(case.scenario.file, list(case.scenario.overrides))
+    assert "recompute-stand-in" not in case.tags
+    assert s.training.recompute.value == ("none" if case.source.get("repo") != "pytorch/torchtitan" else
+                                          "full" if "70b" in case.name else "selective_op")
+    assert memory_infeasibility(s) is None
