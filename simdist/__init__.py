@@ -32,6 +32,7 @@ LAZY_MODULES = (
     "simdist.io.sweep_check", "simdist.io.sweep_load", "simdist.io.load",
     "simdist.engine.simulation", "simdist.engine.composite", "simdist.engine.context",
     "simdist.report", "simdist.results.writers", "simdist.scenario", "simdist.strategies.stragglers",
+    "simdist.io.calibration", "simdist.failures.targets",
 )
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import simdist.io.calibration as calibration_profiles
 from simdist.collectives.fabric import intra_node_has_nvls
 from simdist.compute import TENSOR_CORE_PRECISIONS
 from simdist.errors import Issue, ScenarioError
-from simdist.io.calibration import apply_profile, load_profile
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
 from simdist.io.resolve_failures import resolve_failures
@@ -321,7 +321,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     if calibration is not None:  # measured link and compute efficiencies replace the catalog defaults
 
         try:
-            scenario = apply_profile(scenario, load_profile(calibration))
+            scenario = calibration_profiles.apply_profile(scenario, calibration_profiles.load_profile(calibration))
         except ScenarioError as err:
             return None, [Issue("calibration", str(i)) if not i.path else i for i in err.issues]
     return scenario, []

@@ -6,8 +6,8 @@ policy does not use is refused rather than ignored.
 """
 from __future__ import annotations
 
+import simdist.failures.targets as targets
 from simdist.errors import Issue, ScenarioError
-from simdist.failures.targets import FailureTargets, failure_targets
 from simdist.hardware.specs import ClusterSpec
 from simdist.io.schema_failures import FailuresModel
 from simdist.scenario import (
@@ -33,7 +33,7 @@ def _facts(cluster: ClusterSpec | None):
         return None
 
     try:
-        return failure_targets(build_topology(cluster))
+        return targets.failure_targets(build_topology(cluster))
     except ScenarioError:
         return None  # the cluster's own issues are reported elsewhere
 
@@ -167,7 +167,7 @@ def resolve_failures(f: FailuresModel | None, cluster: ClusterSpec | None, issue
     needs_topology = any(e.target.startswith(("link:", "switch:")) for e in f.events)
     facts = _facts(cluster) if needs_topology else None
     if facts is None and cluster is not None and not needs_topology:
-        facts = FailureTargets(cluster.num_nodes, cluster.num_gpus, (), 0, (), (), {}, (), frozenset())
+        facts = targets.FailureTargets(cluster.num_nodes, cluster.num_gpus, (), 0, (), (), {}, (), frozenset())
     events = _events(f, facts, issues)
     random = _random(f, issues)
     m = f.maintenance
