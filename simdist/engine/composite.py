@@ -3,7 +3,8 @@
 - **phases** (`training.sync: hybrid`, `training.batch_split: dynamic`): each steady phase simulated on its
   own, combined iteration-weighted (`run_phased`).
 - **the goodput timeline** (failures over `run.duration`): the timeline of simdist.failures fed with the
-  iteration time of every cluster state it meets, each simulated once (`StateStepTime`, `run_goodput`);
+  iteration time of every cluster state it meets, each simulated once (failures/step_time.py, run here:
+  `state_step_time`, `run_goodput`);
   `run.replicas` timelines (failures.montecarlo).
 
 Hybrid: asynchronous (asp, the parameter-server path) for iterations [0, S), synchronous (bsp, the same
@@ -17,24 +18,29 @@ and the run's figures are the iteration-weighted combination: total time = sum o
 iteration time, mean iteration time = total / N, throughput = N x global batch / total. The result keeps the
 last phase's breakdown and names every phase in `phases` and `sync.hybrid`.
 
-A failure state's scenario is the healthy one modified (fewer nodes for elastic shrink and replica groups,
-static stragglers for straggler states, link capacities through the network model's capacity API for
-degraded links).
+A failure state's scenario is the healthy one modified (failures/step_time.py); its degraded links are set
+here through the network model's capacity API.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 
 from simdist.engine.context import build_context
 from simdist.engine.training import run_steady
-from simdist.errors import InfeasibleError
-from simdist.failures.state import ClusterState, JobSpec, batch_per_gpu
+from simdist.failures.costs import job_spec, recovery_costs
+from simdist.failures.equivalence import DeadLinkEquivalence
+from simdist.failures.montecarlo import model_summary, run_replicas
+from simdist.failures.state import ClusterState, JobSpec
+from simdist.failures.step_time import StateStepTime
+from simdist.failures.targets import failure_targets
 from simdist.progress import Progress
 from simdist.results.records import RunResult, StepRecord, Throughput
-from simdist.scenario import BatchSplit, FailureEventSpec, FailureKind, FailuresSpec, Fidelity, Scenario, SyncMode
+from simdist.scenario import BatchSplit, Fidelity, Scenario, SyncMode
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.phases import is_phased, phases, switch_iteration
+from simdist.topology.build import build_topology
 
 
 def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
@@ -92,100 +98,16 @@ def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
                    strategy=strategy, sync=sync, extra=extra, iterations=times)
 
 
-def _shrunk_cluster(scenario: Scenario, nodes_out: frozenset[int]):
-    """The cluster without `nodes_out` (node groups keep their order; only counts drop)."""
-    groups, start = [], 0
-    for g in scenario.cluster.node_groups:
-        out = sum(1 for n in nodes_out if start <= n < start + g.count)
-        if g.count - out > 0:
-            groups.append(replace(g, count=g.count - out))
-        start += g.count
-    return replace(scenario.cluster, node_groups=tuple(groups))
+def state_step_time(scenario: Scenario, fidelity: Fidelity, job: JobSpec) -> StateStepTime:
+    """The failure states' step times (failures.step_time), each state's steady scenario run here at `fidelity`."""
+    return StateStepTime(scenario, job, partial(_state_iteration_s, fidelity=fidelity))
 
 
-class StateStepTime:
-    """step_time(state) -> seconds per iteration, simulated with the engine and cached per state."""
-
-    def __init__(self, scenario: Scenario, fidelity: Fidelity, job: JobSpec) -> None:
-        self.scenario, self.fidelity, self.job = scenario, fidelity, job
-        self.cache: dict[tuple, float] = {}
-        self.simulated = 0  # distinct states simulated (beyond what was seeded into the cache)
-        self.unrunnable: dict[str, str] = {}  # state -> why it cannot train (reported in the result)
-        self.equivalence = None  # failures.equivalence.DeadLinkEquivalence of the healthy cluster, or None
-        self.grouped = 0  # distinct link states answered by an equivalent state's simulation
-        self._seen_links: set[tuple] = set()
-        self.on_simulated = None  # called after each new state's simulation (a progress bar's note)
-
-    def key(self, state: ClusterState) -> tuple:
-        """States that simulate alike: how many nodes each group lost, the stragglers renumbered, the links."""
-        out, start = [], 0
-        for g in self.scenario.cluster.node_groups:
-            out.append(sum(1 for n in state.nodes_out if start <= n < start + g.count))
-            start += g.count
-        links = state.degraded_links
-        if links and self.equivalence is not None and not state.nodes_out:
-            links = self.equivalence.canonical(links)
-            if links != state.degraded_links and state.degraded_links not in self._seen_links:
-                self._seen_links.add(state.degraded_links)
-                self.grouped += 1
-        balanced = None if state.balanced_for is None else self._renumber(state, state.balanced_for)
-        return (tuple(out), self._renumber(state), links, state.keep_global_batch, balanced)
-
-    def _renumber(self, state: ClusterState, stragglers=None) -> tuple[tuple[int, float], ...]:
-        """Straggler GPU ids in the shrunk cluster (the GPUs of removed nodes before them drop out)."""
-        offsets, acc = [], 0
-        for i, k in enumerate(self.job.gpus_per_node):
-            offsets.append(acc)
-            acc += 0 if i in state.nodes_out else k
-        node_of = [i for i, k in enumerate(self.job.gpus_per_node) for _ in range(k)]
-        first = [sum(self.job.gpus_per_node[:i]) for i in range(len(self.job.gpus_per_node))]
-        listed = state.stragglers if stragglers is None else stragglers
-        return tuple((offsets[node_of[g]] + g - first[node_of[g]], x) for g, x in listed)
-
-    def __call__(self, state: ClusterState) -> float:
-        key = self.key(state)
-        if key not in self.cache:
-            self.cache[key] = self._simulate(replace(state, degraded_links=key[2]), key[1], key[4])
-            if self.on_simulated is not None:
-                self.on_simulated()
-        return self.cache[key]
-
-    def scenario_for(self, state: ClusterState, stragglers, balanced=None) -> Scenario:
-        """The steady scenario of `state`; `balanced` (dynamic split): the renumbered stragglers the split
-        is balanced for, given to the engine as `training.split_slowdowns`."""
-        s = self.scenario
-        bpg = batch_per_gpu(self.job, state)
-        training = replace(s.training, parallelism=replace(s.training.parallelism, dp=None))
-        if balanced is not None:
-            gpus = sum(k for i, k in enumerate(self.job.gpus_per_node) if i not in state.nodes_out)
-            slow = [1.0] * gpus
-            for g, x in balanced:
-                slow[g] = x
-            training = replace(training, split_slowdowns=tuple(slow))
-        events = tuple(FailureEventSpec(0.0, FailureKind.STRAGGLER, f"gpu:{g}", slowdown=x) for g, x in stragglers)
-        return replace(s, cluster=_shrunk_cluster(s, state.nodes_out) if state.nodes_out else s.cluster,
-                       workload=replace(s.workload, batch_per_gpu=bpg, global_batch=None),
-                       training=training, failures=FailuresSpec(events=events) if events else None,
-                       run=replace(s.run, duration_s=None, replicas=1))
-
-    def _simulate(self, state: ClusterState, stragglers, balanced=None) -> float:
-        if batch_per_gpu(self.job, state) == 0:
-            return math.inf
-        self.simulated += 1
-        scenario = self.scenario_for(state, stragglers, balanced)
-        try:
-            if state.degraded_links:
-                return _with_links(scenario, self.fidelity, state.degraded_links)
-            return float(run_training(scenario, self.fidelity, with_baseline=False).iteration_time_s)
-        except InfeasibleError as err:  # the survivors' rebalanced batch does not fit, a torus that lost a node
-            self.unrunnable[_describe(state)] = str(err)  # cannot be built...: wait for repair
-            return math.inf
-
-
-def _describe(state: ClusterState) -> str:
-    out = f"{len(state.nodes_out)} nodes out" if state.nodes_out else "all nodes"
-    return out + (f", {len(state.stragglers)} stragglers" if state.stragglers else "") + (
-        f", {len(state.degraded_links)} degraded or dead links" if state.degraded_links else "")
+def _state_iteration_s(scenario: Scenario, links, fidelity: Fidelity) -> float:
+    """A failure state's iteration time: its steady run, on a cluster with `links` changed where it has any."""
+    if links:
+        return _with_links(scenario, fidelity, links)
+    return float(run_training(scenario, fidelity, with_baseline=False).iteration_time_s)
 
 
 def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:
@@ -220,12 +142,6 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     """The healthy run's RunResult with `goodput` filled from `run.replicas` timelines over `run.duration`.
     `group_states` answers link states that provably cannot change the step time with one simulation
     (failures.equivalence); False simulates every distinct state (the reference the tests compare with)."""
-    from simdist.failures.equivalence import DeadLinkEquivalence
-    from simdist.failures.costs import job_spec, recovery_costs
-    from simdist.failures.targets import failure_targets
-    from simdist.failures.montecarlo import model_summary, run_replicas
-    from simdist.topology.build import build_topology
-
     assert scenario.workload.model is not None and scenario.training.sync != SyncMode.HYBRID, "io.rules"
     assert scenario.run.duration_s is not None, "io.rules: a failure run needs run.duration"
     healthy = healthy_scenario(scenario)
@@ -236,7 +152,7 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     bpg = resolve_batch(scenario, dp)
     k = scenario.training.grad_accumulation
     job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts, scenario.cluster.num_gpus // dp)
-    step_time = StateStepTime(scenario, fidelity, job)
+    step_time = state_step_time(scenario, fidelity, job)
     if group_states and scenario.training.sync == SyncMode.BSP:
         step_time.equivalence = DeadLinkEquivalence(ctx.topology, ctx.schedules_run())
     balanced = () if job.rebalance_every else None
@@ -274,11 +190,6 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
 def failure_model(scenario: Scenario) -> dict:
     """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
     Young/Daly interval, closed form): what a sweep plot marks."""
-    from simdist.failures.costs import recovery_costs
-    from simdist.failures.targets import failure_targets
-    from simdist.failures.montecarlo import model_summary
-    from simdist.topology.build import build_topology
-
     assert scenario.failures is not None, "the failure model of a scenario with failures"
     return model_summary(scenario.failures, failure_targets(build_topology(scenario.cluster)), recovery_costs(scenario),
                          scenario.training.sync == SyncMode.BSP)

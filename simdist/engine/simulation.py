@@ -7,6 +7,7 @@ from simdist.engine.composite import run_goodput, run_training
 from simdist.engine.state import with_cost
 from simdist.results.records import RunResult
 from simdist.scenario import Fidelity, Scenario
+from simdist.strategies.stragglers import needs_timeline
 
 
 def simulate(scenario: Scenario, fidelity: str = "", baseline: bool = True) -> RunResult:
@@ -18,8 +19,6 @@ def simulate(scenario: Scenario, fidelity: str = "", baseline: bool = True) -> R
     load does): what it refuses never reaches here.
     """
     chosen = Fidelity(fidelity) if fidelity else scenario.run.fidelity
-    from simdist.strategies.stragglers import needs_timeline
-
     if needs_timeline(scenario):  # failures over run.duration: the goodput timeline (engine/composite.py)
         return with_cost(scenario, run_goodput(scenario, chosen))
     if scenario.workload.benchmark is not None:

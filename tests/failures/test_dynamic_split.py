@@ -66,7 +66,7 @@ def test_dynamic_split_through_the_engine_gives_the_straggler_less_work():
 
 
 def test_dynamic_split_through_the_engine_matches_the_hand_combination():
-    from simdist.engine.composite import StateStepTime
+    from simdist.engine.composite import state_step_time
     from simdist.failures.costs import job_spec
     from simdist.failures.targets import failure_targets
     from simdist.scenario import Fidelity
@@ -77,7 +77,7 @@ def test_dynamic_split_through_the_engine_matches_the_hand_combination():
                                         "duration": "6 h"}], "workload.batch_per_gpu": 16,
                    "training.batch_split": "dynamic", "training.rebalance_every": k})
     g = simulate(s).goodput
-    step = StateStepTime(s, Fidelity.ESTIMATE, job_spec(s, 86400.0, 128, 16, 1, failure_targets(build_topology(s.cluster))))
+    step = state_step_time(s, Fidelity.ESTIMATE, job_spec(s, 86400.0, 128, 16, 1, failure_targets(build_topology(s.cluster))))
     slow = ((1, 2.0),)
     t0 = step(ClusterState(balanced_for=()))
     lag_on, bal, lag_off = (step(ClusterState(stragglers=slow, balanced_for=())),

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from simdist.engine.composite import StateStepTime
+from simdist.engine.composite import state_step_time
 from simdist.engine.simulation import simulate
 from simdist.errors import ScenarioError
 from simdist.failures.state import ClusterState
@@ -83,7 +83,7 @@ def test_elastic_shrink_raises_per_gpu_work_in_the_engine():
     from simdist.topology.build import build_topology
 
     job = job_spec(s, 86400.0, 256, 32, 1, failure_targets(build_topology(s.cluster)))
-    st = StateStepTime(s, s.run.fidelity.__class__("estimate"), job)
+    st = state_step_time(s, s.run.fidelity.__class__("estimate"), job)
     healthy = st(ClusterState())
     shrunk_scenario = st.scenario_for(ClusterState(frozenset({3})), ())
     assert shrunk_scenario.workload.batch_per_gpu == 43  # ceil(256 / 6)
@@ -101,7 +101,7 @@ def test_a_straggler_state_is_the_static_straggler_run():
     from simdist.topology.build import build_topology
 
     job = job_spec(s, 86400.0, 256, 32, 1, failure_targets(build_topology(s.cluster)))
-    st = StateStepTime(s, s.run.fidelity.__class__("estimate"), job)
+    st = state_step_time(s, s.run.fidelity.__class__("estimate"), job)
     slow = st(ClusterState(stragglers=((5, 2.0),)))
     static = _run({"failures": {"events": [{"at": "0 s", "kind": "straggler", "target": "gpu:5", "slowdown": 2.0}]},
                    "run": {"iterations": 6, "warmup": 2}})
@@ -122,7 +122,7 @@ def test_a_degraded_link_slows_the_iteration_through_the_capacity_api():
     link = facts.fabric_links[0]
     u, v = facts.link_ends(link)
     for fidelity in (Fidelity.ESTIMATE, Fidelity.SIMULATE):
-        st = StateStepTime(s, fidelity, job)
+        st = state_step_time(s, fidelity, job)
         healthy = st(ClusterState())
         assert st(ClusterState(degraded_links=((u, v, 1.0),))) == pytest.approx(healthy, rel=1e-9)
         assert st(ClusterState(degraded_links=((u, v, 0.05),))) > 1.05 * healthy

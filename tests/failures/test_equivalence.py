@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from simdist.engine.context import build_context
-from simdist.engine.composite import StateStepTime, healthy_scenario, run_goodput
+from simdist.engine.composite import healthy_scenario, run_goodput, state_step_time
 from simdist.engine.composite import run_training
 from simdist.failures.costs import job_spec
 from simdist.failures.equivalence import DeadLinkEquivalence
@@ -40,7 +40,7 @@ def test_every_grouped_link_state_simulates_to_the_healthy_step_time(fidelity):
     s, eq, facts = _setup(RING, fidelity)
     assert eq.ok
     job = job_spec(s, 86400.0, 8 * 16, 8, 1, facts)
-    ungrouped = StateStepTime(s, fidelity, job)  # no equivalence: every state simulated on its own
+    ungrouped = state_step_time(s, fidelity, job)  # no equivalence: every state simulated on its own
     healthy = ungrouped(ClusterState())
     states = [_dead(facts.link_ends(n)) for n in facts.fabric_links]
     states += [_dead(facts.link_ends("leaf0-spine0"), facts.link_ends("leaf2-spine0")),
@@ -62,7 +62,7 @@ def test_a_fabric_that_can_be_the_bottleneck_is_not_grouped():
     links = _dead(facts.link_ends("leaf0-spine0"))
     assert eq.canonical(links) == links
     job = job_spec(s, 86400.0, 8 * 16, 8, 1, facts)
-    step = StateStepTime(s, Fidelity.ESTIMATE, job)
+    step = state_step_time(s, Fidelity.ESTIMATE, job)
     assert step(ClusterState(degraded_links=links)) > step(ClusterState())  # felt: simulated on its own
 
 

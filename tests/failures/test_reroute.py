@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simdist.engine.composite import StateStepTime
+from simdist.engine.composite import state_step_time
 from simdist.failures.costs import job_spec
 from simdist.failures.targets import failure_targets
 from simdist.failures.incidents import sample_random
@@ -23,7 +23,7 @@ COMM = {"workload.batch_per_gpu": 1, "communication.strategy": "halving_doubling
 def _step(state: ClusterState, fidelity: Fidelity, changes: dict = COMM) -> float:
     s = _scenario(changes)
     facts = failure_targets(build_topology(s.cluster))
-    return StateStepTime(s, fidelity, job_spec(s, 86400.0, 8, 1, 1, facts))(state)
+    return state_step_time(s, fidelity, job_spec(s, 86400.0, 8, 1, 1, facts))(state)
 
 
 def _dead(*edges):

@@ -1,6 +1,6 @@
 """topology.validate's rules cannot refuse a failure state's cluster when they passed the scenario's: io/ runs them
 once, on the scenario's cluster, and topology.build only asserts (its _assert_derived_from_a_validated_cluster).
-A failure state's cluster is the scenario's with node counts lowered (engine.composite._shrunk_cluster); every
+A failure state's cluster is the scenario's with node counts lowered (failures.step_time.shrunk_cluster); every
 rule bounds the machine count from above or checks a node's own figures, so each shrunk cluster passes too."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simdist.engine.composite import _shrunk_cluster
+from simdist.failures.step_time import shrunk_cluster
 from simdist.io.load import load_data
 from simdist.topology.build import build_topology
 from simdist.topology.validate import validate_cluster
@@ -61,6 +61,6 @@ def test_every_shrunk_cluster_of_a_valid_cluster_passes_the_rules_and_builds(tmp
     scenario = load_data(data)
     nodes = sum(counts)
     for out in itertools.chain.from_iterable(itertools.combinations(range(nodes), k) for k in range(1, nodes)):
-        shrunk = _shrunk_cluster(scenario, frozenset(out))
+        shrunk = shrunk_cluster(scenario, frozenset(out))
         assert validate_cluster(shrunk) == [], out
         assert build_topology(shrunk).num_gpus == 2 * (nodes - len(out))
