@@ -181,8 +181,8 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
                           group=tp_group(stage), op=CollectiveOp.ALL_GATHER, size_bytes=plan.p2p_gather_bytes,
                           key=f"{tag}.gather")]
     segs = work.fwd if fwd else work.bwd
-    if fuse is not None and plan.zero != 3 and all(x.overlap is Overlap.NONE for x in segs):
-        last, deps = fuse.chain(b, tag, stage, segs, deps + dp.before(micro, phase, -1, after))
+    if fuse is not None and plan.zero != 3 and fuse.fusable((stage, chunk, fwd), segs):
+        last, deps = fuse.chain(b, tag, stage, (chunk, fwd), segs, deps + dp.before(micro, phase, -1, after))
         segs = ()
     unit_done = {} if fwd or plan.zero != 3 else {s.unit: j for j, s in enumerate(segs) if s.unit >= 0}
     last = None
@@ -226,9 +226,19 @@ class _Fuse:
     def __init__(self, tp_time) -> None:
         self.tp_time = tp_time  # (group, op, size_bytes) -> seconds on the idle fabric
         self.tp_spans: dict[int, tuple[tuple[float, float], ...]] = {}
+        self.folded: dict[tuple[int, int, bool], tuple] = {}  # (stage, chunk, forward) -> _fold's answer
+        self.plain: dict[tuple[int, int, bool], bool] = {}  # (stage, chunk, forward) -> fusable's answer
 
-    def chain(self, b: GraphBuilder, tag: str, stage: int, segs, deps: list[int]) -> tuple[int | None, list[int]]:
-        grp = tp_group(stage)
+    def fusable(self, key: tuple[int, int, bool], segs) -> bool:
+        """Whether the chain (`key`: its stage, chunk and direction, which fix its segments) has no tp
+        collective overlapped with compute; asked once per key."""
+        if key not in self.plain:
+            self.plain[key] = all(x.overlap is Overlap.NONE for x in segs)
+        return self.plain[key]
+
+    def _fold(self, grp: str, segs) -> tuple[float | None, tuple[tuple[float, float], ...], list]:
+        """The chain's fused head (its duration and tp spans; None when there is none) and the items after
+        it. Every micro-batch of a chunk and phase has the same segments, so a stage folds each once."""
         items = []  # (compute seconds or None, call or None)
         for seg in segs:
             if seg.compute_s > 0:
@@ -237,19 +247,31 @@ class _Fuse:
                 items.append((None, seg.call))
         lastcall = max((k for k, (_, c) in enumerate(items) if c is not None), default=len(items))
         head, rest = items[:lastcall], items[lastcall:]
+        if not head:
+            return None, (), rest
+        t, spans = 0.0, []
+        for sec, call in head:
+            if call is None:
+                t += sec
+            else:
+                d = self.tp_time(grp, call.op, call.size_bytes)
+                spans.append((t, t + d))
+                t += d
+        return t, tuple(spans), rest
+
+    def chain(self, b: GraphBuilder, tag: str, stage: int, key: tuple[int, bool], segs,
+              deps: list[int]) -> tuple[int | None, list[int]]:
+        """Add one chunk's chain (`key`: its chunk and direction, which fix its segments on this stage)."""
+        grp = tp_group(stage)
+        memo = (stage, *key)
+        if memo not in self.folded:
+            self.folded[memo] = self._fold(grp, segs)
+        head_s, spans, rest = self.folded[memo]
         last = None
-        if head:
-            t, spans = 0.0, []
-            for sec, call in head:
-                if call is None:
-                    t += sec
-                else:
-                    d = self.tp_time(grp, call.op, call.size_bytes)
-                    spans.append((t, t + d))
-                    t += d
-            last = b.add(Compute, f"{tag} {segs[0].name} .. (fused)", deps, Stream.COMPUTE, duration_s=t,
+        if head_s is not None:
+            last = b.add(Compute, f"{tag} {segs[0].name} .. (fused)", deps, Stream.COMPUTE, duration_s=head_s,
                          kind=segs[0].kind)
-            self.tp_spans[last] = tuple(spans)
+            self.tp_spans[last] = spans
             deps = [last]
         for k, (sec, call) in enumerate(rest):
             if call is None:
