@@ -31,8 +31,8 @@ def main() -> None:
         total = time.perf_counter() - t0
         timeline_s = _timeline_only(scenario)
         print(f"{name}: {scenario.cluster.num_gpus} GPUs, {scenario.run.duration_s / 86400:g} days, "
-              f"{g['replicas']} replicas, {g['failures']:.0f} failures per replica, goodput {g['ratio']:.2%}: "
-              f"simulate() {total:.1f} s, timelines alone {timeline_s:.2f} s ({g['states_simulated']} states simulated)")
+              f"{g.replicas} replicas, {g.failures:.0f} failures per replica, goodput {g.ratio:.2%}: "
+              f"simulate() {total:.1f} s, timelines alone {timeline_s:.2f} s ({g.states_simulated} states simulated)")
 
 
 def _timeline_only(scenario) -> float:

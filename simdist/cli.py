@@ -331,7 +331,7 @@ def _sweep_plot(rows, keys, path: str, name: str, base_scenario=None) -> None:
     marked) when that is the axis; else one stacked breakdown bar per point."""
     interval = "failures.recovery.checkpoint_interval"
     if interval in keys and any(r.get("goodput_ratio") not in (None, "") for r in rows):
-        optimum = composite.failure_model(base_scenario()).get("young_daly_interval_s") if base_scenario else None
+        optimum = composite.failure_model(base_scenario()).young_daly_interval_s if base_scenario else None
         plots.plot_goodput_sweep(rows, interval, path, optimum,
                                  title=f"{name}: goodput against the checkpoint interval")
     elif any(plots.is_gpu_count_axis(k) for k in keys):

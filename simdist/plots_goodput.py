@@ -18,31 +18,32 @@ JOB_TRACK = "job (replica 0)"
 _RATE = re.compile(r"train at (\d+(?:\.\d+)?)\s*%")
 
 
-def segment_rate(what: str, goodput: dict) -> float:
+def segment_rate(what: str, interval_s: float = 0.0, blocking_s: float = 0.0) -> float:
     """The effective rate (fraction of the healthy throughput) of one job-track segment; a merged
-    "train ... + checkpoints" stretch averages the training rate over its compute-and-write cycles."""
+    "train ... + checkpoints" stretch averages the training rate over its compute-and-write cycles (checkpoint
+    interval and blocking write: the run's goodput.model)."""
     if not what.startswith("train"):
         return 0.0
     m = _RATE.match(what)
     rate = float(m.group(1)) / 100.0 if m else 1.0
     if what.endswith("+ checkpoints"):
-        t, c = goodput.get("checkpoint_interval_s") or 0.0, goodput.get("checkpoint_blocking_s") or 0.0
+        t, c = interval_s or 0.0, blocking_s or 0.0
         rate *= t / (t + c) if t + c > 0 else 1.0
     return rate
 
 
 def throughput_series(result) -> tuple[list[float], list[float], list[float]]:
     """(times, samples/s from each time on, failure times) of replica 0, in seconds from the start."""
-    g, healthy = result.goodput, result.throughput.samples_per_s
+    m, healthy = result.goodput.model, result.throughput.samples_per_s
     times, rates, failures = [], [], []
     for r in sorted((r for r in result.records if r.track == JOB_TRACK), key=lambda r: (r.start_s, r.end_s)):
         if r.name.startswith("failure"):
             failures.append(r.start_s)
             continue
         times.append(r.start_s)
-        rates.append(segment_rate(r.name, g) * healthy)
+        rates.append(segment_rate(r.name, m.checkpoint_interval_s, m.checkpoint_blocking_s) * healthy)
         times.append(r.end_s)
-        rates.append(segment_rate(r.name, g) * healthy)
+        rates.append(segment_rate(r.name, m.checkpoint_interval_s, m.checkpoint_blocking_s) * healthy)
     return times, rates, failures
 
 
@@ -57,14 +58,14 @@ def plot_goodput_timeline(scenario, result, path: str) -> None:
         ax.plot([t / day for t in times], rates, color="tab:blue", linewidth=0.8, label="effective samples/s")
     healthy = result.throughput.samples_per_s
     ax.axhline(healthy, color="tab:green", linestyle=":", linewidth=1.0, label="healthy cluster")
-    ax.axhline(g["samples_per_s"], color="black", linestyle="--", linewidth=1.0,
-               label=f"mean over the run ({g['ratio']:.1%} goodput)")
+    ax.axhline(g.samples_per_s, color="black", linestyle="--", linewidth=1.0,
+               label=f"mean over the run ({g.ratio:.1%} goodput)")
     if failures:
         ax.vlines([t / day for t in failures], 0, healthy * 1.05, color="tab:red", linewidth=0.5, alpha=0.6)
         ax.plot([t / day for t in failures], [healthy * 1.05] * len(failures), "v", color="tab:red", markersize=5,
                 label=f"failures ({len(failures)})")
     ax.set(xlabel="wall time (days)", ylabel="samples/s", ylim=(0, healthy * 1.1),
-           title=f"{scenario.name}: throughput over time, replica 0 ({g['policy']})")
+           title=f"{scenario.name}: throughput over time, replica 0 ({g.model.policy})")
     ax.legend(loc="lower left", fontsize=8)
     ax.grid(alpha=0.3)
     _done(fig, path)

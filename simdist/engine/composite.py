@@ -36,7 +36,7 @@ from simdist.failures.state import ClusterState, JobSpec
 from simdist.failures.step_time import StateStepTime
 from simdist.failures.targets import failure_targets
 from simdist.progress import Progress
-from simdist.results.records import RunResult, StepRecord, Throughput
+from simdist.results.records import FailureModel, RunResult, StepRecord, Throughput
 from simdist.scenario import BatchSplit, Fidelity, Scenario, SyncMode
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.phases import is_phased, phases, switch_iteration
@@ -178,16 +178,15 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
                                         on_replica=replica_done)
     finally:
         bar.close()
-    goodput.update(model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP))
-    goodput["healthy_iteration_time_s"] = step_time(ClusterState(keep_global_batch=True, balanced_for=balanced))
-    goodput["states_simulated"] = step_time.simulated
-    goodput["states_grouped"] = step_time.grouped
-    goodput["unrunnable_states"] = step_time.unrunnable
+    goodput = replace(goodput, model=model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP),
+                      healthy_iteration_time_s=step_time(ClusterState(keep_global_batch=True, balanced_for=balanced)),
+                      states_simulated=step_time.simulated, states_grouped=step_time.grouped,
+                      unrunnable_states=step_time.unrunnable)
     job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
     return replace(base, goodput=goodput, records=base.records + job_track)
 
 
-def failure_model(scenario: Scenario) -> dict:
+def failure_model(scenario: Scenario) -> FailureModel:
     """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
     Young/Daly interval, closed form): what a sweep plot marks."""
     assert scenario.failures is not None, "the failure model of a scenario with failures"

@@ -72,6 +72,6 @@ def with_cost(scenario: Scenario, result: RunResult) -> RunResult:
         cost = Cost(cluster_price_per_hour(scenario))
     else:
         tp = result.throughput
-        ratio = result.goodput.get("ratio") if isinstance(result.goodput, dict) else None
+        ratio = result.goodput.ratio if result.goodput else None
         cost = cost_summary(scenario, tp.samples_per_s if tp else None, tp.tokens_per_s if tp else None, ratio)
     return replace(result, cost=cost)

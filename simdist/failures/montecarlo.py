@@ -18,12 +18,8 @@ from simdist.failures.incidents import DEFAULT_REPAIR_S, sample_random, schedule
 from simdist.failures.rates import job_rate, mtbfs, young_daly_interval_s, closed_form_goodput
 from simdist.failures.state import Costs, JobSpec, StepTime, Tally
 from simdist.failures.timeline import run_timeline
+from simdist.results.records import GOODPUT_FIGURES, FailureModel, Goodput
 from simdist.scenario import FailuresSpec, RecoveryPolicy
-
-FIGURES = ("ratio", "useful_s", "wall_s", "lost_work_s", "checkpoint_s", "restart_s", "downtime_s", "degraded_s",
-           "failures", "restarts", "rejoins", "checkpoints", "correlated_failures", "maintenance", "group_out_s",
-           "samples_per_s", "tokens_per_s", "cost_per_sample_usd", "cost_per_token_usd")
-
 
 def maintenance_times(spec: FailuresSpec, duration_s: float) -> list[tuple[float, float]]:
     m = spec.maintenance
@@ -65,10 +61,11 @@ def _mean_ci(values: list) -> tuple[float | None, list[float] | None]:
 
 def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FailureTargets, costs: Costs, step_time: StepTime,
                  seed: int, replicas: int, reroute: bool = True,
-                 on_replica: Callable[[int], None] | None = None) -> tuple[dict, list[Tally]]:
-    """The goodput dict (means, `_ci95` pairs, failures by kind) and every replica's Tally. Without
-    `reroute` (a sync mode that does not take link changes) a random fabric fault that cuts no node off
-    aborts the job's collectives instead (a restart), and `fabric_faults` says so."""
+                 on_replica: Callable[[int], None] | None = None) -> tuple[Goodput, list[Tally]]:
+    """The goodput figures (means, 95 % intervals, failures by kind; the engine adds the failure model and its
+    states) and every replica's Tally. Without `reroute` (a sync mode that does not take link changes) a
+    random fabric fault that cuts no node off aborts the job's collectives instead (a restart), and
+    `fabric_faults` says so."""
     repair = spec.random.repair_s if spec.random is not None else DEFAULT_REPAIR_S
     fixed, slowdowns = scheduled(spec.events, facts, repair)
     maint = maintenance_times(spec, job.duration_s)
@@ -84,23 +81,24 @@ def run_replicas(job: JobSpec, spec: FailuresSpec, facts: FailureTargets, costs:
         rows.append(_figures(tally, job))
         if on_replica is not None:  # a progress bar: replica r is done
             on_replica(r)
-    out: dict = {}
-    for name in FIGURES:
-        mean, ci = _mean_ci([row[name] for row in rows])
-        out[name] = mean
+    means, ci95 = {}, {}
+    for name in GOODPUT_FIGURES:
+        means[name], ci = _mean_ci([row[name] for row in rows])
         if replicas > 1:
-            out[f"{name}_ci95"] = ci
+            ci95[name] = ci
+    rebalance = {}
     if job.rebalance_every:  # batch_split dynamic
-        out["rebalances"] = math.fsum(t.rebalances for t in tallies) / replicas
-        out["rebalance_every"] = job.rebalance_every
+        rebalance = {"rebalances": math.fsum(t.rebalances for t in tallies) / replicas,
+                     "rebalance_every": job.rebalance_every}
     kinds = sorted({k for t in tallies for k in t.failures_by_kind})
-    out["failures_by_kind"] = {k: math.fsum(t.failures_by_kind.get(k, 0) for t in tallies) / replicas for k in kinds}
-    out["replicas"] = replicas
-    out["fabric_faults"] = "reroute" if reroute else "abort (the sync mode does not take link changes: restart)"
-    return out, tallies
+    goodput = Goodput(**means, ci95=ci95, **rebalance,
+                      failures_by_kind={k: math.fsum(t.failures_by_kind.get(k, 0) for t in tallies) / replicas
+                                        for k in kinds}, replicas=replicas,
+                      fabric_faults="reroute" if reroute else "abort (the sync mode does not take link changes: restart)")
+    return goodput, tallies
 
 
-def model_summary(spec: FailuresSpec, facts: FailureTargets, costs: Costs, reroute: bool = True) -> dict:
+def model_summary(spec: FailuresSpec, facts: FailureTargets, costs: Costs, reroute: bool = True) -> FailureModel:
     """The rates, job MTBF (between interruptions), Young/Daly interval and first-order closed form shown
     beside the simulation; fabric faults that only reroute are counted apart (`job_reroutes_per_day`)."""
     rate = job_rate(spec.random, facts, reroute)
@@ -108,18 +106,19 @@ def model_summary(spec: FailuresSpec, facts: FailureTargets, costs: Costs, rerou
     rec = spec.recovery
     blocking = costs.write_s
     recovery_s = costs.detection_s + costs.restart_s
-    out = {"policy": rec.policy.value, "component_mtbf_s": mtbfs(spec.random) if spec.random else {},
-           "default_rates": bool(spec.random and spec.random.defaults),
-           "distribution": spec.random.distribution.value if spec.random else None,
-           "job_failures_per_day": rate.per_s * 86400.0, "job_mtbf_s": m if math.isfinite(m) else None,
-           "job_failures_per_day_by_component": {k: v * 86400.0 for k, v in rate.per_component_per_s.items()},
-           "job_reroutes_per_day": math.fsum(rate.reroute_per_component_per_s.values()) * 86400.0,
-           "job_mtbf_counts": "interruptions (failures that stop the job; fabric faults that only reroute "
-                              "are in job_reroutes_per_day)",
-           "checkpoint_interval_s": costs.interval_s, "checkpoint_blocking_s": blocking,
-           "recovery_s": recovery_s, "young_daly_interval_s": None, "closed_form_ratio": None}
+    optimum = closed = None
     if math.isfinite(m):
-        out["young_daly_interval_s"] = young_daly_interval_s(blocking, m)
+        optimum = young_daly_interval_s(blocking, m)
         if rec.policy in (RecoveryPolicy.CHECKPOINT_RESTART,) and costs.persist_s == 0:
-            out["closed_form_ratio"] = closed_form_goodput(costs.interval_s, blocking, recovery_s, m)
-    return out
+            closed = closed_form_goodput(costs.interval_s, blocking, recovery_s, m)
+    return FailureModel(
+        policy=rec.policy.value, component_mtbf_s=mtbfs(spec.random) if spec.random else {},
+        default_rates=bool(spec.random and spec.random.defaults),
+        distribution=spec.random.distribution.value if spec.random else None,
+        job_failures_per_day=rate.per_s * 86400.0, job_mtbf_s=m if math.isfinite(m) else None,
+        job_failures_per_day_by_component={k: v * 86400.0 for k, v in rate.per_component_per_s.items()},
+        job_reroutes_per_day=math.fsum(rate.reroute_per_component_per_s.values()) * 86400.0,
+        job_mtbf_counts="interruptions (failures that stop the job; fabric faults that only reroute "
+                        "are in job_reroutes_per_day)",
+        checkpoint_interval_s=costs.interval_s, checkpoint_blocking_s=blocking, recovery_s=recovery_s,
+        young_daly_interval_s=optimum, closed_form_ratio=closed)

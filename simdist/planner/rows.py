@@ -148,7 +148,7 @@ def result_values(scenario: Any, result: RunResult) -> dict[str, Any]:
     tp, bd, mem = result.throughput, result.breakdown_s, result.memory
     samples = tp.samples_per_s if tp else None
     tokens = tp.tokens_per_s if tp else None
-    goodput = (result.goodput or {}).get("ratio") if isinstance(result.goodput, dict) else None
+    goodput = result.goodput.ratio if result.goodput else None
     cost = result.cost  # priced once, where the result is made (engine/state.py with_cost)
     return {
         "status": STATUS_OK, "reason": "", "fidelity": result.fidelity, "gpus": result.gpus,

@@ -165,6 +165,88 @@ class TrainingCost(Cost):
 
 
 @dataclass(frozen=True)
+class FailureModel(Record):
+    """A failure scenario's analytical figures beside the simulation (failures.montecarlo.model_summary): the
+    component and job failure rates, the job MTBF between interruptions, the checkpoint costs, the Young/Daly
+    interval and the first-order closed-form ratio (null where it does not apply)."""
+
+    policy: str
+    component_mtbf_s: dict[str, float]
+    default_rates: bool
+    distribution: str | None
+    job_failures_per_day: float
+    job_mtbf_s: float | None
+    job_failures_per_day_by_component: dict[str, float]
+    job_reroutes_per_day: float
+    job_mtbf_counts: str
+    checkpoint_interval_s: float
+    checkpoint_blocking_s: float
+    recovery_s: float
+    young_daly_interval_s: float | None
+    closed_form_ratio: float | None
+
+
+GOODPUT_FIGURES = ("ratio", "useful_s", "wall_s", "lost_work_s", "checkpoint_s", "restart_s", "downtime_s", "degraded_s",
+                   "failures", "restarts", "rejoins", "checkpoints", "correlated_failures", "maintenance",
+                   "group_out_s", "samples_per_s", "tokens_per_s", "cost_per_sample_usd", "cost_per_token_usd")
+
+
+@dataclass(frozen=True)
+class Goodput(Record):
+    """A failure run's figures, each the mean over `replicas` timelines (`ci95`: every figure's 95 % interval,
+    written as `<name>_ci95` after it, with more than one replica), the failure model beside them and the
+    cluster states the engine simulated (docs/failures.md)."""
+
+    ratio: float  # useful training time / wall time
+    useful_s: float
+    wall_s: float
+    lost_work_s: float
+    checkpoint_s: float
+    restart_s: float
+    downtime_s: float
+    degraded_s: float
+    failures: float
+    restarts: float
+    rejoins: float
+    checkpoints: float
+    correlated_failures: float
+    maintenance: float
+    group_out_s: float
+    samples_per_s: float
+    tokens_per_s: float | None
+    cost_per_sample_usd: float | None
+    cost_per_token_usd: float | None
+    ci95: dict[str, list[float] | None]  # figure -> [low, high]; empty with one replica
+    failures_by_kind: dict[str, float]
+    replicas: int
+    fabric_faults: str
+    rebalances: float | None = None  # batch_split dynamic
+    rebalance_every: int | None = None
+    model: FailureModel | None = None
+    healthy_iteration_time_s: float | None = None
+    states_simulated: int | None = None
+    states_grouped: int | None = None
+    unrunnable_states: dict[str, str] | None = None  # state -> why it cannot train
+
+    def to_dict(self) -> dict[str, Any]:
+        """docs/results.md's `goodput` object: each figure followed by its `_ci95` pair, then the rest."""
+        out: dict[str, Any] = {}
+        for name in GOODPUT_FIGURES:
+            out[name] = getattr(self, name)
+            if name in self.ci95:
+                out[f"{name}_ci95"] = self.ci95[name]
+        if self.rebalance_every is not None:
+            out |= {"rebalances": self.rebalances, "rebalance_every": self.rebalance_every}
+        out |= {"failures_by_kind": self.failures_by_kind, "replicas": self.replicas, "fabric_faults": self.fabric_faults}
+        if self.model is not None:
+            out |= self.model.to_dict()
+        for name in ("healthy_iteration_time_s", "states_simulated", "states_grouped", "unrunnable_states"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+@dataclass(frozen=True)
 class StageRow(Record):
     """One pipeline stage: its chunks' layers, parameters per GPU and per-iteration seconds of each activity."""
 
@@ -241,7 +323,7 @@ class RunResult:
     breakdown_s: Breakdown | None = None
     memory: MemoryUsage | None = None
     links: tuple[LinkUtilization, ...] = ()
-    goodput: dict[str, Any] | None = None
+    goodput: Goodput | None = None  # a failure run's
     collectives: tuple[CollectiveRow, ...] | None = None
     strategy: StrategySummary | None = None  # a training run's
     parallelism: ParallelismSummary | None = None  # a model-parallel run's
@@ -265,7 +347,7 @@ class RunResult:
             "breakdown_s": self.breakdown_s.to_dict() if self.breakdown_s else None,
             "memory": asdict(self.memory) if self.memory else None,
             "links": [asdict(x) for x in self.links],
-            "goodput": self.goodput,
+            "goodput": self.goodput.to_dict() if self.goodput else None,
             "collectives": [asdict(r) for r in self.collectives] if self.collectives is not None else None,
         }
         for key in RECORD_KEYS:  # the typed records, where the run has them

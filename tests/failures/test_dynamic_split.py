@@ -58,8 +58,8 @@ def test_a_change_undone_before_the_re_split_needs_no_re_split():
 def test_dynamic_split_through_the_engine_gives_the_straggler_less_work():
     base = {"failures.events": [{"at": "2 h", "kind": "straggler", "target": "gpu:1", "slowdown": 2.0,
                                  "duration": "6 h"}], "workload.batch_per_gpu": 16}
-    eq = simulate(_scenario(base)).goodput
-    dyn = simulate(_scenario({**base, "training.batch_split": "dynamic", "training.rebalance_every": 20})).goodput
+    eq = simulate(_scenario(base)).goodput.to_dict()
+    dyn = simulate(_scenario({**base, "training.batch_split": "dynamic", "training.rebalance_every": 20})).goodput.to_dict()
     assert dyn["rebalances"] == 2 and dyn["rebalance_every"] == 20
     assert dyn["healthy_iteration_time_s"] == pytest.approx(eq["healthy_iteration_time_s"], rel=1e-12)
     assert dyn["degraded_s"] < eq["degraded_s"] and dyn["ratio"] > eq["ratio"]
@@ -76,7 +76,7 @@ def test_dynamic_split_through_the_engine_matches_the_hand_combination():
     s = _scenario({"failures.events": [{"at": "2 h", "kind": "straggler", "target": "gpu:1", "slowdown": 2.0,
                                         "duration": "6 h"}], "workload.batch_per_gpu": 16,
                    "training.batch_split": "dynamic", "training.rebalance_every": k})
-    g = simulate(s).goodput
+    g = simulate(s).goodput.to_dict()
     step = state_step_time(s, Fidelity.ESTIMATE, job_spec(s, 86400.0, 128, 16, 1, failure_targets(build_topology(s.cluster))))
     slow = ((1, 2.0),)
     t0 = step(ClusterState(balanced_for=()))

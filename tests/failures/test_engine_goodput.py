@@ -206,7 +206,7 @@ def test_survivors_that_cannot_hold_the_rebalanced_batch_wait_for_the_repair_and
     data["workload"]["batch_per_gpu"] = 280  # fits; 6 GPUs would need 374 samples each, which does not
     data["failures"]["recovery"]["policy"] = "elastic"
     data["failures"]["events"] = [{"at": "2 h", "kind": "node_down", "target": "node:1", "duration": "1 h"}]
-    g = simulate(load_data(data), fidelity="estimate").goodput
+    g = simulate(load_data(data), fidelity="estimate").goodput.to_dict()
     assert list(g["unrunnable_states"]) == ["1 nodes out"]
     assert "GPU" in next(iter(g["unrunnable_states"].values()))
     assert g["downtime_s"] == pytest.approx(3600.0 - 300.0)  # waiting for the repair after detection + restart

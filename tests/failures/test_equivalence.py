@@ -69,8 +69,8 @@ def test_a_fabric_that_can_be_the_bottleneck_is_not_grouped():
 def test_a_failure_run_grouped_and_ungrouped_gives_the_same_numbers():
     s = _scenario({**RING, "failures.random": {"link_mtbf": "300 h", "switch_mtbf": "3000 h", "repair": "4 h"},
                    "run.duration": "20 d", "run.replicas": 3})
-    grouped = run_goodput(s, Fidelity.ESTIMATE).goodput
-    ungrouped = run_goodput(s, Fidelity.ESTIMATE, group_states=False).goodput
+    grouped = run_goodput(s, Fidelity.ESTIMATE).goodput.to_dict()
+    ungrouped = run_goodput(s, Fidelity.ESTIMATE, group_states=False).goodput.to_dict()
     assert grouped["states_grouped"] > 0 and ungrouped["states_grouped"] == 0
     assert grouped["states_simulated"] < ungrouped["states_simulated"]
     for key in ("states_simulated", "states_grouped"):

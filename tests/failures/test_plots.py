@@ -34,9 +34,8 @@ def test_the_throughput_series_follows_the_job_track():
     assert times[0] == 0.0 and times[-1] == pytest.approx(24 * 3600.0)
     healthy = r.throughput.samples_per_s
     assert max(rates) <= healthy * (1 + 1e-12) and min(rates) == 0.0  # restarts and checkpoints run nothing
-    assert segment_rate("train at 75 %", {}) == 0.75 and segment_rate("restart", {}) == 0.0
-    assert segment_rate("train + checkpoints", {"checkpoint_interval_s": 3600.0,
-                                                "checkpoint_blocking_s": 400.0}) == pytest.approx(0.9)
+    assert segment_rate("train at 75 %") == 0.75 and segment_rate("restart") == 0.0
+    assert segment_rate("train + checkpoints", 3600.0, 400.0) == pytest.approx(0.9)
 
 
 def test_run_plot_of_a_failure_run_writes_the_timeline(tmp_path):

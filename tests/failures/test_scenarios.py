@@ -28,7 +28,7 @@ def test_the_folder_has_the_documented_scenarios():
 def test_failure_scenario_runs_and_reports_goodput(path):
     # the closed-form fidelity and two replicas keep the test short; benchmarks/failures.py times the real runs
     s = load_scenario(path, ["run.replicas=2", "run.fidelity=estimate"])
-    g = simulate(s).goodput
+    g = simulate(s).goodput.to_dict()
     assert 0.5 < g["ratio"] < 1.0 and g["failures"] > 0 and g["ratio_ci95"] is not None
     assert g["young_daly_interval_s"] > 0 and g["job_mtbf_s"] > 0
 
@@ -42,7 +42,7 @@ def test_checkpoint_sweep_peaks_at_the_young_daly_interval(path, tmp_path):
     assert all(r["status"] == "ok" for r in rows)
     best = max(rows, key=lambda r: float(r["goodput_ratio"]))
     data, _, _, name = read_sweep_file(path)
-    optimum = simulate(load_data(data, name=name)).goodput["young_daly_interval_s"]
+    optimum = simulate(load_data(data, name=name)).goodput.model.young_daly_interval_s
     nearest = min(rows, key=lambda r: abs(parse_duration(r["failures.recovery.checkpoint_interval"]) - optimum))
     assert best["point"] == nearest["point"]
     # the terminal table shows goodput and names the peak

@@ -90,5 +90,5 @@ def test_a_failure_state_io_cannot_see_is_unrunnable_not_a_crash(changes, why):
     data["failures"] = {"events": [{"at": "10 min", "kind": "node_down", "target": "node:1"}],
                         "recovery": {"policy": "elastic"}}
     data["run"] = {"duration": "1 h", "fidelity": "estimate"}
-    goodput = simulate(load_data(data)).goodput
+    goodput = simulate(load_data(data)).goodput.to_dict()
     assert any(why in text for text in goodput["unrunnable_states"].values()), goodput["unrunnable_states"]

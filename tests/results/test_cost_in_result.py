@@ -66,7 +66,7 @@ def test_a_failure_run_prices_the_useful_sample_by_the_goodput_ratio():
                         "events": [{"at": "150 min", "kind": "node_down", "target": "node:1"}]}
     data["run"] = {"duration": "24 h", "warmup": 2}
     r = simulate(load_data(data), fidelity="estimate")
-    cost, ratio = r.to_dict()["cost"], r.goodput["ratio"]
+    cost, ratio = r.to_dict()["cost"], r.goodput.ratio
     assert 0 < ratio < 1
     assert cost["per_useful_sample_usd"] == pytest.approx(cost["per_sample_usd"] / ratio)
     assert result_values(load_data(data), r)["goodput_ratio"] == ratio
