@@ -1,0 +1,128 @@
+"""Model-parallel layouts at planner speed: the rows issue 33's targets name, as medians of whole processes.
+
+For GPT-3 175B on 1,024 A100 (tp 8, pp 16, dp 8; scenarios/presets/megatron-gpt3-175b.yaml), each row is the
+median of N separate processes (N fixed up front, default 5), next to its target:
+- `estimate`, whole process (`simdist estimate FILE --json`), target < 0.5 s;
+- `estimate`, its own time: the estimate call timed inside a process that has already loaded the scenario
+  (start-up and loading excluded), target < 50 ms; also in CPU seconds (what it costs when a loaded machine
+  stretches the wall time);
+- `simulate`, whole process (`simdist run FILE --set run.fidelity=simulate --json`), target < 5 s (minutes
+  today: --skip-simulate leaves it out);
+- `plan` over a candidate space (--axis, repeatable; default 12 layouts of micro-batch, recomputation and
+  ZeRO), whole process with no simulated confirmation, per candidate and scaled to 100,000 candidates
+  (target < 60 s; the scaled figure is per-candidate cost times 100,000, not a measured 100,000-point plan).
+Each per-layout cost is quoted against Calculon's 15 ms per layout on this machine (issue 33), as a ratio.
+Run: PYTHONPATH=. python benchmarks/model_parallel.py [--runs 5] [--skip-simulate] [--skip-plan]
+     [--axis training.micro_batch=1,2 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESET = ROOT / "scenarios" / "presets" / "megatron-gpt3-175b.yaml"
+CALCULON_S_PER_LAYOUT = 0.015
+TARGET_OWN_S, TARGET_WHOLE_S, TARGET_SIMULATE_S = 0.050, 0.5, 5.0
+TARGET_PLAN_S, PLAN_POINTS = 60.0, 100_000
+DEFAULT_AXES = ("training.micro_batch=1,2", "training.recompute=full,selective",
+                "training.parallelism.zero=0,1,2")
+CLI = [sys.executable, "-c", "from simdist.cli import main; main()"]
+OWN = """
+import json, sys, time
+from simdist import api
+scenario = api.load(sys.argv[1])
+t0, c0 = time.perf_counter(), time.process_time()
+result = api.estimate(scenario)
+print(json.dumps({"own_s": time.perf_counter() - t0, "own_cpu_s": time.process_time() - c0,
+                  "iteration_time_s": result.iteration_time_s}))
+"""
+
+
+def _whole(argv: list[str]) -> tuple[float, str]:
+    """Wall seconds of one process and its stdout (a failing process stops the benchmark)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[3:])} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return wall, done.stdout
+
+
+def _verdict(value_s: float, target_s: float) -> str:
+    return f"target < {target_s:g} s: {'met' if value_s < target_s else f'MISSED by {value_s / target_s:.1f}x'}"
+
+
+def _row(label: str, walls: list[float], target_s: float | None) -> None:
+    """One row: the median (with the spread) against its target and against Calculon's per-layout cost."""
+    med = statistics.median(walls)
+    verdict = f"{_verdict(med, target_s)}, " if target_s is not None else ""
+    print(f"  {label:<34} median {med:8.3f} s (min {min(walls):.3f}, max {max(walls):.3f}) "
+          f"{verdict}{med / CALCULON_S_PER_LAYOUT:.0f}x Calculon's 15 ms per layout")
+
+
+def estimate_rows(runs: int) -> float:
+    own, cpu, whole, its = [], [], [], set()
+    for _ in range(runs):
+        wall, out = _whole([sys.executable, "-c", OWN, str(PRESET)])
+        data = json.loads(out.strip().splitlines()[-1])
+        own.append(data["own_s"])
+        cpu.append(data["own_cpu_s"])
+        its.add(data["iteration_time_s"])
+        wall, out = _whole(CLI + ["estimate", str(PRESET), "--json"])
+        whole.append(wall)
+    assert len(its) == 1, f"estimate is not deterministic: {sorted(its)}"
+    print(f"estimate, iteration {its.pop():.6f} s:")
+    _row("estimate, own (no start-up)", own, TARGET_OWN_S)
+    _row("estimate, own, CPU seconds", cpu, TARGET_OWN_S)
+    _row("estimate, whole process", whole, TARGET_WHOLE_S)
+    return statistics.median(own)
+
+
+def simulate_row(runs: int) -> None:
+    walls = [_whole(CLI + ["run", str(PRESET), "--set", "run.fidelity=simulate", "--json"])[0] for _ in range(runs)]
+    _row("simulate, whole process", walls, TARGET_SIMULATE_S)
+
+
+def plan_row(runs: int, axes: list[str]) -> None:
+    points = math.prod(len(a.split("=", 1)[1].split(",")) for a in axes)
+    argv = CLI + ["plan", str(PRESET), "--confirm", "0", "--json"] + [x for a in axes for x in ("--axis", a)]
+    walls = []
+    for _ in range(runs):
+        wall, out = _whole(argv)
+        walls.append(wall)
+    statuses = {}
+    for c in json.loads(out).get("candidates", []):
+        statuses[c.get("status")] = statuses.get(c.get("status"), 0) + 1
+    med = statistics.median(walls)
+    print(f"plan over {points} candidates ({', '.join(axes)}; statuses {statuses}):")
+    print(f"  {'plan, whole process':<34} median {med:8.3f} s (min {min(walls):.3f}, max {max(walls):.3f})")
+    _row("plan, per candidate", [w / points for w in walls], None)
+    print(f"  {f'{PLAN_POINTS:,} candidates at that rate':<34} {med / points * PLAN_POINTS:15,.0f} s (scaled, "
+          f"{_verdict(med / points * PLAN_POINTS, TARGET_PLAN_S)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="processes per row (fixed; the median is reported)")
+    parser.add_argument("--skip-simulate", action="store_true", help="leave out simulate (minutes per run today)")
+    parser.add_argument("--skip-plan", action="store_true")
+    parser.add_argument("--axis", action="append", default=None, metavar="KEY=V1,V2,...",
+                        help=f"the plan's candidate space (default {' '.join(DEFAULT_AXES)})")
+    args = parser.parse_args()
+    print(f"{PRESET.relative_to(ROOT)}: GPT-3 175B, 1,024 A100, tp 8 pp 16 dp 8; median of {args.runs} processes")
+    estimate_rows(args.runs)
+    if not args.skip_simulate:
+        simulate_row(args.runs)
+    if not args.skip_plan:
+        plan_row(args.runs, args.axis or list(DEFAULT_AXES))
+
+
+if __name__ == "__main__":
+    main()
