@@ -33,6 +33,9 @@ LAZY_MODULES = (
     "simdist.engine.simulation", "simdist.engine.composite", "simdist.engine.context",
     "simdist.report", "simdist.results.writers", "simdist.scenario", "simdist.strategies.stragglers",
     "simdist.io.calibration", "simdist.failures.targets",
+    # what io.rules_parallel reads only for tensor, pipeline and sharded data parallelism
+    "simdist.strategies.mp_plan", "simdist.strategies.sharded_dp", "simdist.strategies.sharding",
+    "simdist.strategies.tensor_parallel",
 )
 
 

@@ -7,14 +7,14 @@ strategies/ assert what these rules guarantee.
 """
 from __future__ import annotations
 
+import simdist.strategies.mp_plan as mp_plan
+import simdist.strategies.sharded_dp as sharded_dp
+import simdist.strategies.sharding as sharding
+import simdist.strategies.tensor_parallel as tensor_parallel
 from simdist.errors import Issue
 from simdist.io.rules_training import ZERO_KEY, bad_value, is_model_parallel
 from simdist.scenario import PipelineSchedule, Recompute, Scenario
-from simdist.strategies.mp_plan import pipeline_units, transformer_shape
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
-from simdist.strategies.sharded_dp import block_units
-from simdist.strategies.sharding import fsdp_units
-from simdist.strategies.tensor_parallel import TpRole, layer_role
 
 TP_KEY = "training.parallelism.tp"
 
@@ -24,19 +24,19 @@ def tensor_parallel_issues(scenario: Scenario) -> list[Issue]:
     model, tp = scenario.workload.model, scenario.training.parallelism.tp
     if tp == 1:
         return []
-    roles = [layer_role(x) for x in model.layers]
-    if TpRole.COLUMN not in roles:
+    roles = [tensor_parallel.layer_role(x) for x in model.layers]
+    if tensor_parallel.TpRole.COLUMN not in roles:
         return [bad_value(TP_KEY, tp, f"1 for {model.name}: tensor parallelism splits transformer blocks ({{gpt: "
                                       "...}, {bert: ...} or a transformer catalog model)")]
     out = []
-    shape = transformer_shape(model)
+    shape = mp_plan.transformer_shape(model)
     if shape is not None and shape.heads % tp:
         out.append(bad_value(TP_KEY, tp, f"a divisor of the {shape.heads} attention heads"))
     for layer, role in zip(model.layers, roles):
-        if role is TpRole.ROW:
+        if role is tensor_parallel.TpRole.ROW:
             bad = [s[1] for s in layer.grad_shapes if len(s) == 2 and s[1] % tp]
             what = "input features"
-        elif role is TpRole.COLUMN:
+        elif role is tensor_parallel.TpRole.COLUMN:
             bad = [s[0] for s in layer.grad_shapes if s[0] % tp]
             what = "output features"
         else:
@@ -57,7 +57,7 @@ def pipeline_issues(scenario: Scenario) -> list[Issue]:
     if len(gpus) > 1:
         out.append(bad_value("cluster.nodes", sorted(gpus), "one GPU kind for tensor or pipeline parallelism "
                                                             "(mixed clusters run data parallelism only)"))
-    if Recompute(t.recompute) is not Recompute.NONE and transformer_shape(model) is None:
+    if Recompute(t.recompute) is not Recompute.NONE and mp_plan.transformer_shape(model) is None:
         out.append(bad_value("training.recompute", t.recompute.value, "none for a model without attention blocks"))
     replica = resolve_batch(s, data_parallel_degree(s)) * t.grad_accumulation  # (io.resolve: dp and the batch fit)
     if replica % t.micro_batch:
@@ -66,7 +66,7 @@ def pipeline_issues(scenario: Scenario) -> list[Issue]:
         out.append(bad_value("training.schedule", t.schedule.value, f"a number of micro-batches "
                              f"({replica // t.micro_batch}) divisible by pp ({pp}) for interleaving"))
     if pp * v > 1:
-        units = pipeline_units(model)
+        units = mp_plan.pipeline_units(model)
         if not units:
             out.append(bad_value("training.parallelism.pp", "> 1", f"1 for {model.name}: pipeline stages are cut "
                                                                    "between transformer blocks"))
@@ -81,10 +81,10 @@ def zero_model_issues(scenario: Scenario) -> list[Issue]:
     t, model = scenario.training, scenario.workload.model
     if not t.parallelism.zero or is_model_parallel(scenario):
         return []
-    units = fsdp_units(model)
+    units = sharding.fsdp_units(model)
     if not units:
         return [bad_value(ZERO_KEY, t.parallelism.zero, "0 for a model without parameters")]
-    if t.recompute is not Recompute.NONE and not block_units(model, units):
+    if t.recompute is not Recompute.NONE and not sharded_dp.block_units(model, units):
         return [bad_value("training.recompute", t.recompute.value, "none for a model without transformer blocks "
                                                                    "(recomputation is per block)")]
     return []
