@@ -15,6 +15,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import GpuSpec, HostCpuCatalog, HostCpuSpec, IntraNodeLayout, IntraNodeSpec, LinkSpec, TopologyKind
+from simdist.io.issues import from_validation_error
 from simdist.io.schema_cluster import CatalogGpuModel, CollectiveOp, DType, GpuFigures
 from simdist.io.yaml_cache import cached_parse, pyyaml_version
 from simdist.units import (format_bandwidth, format_duration, parse_bandwidth, parse_duration,
@@ -204,7 +205,6 @@ def parse_gpu_catalog(data: object, file: str) -> dict[str, GpuSpec]:
     every key but efficiency_source required; all problems reported at once."""
     from pydantic import ValidationError
 
-    from simdist.io.issues import from_validation_error
 
     issues = _Issues()
     table = issues.take(_mapping, data, file) or {}
