@@ -36,6 +36,8 @@ LAZY_MODULES = (
     # what io.rules_parallel reads only for tensor, pipeline and sharded data parallelism
     "simdist.strategies.mp_plan", "simdist.strategies.sharded_dp", "simdist.strategies.sharding",
     "simdist.strategies.tensor_parallel",
+    # the model-parallel groups a data-parallel run never builds
+    "simdist.engine.mp_groups",
 )
 
 

@@ -20,7 +20,7 @@ from simdist.collectives.nccl_env import enable_of
 from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.ps import ps_chains, ps_node_chains
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
-from simdist.engine.mp_groups import LayoutGroups
+import simdist.engine.mp_groups as mp_groups  # lazy (simdist.LAZY_MODULES): data-parallel runs never load it
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.network.base import NetworkModel
 from simdist.scenario import Fidelity, PsPlacement, Scenario, StrategyKind
@@ -145,7 +145,7 @@ class FabricContext:
         if key not in cache:
             if len(cache) >= 64:
                 cache.clear()
-            cache[key] = LayoutGroups(self, layout, plan)
+            cache[key] = mp_groups.LayoutGroups(self, layout, plan)
         return cache[key]
 
 
