@@ -31,6 +31,7 @@ LAZY_MODULES = (
     "simdist.io.cli_options", "simdist.io.compare_input", "simdist.io.feasibility", "simdist.io.memory_hints",
     "simdist.io.sweep_check", "simdist.io.sweep_load", "simdist.io.load",
     "simdist.engine.simulation", "simdist.engine.composite", "simdist.engine.context",
+    "simdist.engine.context_cache",
     "simdist.report", "simdist.results.writers", "simdist.scenario", "simdist.strategies.stragglers",
     "simdist.io.calibration", "simdist.failures.targets",
     # what io.rules_parallel reads only for tensor, pipeline and sharded data parallelism

@@ -16,7 +16,7 @@ import click
 
 import simdist.compare as breakeven_analysis
 import simdist.engine.composite as composite
-import simdist.engine.context as engine_context
+import simdist.engine.context_cache as engine_context_cache
 import simdist.engine.simulation as simulation
 import simdist.io.cli_options as cli_options
 import simdist.io.compare_input as compare_input
@@ -228,7 +228,7 @@ def _link_loads(scenario):
         links = simulation.simulate(scenario, fidelity="simulate").links
         return links, f"the {len(links)} busiest links"
     healthy = composite.healthy_scenario(scenario) if stragglers.needs_timeline(scenario) else scenario
-    ctx = engine_context.build_context(healthy, scenario_types.Fidelity.SIMULATE)
+    ctx = engine_context_cache.run_context(healthy, scenario_types.Fidelity.SIMULATE)
     composite.run_training(healthy, scenario_types.Fidelity.SIMULATE, with_baseline=False, context=ctx)
     loads = ctx.network.link_utilization(ctx.env.now)
     return loads, f"every link ({sum(1 for u in loads.values() if u > 0)} carried traffic)"

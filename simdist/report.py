@@ -4,13 +4,13 @@ from __future__ import annotations
 import re
 
 from simdist.engine.context import server_topology_args
+from simdist.engine.context_cache import shared_topology
 from simdist.failures.report import format_goodput, format_phases
 from simdist.io.catalog import catalog_table
 from simdist.results.records import RunResult
 from simdist.scenario import PsPlacement, Scenario, StrategyKind
 from simdist.strategies.rank_memory import memory_by_group
 from simdist.tables import format_pairs, format_table
-from simdist.topology.build import build_topology
 from simdist.topology.summary import summary as topology_facts
 from simdist.units import format_bandwidth, format_duration, format_flops, format_memory, format_size
 from simdist.workload.catalog import get_model, model_keys
@@ -61,7 +61,7 @@ def cluster_summary(scenario: Scenario) -> tuple[dict[str, object], object]:
     comm = scenario.communication
 
     dedicated = comm.strategy == StrategyKind.PS and comm.ps_placement == PsPlacement.DEDICATED
-    topology = build_topology(cluster, **server_topology_args(scenario))
+    topology = shared_topology(cluster, **server_topology_args(scenario))
     facts = topology_facts(topology)
     precision = scenario.workload.precision.value
     peak = sum(g.count * g.gpus_per_node * g.gpu.flops(precision) for g in cluster.node_groups)

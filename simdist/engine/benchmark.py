@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from simdist.collectives.cost import bus_factor
-from simdist.engine.context import build_context
+from simdist.engine.context_cache import run_context
 from simdist.engine.outcomes import top_links
 from simdist.engine.state import result_header
 from simdist.topology.summary import link_assumptions
@@ -14,7 +14,7 @@ def run_benchmark(scenario: Scenario, fidelity: Fidelity) -> RunResult:
     """Each size runs alone on an idle fabric, as nccl-tests measures it (one op at a time)."""
     bench = scenario.workload.benchmark
     assert bench is not None
-    ctx = build_context(scenario, fidelity)
+    ctx = run_context(scenario, fidelity)
     n = ctx.group.size
     rows = []
     for size in bench.sizes_bytes:

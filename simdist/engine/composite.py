@@ -27,7 +27,7 @@ import math
 from dataclasses import replace
 from functools import partial
 
-from simdist.engine.context import build_context
+from simdist.engine.context_cache import run_context, shared_topology
 from simdist.engine.training import run_steady
 from simdist.failures.costs import job_spec, recovery_costs
 from simdist.failures.equivalence import DeadLinkEquivalence
@@ -40,7 +40,6 @@ from simdist.results.records import FailureModel, RunResult, StepRecord, Through
 from simdist.scenario import BatchSplit, Fidelity, Scenario, SyncMode
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.phases import is_phased, phases, switch_iteration
-from simdist.topology.build import build_topology
 
 
 def run_training(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
@@ -115,7 +114,7 @@ def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:
     flow network routes around it): the training run on a cluster built here, with those capacities set
     before it starts. A fabric that no longer connects every rank raises InfeasibleError naming the link."""
     assert scenario.training.sync == SyncMode.BSP, "io.rules: link changes run with bsp"
-    ctx = build_context(scenario, fidelity)
+    ctx = run_context(scenario, fidelity)
     index = ctx.topology.links.index
     for u, v, factor in links:
         if factor == 0.0:
@@ -145,9 +144,9 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     assert scenario.workload.model is not None and scenario.training.sync != SyncMode.HYBRID, "io.rules"
     assert scenario.run.duration_s is not None, "io.rules: a failure run needs run.duration"
     healthy = healthy_scenario(scenario)
-    ctx = build_context(healthy, fidelity)
+    ctx = run_context(healthy, fidelity)
     base = run_training(healthy, fidelity, context=ctx)
-    facts = failure_targets(build_topology(scenario.cluster))
+    facts = failure_targets(shared_topology(scenario.cluster))
     dp = data_parallel_degree(scenario)  # tp x pp GPUs hold one replica: the batch splits over dp replicas
     bpg = resolve_batch(scenario, dp)
     k = scenario.training.grad_accumulation
@@ -190,5 +189,5 @@ def failure_model(scenario: Scenario) -> FailureModel:
     """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
     Young/Daly interval, closed form): what a sweep plot marks."""
     assert scenario.failures is not None, "the failure model of a scenario with failures"
-    return model_summary(scenario.failures, failure_targets(build_topology(scenario.cluster)), recovery_costs(scenario),
+    return model_summary(scenario.failures, failure_targets(shared_topology(scenario.cluster)), recovery_costs(scenario),
                          scenario.training.sync == SyncMode.BSP)

@@ -197,9 +197,11 @@ class BuiltCluster:
     built: dict = field(default_factory=dict, repr=False)
 
 
-def build_cluster(scenario: Scenario) -> BuiltCluster:
-    """Topology (with dedicated PS hosts when asked), the data-parallel group and its ring channels."""
-    topology = build_topology(scenario.cluster, **server_topology_args(scenario))
+def build_cluster(scenario: Scenario, topology: Topology | None = None) -> BuiltCluster:
+    """Topology (with dedicated PS hosts when asked), the data-parallel group and its ring channels;
+    `topology`: that topology already built (context_cache.shared_topology)."""
+    if topology is None:
+        topology = build_topology(scenario.cluster, **server_topology_args(scenario))
     group = data_parallel_group(scenario.cluster, topology)
     return BuiltCluster(topology, group, ring_channels(topology, group.nodes))
 

@@ -9,8 +9,8 @@ import numpy as np
 import simpy
 
 from simdist import __version__
-from simdist.engine.context import FabricContext, build_context, context_key
-from simdist.engine.context_cache import estimate_context
+from simdist.engine.context import FabricContext, context_key
+from simdist.engine.context_cache import estimate_context, run_context
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.results.cost import cluster_price_per_hour, cost_summary
 from simdist.results.records import Cost, RunResult
@@ -35,7 +35,7 @@ class Simulation:
             self.context = context if same else replace(context, scenario=scenario, env=self.env)
         else:
             self.env = simpy.Environment()
-            self.context = build_context(scenario, fidelity, env=self.env)
+            self.context = run_context(scenario, fidelity, env=self.env)
 
     @functools.cached_property
     def rng(self) -> "np.random.Generator":

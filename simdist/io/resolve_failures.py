@@ -6,6 +6,7 @@ policy does not use is refused rather than ignored.
 """
 from __future__ import annotations
 
+import simdist.engine.context_cache as context_cache
 import simdist.failures.targets as targets
 from simdist.errors import Issue, ScenarioError
 from simdist.hardware.specs import ClusterSpec
@@ -14,7 +15,6 @@ from simdist.scenario import (
     FailureDistribution, FailureEventSpec, FailureKind, FailuresSpec, MaintenanceSpec, RandomFailuresSpec,
     RecoveryPolicy, RecoverySpec,
 )
-from simdist.topology.build import build_topology
 
 _PREFIXES = {
     FailureKind.GPU_DOWN: ("gpu",), FailureKind.NODE_DOWN: ("node",), FailureKind.RACK_DOWN: ("switch",),
@@ -33,7 +33,7 @@ def _facts(cluster: ClusterSpec | None):
         return None
 
     try:
-        return targets.failure_targets(build_topology(cluster))
+        return targets.failure_targets(context_cache.shared_topology(cluster))  # the run's own, built once
     except ScenarioError:
         return None  # the cluster's own issues are reported elsewhere
 

@@ -9,14 +9,13 @@ is chosen from FABRIC_BUILDERS by FabricSpec.topology; structural facts go to `g
 The nodes of a group are alike: the first one's interior is built once and copied (NodeTemplate),
 which gives the graph the very nodes, edges and insertion order that building each node would.
 
-Built topologies are kept (a few, least recently used first out) keyed by the resolved spec's repr, so
-every run on the same cluster in one process (simulate then estimate, the cluster states of a failure
-run) shares one Topology, and with it the routes and compiled steps it keeps (Topology.shared). A
-Topology is never modified after it is built.
+A Topology is never modified after it is built: the process's context cache (engine/context_cache.py) keeps
+the built ones, so every run on the same cluster in one process (simulate then estimate, the cluster states of
+a failure run, the load's failure-target check) shares one, with the routes and compiled steps it keeps
+(Topology.shared).
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from itertools import count as count_from, takewhile
 from typing import Callable
 
@@ -58,31 +57,12 @@ def resolve_routing(cluster: ClusterSpec, server_nic: NicSpec | None = None) -> 
     return RoutingKind.DMODK if rdma and TopologyKind(cluster.fabric.topology) in SWITCHED else RoutingKind.ECMP
 
 
-_BUILT: "OrderedDict[str, Topology]" = OrderedDict()
-_KEEP = 2  # topologies of 100k GPUs take a GB or more: keep only the latest few
-
-
-def forget_built() -> None:
-    """Forget the topologies built so far, and with them their routes and compiled steps."""
-    _BUILT.clear()
-
-
 def build_topology(cluster: ClusterSpec, server_hosts: int = 0, server_nic: NicSpec | None = None,
                    host_servers: int = 0) -> Topology:
     """The whole cluster (node interiors, servers, fabric) as a Topology, of a cluster topology.validate passes
-    (io/ refuses the rest).
-    An equal spec built before in this process gives the same (shared, read-only) Topology."""
-    key = repr((cluster, server_hosts, server_nic, host_servers))  # GpuSpec compares by identity; repr is exact
-    hit = _BUILT.get(key)
-    if hit is not None:
-        _BUILT.move_to_end(key)
-        return hit
+    (io/ refuses the rest). Each call builds anew: engine/context_cache.py's `shared_topology` keeps them."""
     with gc_paused():
-        topology = _build(cluster, server_hosts, server_nic, host_servers)
-    _BUILT[key] = topology
-    while len(_BUILT) > _KEEP:
-        _BUILT.popitem(last=False)
-    return topology
+        return _build(cluster, server_hosts, server_nic, host_servers)
 
 
 def host_server_vertices(g: LinkGraph, cluster: ClusterSpec, count: int) -> list[tuple[str, int]]:

@@ -18,7 +18,6 @@ from simdist.collectives.schedule import CollectiveOp, Group, Schedule, Step, Tr
 from simdist.engine.context_cache import process_cache
 from simdist.network import steps as steps_mod
 from simdist.network.flows import FlowNetwork
-from simdist.topology.build import forget_built
 from tests.network.topos import dumbbell, single_switch
 from tests.strategies.scenario_runner import run_with
 from tests.strategies.test_sync_modes import PS, STRAGGLER
@@ -36,7 +35,6 @@ def _per_transfer(routes, sizes, repeat, topology, streams=1):
 
 def _fresh() -> None:
     """Forget built clusters and with them their compiled steps (they hold groups compiled the other way)."""
-    forget_built()
     process_cache().clear()
 
 

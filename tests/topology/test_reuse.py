@@ -1,8 +1,12 @@
-"""A cluster's topology and routes are built once per process and shared by every run on it."""
+"""A cluster's topology and routes are built once per process (the context cache keeps them) and shared by every
+run on it."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import simpy
 
+from simdist.engine.context_cache import ContextCache, shared_topology
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.network.flows import FlowNetwork
 from simdist.topology.build import build_topology
@@ -12,10 +16,24 @@ from tests.topology.factory import DGX_A100, cluster
 
 
 def test_equal_specs_share_one_topology_and_router():
-    a = build_topology(cluster(4, "fat_tree", DGX_A100, nics=2, nodes_per_leaf=2))
-    b = build_topology(cluster(4, "fat_tree", DGX_A100, nics=2, nodes_per_leaf=2))
+    spec = cluster(4, "fat_tree", DGX_A100, nics=2, nodes_per_leaf=2)
+    equal = replace(spec, node_groups=tuple(replace(g) for g in spec.node_groups))  # another object, equal
+    a, b = shared_topology(spec), shared_topology(equal)
     assert a is b and shared_router(a) is shared_router(b)
-    assert build_topology(cluster(4, "fat_tree", DGX_A100, nics=2, nodes_per_leaf=1)) is not a
+    assert shared_topology(replace(spec, fabric=replace(spec.fabric, nodes_per_leaf=1))) is not a
+    assert build_topology(spec) is not a  # build_topology keeps nothing
+
+
+def test_the_cache_keeps_the_latest_topologies_and_clear_forgets_them():
+    cache = ContextCache(max_topologies=2)
+    specs = [cluster(4, "fat_tree", DGX_A100, nics=2, nodes_per_leaf=n) for n in (1, 2, 4)]
+    first = cache.topology(specs[0])
+    assert cache.topology(specs[0]) is first and cache.stats.topologies_built == 1
+    cache.topology(specs[1]), cache.topology(specs[2])  # the first is the least recently used: out
+    assert cache.topology(specs[0]) is not first and cache.stats.topologies_built == 4
+    kept = cache.topology(specs[0])
+    cache.clear()
+    assert cache.topology(specs[0]) is not kept
 
 
 def test_models_on_one_topology_share_compiled_steps_until_one_loses_a_link():
