@@ -40,9 +40,9 @@ def _timeline_only(scenario) -> float:
     from simdist.failures.costs import job_spec, recovery_costs
     from simdist.failures.targets import failure_targets
     from simdist.failures.montecarlo import run_replicas
-    from simdist.topology.build import build_topology
+    from simdist.engine.context_cache import shared_topology
 
-    facts = failure_targets(build_topology(scenario.cluster))
+    facts = failure_targets(shared_topology(scenario.cluster))
     n = scenario.cluster.num_gpus
     bpg = scenario.workload.batch_per_gpu or 1
     job = job_spec(scenario, scenario.run.duration_s, bpg * n, bpg, 1, facts)
