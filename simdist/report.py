@@ -118,9 +118,9 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
     if result.collectives is not None:
         rows = [[format_size(r.size_bytes), r.algorithm, format_duration(r.time_s), round(r.algbw_GBps, 3),
                  round(r.busbw_GBps, 3)] for r in result.collectives]
-        bench = result.extra.get("benchmark", {})
-        title = (f"== {bench.get('op', '')} over {bench.get('ranks', result.gpus)} ranks "
-                 f"({result.fidelity}, backend {bench.get('backend', '')}) ==")
+        bench = result.benchmark
+        title = (f"== {bench.op if bench else ''} over {bench.ranks if bench else result.gpus} ranks "
+                 f"({result.fidelity}, backend {bench.backend if bench else ''}) ==")
         parts.append(format_table(["size", "algorithm", "time", "algbw GB/s", "busbw GB/s"], rows, title=title)
                      + _algorithm_notes([r.algorithm for r in result.collectives]))
     elif result.iteration_time_s is not None:

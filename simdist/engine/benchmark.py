@@ -6,7 +6,7 @@ from simdist.engine.context_cache import run_context
 from simdist.engine.outcomes import top_links
 from simdist.engine.state import result_header
 from simdist.topology.summary import link_assumptions
-from simdist.results.records import CollectiveRow, RunResult
+from simdist.results.records import BenchmarkSummary, CollectiveRow, RunResult
 from simdist.scenario import Fidelity, Scenario
 
 
@@ -31,6 +31,7 @@ def run_benchmark(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         ctx.env.run()
         links = top_links(ctx)
     return RunResult(**result_header(scenario, fidelity), collectives=tuple(rows), links=links,
-                     extra={"links_used": link_assumptions(scenario.cluster), "benchmark": {"op": bench.op.value, "ranks": n,
-                                          "strategy": scenario.communication.strategy.value,
-                                          "backend": scenario.communication.backend.value}})
+                     extra={"links_used": link_assumptions(scenario.cluster)},
+                     benchmark=BenchmarkSummary(op=bench.op.value, ranks=n,
+                                                strategy=scenario.communication.strategy.value,
+                                                backend=scenario.communication.backend.value))

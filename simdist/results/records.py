@@ -287,6 +287,16 @@ class ParallelismSummary(Record):
 
 
 @dataclass(frozen=True)
+class BenchmarkSummary(Record):
+    """What a benchmark run swept: the collective, its ranks and the communication strategy and backend."""
+
+    op: str
+    ranks: int
+    strategy: str
+    backend: str
+
+
+@dataclass(frozen=True)
 class MemoryUsage:
     per_gpu_bytes: float
     fits: bool
@@ -330,7 +340,8 @@ class RunResult:
     node_groups: tuple[NodeGroupRow, ...] | None = None  # a data-parallel run's
     sync: SyncSummary | None = None  # a data-parallel run's
     cost: Cost | None = None  # every run's, priced where it is made (engine/state.py with_cost)
-    extra: dict[str, Any] = field(default_factory=dict)  # added keys (cost, mfu, ...)
+    extra: dict[str, Any] = field(default_factory=dict)  # added keys (mfu, links_used, ...)
+    benchmark: BenchmarkSummary | None = None  # a benchmark run's (written after `extra`)
     iterations: tuple[float, ...] = ()  # per-iteration times (for iterations.csv), not in the JSON
     records: tuple[StepRecord, ...] = ()  # timeline (for trace.json), not in the JSON
 
@@ -350,12 +361,19 @@ class RunResult:
             "goodput": self.goodput.to_dict() if self.goodput else None,
             "collectives": [asdict(r) for r in self.collectives] if self.collectives is not None else None,
         }
-        for key in RECORD_KEYS:  # the typed records, where the run has them
+        self._write_records(out, RECORD_KEYS[:_BEFORE_EXTRA])
+        out.update(self.extra)
+        self._write_records(out, RECORD_KEYS[_BEFORE_EXTRA:])
+        return out
+
+    def _write_records(self, out: dict[str, Any], keys: tuple[str, ...]) -> None:
+        """The typed records among `keys` that the run has, as their JSON objects (lists for row tuples)."""
+        for key in keys:
             value = getattr(self, key)
             if value is not None:
                 out[key] = [x.to_dict() for x in value] if isinstance(value, tuple) else value.to_dict()
-        out.update(self.extra)
-        return out
 
 
-RECORD_KEYS = ("strategy", "parallelism", "node_groups", "sync", "cost")  # RunResult's typed records (top-level JSON keys)
+# RunResult's typed records (top-level JSON keys); the first _BEFORE_EXTRA go before `extra`, the rest after it
+RECORD_KEYS = ("strategy", "parallelism", "node_groups", "sync", "cost", "benchmark")
+_BEFORE_EXTRA = 5
