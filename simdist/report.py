@@ -125,8 +125,8 @@ def print_result(scenario: Scenario, result: RunResult) -> str:
                      + _algorithm_notes([r.algorithm for r in result.collectives]))
     elif result.iteration_time_s is not None:
         parts.append(_training_report(result, scenario))
-    if result.extra.get("phases"):  # sync hybrid, batch_split dynamic (engine/hybrid.py)
-        parts.append(format_phases(result.extra["phases"]))
+    if result.phases:  # sync hybrid, batch_split dynamic (engine/composite.py)
+        parts.append(format_phases(result.phases))
     if result.goodput:  # failure runs (simdist/failures/report.py)
         parts.append(format_goodput(result.goodput))
     cost = cost_text(result.cost.to_dict() if result.cost else None)

@@ -36,7 +36,7 @@ from simdist.failures.state import ClusterState, JobSpec
 from simdist.failures.step_time import StateStepTime
 from simdist.failures.targets import failure_targets
 from simdist.progress import Progress
-from simdist.results.records import FailureModel, RunResult, StepRecord, Throughput
+from simdist.results.records import FailureModel, PhaseRow, PhasesSummary, RunResult, StepRecord, Throughput
 from simdist.scenario import BatchSplit, Fidelity, Scenario, SyncMode
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.phases import is_phased, phases, switch_iteration
@@ -70,31 +70,25 @@ def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     samples = last.throughput.samples_per_s * last.iteration_time_s / iteration_s
     tokens = (last.throughput.tokens_per_s * last.iteration_time_s / iteration_s
               if last.throughput.tokens_per_s else None)
-    rows = []
-    for first, count, s in parts:
-        r = results[s.training]
-        rows.append({"phase": _label(s), "first_iteration": first, "iterations": count,
-                     "sync": s.training.sync.value, "batch_split": s.training.batch_split.value,
-                     "iteration_time_s": r.iteration_time_s, "samples_per_s": r.throughput.samples_per_s,
-                     "time_s": count * r.iteration_time_s})
+    rows = tuple(PhaseRow(phase=_label(s), first_iteration=first, iterations=count, sync=s.training.sync.value,
+                          batch_split=s.training.batch_split.value,
+                          iteration_time_s=results[s.training].iteration_time_s,
+                          samples_per_s=results[s.training].throughput.samples_per_s,
+                          time_s=count * results[s.training].iteration_time_s) for first, count, s in parts)
     t = scenario.training
-    summary = {"iterations": n, "time_s": total, "iteration_time_s": iteration_s, "samples_per_s": samples,
-               "phases": rows}
-    sync = last.sync
-    if t.sync is SyncMode.HYBRID:
-        s_it = switch_iteration(scenario)
-        summary["switch_iteration"] = s_it
-        summary["switch_fraction"] = s_it / n
-        sync = replace(sync, mode="hybrid", hybrid=summary)
-    if t.batch_split is BatchSplit.DYNAMIC:
-        summary["rebalance_every"] = t.rebalance_every
-    extra = {**last.extra, "phases": summary,
+    hybrid = t.sync is SyncMode.HYBRID
+    s_it = switch_iteration(scenario) if hybrid else None
+    summary = PhasesSummary(iterations=n, time_s=total, iteration_time_s=iteration_s, samples_per_s=samples,
+                            phases=rows, switch_iteration=s_it, switch_fraction=s_it / n if hybrid else None,
+                            rebalance_every=t.rebalance_every if t.batch_split is BatchSplit.DYNAMIC else None)
+    sync = replace(last.sync, mode="hybrid", hybrid=summary) if hybrid else last.sync
+    extra = {**last.extra,
              "simulated_iterations": sum(r.extra.get("simulated_iterations", 0) for r in results.values())}
     strategy = last.strategy and replace(last.strategy, batch_split=t.batch_split.value)
     times = tuple(x for _, count, s in parts for x in (results[s.training].iteration_time_s,) * count)
     return replace(last, iteration_time_s=iteration_s, throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
                    scaling_efficiency=last.scaling_efficiency * last.iteration_time_s / iteration_s,
-                   strategy=strategy, sync=sync, extra=extra, iterations=times)
+                   strategy=strategy, sync=sync, extra=extra, phases=summary, iterations=times)
 
 
 def state_step_time(scenario: Scenario, fidelity: Fidelity, job: JobSpec) -> StateStepTime:

@@ -2,7 +2,7 @@
 the phases of a hybrid-sync or dynamic-split run."""
 from __future__ import annotations
 
-from simdist.results.records import Goodput
+from simdist.results.records import Goodput, PhasesSummary
 from simdist.tables import format_pairs, format_table
 from simdist.units import format_duration
 
@@ -48,17 +48,17 @@ def format_goodput(g: Goodput) -> str:
     return out + "\n\n" + format_pairs(pairs, title="== failure model ==")
 
 
-def format_phases(p: dict) -> str:
+def format_phases(p: PhasesSummary) -> str:
     """One row per steady phase (engine/composite.py) and the iteration-weighted total."""
-    rows = [[f"{r['first_iteration']}-{r['first_iteration'] + r['iterations'] - 1}", r["sync"], r["batch_split"],
-             format_duration(r["iteration_time_s"]), f"{r['samples_per_s']:,.1f}", format_duration(r["time_s"])]
-            for r in p["phases"]]
-    rows.append([f"all {p['iterations']}", "", "", format_duration(p["iteration_time_s"]), f"{p['samples_per_s']:,.1f}",
-                 format_duration(p["time_s"])])
+    rows = [[f"{r.first_iteration}-{r.first_iteration + r.iterations - 1}", r.sync, r.batch_split,
+             format_duration(r.iteration_time_s), f"{r.samples_per_s:,.1f}", format_duration(r.time_s)]
+            for r in p.phases]
+    rows.append([f"all {p.iterations}", "", "", format_duration(p.iteration_time_s), f"{p.samples_per_s:,.1f}",
+                 format_duration(p.time_s)])
     notes = []
-    if "switch_iteration" in p:
-        notes.append(f"bsp from iteration {p['switch_iteration']} ({p['switch_fraction']:.0%} of the run asynchronous)")
-    if "rebalance_every" in p:
-        notes.append(f"re-split every {p['rebalance_every']} iterations")
+    if p.switch_iteration is not None:
+        notes.append(f"bsp from iteration {p.switch_iteration} ({p.switch_fraction:.0%} of the run asynchronous)")
+    if p.rebalance_every is not None:
+        notes.append(f"re-split every {p.rebalance_every} iterations")
     return format_table(["iterations", "sync", "batch split", "iteration time", "samples/s", "time"], rows,
                         title=f"== phases ({'; '.join(notes)}) ==")

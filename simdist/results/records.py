@@ -124,6 +124,35 @@ class StrategySummary(Record):
 
 
 @dataclass(frozen=True)
+class PhaseRow(Record):
+    """One steady phase of a phased run: its iterations, how it synchronised and split the batch, its rate."""
+
+    phase: str
+    first_iteration: int
+    iterations: int
+    sync: str
+    batch_split: str
+    iteration_time_s: float
+    samples_per_s: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class PhasesSummary(Record):
+    """A phased run (sync hybrid, batch_split dynamic): the iteration-weighted whole and its phases; a hybrid
+    run's switch (iteration and share of the run), a dynamic split's re-split period."""
+
+    iterations: int
+    time_s: float
+    iteration_time_s: float
+    samples_per_s: float
+    phases: tuple[PhaseRow, ...]
+    switch_iteration: int | None = None
+    switch_fraction: float | None = None
+    rebalance_every: int | None = None
+
+
+@dataclass(frozen=True)
 class SyncSummary(Record):
     """How a data-parallel run synchronised: its mode, every worker's samples/s, each worker's bytes into the
     exchange per iteration, the stragglers, observed staleness (`staleness_bound`: ssp's), the parameter
@@ -141,7 +170,7 @@ class SyncSummary(Record):
     local_steps: int | None = None
     aggregate_samples_per_s: float | None = None
     staleness_bound: int | None = None
-    hybrid: dict[str, Any] | None = None
+    hybrid: PhasesSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +371,7 @@ class RunResult:
     cost: Cost | None = None  # every run's, priced where it is made (engine/state.py with_cost)
     extra: dict[str, Any] = field(default_factory=dict)  # added keys (mfu, links_used, ...)
     benchmark: BenchmarkSummary | None = None  # a benchmark run's (written after `extra`)
+    phases: PhasesSummary | None = None  # a phased run's (engine/composite.py run_phased; written after `extra`)
     iterations: tuple[float, ...] = ()  # per-iteration times (for iterations.csv), not in the JSON
     records: tuple[StepRecord, ...] = ()  # timeline (for trace.json), not in the JSON
 
@@ -375,5 +405,5 @@ class RunResult:
 
 
 # RunResult's typed records (top-level JSON keys); the first _BEFORE_EXTRA go before `extra`, the rest after it
-RECORD_KEYS = ("strategy", "parallelism", "node_groups", "sync", "cost", "benchmark")
+RECORD_KEYS = ("strategy", "parallelism", "node_groups", "sync", "cost", "benchmark", "phases")
 _BEFORE_EXTRA = 5

@@ -49,10 +49,9 @@ def test_hybrid_switches_from_asp_to_bsp_at_the_given_iteration(fidelity, switch
     assert r.iteration_time_s == pytest.approx(total / n, rel=1e-12)
     assert r.throughput.samples_per_s == pytest.approx(n * 4 * 32 / total, rel=1e-12)
     h = r.sync.hybrid
-    assert r.sync.mode == "hybrid" and h["switch_iteration"] == s
-    assert [(p["sync"], p["first_iteration"], p["iterations"]) for p in h["phases"]] == [("asp", 0, s),
-                                                                                        ("bsp", s, n - s)]
-    assert h["phases"][0]["iteration_time_s"] == pytest.approx(ta) and h["time_s"] == pytest.approx(total)
+    assert r.sync.mode == "hybrid" and h.switch_iteration == s and r.phases == h
+    assert [(p.sync, p.first_iteration, p.iterations) for p in h.phases] == [("asp", 0, s), ("bsp", s, n - s)]
+    assert h.phases[0].iteration_time_s == pytest.approx(ta) and h.time_s == pytest.approx(total)
     assert r.iterations == (ta,) * s + (tb,) * (n - s)
 
 
@@ -83,9 +82,9 @@ def test_dynamic_split_rebalances_after_k_iterations():
     # the straggler (2x slower) gets about half the work: 128 samples over speeds 1, 1/2, 1, 1 -> 37, 18, 37, 36
     batches = rank_batches(balanced)
     assert sum(batches) == 128 and batches[1] < 32 < min(batches[0], batches[2], batches[3])
-    phases = dyn.extra["phases"]["phases"]
-    assert [(p["batch_split"], p["iterations"]) for p in phases] == [("proportional", 10), ("dynamic", 30)]
-    t_eq, t_bal = phases[0]["iteration_time_s"], phases[1]["iteration_time_s"]
+    phases = dyn.phases.phases
+    assert [(p.batch_split, p.iterations) for p in phases] == [("proportional", 10), ("dynamic", 30)]
+    t_eq, t_bal = phases[0].iteration_time_s, phases[1].iteration_time_s
     assert t_eq == pytest.approx(eq.iteration_time_s, rel=1e-12) and t_bal < t_eq
     assert dyn.iteration_time_s == pytest.approx((10 * t_eq + 30 * t_bal) / 40, rel=1e-12)
 
