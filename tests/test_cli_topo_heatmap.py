@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.figure
 from matplotlib.collections import LineCollection
 import pytest
 from click.testing import CliRunner
@@ -15,20 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FILE = str(ROOT / "scenarios" / "default.yaml")
 
 
-def _spy(monkeypatch) -> list:
-    seen, real = [], matplotlib.figure.Figure.savefig
-
-    def spy(fig, path, *a, **k):
-        seen.append(fig)
-        return real(fig, path, *a, **k)
-
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
-    return seen
-
-
 @pytest.mark.parametrize("ext", ["png", "svg"])
-def test_topo_heatmap_renders_the_simulated_links(tmp_path, monkeypatch, ext):
-    seen = _spy(monkeypatch)
+def test_topo_heatmap_renders_the_simulated_links(tmp_path, drawn, ext):
+    seen = drawn
     path = tmp_path / f"heat.{ext}"
     # run.fidelity=estimate: the heatmap simulates anyway (the closed forms give no per-link load)
     out = CliRunner().invoke(main, ["topo", FILE, "--set", "run.fidelity=estimate", "--heatmap", str(path)])
@@ -49,12 +37,12 @@ def test_topo_heatmap_renders_the_simulated_links(tmp_path, monkeypatch, ext):
     assert not [c for c in ax.collections if isinstance(c, LineCollection) and c.get_array() is None]
 
 
-def test_heatmap_of_a_result_colours_only_its_links_and_greys_the_rest(tmp_path, monkeypatch):
+def test_heatmap_of_a_result_colours_only_its_links_and_greys_the_rest(tmp_path, drawn):
     from simdist.io.load import load_scenario
     from simdist.plots import link_heatmap
     from simdist.report import cluster_summary
 
-    seen = _spy(monkeypatch)
+    seen = drawn
     _, topology = cluster_summary(load_scenario(FILE))
     result = simdist.simulate(FILE, fidelity="simulate")
     link_heatmap(topology, result.links, str(tmp_path / "h.png"))

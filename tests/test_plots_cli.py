@@ -8,7 +8,6 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import matplotlib.figure
 import pytest
 from click.testing import CliRunner
 
@@ -33,19 +32,6 @@ failures:
   recovery: {policy: checkpoint_restart, checkpoint_interval: "30 min"}
 run: {duration: "60 d", fidelity: estimate, replicas: 2}
 """
-
-
-@pytest.fixture
-def drawn(monkeypatch) -> list:
-    """The Figures the command under test saves."""
-    seen, real = [], matplotlib.figure.Figure.savefig
-
-    def spy(fig, path, *a, **k):
-        seen.append(fig)
-        return real(fig, path, *a, **k)
-
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
-    return seen
 
 
 def _file(tmp_path, text: str) -> str:
