@@ -35,11 +35,16 @@ def compute(scenario: Path) -> dict:
 
 def main(argv: list[str]) -> int:
     if "--regenerate" not in argv:
-        print("usage: python -m tests.golden.regenerate --regenerate")
+        print("usage: python -m tests.golden.regenerate --regenerate [scenarios/…/NAME.yaml ...]")
         return 2
     from simdist.results.writers import atomic_write_text
 
-    for scenario in shipped_scenarios():
+    only = [(REPO / a).resolve() for a in argv if a != "--regenerate"]
+    unknown = [p for p in only if p not in shipped_scenarios()]
+    if unknown:
+        print(f"not a shipped scenario: {', '.join(str(p) for p in unknown)}")
+        return 2
+    for scenario in only or shipped_scenarios():
         path = golden_path(scenario)
         atomic_write_text(path, json.dumps(compute(scenario), indent=2, sort_keys=True) + "\n")
         print(f"wrote {path.relative_to(REPO)}")
