@@ -48,6 +48,9 @@ class LayerSpec:
     # A linear layer a Transformer Engine recipe (fp8, mxfp8, nvfp4) leaves in bf16: Megatron-Core's output layer
     # and the task heads are plain tensor-parallel / torch layers, not TE modules (simdist.low_precision)
     high_precision: bool = False
+    # A frozen layer (LoRA's base weights, simdist.workload.lora): `params` are kept (read forward and for the
+    # input gradient) but get no weight gradient, gradient tensor (grad_shapes is empty) or optimizer state
+    frozen: bool = False
 
     def scaled_kernels(self, f: float) -> dict:
         """`replace` arguments giving the kernels a fraction f of their work (for a tensor-parallel shard)."""
