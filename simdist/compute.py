@@ -166,8 +166,10 @@ def _roofline(flops: float, bytes_moved: float, peak: float, eff: float, bw: flo
 
 
 def first_trainable_layer(model: ModelSpec) -> int:
-    """Index of the first layer with parameters (len(layers) when none): backward starts needing input grads after it."""
-    return next((i for i, layer in enumerate(model.layers) if layer.params > 0), len(model.layers))
+    """Index of the first layer with trainable parameters (len(layers) when none; frozen layers' do not count):
+    backward starts needing input grads after it."""
+    return next((i for i, layer in enumerate(model.layers) if layer.params > 0 and not layer.frozen),
+                len(model.layers))
 
 
 # "native": the layout the frameworks pick for the units that run the convolution (NHWC on tensor cores, NCHW on
@@ -209,7 +211,8 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
                 weight_cast_share: float = 1.0) -> list[LayerTime]:
     """Per-layer forward/backward time of a `batch`-sample micro-batch, in forward order.
 
-    Backward is 2 x forward FLOPs (input gradient + weight gradient). Layers before the first layer with
+    Backward is 2 x forward FLOPs (input gradient + weight gradient), 1 x for a frozen layer (LayerSpec.frozen:
+    input gradient only, no weight gradient written or accumulated). Layers before the first layer with
     parameters have no backward at all (nothing upstream needs a gradient); the first one computes only its
     weight gradient (1 x forward FLOPs), as autograd does for a network input that does not require grad.
     `efficiency_factors` (one per layer, in (0, 1]) multiply each layer's FLOP efficiency: tensor parallelism
@@ -274,7 +277,7 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         if i < first:
             out.append(LayerTime(fwd, 0.0))
             continue
-        wgrad = layer.params > 0
+        wgrad = layer.params > 0 and not layer.frozen  # a frozen layer (LoRA's base) computes no weight gradient
         accumulate = 0.0
         if accumulation_bytes and wgrad:
             accumulate = (layer.params * (grad_w + 2 * accumulation_bytes) / bw
@@ -291,8 +294,8 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         # write the input gradient (dgrad), read the weights (dgrad) and write their gradients (wgrad)
         bwd_bytes = batch * ((layer.output_elems + layer.saved_elems) * q + (layer.input_elems * a if dgrad else 0))
         bwd_bytes += layer.params * (w * int(dgrad) + grad_w * int(wgrad))
-        if dgrad:
-            bwd_flops = 2.0 * flops
+        if dgrad:  # input gradient + weight gradient; a frozen layer's input gradient only (1 x forward)
+            bwd_flops = (1.0 if layer.frozen else 2.0) * flops
         else:
             bwd_flops = flops if wgrad else 0.0
         kernels = max(1, int(dgrad) + int(wgrad)) if layer.params else 1
