@@ -51,11 +51,52 @@ class LayerSpec:
     # A frozen layer (LoRA's base weights, simdist.workload.lora): `params` are kept (read forward and for the
     # input gradient) but get no weight gradient, gradient tensor (grad_shapes is empty) or optimizer state
     frozen: bool = False
+    # Routed experts whose weights this layer holds (a mixture-of-experts layer `blocks.{i}.experts`: `params`
+    # are all of them, `fwd_flops` the active work, each token through top_k of them); 0: not an expert layer
+    experts: int = 0
 
     def scaled_kernels(self, f: float) -> dict:
         """`replace` arguments giving the kernels a fraction f of their work (for a tensor-parallel shard)."""
         return {"fwd_kernels": tuple(k.scaled(f) for k in self.fwd_kernels),
                 "bwd_kernels": tuple(k.scaled(f) for k in self.bwd_kernels)}
+
+
+ROUTERS = ("softmax", "sigmoid")
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """The mixture-of-experts layers of a model (docs/model.md, "Mixture of experts").
+
+    Each MoE block replaces the dense MLP by a router (a hidden x experts linear gate), `experts` routed
+    SwiGLU experts of `expert_ffn_hidden` of which each token runs `top_k`, and `shared_experts` experts every
+    token runs. `capacity_factor` caps the tokens an expert takes at factor x tokens x top_k / experts (None:
+    dropless, as Megatron-Core and the published runs train); `first_dense_layers` blocks come before the first
+    MoE block and keep a dense MLP (DeepSeek-V3: 3).
+    """
+
+    experts: int
+    top_k: int
+    shared_experts: int = 0
+    expert_ffn_hidden: int = 0
+    capacity_factor: float | None = None
+    router: str = "softmax"  # softmax | sigmoid
+    first_dense_layers: int = 0
+
+    def __post_init__(self) -> None:
+        for label, v in (("experts", self.experts), ("top_k", self.top_k), ("expert_ffn_hidden", self.expert_ffn_hidden)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{label} must be a positive integer, got {v!r}")
+        for label, v in (("shared_experts", self.shared_experts), ("first_dense_layers", self.first_dense_layers)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{label} must be a non-negative integer, got {v!r}")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) must not exceed experts ({self.experts})")
+        if self.router not in ROUTERS:
+            raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {self.router!r}")
+        cf = self.capacity_factor
+        if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not cf > 0):
+            raise ValueError(f"capacity_factor must be a positive number or None (dropless), got {cf!r}")
 
 
 @dataclass(frozen=True)
@@ -67,6 +108,7 @@ class ModelSpec:
     layers: tuple[LayerSpec, ...]
     tokens_per_sample: int | None = None
     source: str = ""
+    moe: MoeSpec | None = None  # None: a dense model
 
     @property
     def params(self) -> int:
@@ -75,6 +117,15 @@ class ModelSpec:
     @property
     def fwd_flops(self) -> float:
         return sum(layer.fwd_flops for layer in self.layers)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token runs through: an expert layer counts top_k of its experts (all of them in a
+        dense model, where it equals `params`)."""
+        if self.moe is None:
+            return self.params
+        k = self.moe.top_k
+        return sum(layer.params * k // layer.experts if layer.experts else layer.params for layer in self.layers)
 
     def gradients_backward_order(self) -> list[tuple[int, tuple[int, ...]]]:
         """(layer index, shape) of every gradient tensor in the order backward produces them."""
