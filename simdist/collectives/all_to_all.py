@@ -16,12 +16,13 @@ chunks); a sender already on the destination's rail sends directly.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
 from simdist.collectives._steps import Chain
-from simdist.collectives.schedule import Group, Step, TransferArray
+from simdist.collectives.schedule import Group, Schedule, Step, TransferArray
 
 LABEL = "p2p all-to-all"
 
@@ -46,36 +47,67 @@ def pxn_relays(group: Group) -> "dict[tuple[int, int], int] | None":
             for s in group.ranks for d in group.ranks if where[s][0] != where[d][0]}
 
 
+def p2p_all_to_all_transfers(group: Group, matrix: np.ndarray, pxn: bool = False) -> "tuple[TransferArray, bool]":
+    """The flows of an all-to-all whose rank group.ranks[i] sends matrix[i][j] to group.ranks[j] (nothing to
+    itself), and whether any is relayed by PXN: direct sends first, then each relayed send's two hops (sender ->
+    rail GPU, rail GPU -> destination) in the same pair order."""
+    ranks = group.ranks
+    n = len(ranks)
+    if matrix.shape != (n, n) or (matrix < 0).any():
+        raise ValueError(f"send_bytes must be a non-negative {n} x {n} matrix, got shape {matrix.shape}")
+    src_i, dst_i = np.nonzero(matrix > 0)
+    keep = src_i != dst_i
+    src_i, dst_i = src_i[keep], dst_i[keep]
+    rank_of = np.asarray(ranks, dtype=np.int64)
+    src, dst, size = rank_of[src_i], rank_of[dst_i], matrix[src_i, dst_i]
+    via = _relay_ranks(group, src_i, dst_i) if pxn and src_i.size else None
+    if via is None or (via == src).all():
+        return TransferArray(src, dst, size), via is not None
+    direct = via == src
+    relayed = ~direct
+    return TransferArray(np.concatenate([src[direct], src[relayed], via[relayed]]),
+                         np.concatenate([dst[direct], via[relayed], dst[relayed]]),
+                         np.concatenate([size[direct], size[relayed], size[relayed]])), True
+
+
 def p2p_all_to_all_chain(group: Group, size_bytes: float | None = None,
                          send_bytes: "Sequence[Sequence[float]] | np.ndarray | None" = None,
                          pxn: bool = False) -> Chain:
     """One step of independent flows: rank group.ranks[i] sends send_bytes[i][j] to group.ranks[j] (default: the
     balanced matrix of `size_bytes`); with `pxn`, an inter-node send relays through the sender's node GPU on the
     destination's rail (module docstring)."""
-    ranks = group.ranks
-    n = len(ranks)
+    n = len(group.ranks)
     if n <= 1:
         return ()
     matrix = balanced_send_bytes(size_bytes or 0.0, n) if send_bytes is None else np.asarray(send_bytes, float)
-    if matrix.shape != (n, n) or (matrix < 0).any():
-        raise ValueError(f"send_bytes must be a non-negative {n} x {n} matrix, got shape {matrix.shape}")
-    src_i, dst_i = np.nonzero(matrix > 0)
-    keep = src_i != dst_i
-    src_i, dst_i = src_i[keep], dst_i[keep]
-    if not src_i.size:
+    transfers, relayed = p2p_all_to_all_transfers(group, matrix, pxn)
+    if not len(transfers):
         return ()
-    rank_of = np.asarray(ranks, dtype=np.int64)
-    src, dst, size = rank_of[src_i], rank_of[dst_i], matrix[src_i, dst_i]
-    via = _relay_ranks(group, src_i, dst_i) if pxn else None
-    if via is None or (via == src).all():
-        transfers = TransferArray(src, dst, size)
-    else:
-        direct = via == src
-        relayed = ~direct
-        transfers = TransferArray(np.concatenate([src[direct], src[relayed], via[relayed]]),
-                                  np.concatenate([dst[direct], via[relayed], dst[relayed]]),
-                                  np.concatenate([size[direct], size[relayed], size[relayed]]))
-    return (Step(transfers, lockstep=False, label=LABEL + (" (PXN)" if via is not None else "")),)
+    return (Step(transfers, lockstep=False, label=LABEL + (" (PXN)" if relayed else "")),)
+
+
+def with_send_bytes(schedule: Schedule, group: Group, send_bytes: "np.ndarray") -> Schedule:
+    """A balanced p2p all-to-all schedule (`schedule`, as the backend built it for `group`: its protocol's launch
+    step, per-hop latencies and wire fraction) carrying the uneven matrix `send_bytes` instead: every all-to-all
+    step's flows rebuilt from the matrix (PXN where the step relays), their bytes scaled by the step's wire bytes
+    over its balanced payload (the protocol's fraction). The nominal size stays the balanced per-rank buffer."""
+    matrix = np.asarray(send_bytes, float)
+    balanced = balanced_send_bytes(schedule.size_bytes, len(group.ranks))
+    chains = []
+    for chain in schedule.chains:
+        steps = []
+        for step in chain:
+            if not step.label.startswith(LABEL) or not len(step.transfers):
+                steps.append(step)
+                continue
+            pxn = "PXN" in step.label
+            wire = float(np.sum(np.asarray([t.size_bytes for t in step.transfers]))) if not isinstance(
+                step.transfers, TransferArray) else float(step.transfers.size_bytes.sum())
+            payload = float(p2p_all_to_all_transfers(group, balanced, pxn)[0].size_bytes.sum())
+            transfers, _ = p2p_all_to_all_transfers(group, matrix, pxn)
+            steps.append(replace(step, transfers=transfers.scaled(wire / payload if payload else 1.0)))
+        chains.append(tuple(steps))
+    return replace(schedule, chains=tuple(chains))
 
 
 def _relay_ranks(group: Group, src_i: np.ndarray, dst_i: np.ndarray) -> "np.ndarray | None":
