@@ -20,6 +20,7 @@ from simdist.hardware.specs import GpuSpec
 from simdist.low_precision import COPIES, HIGH_PRECISION_BYTES, RECIPES, layer_precision
 from simdist.scenario import PipelineSchedule, Recompute
 from simdist.units import format_memory
+from simdist.workload.lora import frozen_param_count, trainable_param_count
 from simdist.workload.specs import ModelSpec
 
 # CUDA context, cuBLAS/cuDNN workspaces and allocator fragmentation reserve, per GPU.
@@ -75,8 +76,11 @@ def _dtype(label: str, value: str) -> str:
 
 
 def model_state_bytes(params: float, precision: str, optimizer: str, grad_dtype: str = "fp32", zero: int = 0,
-                      dp: int = 1, quantized_copy_bytes: float = 0.0) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer states incl. fp32 master) bytes of `params` parameters on one GPU.
+                      dp: int = 1, quantized_copy_bytes: float = 0.0,
+                      frozen_params: float = 0.0) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states incl. fp32 master) bytes of `params` trainable parameters and
+    `frozen_params` frozen ones (LoRA's base: weights in the compute dtype only, no master copy, gradient or
+    optimizer state; simdist.workload.lora) on one GPU.
 
     Under a Transformer Engine recipe (fp8, mxfp8, nvfp4; `precision` as the GPU runs it) the model's weights
     stay bf16 and TE caches the quantized copies of its GEMMs' weights across micro-batches
@@ -89,9 +93,12 @@ def model_state_bytes(params: float, precision: str, optimizer: str, grad_dtype:
         raise ValueError(f"zero: got {zero!r}; expected 0, 1, 2 or 3")
     if not quantized_copy_bytes >= 0:
         raise ValueError(f"quantized_copy_bytes: got {quantized_copy_bytes!r}; expected >= 0")
+    if not frozen_params >= 0:
+        raise ValueError(f"frozen_params: got {frozen_params!r}; expected >= 0")
     mixed = p in MIXED_PRECISIONS
     recipe = RECIPES.get(p)
-    weights = params * (HIGH_PRECISION_BYTES if recipe else DTYPE_BYTES[p] if mixed else FP32_MASTER_BYTES)
+    weights = (params + frozen_params) * (HIGH_PRECISION_BYTES if recipe else DTYPE_BYTES[p] if mixed
+                                          else FP32_MASTER_BYTES)
     if recipe is not None and zero < 3:
         weights += quantized_copy_bytes
     grads = params * DTYPE_BYTES[g]
@@ -127,8 +134,8 @@ def estimate_memory(model: ModelSpec, gpu: GpuSpec, batch_per_gpu: int, precisio
     if extra_buffer_bytes < 0:
         raise ValueError(f"extra_buffer_bytes: got {extra_buffer_bytes!r}; expected >= 0")
     run = gpu.runs_as(p)  # fp8 without fp8 units computes (and keeps its weights) in fp16
-    weights, grads, states = model_state_bytes(model.params, run, opt, g, zero, dp,
-                                               quantized_copy_bytes(model.layers, run, gpu))
+    weights, grads, states = model_state_bytes(trainable_param_count(model), run, opt, g, zero, dp,
+                                               quantized_copy_bytes(model.layers, run, gpu), frozen_param_count(model))
     a = ACTIVATION_BYTES[p]
     activations = math.fsum(layer.saved_elems for layer in model.layers) * batch_per_gpu * a
     live = max((layer.input_elems + layer.output_elems for layer in model.layers), default=0.0)
@@ -184,10 +191,13 @@ class TransformerShape:
     mlp: str = "gelu"  # gelu | squared_relu (one up projection) | swiglu (gate and up projections)
     dropout: bool = True
     flash_attention: bool = False
+    cp: int = 1  # context-parallel ranks the sequence is split over: each holds seq_len / cp tokens
 
     def __post_init__(self):
         if self.mlp not in ("gelu", "squared_relu", "swiglu"):
             raise ValueError(f"mlp: got {self.mlp!r}; expected gelu, squared_relu or swiglu")
+        if not (isinstance(self.cp, int) and self.cp >= 1 and self.seq_len % self.cp == 0):
+            raise ValueError(f"cp: got {self.cp!r}; expected a positive divisor of seq_len {self.seq_len}")
 
 
 @dataclass(frozen=True)
@@ -217,7 +227,9 @@ def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, se
     2A f) and the down projection's input (q f). The attention core adds, /t: without flash attention the
     softmax output (A as), its dropout mask and output (as (1 + A)); with flash attention the fp32 log-sum-exp
     (4a) and, where the projection saved a quantized copy, the bf16 output the kernel's backward reads (A h).
-    GPT (A = q = 2, f = 4h, dropout) gives sbh (34 + 5as/h), Korthikanti's Table 2.
+    GPT (A = q = 2, f = 4h, dropout) gives sbh (34 + 5as/h), Korthikanti's Table 2. Context parallelism
+    (`shape.cp`) leaves each rank s / cp of the sequence's tokens (Megatron-Core splits the sequence), so every
+    per-token term divides by cp; the s x s core keeps its rows of s / cp queries against all s keys.
     """
     s, b, h, a, t = shape.seq_len, micro_batch, shape.hidden, shape.heads, tp
     kv = shape.kv_heads or a
@@ -225,7 +237,7 @@ def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, se
     A = float(activation_bytes)
     q = A if gemm_input_bytes is None else float(gemm_input_bytes)
     mask = 1.0 if shape.dropout else 0.0
-    tokens = s * b
+    tokens = s // shape.cp * b
     whole = tokens * h * (2 * A + 2 * q + 2 * mask)  # norm inputs, QKV and MLP inputs, dropout masks
     split = tokens * (h * A * (1 + 2 * kv / a) + h * q + f * (A * (2 if shape.mlp == "swiglu" else 1) + q))
     if shape.flash_attention:

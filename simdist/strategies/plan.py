@@ -24,6 +24,7 @@ from simdist.strategies.buckets import (Bucket, bucket_prescale_s, fusion_copy_s
                                         shifted_by_prescale)
 from simdist.strategies.stragglers import gpu_slowdowns
 from simdist.strategies.update_cost import micro_batch_processing_time, update_time
+from simdist.workload.lora import trainable_param_count
 
 
 @dataclass(frozen=True)
@@ -165,9 +166,10 @@ def anchor_scale(scenario: Scenario, group: int) -> float:
     gpu, cal = scenario.cluster.node_groups[group].gpu, scenario.compute_calibration
     times = layer_times(w.model, gpu, w.batch_per_gpu, w.precision.value, calibration=cal,
                         memory_format=w.memory_format)
-    o = update_time(w.model.params, gpu, scenario)
+    trainable = trainable_param_count(w.model)
+    o = update_time(trainable, gpu, scenario)
     k = scenario.training.grad_accumulation
-    predicted = k * (sum(x.total_s for x in times) + micro_batch_processing_time(w.model.params, gpu, scenario)) + o
+    predicted = k * (sum(x.total_s for x in times) + micro_batch_processing_time(trainable, gpu, scenario)) + o
     measured = k * w.batch_per_gpu / w.single_gpu_throughput
     pipeline = w.input_pipeline
     if pipeline is not None:
@@ -201,10 +203,11 @@ class _Kinds:
             w, cal = s.workload, s.compute_calibration
             gpu = s.cluster.node_groups[group].gpu
             times = layer_times(w.model, gpu, batch, w.precision.value, calibration=cal, memory_format=w.memory_format)
-            o = update_time(w.model.params, gpu, s)
+            trainable = trainable_param_count(w.model)  # LoRA: the adapters only (workload.lora)
+            o = update_time(trainable, gpu, s)
             # per_micro_batch clipping / unscaling runs after each micro-batch's backward and needs all of its
             # gradients (the global norm): no gradient is ready for exchange before it ends
-            tail = micro_batch_processing_time(w.model.params, gpu, s)
+            tail = micro_batch_processing_time(trainable, gpu, s)
             # backward runs from the last layer to the first: time until layer i's gradients exist
             done_after = [0.0] * len(times)
             acc = 0.0
