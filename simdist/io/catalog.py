@@ -182,7 +182,7 @@ def gpu_spec(m: GpuFigures, path: str, key: str, base: GpuSpec | None = None) ->
         if getattr(m, name) is not None:
             fields[field] = getattr(m, name)
     if isinstance(m, CatalogGpuModel):  # the catalog's documentation: `simdist catalog gpus`
-        fields["tdp_w"] = m.tdp_w
+        fields["tdp_w"] = m.tdp_w or 0.0  # 0: no published figure (shown as '-')
         notes = [m.source.strip()] + [f"{label}: {text.strip()}" for text, label in (
             (m.price_basis, "price"), (m.efficiency_source, "efficiency"), (m.interference_source, "interference"))
             if text is not None]
@@ -475,7 +475,7 @@ def catalog_table(kind: str) -> tuple[list[str], list[list[str]]]:
                                                                      "price date", "name"]
         rows = [[g.key, g.vendor] + [f"{g.peak_flops[d] / 1e12:g}" if d in g.peak_flops else "-" for d in DTYPES]
                 + [f"{g.memory_bytes / 2**30:g} GiB", format_bandwidth(g.memory_bandwidth_Bps, bits=False),
-                   f"{g.tdp_w:g} W", f"{g.price_per_hour_usd:.2f}", g.price_basis or "-",
+                   f"{g.tdp_w:g} W" if g.tdp_w else "-", f"{g.price_per_hour_usd:.2f}", g.price_basis or "-",
                    g.price_date or "-", g.name] for g in _gpu_catalog().values()]
         return head, rows
     if kind == "links":

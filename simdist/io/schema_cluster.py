@@ -246,8 +246,8 @@ class CatalogGpuModel(GpuFigures):
     """Device memory."""
     memory_bandwidth: Bandwidth  # type: ignore[assignment]
     """Device memory bandwidth."""
-    tdp_w: PosFloat
-    """Board power in watts (shown by `simdist catalog gpus`)."""
+    tdp_w: PosFloat | None = None
+    """Board power in watts (shown by `simdist catalog gpus`); absent where the vendor publishes none (TPU v5p)."""
     price_per_hour_usd: Dollars  # type: ignore[assignment]
     """Indicative price of one GPU-hour in US dollars."""
     price_basis: Text  # type: ignore[assignment]
