@@ -15,6 +15,7 @@ from simdist.errors import Issue, ScenarioError
 from simdist.io.resolve_cluster import resolve_cluster
 from simdist.io.resolve_workload import resolve_workload
 from simdist.io.resolve_failures import resolve_failures
+from simdist.io.rules_finetune import finetune_model
 from simdist.io.rules_nccl import ddp_average_issues, nccl_choice_issues, nccl_socket_issues
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
@@ -301,7 +302,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     servers = _ps_servers(m)
     cluster = resolve_cluster(m.cluster, base_dir, issues, servers if dedicated else 0)
     aggregation = _ps_aggregation(m, cluster)
-    workload: WorkloadSpec | None = resolve_workload(m.workload, issues)
+    workload: WorkloadSpec | None = finetune_model(m, resolve_workload(m.workload, issues), issues)
     gpus = cluster.num_gpus if cluster is not None else None
     training = _training(m, gpus, issues)
     communication = _communication(m, gpus, issues, servers, aggregation)

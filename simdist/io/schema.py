@@ -145,6 +145,12 @@ class InputPipelineModel(Strict):
     without one is reported and not scaled) (added key)."""
 
 
+class PackedSequencesModel(Strict):
+    document_tokens: PosInt
+    """Tokens of each document packed into a sample: seq_len / document_tokens documents per sample, each
+    attending only within itself (flash attention's varlen kernels; NeMo's packed sequences)."""
+
+
 class WorkloadModel(Strict):
     """A model to train, or a communication benchmark (exactly one)."""
 
@@ -187,6 +193,9 @@ class WorkloadModel(Strict):
     single_gpu_throughput: PosFloat | None = None
     """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
     is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""
+    packed_sequences: PackedSequencesModel | None = None
+    """{document_tokens}: documents packed into each sample, attention per document (its s^2 terms become
+    s x document_tokens); transformers with flash attention only (docs/model.md, "Fine-tuning") (added key)."""
 
     @field_validator("model")
     @classmethod
@@ -218,6 +227,17 @@ class ParallelismModel(Strict):
     """Pipeline-parallel stages."""
     zero: Annotated[int, BeforeValidator(_zero_alias), Field(strict=True, ge=0, le=3)] = 0
     """ZeRO stage 0-3; 'fsdp' is accepted as an alias and resolves to 3 (FSDP full sharding = stage 3)."""
+
+
+class FinetuneModel(Strict):
+    method: Literal["lora", "full"]
+    """lora (frozen base, low-rank adapters); full is refused: it is the training a run without the key prices."""
+    rank: PosInt | None = None
+    """LoRA: the adapters' rank r (Megatron-Bridge's `dim`, PEFT's `r`); required."""
+    target_modules: Annotated[list[Literal["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2", "all-linear",
+                                           "attention"]], Field(min_length=1)] | None = None
+    """LoRA: the block linears adapted, Megatron-Core's names (attention: linear_qkv and linear_proj; all-linear:
+    the four). Default: all four, as Megatron-Bridge's LoRA."""
 
 
 class TrainingModel(Strict):
@@ -275,6 +295,10 @@ class TrainingModel(Strict):
     selective_ac_option N); ZeRO / FSDP runs without tp or pp (added key)."""
     virtual_stages: PosInt = 1
     """Interleaved schedule: model chunks per pipeline rank (>= 2 with schedule interleaved and pp > 1) (added key)."""
+    finetune: FinetuneModel | None = None
+    """{method: lora, rank, target_modules}: LoRA fine-tuning, the base weights frozen (no gradients or optimizer
+    states; their backward computes input gradients only) and rank-r adapters trained; data-parallel runs with
+    ZeRO 0 (docs/model.md, "Fine-tuning") (added key)."""
 
     @field_validator("placement_order")
     @classmethod

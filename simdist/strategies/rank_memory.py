@@ -12,6 +12,7 @@ from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel,
 from simdist.strategies.plan import data_parallel_degree, rank_batches, rank_groups
 from simdist.strategies.sharded_dp import sharded_memory
 from simdist.strategies.sharding import check_stages_fit, model_parallel_memory
+from simdist.workload.lora import trainable_param_count
 
 
 def check_memory(scenario: Scenario, layout: MpPlan | None = None) -> MemoryUsage:
@@ -54,8 +55,9 @@ def _estimates(scenario: Scenario) -> list[tuple[int, MemoryEstimate]]:
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
     shapes = [s for _, s in model.gradients_backward_order()]
     codec = make_codec(scenario.communication.compression)
-    # DDP keeps its gradient buckets as a flat copy of every gradient; codecs add error-feedback state
-    buffers = model.params * grad_bytes + codec.error_feedback_bytes(shapes, grad_bytes, dp)
+    # DDP keeps its gradient buckets as a flat copy of every gradient (LoRA: the adapters'); codecs add
+    # error-feedback state
+    buffers = trainable_param_count(model) * grad_bytes + codec.error_feedback_bytes(shapes, grad_bytes, dp)
     return [(g, estimate_memory(model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
                                 t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=dp, extra_buffer_bytes=buffers))
             for g, batch in pairs]
