@@ -1,14 +1,24 @@
 """Time spans of an iteration's tasks, as the executor or the fold recorded them: their union, the part another
-set covers, and a pipeline stage's compute, bubble and tp / dp / pp communication."""
+set covers, and a pipeline stage's compute, bubble and tp / dp / pp communication (over numpy arrays, so that a
+stage of tens of thousands of tasks costs array time)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+import numpy as np
 
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
+
+OTHER, COMPUTE, OPTIMIZER, TP, DP, PP = range(6)  # a task's role in a stage's terms
+_GROUP_ROLE = {"tp": TP, "dp": DP}  # a collective's group prefix; any other group is a pipeline transfer
 
 
 def union_s(spans: list[tuple[float, float]]) -> float:
     """Seconds covered by the union of `spans` ((start, end) pairs)."""
+    if len(spans) > 64:
+        arr = np.asarray(spans, dtype=float)
+        return union_arrays(arr[:, 0], arr[:, 1])
     total, end = 0.0, -math.inf
     for s, e in sorted(spans):
         if e <= end:
@@ -16,6 +26,19 @@ def union_s(spans: list[tuple[float, float]]) -> float:
         total += e - max(s, end)
         end = e
     return total
+
+
+def union_arrays(start: np.ndarray, end: np.ndarray) -> float:
+    """Seconds covered by the union of the spans [start[i], end[i]]: in start order, each span adds what it
+    reaches beyond every earlier span's end."""
+    if not len(start):
+        return 0.0
+    order = np.lexsort((end, start))
+    s, e = start[order], end[order]
+    reach = np.empty_like(e)
+    reach[0] = -math.inf
+    np.maximum.accumulate(e[:-1], out=reach[1:])
+    return float(np.sum(np.maximum(0.0, e - np.maximum(s, reach))))
 
 
 def busy_s(graph: Graph, spans: dict[int, tuple[float, float]]) -> tuple[float, float]:
@@ -32,34 +55,79 @@ def covered_s(spans: list[tuple[float, float]], by: list[tuple[float, float]]) -
     return union_s(spans) + union_s(by) - union_s(spans + by)
 
 
+def roles(graph: Graph) -> np.ndarray:
+    """Per task its role in the stage's terms: compute-stream work (optimizer apart), a tp, dp or pipeline
+    collective (by its group's prefix), or none."""
+    out = np.zeros(len(graph.tasks), dtype=np.int8)
+    for t in graph.tasks:
+        if isinstance(t, Compute) and t.stream == Stream.COMPUTE:
+            out[t.id] = OPTIMIZER if t.kind == "optimizer" else COMPUTE
+        elif isinstance(t, Collective):
+            out[t.id] = _GROUP_ROLE.get(t.group.split(".")[0], PP)
+    return out
+
+
+@dataclass(frozen=True)
+class SpanTable:
+    """One stage's iteration as arrays: each task's start and end, its role (`roles`), and estimate's fused
+    tasks grouped by the tp calls inside them (offsets from the task's start -> the tasks' indices)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    role: np.ndarray
+    inner: dict[tuple[tuple[float, float], ...], np.ndarray]
+
+    @classmethod
+    def of(cls, graph: Graph, spans: dict[int, tuple[float, float]],
+           fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> "SpanTable":
+        arr = np.array([spans[t.id] for t in graph.tasks], dtype=float).reshape(-1, 2)
+        groups: dict[tuple, list[int]] = {}
+        for tid, offsets in (fused or {}).items():
+            if offsets:
+                groups.setdefault(tuple(offsets), []).append(tid)
+        return cls(arr[:, 0], arr[:, 1], roles(graph), {k: np.array(v) for k, v in groups.items()})
+
+
 def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float,
                 fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> dict[str, float]:
     """Per stage: compute, optimizer, tp, dp (and their exposed parts), pp transfer time and the bubble
     (`fused`: the tp calls inside estimate's fused tasks, as offsets from each one's start)."""
-    compute = opt = 0.0
-    busy: list[tuple[float, float]] = []  # the compute stream's spans
-    tp, dp, pp = [], [], []
-    for t in graph.tasks:
-        s, e = spans[t.id]
-        if isinstance(t, Compute) and t.stream == Stream.COMPUTE:
-            inner = fused.get(t.id, ()) if fused else ()
-            if t.kind == "optimizer":
-                opt += e - s
-            else:
-                compute += e - s - math.fsum(b - a for a, b in inner)
-            if inner:  # the chain's compute and tp calls, as the unfused graph has them
-                cuts = [s, *(x for a, b in inner for x in (s + a, s + b)), e]
-                busy += [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts), 2) if cuts[k + 1] > cuts[k]]
-                tp += [(s + a, s + b) for a, b in inner]
-            else:
-                busy.append((s, e))
-        elif isinstance(t, Collective):
-            {"tp": tp, "dp": dp}.get(t.group.split(".")[0], pp).append((s, e))
+    return table_terms(SpanTable.of(graph, spans, fused), period_s)
+
+
+def table_terms(table: SpanTable, period_s: float) -> dict[str, float]:
+    """`stage_terms` of a SpanTable: a fused task counts as the unfused chain it replaced (its tp calls as tp
+    spans, the compute between them as compute-stream spans)."""
+    start, end, role = table.start, table.end, table.role
+    plain = (role == COMPUTE) | (role == OPTIMIZER)
+    compute = float(np.sum((end - start)[role == COMPUTE]))
+    tp_parts = [(start[role == TP], end[role == TP])]
+    busy_parts = []
+    for offsets, ids in table.inner.items():
+        plain[ids] = False
+        s, e = start[ids][:, None], end[ids][:, None]
+        a, b = np.array(offsets).T
+        compute -= len(ids) * math.fsum(y - x for x, y in offsets)
+        tp_parts.append(((s + a).ravel(), (s + b).ravel()))
+        busy_parts.append((np.hstack([s, s + b]).ravel(), np.hstack([s + a, e]).ravel()))  # between the calls
+    busy = _joined([(start[plain], end[plain])] + busy_parts)
+    tp = _joined(tp_parts)
+    dp = (start[role == DP], end[role == DP])
+    pp = (start[role == PP], end[role == PP])
+    opt = float(np.sum((end - start)[role == OPTIMIZER]))
+
+    def union(*parts):
+        return union_arrays(*_joined(parts))
+
     # exposed: communication the compute stream does not hide (tp_comm_overlap's exchanges and bulk
     # collectives run beside their GEMMs; dp buckets beside backward; ZeRO's gathers beside the previous unit)
-    tp_s, dp_s = union_s(tp), union_s(dp)
-    exposed_tp = tp_s - covered_s(tp, busy)
-    exposed_dp = dp_s - covered_s(dp, busy + tp)
+    tp_u, dp_u, busy_u = union(tp), union(dp), union(busy)
+    exposed_tp = tp_u - (tp_u + busy_u - union(tp, busy))
+    exposed_dp = dp_u - (dp_u + union(busy, tp) - union(dp, busy, tp))
     bubble = max(0.0, period_s - compute - opt - exposed_tp - exposed_dp)
-    return {"compute": compute, "optimizer": opt, "tp": tp_s, "tp_exposed": exposed_tp, "dp": dp_s,
-            "dp_exposed": exposed_dp, "pp": union_s(pp), "bubble": bubble, "comm": union_s(tp + dp + pp)}
+    return {"compute": compute, "optimizer": opt, "tp": tp_u, "tp_exposed": exposed_tp, "dp": dp_u,
+            "dp_exposed": exposed_dp, "pp": union(pp), "bubble": bubble, "comm": union(tp, dp, pp)}
+
+
+def _joined(parts) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
