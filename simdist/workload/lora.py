@@ -66,8 +66,9 @@ def is_target(layer: LayerSpec, targets: tuple[str, ...]) -> bool:
 
 
 def frozen(layer: LayerSpec) -> LayerSpec:
-    """The layer with its weights frozen: no gradient tensors; a linear no longer saves its input."""
-    if not layer.params:
+    """The layer with its weights frozen: no gradient tensors; a linear no longer saves its input. A linear
+    without weights of its own (an LM head tied to the frozen embedding) is frozen too: no weight gradient."""
+    if not layer.params and layer.kind != "linear":
         return layer
     saved = 0 if layer.kind == "linear" else layer.saved_elems
     return replace(layer, frozen=True, grad_shapes=(), saved_elems=saved)
