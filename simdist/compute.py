@@ -30,6 +30,10 @@ DEFAULT_DTYPE_EFFICIENCY: Mapping[str, float] = {"fp32": 0.75, "tf32": 0.65, "fp
 DEFAULT_KIND_FACTOR: Mapping[str, float] = {
     "linear": 1.0, "conv": 0.8, "attention": 0.7, "embedding": 0.5, "norm": 0.5, "pool": 0.5,
     "activation": 0.5, "other": 0.5,
+    # an expert's GEMM in a grouped GEMM: as a dense GEMM of its own size (grouped_gemm_factor gives the size);
+    # DeepGEMM's grouped GEMMs of 4 x 8192 and 8 x 4096 rows run at 1,288-1,297 TFLOPS against 1,304-1,358 for
+    # dense GEMMs of 4096 rows and the same N, K on an H800 (deepseek-ai/DeepGEMM README, "Performance")
+    "expert": 1.0,
 }
 DEFAULT_MEMORY_EFFICIENCY = 0.8  # achieved fraction of HBM bandwidth by streaming kernels
 DEFAULT_LAUNCH_OVERHEAD_S = 5e-6  # per kernel: launch plus the idle gap between dependent kernels
@@ -262,8 +266,10 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         flops = layer.fwd_flops * batch
         if runs_winograd(layer, memory_format, layout_p):  # on CUDA cores in NCHW: Winograd's saved multiplications
             flops /= WINOGRAD_SPEEDUP
+        grouped = _GroupedGemm.of(model, layer)
         if layer.fwd_kernels:
-            fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, lp, calibration, factor, bw, launch)
+            fwd = _kernels_s(layer.fwd_kernels, batch, layer.params * w, gpu, lp, calibration, factor, bw, launch,
+                             grouped)
         else:
             fwd_bytes = batch * (layer.input_elems * q + layer.output_elems * a) + layer.params * w
             fwd = _roofline(flops, fwd_bytes, peak, eff, bw) + launch
@@ -288,7 +294,7 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
         if layer.bwd_kernels and dgrad:
             weights = layer.params * w * (1 + int(wgrad))
             out.append(LayerTime(fwd, _kernels_s(layer.bwd_kernels, batch, weights, gpu, lp, calibration, factor,
-                                                 bw, launch) + accumulate))
+                                                 bw, launch, grouped) + accumulate))
             continue
         # bytes: read the output gradient and the saved activations (the quantized copies, for a recipe's GEMM),
         # write the input gradient (dgrad), read the weights (dgrad) and write their gradients (wgrad)
@@ -304,18 +310,58 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     return out
 
 
+@dataclass(frozen=True)
+class _GroupedGemm:
+    """An expert layer's grouped GEMMs: `experts` GEMMs each of 1 / experts of the kernel's rows (balanced
+    routing), all of them padded (or cut) to `capacity` x the routed rows when the model has a capacity factor."""
+
+    experts: int
+    capacity: float
+
+    @staticmethod
+    def of(model: ModelSpec, layer) -> "_GroupedGemm | None":
+        if not layer.experts:
+            return None
+        cf = model.moe.capacity_factor if model.moe is not None else None
+        return _GroupedGemm(layer.experts, 1.0 if cf is None else float(cf))
+
+
+def grouped_gemm_factor(flops: float, experts: int, gpu: GpuSpec, precision: str,
+                        calibration: ComputeCalibration | None = None) -> float:
+    """Efficiency of a grouped GEMM of `flops` FLOPs over `experts` equal groups relative to one GEMM of the same
+    work: each expert's GEMM (tokens_per_expert rows) is a matmul of flops / experts, with the size curve of
+    gemm_shrink_factor (the ramp per GEMM). Checked against DeepGEMM's published grouped and dense GEMMs
+    (tests/compute/test_grouped_gemm.py)."""
+    if experts < 1:
+        raise ValueError(f"experts: got {experts!r}; expected >= 1")
+    return gemm_shrink_factor(flops, flops / experts, gpu, precision, calibration)
+
+
 def _kernels_s(kernels, batch: int, weight_bytes: float, gpu: GpuSpec, precision: str,
-               calibration: ComputeCalibration | None, gemm_factor: float, bw: float, launch: float) -> float:
-    """A layer run as a sequence of kernels: each on its own roofline plus a launch; the layer's weights (and
-    weight gradients) are charged to the first. `gemm_factor` (tensor parallelism's shrink) applies to the
-    matmul-like kernels only."""
+               calibration: ComputeCalibration | None, gemm_factor: float, bw: float, launch: float,
+               grouped: _GroupedGemm | None = None) -> float:
+    """A layer run as a sequence of kernels: each on its own roofline plus a launch. The layer's weights (and
+    weight gradients) are charged to its matmul kernels in proportion to their FLOPs (each GEMM reads its own
+    weight: 2 FLOPs per weight per row), to the first kernel when it has none. `gemm_factor` (tensor
+    parallelism's shrink) applies to the matmul-like kernels only; an expert layer's GEMMs (`grouped`) also run
+    at grouped_gemm_factor, and with a capacity factor its GEMMs and activation on capacity x the routed rows."""
     peak = gpu.flops(precision)
     a = ACTIVATION_BYTES[precision]
+    gemm_flops = math.fsum(k.flops for k in kernels if k.kind in GEMM_KINDS) if weight_bytes else 0.0
     total = 0.0
     for j, k in enumerate(kernels):
         eff = efficiency(k.kind, gpu, precision, calibration) * (gemm_factor if k.kind in GEMM_KINDS else 1.0)
-        moved = batch * (k.elems * a + k.mask_bytes) + (weight_bytes if j == 0 else 0.0)
-        total += _roofline(k.flops * batch, moved, peak, eff, bw) + launch
+        flops, elems = k.flops * batch, k.elems
+        if grouped is not None and k.kind in ("expert", "activation"):
+            flops, elems = flops * grouped.capacity, elems * grouped.capacity
+            if k.kind == "expert":
+                eff *= grouped_gemm_factor(flops, grouped.experts, gpu, precision, calibration)
+        if gemm_flops > 0:
+            weights = weight_bytes * k.flops / gemm_flops if k.kind in GEMM_KINDS else 0.0
+        else:
+            weights = weight_bytes if j == 0 else 0.0
+        moved = batch * (elems * a + k.mask_bytes) + weights
+        total += _roofline(flops, moved, peak, eff, bw) + launch
     return total
 
 
@@ -325,7 +371,7 @@ def _kernels_s(kernels, batch: int, weight_bytes: float, gpu: GpuSpec, precision
 # shape as the size curves of NVIDIA's "Matrix Multiplication Background" guide (efficiency rising with
 # M x N x K and saturating); a GEMM reaches half its large-matrix throughput at GEMM_RAMP_S of work.
 GEMM_RAMP_S = 4e-6
-GEMM_KINDS = frozenset({"linear", "conv", "attention"})  # matmul-like layers whose efficiency depends on size
+GEMM_KINDS = frozenset({"linear", "conv", "attention", "expert"})  # matmul-like layers whose efficiency depends on size
 
 
 def gemm_saturation(flops: float, gpu: GpuSpec, precision: str, calibration: ComputeCalibration | None = None,

@@ -62,13 +62,16 @@ RECIPES: dict[str, CastRecipe] = {
                         "reads"),
 }
 LOW_PRECISION_GEMMS = frozenset(RECIPES)
+# Layer kinds TE runs in a recipe: linear layers, and the experts' grouped GEMMs (TE's GroupedLinear, which
+# Megatron-Core's TEGroupedMLP runs under the same fp8_autocast)
+TE_GEMM_KINDS = frozenset({"linear", "expert"})
 
 
 def layer_precision(layer, precision: str) -> str:
     """The precision a layer's kernels compute in under `precision`: a recipe's own for the linear layers TE wraps
     (not those marked high_precision: the output layer), bf16 for every other layer; `precision` itself when
     it is no recipe."""
-    if precision in RECIPES and not (layer.kind == "linear" and not layer.high_precision):
+    if precision in RECIPES and not (layer.kind in TE_GEMM_KINDS and not layer.high_precision):
         return HIGH_PRECISION
     return precision
 
@@ -76,6 +79,22 @@ def layer_precision(layer, precision: str) -> str:
 def weight_elems(layer) -> int:
     """Elements of a layer's weight matrices (gradient tensors of two or more dimensions; biases are not cast)."""
     return sum(math.prod(shape) for shape in layer.grad_shapes if len(shape) >= 2)
+
+
+def gemm_operand_elems(layer) -> tuple[float, float]:
+    """Per sample, the elements of the GEMM inputs X and output gradients dY the recipe quantizes in one layer.
+
+    A plain linear layer: its input and output. A layer run as several GEMM kernels (an MoE layer's experts, its
+    shared experts) quantizes each GEMM's own input and output gradient: with weights of (out, in) per expert
+    (the last two dimensions of each weight tensor) and rows = forward GEMM FLOPs / (2 x weights per expert),
+    X = rows x sum(in) and dY = rows x sum(out)."""
+    gemm = [k for k in layer.fwd_kernels if k.kind in TE_GEMM_KINDS]
+    if not gemm:
+        return layer.input_elems, layer.output_elems
+    shapes = [s[-2:] for s in layer.grad_shapes if len(s) >= 2]
+    per_copy = sum(o * i for o, i in shapes)
+    rows = math.fsum(k.flops for k in gemm) / (2.0 * per_copy)
+    return rows * sum(i for _, i in shapes), rows * sum(o for o, _ in shapes)
 
 
 @dataclass(frozen=True)
@@ -100,7 +119,8 @@ def cast_cost(layer, batch: int, recipe: CastRecipe, weight_cast_share: float = 
     if not 0.0 <= weight_cast_share <= 1.0:
         raise ValueError(f"weight_cast_share: got {weight_cast_share!r}; expected a fraction in [0, 1]")
     per_elem = recipe.read_bytes_per_elem + recipe.written_bytes_per_elem
-    x, dy, w = batch * layer.input_elems, batch * layer.output_elems, weight_elems(layer)
+    x, dy = gemm_operand_elems(layer)
+    x, dy, w = batch * x, batch * dy, weight_elems(layer)
     k = recipe.kernels_per_tensor
     return CastCost(fwd_bytes=(x + weight_cast_share * w) * per_elem, bwd_bytes=dy * per_elem,
                     fwd_kernels=k * (1 + weight_cast_share), bwd_kernels=float(k))

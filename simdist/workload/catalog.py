@@ -9,7 +9,8 @@ import functools
 from typing import Callable
 
 from simdist.workload import cnn
-from simdist.workload.specs import ModelSpec
+from simdist.workload.mla import MlaSpec
+from simdist.workload.specs import ModelSpec, MoeSpec
 from simdist.workload.transformer import parametric_bert, parametric_gpt, vit, vit_seq_to_image
 
 _GPT2_VOCAB = 50257  # GPT-2 BPE, also used by GPT-3
@@ -74,6 +75,57 @@ def _nemotron4(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vo
     return build
 
 
+def _mixtral(layers: int, hidden: int, heads: int, ffn: int, vocab: int, name: str,
+             source: str) -> Callable[..., ModelSpec]:
+    """Mixtral (Jiang et al. 2024, arXiv:2401.04088): the Mistral block (GQA with 8 KV heads, RoPE, RMSNorm, no
+    biases, untied head) with every MLP a mixture of 8 SwiGLU experts of the dense FFN's width, top-2, softmax
+    router, no shared expert."""
+    moe = MoeSpec(experts=8, top_k=2, expert_ffn_hidden=ffn, router="softmax")
+
+    def build(s, **kw):
+        opts = {"flash_attention": True, "dropout": 0.0, **kw}
+        return parametric_gpt(layers, hidden, heads, vocab, s, ffn, name=name, kv_heads=8, positions="rotary",
+                              mlp="swiglu", norm="rmsnorm", bias=False, tied_head=False, source=source, moe=moe,
+                              **opts)
+    return build
+
+
+def _qwen3_moe(layers: int, hidden: int, heads: int, experts_ffn: int, name: str) -> Callable[..., ModelSpec]:
+    """Qwen3 MoE (Qwen3 Technical Report, arXiv:2505.09388, Table 2): GQA with 4 KV heads of width 128 (64 x 128 >
+    hidden at 235B), RMSNorm on each query and key head, RoPE, no biases, untied head, vocab 151936; every block a
+    mixture of 128 SwiGLU experts, top-8, softmax router, no shared expert."""
+    moe = MoeSpec(experts=128, top_k=8, expert_ffn_hidden=experts_ffn, router="softmax")
+
+    def build(s, **kw):
+        opts = {"flash_attention": True, "dropout": 0.0, **kw}
+        return parametric_gpt(layers, hidden, heads, 151936, s, None, name=name, kv_heads=4, positions="rotary",
+                              mlp="swiglu", norm="rmsnorm", bias=False, tied_head=False, head_dim=128, qk_norm=True,
+                              moe=moe, source=f"HF Qwen/{name.replace('qwen3', 'Qwen3').replace('-a', '-A')} "
+                              "config.json; Qwen3 Technical Report (arXiv:2505.09388)", **opts)
+    return build
+
+
+# DeepSeek-V3 (arXiv:2412.19437, section 4.2; HF deepseek-ai/DeepSeek-V3 config.json): 61 layers of 7168, MLA with
+# 128 heads, the first 3 blocks dense (FFN 18432), then 256 routed experts of 2048 (top-8, sigmoid router) and 1
+# shared expert; vocab 129280, untied head. `deepseek-v3` is the 671 B main model; `deepseek-v3-mtp` adds the one
+# multi-token-prediction module it was pre-trained with (11.5 B more parameters).
+_DEEPSEEK_V3_MLA = MlaSpec(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                           q_lora_rank=1536)
+_DEEPSEEK_V3_MOE = MoeSpec(experts=256, top_k=8, shared_experts=1, expert_ffn_hidden=2048, router="sigmoid",
+                           first_dense_layers=3)
+
+
+def _deepseek_v3(name: str, mtp_layers: int) -> Callable[..., ModelSpec]:
+    def build(s, **kw):
+        opts = {"flash_attention": True, "dropout": 0.0, **kw}
+        return parametric_gpt(61, 7168, 128, 129280, s, 18432, name=name, positions="rotary", mlp="swiglu",
+                              norm="rmsnorm", bias=False, tied_head=False, mla=_DEEPSEEK_V3_MLA,
+                              moe=_DEEPSEEK_V3_MOE, mtp_layers=mtp_layers,
+                              source="DeepSeek-V3 Technical Report (arXiv:2412.19437); HF deepseek-ai/DeepSeek-V3 "
+                                     "config.json", **opts)
+    return build
+
+
 def _bert(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
     return lambda s, **kw: parametric_bert(layers, hidden, heads, 30522, s, name=name,
                                            source="Devlin et al. 2018, arXiv:1810.04805; HF bert-*-uncased configs",
@@ -113,6 +165,14 @@ _CATALOG: dict[str, tuple[Callable, int | None]] = {
     "llama3.1-70b": (_llama31(80, 8192, 64, 28672, "llama3.1-70b"), 8192),
     "llama3.1-405b": (_llama31(126, 16384, 128, 53248, "llama3.1-405b"), 8192),
     "nemotron4-340b": (_nemotron4(96, 18432, 96, 8, 73728, 256000, "nemotron4-340b"), 4096),
+    "mixtral-8x7b": (_mixtral(32, 4096, 32, 14336, 32000, "mixtral-8x7b",
+                              "Jiang et al. 2024 (arXiv:2401.04088); HF mistralai/Mixtral-8x7B-v0.1 config.json"), 4096),
+    "mixtral-8x22b": (_mixtral(56, 6144, 48, 16384, 32768, "mixtral-8x22b",
+                               "HF mistralai/Mixtral-8x22B-v0.1 config.json (Mistral AI, April 2024)"), 4096),
+    "qwen3-30b-a3b": (_qwen3_moe(48, 2048, 32, 768, "qwen3-30b-a3b"), 4096),
+    "qwen3-235b-a22b": (_qwen3_moe(94, 4096, 64, 1536, "qwen3-235b-a22b"), 4096),
+    "deepseek-v3": (_deepseek_v3("deepseek-v3", 0), 4096),
+    "deepseek-v3-mtp": (_deepseek_v3("deepseek-v3-mtp", 1), 4096),
 }
 
 

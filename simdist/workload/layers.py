@@ -48,6 +48,21 @@ class Shape:
         return self.c * self.h * self.w
 
 
+@dataclass(frozen=True)
+class CoreDims:
+    """Per-sample element counts of an attention core's operands and its two batched GEMMs' FLOPs. Standard
+    attention has one head width for Q, K and V; multi-head latent attention's queries and keys are wider (their
+    no-RoPE and RoPE parts) than its values, and one RoPE key is shared by every head."""
+
+    q: int  # Q elements
+    k: int  # K elements
+    v: int  # V elements
+    o: int  # output elements
+    scores_flops: float  # Q K^T
+    context_flops: float  # P V
+    rotated: int  # elements of q and k that rotary embedding rotates (0 without)
+
+
 def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else v
 

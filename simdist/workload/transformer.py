@@ -10,7 +10,10 @@ import math
 from dataclasses import dataclass, replace
 
 from simdist.workload import layers as L
-from simdist.workload.specs import Kernel, LayerSpec, ModelSpec
+from simdist.workload import mla
+from simdist.workload.mla import MlaSpec
+from simdist.workload.moe import moe_mlp
+from simdist.workload.specs import Kernel, LayerSpec, ModelSpec, MoeSpec
 
 _SCALARS = (bool, int, float, str, type(None))
 
@@ -53,10 +56,21 @@ class BlockConfig:
     dropout: float = 0.0  # hidden and attention dropout probability; > 0 adds the dropout kernels and masks
     fused_kernels: bool = True  # Megatron's fused scale-mask-softmax and bias+dropout+add (else PyTorch eager's)
     pre_norm: bool = True  # GPT/LLaMA/ViT: pre-norm; BERT: post-norm
+    kv_channels: int | None = None  # a head's width when it is not hidden / heads (Qwen3: 128 with 64 x 128 > 4096)
+    qk_norm: bool = False  # RMSNorm on each head's query and key (Qwen3's q_norm, k_norm)
+    mla: MlaSpec | None = None  # DeepSeek's multi-head latent attention instead of (grouped-query) attention
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.kv_channels if self.kv_channels is not None else self.hidden // self.heads
+
+
+def standard_dims(cfg: BlockConfig, s: int) -> L.CoreDims:
+    """(Grouped-query) attention's core operands: one head width for Q, K and V."""
+    d, a, kv = cfg.head_dim, cfg.heads, cfg.kv_heads
+    q, k_v = s * a * d, s * kv * d
+    matmul = 2.0 * s * s * a * d
+    return L.CoreDims(q, k_v, k_v, q, matmul, matmul, s * (a + kv) * d if cfg.rotary else 0)
 
 
 def _check_dims(hidden: int, heads: int, kv_heads: int, seq_len: int) -> None:
@@ -82,7 +96,7 @@ def _norm(cfg: BlockConfig, name: str, elems: int) -> LayerSpec:
     return L.norm(name, elems, cfg.hidden)
 
 
-def attention_core(name: str, cfg: BlockConfig, s: int) -> LayerSpec:
+def attention_core(name: str, cfg: BlockConfig, s: int, dims: L.CoreDims | None = None) -> LayerSpec:
     """softmax(Q K^T / sqrt(d)) V over all heads: 2 s^2 h FLOPs for Q K^T and 2 s^2 h for AV (causal masks not skipped).
 
     Without flash attention the core is the kernels Megatron-LM runs (Narayanan et al. 2021, section 4.2): the
@@ -91,25 +105,27 @@ def attention_core(name: str, cfg: BlockConfig, s: int) -> LayerSpec:
     the probabilities x V batched GEMM reads them; backward mirrors each. With flash attention one kernel keeps
     the scores on chip, and its backward recomputes Q K^T: 5 matmuls to forward's 2 (Dao 2023, FlashAttention-2).
     """
-    d, a, kv = cfg.head_dim, cfg.heads, cfg.kv_heads
-    q, k_v = s * a * d, s * kv * d  # Q (and the output), one of K and V
-    qkv_elems = q + 2 * k_v
-    matmul = 2.0 * s * s * a * d  # one of the two batched GEMMs
+    dims = dims or standard_dims(cfg, s)
+    a = cfg.heads
+    q, k, v, o = dims.q, dims.k, dims.v, dims.o
+    qkv_elems = q + k + v
+    scores, context = dims.scores_flops, dims.context_flops
     probs = float(a * s * s)
     softmax = L.SOFTMAX_FLOPS_PER_ELEM * probs
-    rotary = 3.0 * s * (a + kv) * d if cfg.rotary else 0.0  # rotate q and k: two multiplies and an add
+    rotary = 3.0 * dims.rotated if dims.rotated else 0.0  # rotate q and k: two multiplies and an add
     if cfg.flash_attention:
-        saved = qkv_elems + q + a * s  # Q, K, V, output, log-sum-exp
-        flops = 2 * matmul + softmax + rotary  # dropout, if any, inside the kernel (no mask in HBM)
-        bwd = Kernel(f"{name}.flash_bwd", "attention", 5 * matmul + 2 * (softmax + rotary),
-                     2 * qkv_elems + 2 * q + a * s)  # read Q K V O dO lse, write dQ dK dV
-        return LayerSpec(name, "attention", 0, flops, qkv_elems, q, saved, (), bwd_kernels=(bwd,))
+        saved = qkv_elems + o + a * s  # Q, K, V, output, log-sum-exp
+        flops = scores + context + softmax + rotary  # dropout, if any, inside the kernel (no mask in HBM)
+        # backward recomputes Q K^T, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
+        bwd = Kernel(f"{name}.flash_bwd", "attention", 3 * scores + 2 * context + 2 * (softmax + rotary),
+                     2 * qkv_elems + 2 * o + a * s)  # read Q K V O dO lse, write dQ dK dV
+        return LayerSpec(name, "attention", 0, flops, qkv_elems, o, saved, (), bwd_kernels=(bwd,))
     saved = qkv_elems + a * s * s  # Q, K, V and the softmax probabilities
     fwd: list[Kernel] = []
     bwd: list[Kernel] = []
     if cfg.rotary:
-        fwd.append(Kernel(f"{name}.rotary", "activation", rotary, 2.0 * (q + k_v)))
-    fwd.append(Kernel(f"{name}.scores", "attention", matmul, q + k_v + probs))
+        fwd.append(Kernel(f"{name}.rotary", "activation", rotary, 2.0 * dims.rotated))
+    fwd.append(Kernel(f"{name}.scores", "attention", scores, q + k + probs))
     if cfg.fused_kernels:
         fwd.append(Kernel(f"{name}.scale_mask_softmax", "activation", softmax, 2 * probs))
         bwd_softmax = [Kernel(f"{name}.scale_mask_softmax_bwd", "activation", 2 * softmax, 3 * probs)]
@@ -123,18 +139,18 @@ def attention_core(name: str, cfg: BlockConfig, s: int) -> LayerSpec:
                        Kernel(f"{name}.scale_bwd", "activation", 2 * probs, 2 * probs)]
     if cfg.dropout > 0:
         fwd.append(Kernel(f"{name}.dropout", "activation", 0.0, 2 * probs, probs))  # memory-bound: no FLOPs counted
-    fwd.append(Kernel(f"{name}.context", "attention", matmul, probs + k_v + q))
-    bwd += [Kernel(f"{name}.context_dgrad", "attention", matmul, q + k_v + probs),  # dP = dO V^T
-            Kernel(f"{name}.context_wgrad", "attention", matmul, probs + q + k_v)]  # dV = P^T dO
+    fwd.append(Kernel(f"{name}.context", "attention", context, probs + v + o))
+    bwd += [Kernel(f"{name}.context_dgrad", "attention", context, o + v + probs),  # dP = dO V^T
+            Kernel(f"{name}.context_wgrad", "attention", context, probs + o + v)]  # dV = P^T dO
     if cfg.dropout > 0:
         bwd.append(Kernel(f"{name}.dropout_bwd", "activation", 0.0, 2 * probs, probs))
     bwd += bwd_softmax
-    bwd += [Kernel(f"{name}.scores_dgrad_q", "attention", matmul, probs + k_v + q),  # dQ = dS K
-            Kernel(f"{name}.scores_dgrad_k", "attention", matmul, probs + q + k_v)]  # dK = dS^T Q
+    bwd += [Kernel(f"{name}.scores_dgrad_q", "attention", scores, probs + k + q),  # dQ = dS K
+            Kernel(f"{name}.scores_dgrad_k", "attention", scores, probs + q + k)]  # dK = dS^T Q
     if cfg.rotary:
-        bwd.append(Kernel(f"{name}.rotary_bwd", "activation", 2 * rotary, 2.0 * (q + k_v)))
+        bwd.append(Kernel(f"{name}.rotary_bwd", "activation", 2 * rotary, 2.0 * dims.rotated))
     flops = math.fsum(k.flops for k in fwd)
-    return LayerSpec(name, "attention", 0, flops, qkv_elems, q, saved, (), tuple(fwd), tuple(bwd))
+    return LayerSpec(name, "attention", 0, flops, qkv_elems, o, saved, (), tuple(fwd), tuple(bwd))
 
 
 def residual(name: str, cfg: BlockConfig, elems: int) -> LayerSpec:
@@ -153,17 +169,32 @@ def residual(name: str, cfg: BlockConfig, elems: int) -> LayerSpec:
     return replace(plain, fwd_kernels=fwd, bwd_kernels=bwd)
 
 
-def block(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
-    """One transformer block on s tokens, in forward order."""
-    h, f, d = cfg.hidden, cfg.ffn_hidden, cfg.head_dim
-    qkv_out = (cfg.heads + 2 * cfg.kv_heads) * d
-    attn = [
-        L.linear(f"{prefix}.attn.qkv", s, h, qkv_out, bias=cfg.bias),
-        attention_core(f"{prefix}.attn.core", cfg, s),
-        L.linear(f"{prefix}.attn.proj", s, h, h, bias=cfg.bias),
-        residual(f"{prefix}.attn.residual", cfg, s * h),
-    ]
-    if cfg.mlp == "swiglu":
+def _attention(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
+    """The attention half's layers before the residual: projections, (Qwen3's q/k norms), core, output projection;
+    multi-head latent attention's own projections when the block has them (simdist.workload.mla)."""
+    h, d, a = cfg.hidden, cfg.head_dim, cfg.heads
+    if cfg.mla is not None:
+        return [*mla.mla_projections(prefix, h, a, cfg.mla, s),
+                attention_core(f"{prefix}.attn.core", cfg, s, mla.mla_core_dims(a, cfg.mla, s, cfg.rotary)),
+                mla.mla_output(prefix, h, a, cfg.mla, s)]
+    out = [L.linear(f"{prefix}.attn.qkv", s, h, (a + 2 * cfg.kv_heads) * d, bias=cfg.bias)]
+    if cfg.qk_norm:  # an RMSNorm of head width on every query and key head, each with its own weight (d,)
+        elems = s * (a + cfg.kv_heads) * d
+        out.append(LayerSpec(f"{prefix}.attn.qk_norm", "norm", 2 * d, L.RMSNORM_FLOPS_PER_ELEM * elems, elems, elems,
+                             elems, ((d,), (d,))))
+    return out + [attention_core(f"{prefix}.attn.core", cfg, s),
+                  L.linear(f"{prefix}.attn.proj", s, a * d, h, bias=cfg.bias)]
+
+
+def block(prefix: str, cfg: BlockConfig, s: int, moe: MoeSpec | None = None) -> list[LayerSpec]:
+    """One transformer block on s tokens, in forward order; with `moe`, its MLP is a mixture of experts."""
+    h, f = cfg.hidden, cfg.ffn_hidden
+    attn = [*_attention(prefix, cfg, s), residual(f"{prefix}.attn.residual", cfg, s * h)]
+    if moe is not None:
+        if cfg.mlp != "swiglu":
+            raise ValueError(f"mixture-of-experts blocks have SwiGLU experts; got mlp {cfg.mlp!r}")
+        mlp = moe_mlp(prefix, h, moe, s)
+    elif cfg.mlp == "swiglu":
         gate_up = L.linear(f"{prefix}.mlp.gate_up", s, h, 2 * f, bias=False)
         gate_up = LayerSpec(gate_up.name, "linear", gate_up.params, gate_up.fwd_flops, gate_up.input_elems,
                             gate_up.output_elems, gate_up.saved_elems, ((f, h), (f, h)))  # w1 (gate), w3 (up)
@@ -193,12 +224,17 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
                    name: str | None = None, *, kv_heads: int | None = None, positions: str = "learned",
                    max_positions: int | None = None, mlp: str = "gelu", norm: str = "layernorm", bias: bool = True,
                    tied_head: bool = True, flash_attention: bool = False, dropout: float = 0.1,
-                   fused_kernels: bool = True, source: str = "") -> ModelSpec:
+                   fused_kernels: bool = True, source: str = "", head_dim: int | None = None,
+                   qk_norm: bool = False, mla: MlaSpec | None = None, moe: MoeSpec | None = None,
+                   mtp_layers: int = 0) -> ModelSpec:
     """A GPT-style pre-norm decoder: token (+ learned position) embedding, `layers` blocks, final norm, LM head, loss.
 
     Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding, hidden
     and attention dropout 0.1); LLaMA uses positions='rotary', mlp='swiglu', norm='rmsnorm', bias=False,
     tied_head=False, dropout=0; Nemotron-4 positions='rotary', mlp='squared_relu', bias=False, tied_head=False.
+    `head_dim` sets a head's width when it is not hidden / heads, `qk_norm` adds Qwen3's query/key norms, `mla`
+    replaces attention by multi-head latent attention, `moe` makes every block from `moe.first_dense_layers` on a
+    mixture of experts, `mtp_layers` appends DeepSeek-V3's multi-token-prediction modules.
     """
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
@@ -210,21 +246,43 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
         raise ValueError(f"positions must be 'learned' or 'rotary', got {positions!r}")
     f = ffn_hidden if ffn_hidden is not None else 4 * hidden
     _check_kernel_options(dropout, fused_kernels)
+    for label, v, low in (("head_dim", head_dim, 1), ("mtp_layers", mtp_layers, 0)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+            raise ValueError(f"{label} must be an integer >= {low}, got {v!r}")
+    if moe is not None and moe.first_dense_layers > layers:
+        raise ValueError(f"moe.first_dense_layers ({moe.first_dense_layers}) exceeds the {layers} layers")
     cfg = BlockConfig(hidden, heads, f, kv, mlp=mlp, norm=norm, bias=bias, rotary=positions == "rotary",
-                      flash_attention=flash_attention, dropout=float(dropout), fused_kernels=fused_kernels)
+                      flash_attention=flash_attention, dropout=float(dropout), fused_kernels=fused_kernels,
+                      kv_channels=head_dim, qk_norm=qk_norm, mla=mla)
     s = seq_len
     out: list[LayerSpec] = [L.embedding("embed.tokens", s, vocab, hidden)]
     if positions == "learned":
         out.append(L.embedding("embed.positions", s, max(max_positions or s, s), hidden))
         out.append(L.add("embed.add", s * hidden))
     for i in range(layers):
-        out.extend(block(f"blocks.{i}", cfg, s))
+        out.extend(block(f"blocks.{i}", cfg, s, moe if moe is not None and i >= moe.first_dense_layers else None))
     out.append(_norm(cfg, "final_norm", s * hidden))
     head = L.tied_linear("lm_head", s, hidden, vocab) if tied_head else L.linear("lm_head", s, hidden, vocab, bias=False)
     out.append(replace(head, high_precision=True))  # Megatron-Core's output layer is no TE module: bf16 under fp8
     out.append(lm_loss("loss", s, vocab))
+    for j in range(mtp_layers):
+        out.extend(mtp_module(j, layers + j, cfg, s, vocab, moe if moe is not None and layers + j >= moe.first_dense_layers else None))
     label = name or f"gpt-{layers}l-{hidden}h"
-    return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric GPT decoder")
+    return ModelSpec(label, "transformer", tuple(out), tokens_per_sample=s, source=source or "parametric GPT decoder",
+                     moe=moe)
+
+
+def mtp_module(depth: int, index: int, cfg: BlockConfig, s: int, vocab: int, moe: MoeSpec | None) -> list[LayerSpec]:
+    """One multi-token-prediction module (DeepSeek-V3, arXiv:2412.19437, section 2.2; Megatron-Core's
+    MultiTokenPredictionLayer): the next token's embedding (the model's own table) and the previous depth's hidden
+    states, each RMS-normed, concatenated and projected 2h -> h, one transformer block (`blocks.{index}`), a norm,
+    the model's own output head and a cross-entropy loss. Shared embedding and head add FLOPs, no parameters."""
+    h, p = cfg.hidden, f"mtp.{depth}"
+    embed = replace(L.embedding(f"{p}.embed", s, vocab, h), params=0, grad_shapes=())
+    return [embed, _norm(cfg, f"{p}.enorm", s * h), _norm(cfg, f"{p}.hnorm", s * h),
+            L.linear(f"{p}.eh_proj", s, 2 * h, h, bias=False), *block(f"blocks.{index}", cfg, s, moe),
+            _norm(cfg, f"{p}.norm", s * h), replace(L.tied_linear(f"{p}.head", s, h, vocab), high_precision=True),
+            lm_loss(f"{p}.loss", s, vocab)]
 
 
 @built_once

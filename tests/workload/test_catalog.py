@@ -15,6 +15,9 @@ PUBLISHED_PARAMS = {
     "gpt2-xl": 1.558e9, "gpt3-1.3b": 1.3e9, "gpt3-13b": 13e9, "gpt3-175b": 175e9,
     "llama2-7b": 6.74e9, "llama2-13b": 13.0e9, "llama2-70b": 69.0e9, "llama3-8b": 8.03e9, "llama3-70b": 70.6e9,
     "llama3.1-8b": 8.03e9, "llama3.1-70b": 70.6e9, "llama3.1-405b": 405e9, "nemotron4-340b": 340e9,
+    # mixture-of-experts models, total parameters (tests/workload/test_moe.py checks them to 1 % and the active ones)
+    "mixtral-8x7b": 46.7e9, "mixtral-8x22b": 141e9, "qwen3-30b-a3b": 30.5e9, "qwen3-235b-a22b": 235e9,
+    "deepseek-v3": 671e9, "deepseek-v3-mtp": 682.5e9,
 }
 # Exact Hugging Face counts (sum of the checkpoint's tensor sizes, as the model cards quote them).
 HF_EXACT = {"llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "llama3.1-8b": 8_030_261_248,
@@ -71,7 +74,7 @@ def test_layers_are_well_formed(key: str) -> None:
     m = get_model(key)
     names = [l.name for l in m.layers]
     assert len(set(names)) == len(names)
-    kinds = {"conv", "linear", "attention", "embedding", "norm", "pool", "activation", "other"}
+    kinds = {"conv", "linear", "attention", "embedding", "norm", "pool", "activation", "other", "expert"}
     for l in m.layers:
         assert l.kind in kinds
         assert l.params >= 0 and l.fwd_flops >= 0 and l.input_elems >= 0 and l.output_elems > 0 and l.saved_elems >= 0
