@@ -3,8 +3,8 @@ checked against what the run can price.
 
 `finetune_model` turns the workload's model into the one trained: its documents packed (simdist.finetune) and,
 under LoRA, its weights frozen with adapters added (simdist.workload.lora). `finetune_issues` refuses the layouts
-whose plans do not yet honour frozen layers (tensor, pipeline or context parallelism; ZeRO / FSDP), rather than
-price every frozen weight's gradients and optimizer states there.
+whose plans do not yet honour frozen layers (tensor, pipeline or context parallelism), rather than price every
+frozen weight's gradients and optimizer states there; data parallelism with or without ZeRO / FSDP honours them.
 """
 from __future__ import annotations
 
@@ -88,14 +88,9 @@ def finetune_issues(scenario: Scenario) -> list[Issue]:
     model = scenario.workload.model
     if model is None or not any(x.frozen for x in model.layers):
         return []
-    p = scenario.training.parallelism
     out = []
     if is_model_parallel(scenario):
         out.append(Issue("training.finetune", "LoRA with tp, pp or cp above 1: the model-parallel plan does not "
                          "yet tell frozen weights from trainable ones (it would price every weight's gradients, "
                          "their reduction and optimizer states); run LoRA data-parallel (tp, pp and cp 1)"))
-    if p.zero:
-        out.append(Issue("training.finetune", f"LoRA with ZeRO stage {p.zero}: the sharded plan does not yet tell "
-                         "frozen weights from trainable ones (it would reduce-scatter every weight's gradients and "
-                         "shard their optimizer states); run LoRA with zero 0 (the adapters' states are small)"))
     return out

@@ -37,6 +37,7 @@ from simdist.strategies.plan import ClassCompute, IterationPlan
 from simdist.strategies.recompute_policy import checkpointed, kept_elems, recomputed_fraction
 from simdist.strategies.sharding import _BLOCK, RING_SEND_FACTOR, ShardUnit, fsdp_units, zero3_live_param_bytes
 from simdist.strategies.update_cost import update_time
+from simdist.workload.lora import frozen_param_count, trainable_param_count
 
 AG, RS = CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
 
@@ -61,13 +62,16 @@ class ShardedPlan:
     seg_bwd_s: tuple[tuple[float, ...], ...]
     param_bytes: int  # bytes per gathered parameter (the compute dtype)
     grad_bytes: int  # bytes per reduced gradient element (workload.grad_dtype)
+    # per unit, its trainable parameters: the gradients it reduce_scatters (all of them but LoRA's frozen base,
+    # whose weights are gathered and never reduced: FSDP2's per-parameter sharding, PEFT's own wrap of adapters)
+    unit_grad_elems: tuple[int, ...] = ()
 
     def collectives(self) -> list[tuple[CollectiveOp, float]]:
         """(op, full size in bytes) of every dp collective of one iteration, in issue order per kind."""
         k, out = self.plan.micro_steps, []
         if self.zero == 3:
             per = [(AG, u.params * self.param_bytes) for u in self.units] * 2 + \
-                  [(RS, u.params * self.grad_bytes) for u in self.units]
+                  [(RS, n * self.grad_bytes) for n in self.unit_grad_elems if n]
             return per * k
         rs = [(RS, bc.bucket.elems * self.grad_bytes) for bc in self.plan.buckets]
         out += rs * (k if self.zero == 2 else 1)
@@ -147,7 +151,7 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
     for cc in plan.classes:
         fwd, bwd = _times(scenario, units, cc)
         gpu = scenario.cluster.node_groups[cc.rank_class.node_group].gpu
-        shard = update_time(math.ceil(model.params / dp), gpu, scenario)
+        shard = update_time(math.ceil(trainable_param_count(model) / dp), gpu, scenario)
         shard *= cc.rank_class.slowdown
         total_b = math.fsum(bwd)
         done_after, acc = [0.0] * len(bwd), 0.0
@@ -164,7 +168,13 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
     single = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * c.step_s + c.optimizer_s) for c in classes)
     plan = replace(plan, classes=tuple(classes), single_gpu_samples_per_s=single)
     return ShardedPlan(plan, t.parallelism.zero, units, segs, tuple(seg_f),
-                       tuple(seg_b), DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, DTYPE_BYTES[w.grad_dtype])
+                       tuple(seg_b), DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, DTYPE_BYTES[w.grad_dtype],
+                       unit_grad_elems(model, units))
+
+
+def unit_grad_elems(model, units) -> tuple[int, ...]:
+    """Per unit, the parameters that take gradients (a frozen layer's take none)."""
+    return tuple(sum(model.layers[i].params for i in u.layers if not model.layers[i].frozen) for u in units)
 
 
 # ----------------------------------------------------------------------------- graphs
@@ -253,9 +263,9 @@ def _zero3_graph(sp: ShardedPlan, c: int) -> Graph:
         dur = sp.seg_fwd_s[c][s] if ph == "fwd" else sp.seg_bwd_s[c][s]
         prev = b.add(Compute, f"{'forward' if ph == 'fwd' else 'backward'} {label}{tag}", deps, Stream.COMPUTE,
                      duration_s=dur, kind="forward" if ph == "fwd" else "backward")
-        if ph == "bwd" and last_bwd_use[(m, unit)] == i:
+        if ph == "bwd" and last_bwd_use[(m, unit)] == i and sp.unit_grad_elems[unit]:
             last_coll = b.add(Collective, f"{sp.units[unit].name} gradients reduce_scatter{tag} (dp)", (prev,),
-                              Stream.COMM, group="dp", op=RS, size_bytes=sp.units[unit].params * sp.grad_bytes,
+                              Stream.COMM, group="dp", op=RS, size_bytes=sp.unit_grad_elems[unit] * sp.grad_bytes,
                               key=f"rs/{m}/{unit}")
     deps = [d for d in (prev, last_coll) if d is not None]
     b.add(Compute, "optimizer (shard)", deps, Stream.COMPUTE, duration_s=cc.optimizer_s, kind="optimizer")
@@ -285,8 +295,8 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     """
 
     run = gpu.runs_as(str(precision))  # a Transformer Engine recipe keeps bf16 weights and cached quantized copies
-    weights, grads, states = model_state_bytes(model.params, run, optimizer, grad_dtype, zero, dp,
-                                               quantized_copy_bytes(model.layers, run, gpu))
+    weights, grads, states = model_state_bytes(trainable_param_count(model), run, optimizer, grad_dtype, zero, dp,
+                                               quantized_copy_bytes(model.layers, run, gpu), frozen_param_count(model))
     a = ACTIVATION_BYTES[str(precision)]
     g = DTYPE_BYTES[str(grad_dtype)]
     p = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
@@ -305,7 +315,7 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
     if zero == 3:  # the root unit wraps the whole model, so it stays gathered while the blocks come and go
         rooted = len(units) > 1 and units[0].name == "root"
         workspace += zero3_live_param_bytes(units[1:] if rooted else units, p) + (units[0].params * p if rooted else 0)
-        buffers = max(u.params for u in units) * g
+        buffers = max(unit_grad_elems(model, units)) * g
     else:
-        buffers = min(float(bucket_bytes), model.params * g)
+        buffers = min(float(bucket_bytes), trainable_param_count(model) * g)
     return MemoryEstimate(weights, grads, states, activations, float(buffers), workspace, gpu.memory_bytes, gpu.key)

@@ -13,6 +13,7 @@ from simdist.io.load import load_data
 from simdist.io.overrides import set_path
 from simdist.strategies.plan import build_plan
 from simdist.strategies.rank_memory import check_memory
+from simdist.strategies.sharded_dp import build_sharded_plan
 from simdist.workload.lora import frozen_param_count, trainable_param_count
 
 NIC = {"bandwidth": "100 Gb/s", "latency": "5 us", "transport": "rdma"}
@@ -80,9 +81,38 @@ def test_lora_backward_is_cheaper_than_full_training():
     assert lora.fwd_s > full.fwd_s  # the adapters' GEMMs and merges come on top of the same forward
 
 
+def test_fsdp_gathers_every_weight_and_reduces_the_adapters_only():
+    scenario = _load({"training.parallelism": {"zero": "fsdp"}})
+    model = scenario.workload.model
+    frozen, dp = frozen_param_count(model), 8
+    sp = build_sharded_plan(scenario, build_plan(scenario))
+    gathered = sum(size for op, size in sp.collectives() if op is CollectiveOp.ALL_GATHER)
+    reduced = sum(size for op, size in sp.collectives() if op is CollectiveOp.REDUCE_SCATTER)
+    assert gathered == 2 * 2 * (frozen + ADAPTERS)  # bf16 weights, gathered for forward and again for backward
+    assert reduced == 2 * ADAPTERS  # the frozen base's units reduce nothing
+    parts = check_memory(scenario).parts_bytes
+    assert parts["weights"] == pytest.approx(2 * (frozen + ADAPTERS) / dp, rel=1e-12)  # FULL_SHARD: 1/dp of all
+    assert parts["gradients"] == pytest.approx(2 * ADAPTERS / dp, rel=1e-12)
+    assert parts["optimizer_states"] == pytest.approx(12 * ADAPTERS / dp, rel=1e-12)
+    gpu = scenario.cluster.node_groups[0].gpu
+    shard = -(-ADAPTERS // dp)
+    hand = max(12 * shard / gpu.flops("fp32"),
+               28 * shard / (gpu.memory_bandwidth_Bps * DEFAULT_MEMORY_EFFICIENCY)) + DEFAULT_LAUNCH_OVERHEAD_S
+    assert sp.plan.optimizer_s == pytest.approx(hand, rel=1e-12)
+
+
+def test_zero1_reduces_and_gathers_the_adapters_only():
+    scenario = _load({"training.parallelism": {"zero": 1}})
+    sp = build_sharded_plan(scenario, build_plan(scenario))
+    assert sum(size for op, size in sp.collectives() if op is CollectiveOp.REDUCE_SCATTER) == 2 * ADAPTERS
+    assert sum(size for op, size in sp.collectives() if op is CollectiveOp.ALL_GATHER) == 2 * ADAPTERS
+    parts = check_memory(scenario).parts_bytes
+    assert parts["weights"] == 2 * (frozen_param_count(scenario.workload.model) + ADAPTERS)  # not sharded
+    assert parts["optimizer_states"] == pytest.approx(12 * ADAPTERS / 8, rel=1e-12)
+
+
 @pytest.mark.parametrize("changes, path", [
     ({"training.parallelism": {"tp": 2}}, "training.finetune"),
-    ({"training.parallelism": {"zero": "fsdp"}}, "training.finetune"),
     ({"training.finetune": {"method": "full"}}, "training.finetune.method"),
     ({"training.finetune": {"method": "lora"}}, "training.finetune.rank"),
     ({"workload.model": "resnet50", "workload.seq_len": None, "workload.flash_attention": None},
@@ -100,3 +130,11 @@ def test_refused(changes, path):
 def test_packed_documents_shorten_the_step():
     plain, packed = build_plan(_load()), build_plan(_load({"workload.packed_sequences": {"document_tokens": 128}}))
     assert packed.fwd_s < plain.fwd_s and packed.bwd_s < plain.bwd_s
+
+
+def test_fsdp_lora_simulates_as_estimated():
+    """The simulated iteration (per-unit graph, no reduce_scatter for the frozen root unit) is the estimate's."""
+    from simdist.engine.simulation import simulate
+    est = simulate(_load({"training.parallelism": {"zero": "fsdp"}}))
+    sim = simulate(_load({"training.parallelism": {"zero": "fsdp"}, "run.fidelity": "simulate"}))
+    assert sim.iteration_time_s == pytest.approx(est.iteration_time_s, rel=1e-6)
