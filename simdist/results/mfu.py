@@ -3,7 +3,11 @@
 Megatron-LM's definition (Narayanan et al. 2021, appendix; Korthikanti et al. 2022, section 6): the model
 FLOPs of one sample are forward + backward = 3 x its forward FLOPs (a multiply-add counts 2), never the
 recomputed forward (that is hardware FLOPs utilisation), divided by the peak dense FLOP/s at the run's
-compute precision (GpuSpec.flops, no sparsity). Any strategy (data, tensor, pipeline parallel) uses the
+compute precision (GpuSpec.flops, no sparsity). A mixture-of-experts model counts its active FLOPs: the router
+and the top_k experts each token runs (and the shared experts), not every expert it holds (an expert layer's
+`fwd_flops` is that work), as Megatron-LM's num_floating_point_operations and Megatron-Bridge's "model TFLOP/s"
+count them (tests/workload/test_moe.py checks the GEMMs against that formula; it leaves out the router's small GEMM
+and counts the attention core causal). Any strategy (data, tensor, pipeline parallel) uses the
 same two functions: `mfu` for one GPU's share, `cluster_mfu` for a run over node groups.
 """
 from __future__ import annotations

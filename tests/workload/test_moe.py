@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from simdist.results.mfu import model_flops_per_sample
 from simdist.strategies.tensor_parallel import TpRole, layer_role
 from simdist.workload import get_model, parametric_gpt
 from simdist.workload.mla import MlaSpec
@@ -184,3 +185,15 @@ def test_small_moe_by_hand() -> None:
     assert [l.name for l in m.layers if l.name.startswith("blocks.1.")][-4:] == [
         "blocks.1.router", "blocks.1.experts", "blocks.1.shared_experts", "blocks.1.mlp.residual"]
     assert m.moe == moe and dense.moe is None and dense.active_params == dense.params
+
+
+def test_model_flops_count_the_active_experts() -> None:
+    """MFU's model FLOPs of Mixtral 8x7B: 6 x the active non-embedding parameters per token plus the attention
+    core (3 x forward), the 6 N rule on top-2 of 8 experts, not on all of them."""
+    s = 4096
+    m = get_model("mixtral-8x7b", seq_len=s)
+    dense_params = sum(l.params for l in m.layers if l.kind not in ("embedding", "norm"))
+    active = m.active_params - sum(l.params for l in m.layers if l.kind in ("embedding", "norm"))
+    cores = 3 * sum(l.fwd_flops for l in m.layers if l.kind == "attention")
+    assert model_flops_per_sample(m) == pytest.approx(6 * active * s + cores, rel=0.01)
+    assert model_flops_per_sample(m) < 0.4 * (6 * dense_params * s + cores)
