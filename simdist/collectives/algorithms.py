@@ -21,6 +21,7 @@ from simdist.collectives.ps import ps_chains
 from simdist.collectives.ring import CHANNEL_OPS, channel_chains, effective_channels
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 from simdist.collectives.torus2d import torus2d_chains
+from simdist.collectives.torus3d import torus3d_chains
 
 Op = CollectiveOp
 
@@ -33,6 +34,7 @@ class Algorithm(StrEnum):
     HALVING_DOUBLING = "halving_doubling"
     HIERARCHICAL = "hierarchical"
     TORUS2D = "torus2d"
+    TORUS3D = "torus3d"
     PS = "ps"
 
 
@@ -42,6 +44,7 @@ SUPPORTED_OPS: dict[Algorithm, frozenset[CollectiveOp]] = {
     Algorithm.HALVING_DOUBLING: FLAT_OPS["halving_doubling"],
     Algorithm.HIERARCHICAL: frozenset({Op.ALL_REDUCE}),
     Algorithm.TORUS2D: frozenset({Op.ALL_REDUCE}),
+    Algorithm.TORUS3D: frozenset({Op.ALL_REDUCE}),
     Algorithm.PS: frozenset({Op.ALL_REDUCE}),
 }
 
@@ -98,6 +101,8 @@ def build_schedule(
         chains = channel_chains(op, size_bytes, group, channels, node_orders)
     elif alg == Algorithm.TORUS2D:
         chains = torus2d_chains(size_bytes, group, chunks)
+    elif alg == Algorithm.TORUS3D:
+        chains = torus3d_chains(size_bytes, group, chunks=chunks)
     else:
         chains = (flat_chain(str(alg), op, size_bytes, group.ranks, chunks),)
     return Schedule(op=op, algorithm=str(alg), size_bytes=float(size_bytes), chains=chains)

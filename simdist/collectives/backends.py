@@ -38,7 +38,7 @@ from simdist.errors import InfeasibleError
 
 Op = CollectiveOp
 BACKENDS = ("textbook", "gloo", "nccl")
-COMPOSITE = ("hierarchical", "torus2d", "ps")
+COMPOSITE = ("hierarchical", "torus2d", "torus3d", "ps")
 
 GLOO_ALGORITHMS = {
     Op.ALL_REDUCE: "ring",

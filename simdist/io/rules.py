@@ -14,6 +14,7 @@ from simdist.io.rules_parallel import model_parallel_issues
 from simdist.io.rules_precision import precision_issues
 from simdist.io.rules_relevance import relevance_issues
 from simdist.io.rules_training import bad_value, training_issues
+from simdist.io.rules_tpu import tpu_issues
 from simdist.scenario import FailureKind, PsPlacement, Scenario, StrategyKind, SyncMode
 from simdist.strategies.stragglers import needs_timeline
 
@@ -85,4 +86,5 @@ def rules(scenario: Scenario) -> list[Issue]:
     timeline = needs_timeline(scenario)
     return (replica_issues(scenario) + ps_placement_issues(scenario) + failure_run_issues(scenario)
             + relevance_issues(scenario, timeline) + training_issues(scenario, timeline)
-            + model_parallel_issues(scenario) + precision_issues(scenario) + finetune_issues(scenario))
+            + model_parallel_issues(scenario) + precision_issues(scenario) + finetune_issues(scenario)
+            + tpu_issues(scenario))

@@ -13,7 +13,7 @@ from simdist.collectives.nccl_env import check_list
 from simdist.errors import Issue
 from simdist.scenario import Backend, StrategyKind
 
-_COMPOSITE = {StrategyKind.HIERARCHICAL, StrategyKind.TORUS2D, StrategyKind.PS}
+_COMPOSITE = {StrategyKind.HIERARCHICAL, StrategyKind.TORUS2D, StrategyKind.TORUS3D, StrategyKind.PS}
 _NCCL_NAMES = {StrategyKind.TREE: "Tree", StrategyKind.RING: "Ring"}
 
 

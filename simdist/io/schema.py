@@ -345,8 +345,10 @@ class CompressionModel(Strict):
 
 class CommunicationModel(Strict):
     strategy: StrategyKind = StrategyKind.RING
-    """ring | tree | halving_doubling | hierarchical | torus2d | ps. With backend nccl, ring leaves the algorithm
-    to NCCL's tuner (pin one with nccl_algo, as NCCL_ALGO does); tree and halving_doubling are refused there."""
+    """ring | tree | halving_doubling | hierarchical | torus2d | torus3d | ps. With backend nccl, ring leaves the
+    algorithm to NCCL's tuner (pin one with nccl_algo, as NCCL_ALGO does); tree and halving_doubling are refused
+    there. torus3d: reduce-scatter and all-gather along each dimension of a 3-D grid in turn (a TPU slice's
+    all-reduce, collectives/torus3d.py)."""
     backend: Backend = Backend.TEXTBOOK
     """textbook | gloo | nccl: which library's real algorithms to model."""
     hierarchical: HierarchicalModel = HierarchicalModel()

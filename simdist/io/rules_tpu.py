@@ -1,0 +1,117 @@
+"""Rules about Google TPUs (catalog vendor `google`) and the torus3d all-reduce.
+
+A TPU runs what XLA compiles for it: its MXUs compute in bf16 (and fp8 at the bf16 rate on v5p), so a precision
+the chip has no figure for (fp16, tf32, fp8 on v4, the block-scaled formats) is refused rather than run on other
+units; its collectives are XLA's over the ICI torus, not NCCL's or gloo's (backend textbook runs exactly the
+algorithm asked for, torus3d being XLA's dimension-by-dimension all-reduce). Model parallelism on TPUs is GSPMD
+sharding of every tensor over the torus axes, whose collectives (all-gathers and reduce-scatters of weights and
+activations along torus dimensions) the tp/pp/cp engine, built on Megatron-Core's layout and NCCL groups, does not
+describe: tp, pp, cp, ep and ZeRO are refused on TPUs instead of being priced as something they are not.
+
+torus3d lays the ranks on the shape a torus3d fabric of that many machines takes without dims
+(collectives/torus3d.py): a count without such a shape is refused, and so is a torus3d fabric of one-GPU nodes
+whose dims differ from it (the same torus written longest side first, or a shape the schedule would not follow).
+A torus3d fabric of TPUs needs every side a multiple of 4: smaller slices have no wrap-around links.
+"""
+from __future__ import annotations
+
+import math
+
+from simdist.collectives.torus3d import grid_dims
+from simdist.topology.direct import default_dims
+from simdist.errors import Issue
+from simdist.hardware.specs import TopologyKind
+from simdist.scenario import Backend, Scenario, StrategyKind
+
+TPU_VENDOR = "google"
+MODEL_PARALLEL_AXES = ("tp", "pp", "cp", "ep")
+
+
+def tpu_keys(scenario: Scenario) -> list[str]:
+    """The catalog keys of the scenario's TPU node groups, in order."""
+    return list(dict.fromkeys(g.gpu.key for g in scenario.cluster.node_groups if g.gpu.vendor == TPU_VENDOR))
+
+
+def _precision_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
+    w = scenario.workload
+    if w.model is None:
+        return []
+    lacking = [g.gpu.key for g in scenario.cluster.node_groups
+               if g.gpu.vendor == TPU_VENDOR and w.precision.value not in g.gpu.peak_flops]
+    if not lacking:
+        return []
+    return [Issue("workload.precision", f"got {w.precision.value!r}; {', '.join(dict.fromkeys(lacking))} has no "
+                                        f"{w.precision.value} units (a TPU's MXUs compute bf16; fp8 on v5p at the "
+                                        "bf16 rate): use bf16, or fp32 (full-precision matmuls as six bf16 passes)")]
+
+
+def _parallel_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
+    p = scenario.training.parallelism
+    out = [Issue(f"training.parallelism.{axis}", f"got {getattr(p, axis)}; model parallelism on TPUs ({', '.join(tpus)}) "
+                                                 "is XLA/GSPMD sharding over the torus axes, which simdist does not "
+                                                 "model (its tp/pp/cp/ep follow Megatron-Core over NCCL): use data "
+                                                 "parallelism (dp) with communication.strategy torus3d")
+           for axis in MODEL_PARALLEL_AXES if getattr(p, axis, 1) > 1]
+    if p.zero:
+        out.append(Issue("training.parallelism.zero", f"got {p.zero}; XLA's sharded data parallelism on TPUs reduce-"
+                                                      "scatters and all-gathers along the torus dimensions, which "
+                                                      "simdist has no schedule for: use zero 0 (replicated data "
+                                                      "parallelism)"))
+    return out
+
+
+def _backend_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
+    backend = scenario.communication.backend
+    if backend == Backend.TEXTBOOK:
+        return []
+    return [Issue("communication.backend", f"got {backend.value!r}; NCCL and gloo do not run on TPUs "
+                                           f"({', '.join(tpus)}): XLA's collectives over the ICI torus are backend "
+                                           "textbook (with strategy torus3d, XLA's dimension-by-dimension all-reduce)")]
+
+
+def torus3d_issues(scenario: Scenario) -> list[Issue]:
+    """communication.strategy torus3d on a rank count without a 3-D shape, or on a torus3d fabric of one-GPU
+    nodes whose dims are not the shape the schedule lays the ranks on."""
+    if scenario.communication.strategy != StrategyKind.TORUS3D:
+        return []
+    c = scenario.cluster
+    n = c.num_gpus
+    shape = grid_dims(n)
+    if math.prod(shape) != n:
+        return [Issue("communication.strategy", f"got 'torus3d'; {n} GPUs have no 3-D shape with sides within 4x of "
+                                                f"each other (the nearest, {'x'.join(map(str, shape))}, has holes): "
+                                                "use ring or torus2d")]
+    fabric = c.fabric
+    one_per_node = all(g.gpus_per_node == 1 for g in c.node_groups)
+    if (fabric.topology == TopologyKind.TORUS3D and fabric.dims and one_per_node
+            and tuple(fabric.dims) != shape):
+        return [Issue("cluster.fabric.dims", f"got {list(fabric.dims)}; strategy torus3d lays the {n} ranks on "
+                                             f"{list(shape)} (longest side first, the most balanced shape): write "
+                                             f"dims {list(shape)}" + (" (the same torus)" if sorted(fabric.dims)
+                                                                      == sorted(shape) else ""))]
+    return []
+
+
+def _slice_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
+    """A torus3d fabric of TPUs closes every dimension into a ring: real slices do only when each side is a
+    multiple of 4 (4x4x4 cubes whose faces the optical circuit switches join); smaller ones are a mesh."""
+    fabric = scenario.cluster.fabric
+    if fabric.topology != TopologyKind.TORUS3D:
+        return []
+    dims = tuple(fabric.dims) if fabric.dims else default_dims(scenario.cluster.num_nodes, 3)
+    if all(d % 4 == 0 for d in dims):
+        return []
+    return [Issue("cluster.fabric.dims", f"got {list(dims)}; a TPU slice ({', '.join(tpus)}) is a torus only when "
+                                         "every side is a multiple of 4 (4x4x4 cubes joined by the optical circuit "
+                                         "switches); smaller slices are a 3-D mesh without wrap-around, which the "
+                                         "torus3d fabric does not describe")]
+
+
+def tpu_issues(scenario: Scenario) -> list[Issue]:
+    """Every TPU rule and the torus3d rule, each problem with its YAML path."""
+    tpus = tpu_keys(scenario)
+    out = torus3d_issues(scenario)
+    if tpus:
+        out += (_precision_issues(scenario, tpus) + _parallel_issues(scenario, tpus) + _backend_issues(scenario, tpus)
+                + _slice_issues(scenario, tpus))
+    return out

@@ -1,0 +1,78 @@
+"""What io/ refuses on TPUs (io/rules_tpu.py), each at its YAML path: precisions the chip has no units for,
+NCCL/gloo backends, model parallelism and ZeRO (GSPMD sharding is not modelled), and torus3d on a shape the
+schedule would not follow; and what it accepts: bf16 and fp32 on both chips, fp8 on v5p."""
+from __future__ import annotations
+
+import pytest
+
+from simdist.errors import ScenarioError
+from simdist.io.load import load_scenario
+
+V4 = "scenarios/presets/tpu-v4-bert.yaml"
+V5P = "scenarios/presets/tpu-v5p-gpt.yaml"
+
+
+def _refused(preset: str, *overrides: str) -> dict[str, str]:
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(preset, list(overrides))
+    out: dict[str, str] = {}
+    for i in err.value.issues:
+        out[i.path] = f"{out[i.path]} | {i.message}" if i.path in out else i.message
+    return out
+
+
+@pytest.mark.parametrize("precision", ["fp16", "tf32", "fp8", "mxfp8", "nvfp4"])
+def test_v4_refuses_precisions_it_has_no_units_for(precision):
+    issues = _refused(V4, f"workload.precision={precision}")
+    assert "tpu-v4 has no" in issues["workload.precision"]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "tf32"])
+def test_v5p_refuses_fp16_and_tf32(precision):
+    assert "tpu-v5p has no" in _refused(V5P, f"workload.precision={precision}")["workload.precision"]
+
+
+@pytest.mark.parametrize("preset,precision", [(V4, "bf16"), (V4, "fp32"), (V5P, "fp8"), (V5P, "fp32")])
+def test_precisions_the_chips_have_run(preset, precision):
+    s = load_scenario(preset, [f"workload.precision={precision}"])
+    assert s.cluster.node_groups[0].gpu.runs_as(precision) == precision  # no fallback on a TPU
+
+
+@pytest.mark.parametrize("backend", ["nccl", "gloo"])
+def test_nccl_and_gloo_are_refused_on_tpus(backend):
+    assert "do not run on TPUs" in _refused(V4, f"communication.backend={backend}")["communication.backend"]
+
+
+@pytest.mark.parametrize("axis", ["tp", "pp"])
+def test_model_parallelism_is_refused_on_tpus(axis):
+    issues = _refused(V4, "communication.strategy=ring", f"training.parallelism.{axis}=2")
+    assert "GSPMD" in issues[f"training.parallelism.{axis}"]
+
+
+def test_zero_is_refused_on_tpus():
+    issues = _refused(V4, "communication.strategy=ring", "training.parallelism.zero=1")
+    assert "torus dimensions" in issues["training.parallelism.zero"]
+
+
+def test_torus3d_dims_must_be_the_shape_the_schedule_uses():
+    issues = _refused(V5P, "cluster.fabric.dims=[4, 4, 8]")
+    assert "[8, 4, 4]" in issues["cluster.fabric.dims"] and "the same torus" in issues["cluster.fabric.dims"]
+    issues = _refused(V5P, "cluster.fabric.dims=[2, 8, 8]")
+    assert "[8, 4, 4]" in issues["cluster.fabric.dims"] and "the same torus" not in issues["cluster.fabric.dims"]
+
+
+def test_tpu_slices_smaller_than_a_cube_are_not_tori():
+    issues = _refused(V4, "cluster.nodes.0.count=32", "cluster.fabric.dims=[4, 4, 2]", "communication.strategy=ring")
+    assert "multiple of 4" in issues["cluster.fabric.dims"]
+    load_scenario(V4, ["cluster.nodes.0.count=128", "cluster.fabric.dims=[8, 4, 4]"])  # two cubes: a torus
+
+
+def test_torus3d_needs_a_rank_count_with_a_3d_shape():
+    issues = _refused(V4, "cluster.nodes.0.count=7", "cluster.fabric={topology: torus3d, link: ici-v4}")
+    assert "no 3-D shape" in issues["communication.strategy"]
+
+
+def test_torus3d_on_gpus_is_a_logical_grid():
+    """Not TPU-only: 8 DGX A100 nodes (64 GPUs) run it as a 4x4x4 grid of ranks over their switched fabric."""
+    s = load_scenario("scenarios/presets/pytorch-ddp.yaml", ["communication.strategy=torus3d"])
+    assert s.communication.strategy == "torus3d"
