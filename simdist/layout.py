@@ -1,10 +1,12 @@
-"""Model-parallel layout: which global GPU rank holds which (dp, tp, pp) coordinate, and the groups that follow.
+"""Model-parallel layout: which global GPU rank holds which (dp, tp, cp, pp) coordinate, and the groups that follow.
 
 Ranks are the cluster's GPUs in node-major order (ClusterSpec). A placement order lists the axes innermost
 first: with Megatron-LM's default "tp,dp,pp" consecutive ranks form a tp group (inside a node when tp divides
-the node), dp comes next and pp is outermost, so pipeline stages land on different nodes. Any order can be
-given (`training.placement_order`); a tp group that crosses a node boundary is reported in `Layout.warnings`,
-never refused, because it is legal (only slow).
+the node), dp comes next and pp is outermost, so pipeline stages land on different nodes. With context
+parallelism (cp > 1) the default is Megatron-Core's "tp-cp-ep-dp-pp" without ep: "tp,cp,dp,pp". Any order can
+be given (`training.placement_order`); a tp group that crosses a node boundary is reported in
+`Layout.warnings`, never refused, because it is legal (only slow). Megatron-Core reduces the dense weights'
+gradients over the data-parallel group with cp (`dp_cp_groups`): every rank of it holds the same weights.
 """
 from __future__ import annotations
 
@@ -21,48 +23,60 @@ class Axis(StrEnum):
     TP = "tp"
     DP = "dp"
     PP = "pp"
+    CP = "cp"
 
 
 AXES: dict[str, Axis] = {a.value: a for a in Axis}
-DEFAULT_ORDER: tuple[Axis, Axis, Axis] = (Axis.TP, Axis.DP, Axis.PP)  # Megatron-LM's "tp-dp-pp", innermost first
+THREE_AXES = ("dp", "pp", "tp")  # an order without cp (cp = 1)
+DEFAULT_ORDER: tuple[Axis, ...] = (Axis.TP, Axis.DP, Axis.PP)  # Megatron-LM's "tp-dp-pp", innermost first
+CP_ORDER: tuple[Axis, ...] = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)  # Megatron-Core's "tp-cp-ep-dp-pp" without ep
 ORDER_KEY = "training.placement_order"
 
 
 @dataclass(frozen=True)
 class Coord:
-    """A rank's position on the three axes (0-based)."""
+    """A rank's position on the axes (0-based)."""
 
     dp: int
     tp: int
     pp: int
+    cp: int = 0
 
     def on(self, axis: Axis) -> int:
         return getattr(self, axis.value)
 
 
-def parse_order(text: "str | Sequence[str] | None") -> tuple[Axis, Axis, Axis]:
-    """'tp,pp,dp' (innermost first) -> axes; None -> the default (the schema checks the key)."""
+def order_is_valid(parts: Sequence[str]) -> bool:
+    """Whether `parts` names tp, dp and pp once each, or tp, cp, dp and pp once each."""
+    return sorted(parts) in (sorted(THREE_AXES), sorted(AXES))
+
+
+def parse_order(text: "str | Sequence[str] | None", cp: int = 1) -> tuple[Axis, ...]:
+    """'tp,pp,dp' (innermost first) -> axes; None -> the default (tp,cp,dp,pp with cp > 1). A three-axis order
+    takes cp as innermost after tp (the schema and io.resolve check the key: with cp > 1 it must name cp)."""
     if text is None:
-        return DEFAULT_ORDER
+        return CP_ORDER if cp > 1 else DEFAULT_ORDER
     parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else [str(p).strip() for p in text]
-    assert sorted(parts) == sorted(AXES) and len(parts) == 3, f"the schema checks {ORDER_KEY}: {text!r}"
-    return tuple(AXES[p] for p in parts)  # type: ignore[return-value]
+    assert order_is_valid(parts), f"the schema checks {ORDER_KEY}: {text!r}"
+    assert cp == 1 or "cp" in parts, f"io.resolve: {ORDER_KEY} names cp when cp > 1: {text!r}"
+    return tuple(AXES[p] for p in parts)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """dp x tp x pp ranks over GPUs 0..n-1; `gpu_node[r]` is the node of GPU (= rank) r."""
+    """dp x tp x cp x pp ranks over GPUs 0..n-1; `gpu_node[r]` is the node of GPU (= rank) r."""
 
     dp: int
     tp: int
     pp: int
-    order: tuple[Axis, Axis, Axis]
+    order: tuple[Axis, ...]
     gpu_node: tuple[int, ...]
     warnings: tuple[str, ...] = ()
+    cp: int = 1
 
     @property
     def size(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.cp * self.pp
 
     def degree(self, axis: Axis) -> int:
         return getattr(self, Axis(axis).value)
@@ -72,19 +86,21 @@ class Layout:
         for axis in self.order:
             out[axis] = stride
             stride *= self.degree(axis)
+        if Axis.CP not in out:  # a three-axis order: cp is 1
+            out[Axis.CP] = stride
         return out
 
     def coords(self, rank: int) -> Coord:
-        """(dp, tp, pp) of global rank `rank`."""
+        """(dp, tp, pp, cp) of global rank `rank`."""
         if not 0 <= rank < self.size:
             raise ValueError(f"rank {rank} outside 0..{self.size - 1}")
         strides = self._strides()
         c = {a.value: (rank // strides[a]) % self.degree(a) for a in Axis}
         return Coord(**c)
 
-    def rank(self, dp: int, tp: int, pp: int) -> int:
-        """The global rank at coordinates (dp, tp, pp)."""
-        c = Coord(dp, tp, pp)
+    def rank(self, dp: int, tp: int, pp: int, cp: int = 0) -> int:
+        """The global rank at coordinates (dp, tp, pp, cp)."""
+        c = Coord(dp, tp, pp, cp)
         for a in Axis:
             if not 0 <= c.on(a) < self.degree(a):
                 raise ValueError(f"{a} coordinate {c.on(a)} outside 0..{self.degree(a) - 1}")
@@ -94,15 +110,23 @@ class Layout:
     def groups(self, axis: "Axis | str") -> list[list[int]]:
         """Every group along `axis` (ranks differing only in that coordinate), each in coordinate order,
         the groups sorted by their first rank."""
-        axis = Axis(axis)
-        stride = self._strides()[axis]
+        return self.joint_groups((Axis(axis),))
+
+    def joint_groups(self, axes: Sequence["Axis | str"]) -> list[list[int]]:
+        """Every group of ranks differing only in the coordinates of `axes` (the first varying fastest), the
+        groups sorted by their first rank: (dp, cp) is Megatron-Core's data-parallel group with cp."""
+        axes = [Axis(a) for a in axes]
+        strides = self._strides()
         seen: set[int] = set()
         out = []
         for r in range(self.size):
             if r in seen:
                 continue
-            base = r - self.coords(r).on(axis) * stride
-            g = [base + i * stride for i in range(self.degree(axis))]
+            c = self.coords(r)
+            base = r - sum(c.on(a) * strides[a] for a in axes)
+            g = [base]
+            for a in axes:
+                g = [x + i * strides[a] for i in range(self.degree(a)) for x in g]
             seen.update(g)
             out.append(g)
         return out
@@ -116,6 +140,14 @@ class Layout:
 
     def dp_groups(self) -> list[list[int]]:
         return self.groups(Axis.DP)
+
+    def cp_groups(self) -> list[list[int]]:
+        """Context-parallel groups: element i holds sequence chunks i and 2 cp - 1 - i."""
+        return self.groups(Axis.CP)
+
+    def dp_cp_groups(self) -> list[list[int]]:
+        """The groups the dense weights' gradients are reduced over: dp x cp ranks with the same weights."""
+        return self.joint_groups((Axis.DP, Axis.CP))
 
     def group_of(self, rank: int, axis: "Axis | str") -> list[int]:
         """The `axis` group that contains `rank`."""
@@ -139,15 +171,17 @@ def gpu_nodes(cluster: ClusterSpec) -> tuple[int, ...]:
 
 
 def build_layout(gpu_node: "ClusterSpec | Sequence[int]", dp: int | None, tp: int = 1, pp: int = 1,
-                 order: "str | Sequence[str] | None" = None) -> Layout:
-    """Lay dp x tp x pp ranks over the GPUs (dp None: GPUs / (tp x pp)); refuse a product that is not the GPU count."""
+                 order: "str | Sequence[str] | None" = None, cp: int = 1) -> Layout:
+    """Lay dp x tp x cp x pp ranks over the GPUs (dp None: GPUs / (tp x cp x pp)); refuse a product that is not
+    the GPU count."""
     nodes = gpu_nodes(gpu_node) if isinstance(gpu_node, ClusterSpec) else tuple(int(n) for n in gpu_node)
     n = len(nodes)
-    assert all(isinstance(v, int) and v >= 1 for v in (tp, pp, 1 if dp is None else dp)), (dp, tp, pp)
-    dp = n // (tp * pp) if dp is None else dp
-    assert dp * tp * pp == n, f"io.rules_training: dp x tp x pp = {dp} x {tp} x {pp}, the cluster has {n} GPUs"
-    axes = parse_order(order)
-    layout = Layout(dp, tp, pp, axes, nodes)
+    assert all(isinstance(v, int) and v >= 1 for v in (tp, pp, cp, 1 if dp is None else dp)), (dp, tp, pp, cp)
+    dp = n // (tp * cp * pp) if dp is None else dp
+    product = f"dp x tp x pp = {dp} x {tp} x {pp}" + (f" (x cp {cp})" if cp > 1 else "")
+    assert dp * tp * cp * pp == n, f"io.resolve: {product}, the cluster has {n} GPUs"
+    axes = parse_order(order, cp)
+    layout = Layout(dp, tp, pp, axes, nodes, (), cp)
     warnings = []
     crossing = [g for g in layout.tp_groups() if len(layout.nodes_of(g)) > 1]
     if crossing:
@@ -156,4 +190,4 @@ def build_layout(gpu_node: "ClusterSpec | Sequence[int]", dp: int | None, tp: in
         warnings.append(f"{len(crossing)} of {len(layout.tp_groups())} tensor-parallel groups span several nodes "
                         f"({why}; e.g. ranks {crossing[0]} on nodes {layout.nodes_of(crossing[0])}): their "
                         f"all_reduces run on the inter-node network")
-    return Layout(dp, tp, pp, axes, nodes, tuple(warnings))
+    return Layout(dp, tp, pp, axes, nodes, tuple(warnings), cp)

@@ -122,6 +122,14 @@ class PipelineSchedule(StrEnum):
     INTERLEAVED = "interleaved"
 
 
+class CpCommType(StrEnum):
+    """How context-parallel attention exchanges K/V (Megatron-Core's cp_comm_type)."""
+
+    P2P = "p2p"  # ring: K/V blocks passed to the next rank, overlapped with each block's attention
+    ALL_GATHER = "all_gather"  # K/V all-gathered before attention, dK/dV reduce-scattered after (not overlapped)
+    A2A = "a2a"  # Ulysses: all-to-all of Q, K, V (heads scattered) and of the output
+
+
 class Recompute(StrEnum):
     """Activation recomputation of transformer layers (Korthikanti et al. 2022)."""
 
@@ -187,6 +195,7 @@ class ParallelismSpec:
     dp: int | None = None  # None: all GPUs
     tp: int = 1
     pp: int = 1
+    cp: int = 1  # context parallelism: the sequence split over cp ranks (Megatron-Core)
     zero: int = 0  # 3 is FSDP (the YAML alias `zero: fsdp` resolves to 3)
 
 
@@ -212,6 +221,7 @@ class TrainingSpec:
     placement_order: str | None = None  # e.g. 'tp,dp,pp' innermost first; None: simdist.layout.DEFAULT_ORDER
     sequence_parallel: bool = False
     tp_comm_overlap: bool = False  # tp all_gather / reduce_scatter chunked beside the GEMMs (needs sequence_parallel)
+    cp_comm_type: CpCommType = CpCommType.P2P  # context-parallel attention's K/V exchange
     recompute: Recompute = Recompute.NONE
     recompute_every: int = 1  # recompute full: checkpoint one transformer block in this many
     virtual_stages: int = 1  # interleaved schedule: model chunks per pipeline rank

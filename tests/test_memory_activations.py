@@ -122,3 +122,19 @@ def test_recomputed_layer_transient_drops_with_flash() -> None:
     assert full.workspace_bytes - none.workspace_bytes == pytest.approx(x.under("none") - x.under("full"))
     s, h, a = 8192, 4096, 32  # GQA 8 of 32 heads, f = 3.5h: 8 + 3 + 2 + 21 = 34 sbh kept, no s x s term
     assert x.under("none") - x.under("full") == pytest.approx((34 - 2) * s * h / 2 + 4 * a * s / 2)
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_context_parallelism_divides_the_sequence(cp: int) -> None:
+    """Megatron-Core's cp holds s / cp tokens per rank: the Llama 3 70B block's 33.5 sbh/t and its
+    log-sum-exp 4as/t both divide by cp (attention activations halve at cp 2); selective and full too."""
+    from dataclasses import replace
+    s, h, a, t = 8192, 8192, 64, 8
+    x = block_activations(replace(LLAMA3_70B, cp=cp), 1, t, sequence_parallel=True)
+    assert x.kept_bytes == pytest.approx(s / cp * h * 33.5 / t)
+    assert x.core_bytes == pytest.approx(4 * a * s / cp / t)
+    for rc in ("none", "selective", "full"):
+        assert layer_activation_bytes(replace(LLAMA3_70B, cp=cp), 1, t, True, rc) == pytest.approx(
+            layer_activation_bytes(LLAMA3_70B, 1, t, True, rc) / cp)
+    with pytest.raises(ValueError, match="cp"):
+        replace(LLAMA3_70B, cp=3)  # 8192 tokens do not split over 3 ranks

@@ -1,12 +1,12 @@
-"""Process groups and schedules of a dp x tp x pp layout on the real topology endpoints.
+"""Process groups and schedules of a dp x tp x cp x pp layout on the real topology endpoints (stage_groups).
 
 Every tp (or dp) group of a stage runs the same collective at the same moment on the real cluster, so a
 collective of the stage class on `tp.s<k>` (`dp.s<k>`) is the union of every such group's schedule: their
 chains run concurrently and share whatever links they share. A pipeline transfer on `pp<a>><b>` is every
 (dp, tp) pair's copy from stage a to stage b at once; a tp exchange step on `tp.s<k>.x` (tp_comm_overlap) is
-every tp rank of the stage copying its piece to its ring successor at once. One group's schedule is built (by the scenario's
-backend: NCCL's tuner, textbook or gloo) and moved onto the others by the endpoint correspondence, which is
-exact on a symmetric cluster (congruent groups).
+every tp rank of the stage copying its piece to its ring successor at once (cp's K/V on `tp.s<k>.cpx` likewise).
+One group's schedule is built (by the scenario's backend: NCCL's tuner, textbook or gloo) and moved onto the
+others by the endpoint correspondence, which is exact on a symmetric cluster (congruent groups).
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from simdist.collectives.fabric import from_topology
 from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
-from simdist.layout import Axis, Layout
-from simdist.strategies.pipeline_graph import boundary_pairs, dp_group, pp_group, tp_exchange_group, tp_group
+from simdist.layout import Layout
+from simdist.strategies.pipeline_graph import (RING_EXCHANGE, boundary_pairs, pp_group, stage_groups,
+                                               tp_exchange_group, tp_group)
 from simdist.topology.routing import ring_channels
 
 MAX_CACHED = 4096
-TP_EXCHANGE = "tp_exchange"  # group kind of tp_comm_overlap's ring exchange steps
 
 
 def endpoint_group(topology, ranks) -> Group:
@@ -52,15 +52,15 @@ class LayoutGroups:
         stage_ranks = [sorted(g[s] for g in pp_groups) for s in range(layout.pp)]
         for s in range(layout.pp):
             mine = set(stage_ranks[s])
-            for axis, name in ((Axis.TP, tp_group(s)), (Axis.DP, dp_group(s))):
-                subs = [endpoint_group(topo, g) for g in layout.groups(axis) if g[0] in mine]
+            for axes, name, kind in stage_groups(s, layout.cp):
+                subs = [endpoint_group(topo, g) for g in layout.joint_groups(axes) if g[0] in mine]
                 self.axis_groups[name] = subs
-                self.groups[name] = ProcessGroup(name, axis.value, tuple(stage_ranks[s]),
+                self.groups[name] = ProcessGroup(name, kind, tuple(stage_ranks[s]),
                                                  endpoint_group(topo, stage_ranks[s]))
             if layout.tp > 1:  # always (the context caches a fabric per layout): used by tp_comm_overlap
                 name = tp_exchange_group(s)
                 self.axis_groups[name] = self.axis_groups[tp_group(s)]
-                self.groups[name] = ProcessGroup(name, TP_EXCHANGE, tuple(stage_ranks[s]),
+                self.groups[name] = ProcessGroup(name, RING_EXCHANGE, tuple(stage_ranks[s]),
                                                  endpoint_group(topo, stage_ranks[s]))
         for a, b in boundary_pairs(plan) if layout.pp > 1 else ():
             name = pp_group(a, b)
@@ -80,7 +80,7 @@ class LayoutGroups:
 
     def _build(self, name: str, op, size_bytes: float) -> Schedule:
         subs = self.axis_groups[name]
-        if self.groups[name].kind == TP_EXCHANGE:  # every rank copies size_bytes to its ring successor
+        if self.groups[name].kind == RING_EXCHANGE:  # every rank copies size_bytes to its ring successor
             chains = tuple((Step(tuple(Transfer(r, g.ranks[(k + 1) % g.size], float(size_bytes))
                                        for k, r in enumerate(g.ranks)), label="tp exchange"),) for g in subs)
             return Schedule(op, "ring exchange", float(size_bytes), chains)

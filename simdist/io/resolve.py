@@ -19,7 +19,7 @@ from simdist.io.rules_finetune import finetune_model
 from simdist.io.rules_nccl import ddp_average_issues, nccl_choice_issues, nccl_socket_issues
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
-    Backend, BatchSplit, Bucketing, CommunicationSpec, DdpAverage, CompressionMethod, CompressionSpec,
+    Backend, BatchSplit, Bucketing, CommunicationSpec, CpCommType, DdpAverage, CompressionMethod, CompressionSpec,
     Fidelity, GradClipping, GradProcessing, LossScaling, Optimizer, OptimizerKernels, ParallelismSpec,
     PipelineSchedule, PsAggregation, PsPlacement, PsServer, Recompute,
     RunSpec, Scenario, StrategyKind, SyncMode, TrainingSpec, WorkloadSpec,
@@ -32,16 +32,18 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
     t = m.training
     par = t.parallelism
     dp = par.dp
+    model_ranks = par.tp * par.cp * par.pp  # ranks of one data-parallel replica
+    cp_x = f" x cp {par.cp}" if par.cp > 1 else ""
     if gpus is not None:
         if dp is None:
-            if gpus % (par.tp * par.pp):
-                issues.append(Issue("training.parallelism", f"tp x pp = {par.tp * par.pp} does not divide the "
-                                                            f"{gpus} GPUs of the cluster"))
+            if gpus % model_ranks:
+                issues.append(Issue("training.parallelism", f"tp x pp{' x cp' if cp_x else ''} = {model_ranks} does "
+                                                            f"not divide the {gpus} GPUs of the cluster"))
             else:
-                dp = gpus // (par.tp * par.pp)
-        elif dp * par.tp * par.pp != gpus:
-            issues.append(Issue("training.parallelism", f"dp x tp x pp = {dp} x {par.tp} x {par.pp} = "
-                                                        f"{dp * par.tp * par.pp}; expected the cluster's {gpus} GPUs"))
+                dp = gpus // model_ranks
+        elif dp * model_ranks != gpus:
+            issues.append(Issue("training.parallelism", f"dp x tp x pp = {dp} x {par.tp} x {par.pp}{cp_x} = "
+                                                        f"{dp * model_ranks}; expected the cluster's {gpus} GPUs"))
     w = m.workload
     if dp is not None and w.model is not None:
         per_step = dp * t.grad_accumulation
@@ -51,7 +53,8 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
     _model_parallel_keys(t, dp, issues)
     switch_it, switch_frac = _phase_keys(t, m.run, issues)
     return TrainingSpec(
-        parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, zero=par.zero), micro_batch=t.micro_batch,
+        parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, cp=par.cp, zero=par.zero),
+        micro_batch=t.micro_batch, cp_comm_type=CpCommType(t.cp_comm_type or CpCommType.P2P),
         schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
         local_steps=t.local_steps, grad_accumulation=t.grad_accumulation, batch_split=BatchSplit(t.batch_split),
         optimizer=Optimizer(t.optimizer), optimizer_kernels=OptimizerKernels(t.optimizer_kernels),
@@ -107,9 +110,15 @@ def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:
                                                         "overlaps with the GEMMs are sequence parallelism's (as "
                                                         "Megatron-LM's --tp-comm-overlap), so it needs "
                                                         "training.sequence_parallel: true"))
-    if t.placement_order is not None and dp is not None and sum(x > 1 for x in (dp, par.tp, par.pp)) < 2:
+    if t.placement_order is not None and dp is not None and sum(x > 1 for x in (dp, par.tp, par.pp, par.cp)) < 2:
         issues.append(Issue("training.placement_order", f"got {t.placement_order!r}; the order only matters when "
                                                         f"two of dp, tp, pp exceed 1 (dp {dp}, tp {par.tp}, pp {par.pp})"))
+    elif t.placement_order is not None and par.cp > 1 and "cp" not in t.placement_order.split(","):
+        issues.append(Issue("training.placement_order", f"got {t.placement_order!r}; with training.parallelism.cp "
+                                                        f"{par.cp} the order names cp too, e.g. 'tp,cp,dp,pp'"))
+    if t.cp_comm_type is not None and par.cp == 1:
+        issues.append(Issue("training.cp_comm_type", f"got {t.cp_comm_type!r}; read only with "
+                                                     "training.parallelism.cp > 1"))
     if Recompute(t.recompute) is not Recompute.NONE and par.tp == 1 and par.pp == 1 and par.zero == 0:
         issues.append(Issue("training.recompute", f"got '{t.recompute}'; recomputation is modelled for model-parallel "
                                                   "layouts only (tp, pp or zero); expected none"))

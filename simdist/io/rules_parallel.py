@@ -2,8 +2,8 @@
 
 The rules that need the resolved model (its transformer blocks, heads and layer shapes): tp must split
 every column- and row-parallel weight and the attention heads, pipeline stages are cut between blocks,
-micro-batches fill the per-replica batch, ZeRO / FSDP needs parameters to shard. The builders in
-strategies/ assert what these rules guarantee.
+micro-batches fill the per-replica batch, ZeRO / FSDP needs parameters to shard, context parallelism splits
+the sequence of a flash-attention transformer. The builders in strategies/ assert what these rules guarantee.
 """
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import simdist.strategies.sharding as sharding
 import simdist.strategies.tensor_parallel as tensor_parallel
 from simdist.errors import Issue
 from simdist.io.rules_training import ZERO_KEY, bad_value, is_model_parallel
-from simdist.scenario import PipelineSchedule, Recompute, Scenario
+from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 
 TP_KEY = "training.parallelism.tp"
+CP_KEY = "training.parallelism.cp"
 
 
 def tensor_parallel_issues(scenario: Scenario) -> list[Issue]:
@@ -76,6 +77,35 @@ def pipeline_issues(scenario: Scenario) -> list[Issue]:
     return out
 
 
+def context_parallel_issues(scenario: Scenario) -> list[Issue]:
+    """cp > 1 splits the sequence of a transformer with flash attention (Transformer Engine runs context
+    parallelism with its flash / fused attention backends only) into 2 cp chunks (the causal load balance);
+    a2a scatters the heads and the K/V heads over tp x cp ranks."""
+    t, model = scenario.training, scenario.workload.model
+    cp = t.parallelism.cp
+    if cp == 1:
+        return []
+    shape = mp_plan.transformer_shape(model)
+    if shape is None:
+        return [bad_value(CP_KEY, cp, f"1 for {model.name}: context parallelism splits the sequence of transformer "
+                                      "blocks")]
+    if not shape.flash_attention:
+        return [bad_value(CP_KEY, cp, "1 without flash attention (Transformer Engine runs context parallelism with "
+                                      "its flash or fused attention only): set workload.flash_attention: true")]
+    out = []
+    if shape.seq_len % (2 * cp):
+        out.append(bad_value(CP_KEY, cp, f"a degree whose 2 x cp chunks divide the sequence length {shape.seq_len} "
+                                         "(each rank holds two chunks for the causal load balance)"))
+    if CpCommType(t.cp_comm_type) is CpCommType.A2A:
+        tp, kv = t.parallelism.tp, shape.kv_heads or shape.heads
+        for count, what in ((shape.heads, "attention heads"), (kv, "key/value heads")):
+            if count % (tp * cp):
+                out.append(bad_value("training.cp_comm_type", "a2a", f"p2p or all_gather: a2a scatters the heads "
+                                     f"over tp x cp = {tp * cp} ranks, which do not divide the {count} {what}"))
+                break
+    return out
+
+
 def zero_model_issues(scenario: Scenario) -> list[Issue]:
     """ZeRO / FSDP shards parameters; its recomputation is per transformer block."""
     t, model = scenario.training, scenario.workload.model
@@ -96,5 +126,5 @@ def model_parallel_issues(scenario: Scenario) -> list[Issue]:
         return []
     out = zero_model_issues(scenario)
     if is_model_parallel(scenario):
-        out += tensor_parallel_issues(scenario) + pipeline_issues(scenario)
+        out += tensor_parallel_issues(scenario) + pipeline_issues(scenario) + context_parallel_issues(scenario)
     return out

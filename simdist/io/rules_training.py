@@ -24,7 +24,7 @@ def bad_value(path: str, value: object, expected: str) -> Issue:
 
 def is_model_parallel(scenario: Scenario) -> bool:
     p = scenario.training.parallelism
-    return p.tp != 1 or p.pp != 1
+    return p.tp != 1 or p.pp != 1 or p.cp != 1
 
 
 def parallelism_issues(scenario: Scenario) -> list[Issue]:
@@ -184,7 +184,7 @@ def sharded_issues(scenario: Scenario) -> list[Issue]:
     t, comm, z = scenario.training, scenario.communication, scenario.training.parallelism.zero
     if not z:
         return []
-    dp = data_parallel_degree(scenario)
+    dp = data_parallel_degree(scenario) * scenario.training.parallelism.cp  # Megatron-Core shards over dp x cp
     out = []
     if dp < 2:
         out.append(bad_value(ZERO_KEY, z, "0 on a single GPU (there is nothing to shard over dp = 1)"))

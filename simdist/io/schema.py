@@ -22,7 +22,7 @@ from simdist.io.schema_failures import (  # noqa: F401 - re-exported
     FailureDistribution, FailureEventModel, FailureKind, FailuresModel, MaintenanceModel, RandomFailuresModel,
     RecoveryModel, RecoveryPolicy,
 )
-from simdist.layout import AXES, parse_order
+from simdist.layout import order_is_valid, parse_order
 from simdist.scenario import (
     PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, GradClipping, GradProcessing,
     LossScaling, Optimizer, OptimizerKernels, PipelineSchedule, Precision,
@@ -220,11 +220,14 @@ FSDP_ALIAS = "fsdp"
 
 class ParallelismModel(Strict):
     dp: PosInt | None = None
-    """Data-parallel degree. Default: GPUs / (tp x pp)."""
+    """Data-parallel degree. Default: GPUs / (tp x cp x pp)."""
     tp: PosInt = 1
     """Tensor-parallel degree."""
     pp: PosInt = 1
     """Pipeline-parallel stages."""
+    cp: PosInt = 1
+    """Context-parallel degree: the sequence split over cp ranks, attention exchanging K/V
+    (training.cp_comm_type); dp x tp x cp x pp must equal the number of GPUs (added key)."""
     zero: Annotated[int, BeforeValidator(_zero_alias), Field(strict=True, ge=0, le=3)] = 0
     """ZeRO stage 0-3; 'fsdp' is accepted as an alias and resolves to 3 (FSDP full sharding = stage 3)."""
 
@@ -242,7 +245,7 @@ class FinetuneModel(Strict):
 
 class TrainingModel(Strict):
     parallelism: ParallelismModel = ParallelismModel()
-    """{dp, tp, pp, zero}; dp x tp x pp must equal the number of GPUs."""
+    """{dp, tp, pp, cp, zero}; dp x tp x cp x pp must equal the number of GPUs."""
     micro_batch: PosInt = 1
     """Pipeline micro-batch size."""
     schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
@@ -281,12 +284,16 @@ class TrainingModel(Strict):
     convergence_factor: PosFloat = 1.0
     """Iterations needed relative to uncompressed BSP, an assumption for time-to-train (added key)."""
     placement_order: Key | None = None
-    """Axes innermost first, e.g. 'tp,pp,dp'; default 'tp,dp,pp' (Megatron-LM: tp inside a node, pp outermost) (added key)."""
+    """Axes innermost first, e.g. 'tp,pp,dp'; default 'tp,dp,pp' (Megatron-LM: tp inside a node, pp outermost), with
+    cp > 1 'tp,cp,dp,pp' (Megatron-Core's tp-cp-ep-dp-pp), which must then name cp (added key)."""
     sequence_parallel: StrictBool = False
     """Megatron sequence parallelism: reduce_scatter + all_gather instead of each tp all_reduce; needs tp > 1 (added key)."""
     tp_comm_overlap: StrictBool = False
     """Megatron's --tp-comm-overlap (Transformer Engine userbuffers): each block GEMM's sequence-parallel all_gather
     / reduce_scatter runs in tp chunks beside the chunked GEMM it feeds; needs sequence_parallel (added key)."""
+    cp_comm_type: Literal["p2p", "all_gather", "a2a"] | None = None
+    """Context parallelism's K/V exchange (Megatron-Core's cp_comm_type): p2p (ring, overlapped with attention;
+    the default) | all_gather | a2a (Ulysses head scattering); needs training.parallelism.cp > 1 (added key)."""
     recompute: Recompute = Recompute.NONE
     """Activation recomputation of transformer layers: none | selective (attention core) | full | selective_op
     (torchtitan's op policy: every second matmul and the elementwise ops; ZeRO / FSDP runs without tp or pp) (added key)."""
@@ -297,8 +304,8 @@ class TrainingModel(Strict):
     """Interleaved schedule: model chunks per pipeline rank (>= 2 with schedule interleaved and pp > 1) (added key)."""
     finetune: FinetuneModel | None = None
     """{method: lora, rank, target_modules}: LoRA fine-tuning, the base weights frozen (no gradients or optimizer
-    states; their backward computes input gradients only) and rank-r adapters trained; data-parallel runs with
-    ZeRO 0 (docs/model.md, "Fine-tuning") (added key)."""
+    states; their backward computes input gradients only) and rank-r adapters trained; data parallel, with or
+    without ZeRO / FSDP; refused with tp, pp or cp > 1 (docs/model.md, "Fine-tuning") (added key)."""
 
     @field_validator("placement_order")
     @classmethod
@@ -307,8 +314,9 @@ class TrainingModel(Strict):
             return v
 
         parts = [p.strip() for p in v.split(",")]
-        if sorted(parts) != sorted(AXES) or len(parts) != 3:
-            raise fail(f"got {v!r}; expected the three axes tp, dp and pp once each, innermost first, e.g. 'tp,dp,pp'")
+        if not order_is_valid(parts):
+            raise fail(f"got {v!r}; expected the three axes tp, dp and pp (or the four tp, cp, dp, pp) once each, "
+                       "innermost first, e.g. 'tp,dp,pp'")
         return ",".join(a.value for a in parse_order(v))
 
 

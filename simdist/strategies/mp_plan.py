@@ -12,7 +12,10 @@ activations sequence-sharded, so no gather). Every stage's dp gradients are all_
 last backward micro-batch, then the optimizer steps its shard; with ZeRO (training.parallelism.zero) the
 stage's dp group shards them instead (pipeline_graph), the optimizer stepping 1/dp, and at stage 3 the segments
 are also cut at the units (blocks) whose parameters are gathered. With training.tp_comm_overlap each block
-GEMM and its sequence-parallel collectives become one overlapped segment (`_overlapped`).
+GEMM and its sequence-parallel collectives become one overlapped segment (`_overlapped`). With context
+parallelism (training.parallelism.cp) every layer runs on s / cp tokens and each attention core becomes one
+segment carrying its ring steps or cp collectives (strategies.context_parallel); the dense gradients are
+reduced (and ZeRO shards) over dp x cp ranks.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES, GEMM_KINDS, MIXED_PR
 from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
 from simdist.memory import TransformerShape
-from simdist.scenario import PipelineSchedule, Recompute, Scenario
+from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
+from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_steps, shard_sequence
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
@@ -50,7 +54,8 @@ class Overlap(StrEnum):
 class Segment:
     """Compute of `compute_s` seconds (layers `name`), then the tp collective `call` (None: none); with
     `overlap` the call runs beside the compute instead (`compute_s` is then the chunked GEMMs' total).
-    `unit`: the stage's ZeRO-3 unit whose gathered parameters the compute needs (-1: none)."""
+    `unit`: the stage's ZeRO-3 unit whose gathered parameters the compute needs (-1: none). `cp`: an attention
+    core under context parallelism (its ring steps or cp collectives; `compute_s` is their compute)."""
 
     compute_s: float
     name: str
@@ -58,6 +63,7 @@ class Segment:
     kind: str = "forward"
     unit: int = -1
     overlap: Overlap = Overlap.NONE
+    cp: CpAttention | None = None
 
 
 @dataclass(frozen=True)
@@ -122,10 +128,20 @@ class MpPlan:
     param_bytes: int = 2  # bytes per gathered parameter (the compute dtype)
     grad_elem_bytes: int = 4  # bytes per reduced gradient element (workload.grad_dtype)
     tp_comm_overlap: bool = False
+    cp_comm_type: CpCommType = CpCommType.P2P
 
     @property
     def pp(self) -> int:
         return self.layout.pp
+
+    @property
+    def cp(self) -> int:
+        return self.layout.cp
+
+    @property
+    def grad_dp(self) -> int:
+        """Ranks the dense gradients are reduced over (and ZeRO shards over): dp x cp, as Megatron-Core does."""
+        return self.layout.dp * self.layout.cp
 
     @property
     def tp(self) -> int:
@@ -138,7 +154,7 @@ class MpPlan:
 
 def is_model_parallel(scenario: Scenario) -> bool:
     p = scenario.training.parallelism
-    return p.tp > 1 or p.pp > 1
+    return p.tp > 1 or p.pp > 1 or p.cp > 1
 
 
 def transformer_shape(model) -> TransformerShape | None:
@@ -183,10 +199,13 @@ def pipeline_units(model) -> list[tuple[int, int]]:
 
 def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kind: str,
               selective: bool = False, unit_of: list[int] | None = None,
-              chunk_factor: list[float] | None = None) -> list[Segment]:
+              chunk_factor: list[float] | None = None,
+              cp_core: dict[int, tuple[CpAttention, CpAttention]] | None = None) -> list[Segment]:
     """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse), and
     at ZeRO-3 unit boundaries (`unit_of`: layer -> stage unit). With `chunk_factor` (tp_comm_overlap: per
-    layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment."""
+    layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment.
+    With `cp_core` (context parallelism: the (forward, backward) of an attention core) each core is its own
+    segment, its forward again before its backward under selective recomputation."""
     out: list[Segment] = []
     acc, first, last, cur = 0.0, None, None, -1
     order = range(lo, hi) if phase is Phase.FWD else range(hi - 1, lo - 1, -1)
@@ -206,6 +225,14 @@ def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, ki
             cur = u
         calls = [c for c in layer.collectives if c.phase is phase]
         t = layer.time.fwd_s if phase is Phase.FWD else layer.time.bwd_s
+        if cp_core and i in cp_core:
+            if first is not None:
+                flush(None)
+            fwd, bwd = cp_core[i]
+            atts = [fwd] if phase is Phase.FWD else ([fwd, bwd] if selective else [bwd])
+            out += [Segment(a.compute_s, f"{kind} {names[i]} (cp {a.mode.value})", None, kind, cur, cp=a)
+                    for a in atts]
+            continue
         if chunk_factor is not None and calls and layer.role in (TpRole.COLUMN, TpRole.ROW):
             if first is not None:
                 flush(None)
@@ -284,8 +311,8 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     model = w.model
     assert model is not None
     par = t.parallelism
-    tp, pp, v = par.tp, par.pp, t.virtual_stages
-    layout = build_layout(s.cluster, dp, tp, pp, t.placement_order)
+    tp, pp, v, cp = par.tp, par.pp, t.virtual_stages, par.cp
+    layout = build_layout(s.cluster, dp, tp, pp, t.placement_order, cp)
     gpus = {g.gpu.key for g in s.cluster.node_groups}
     assert len(gpus) == 1, "io.rules_parallel: one GPU kind for tp or pp"
     gpu = s.cluster.node_groups[0].gpu
@@ -293,9 +320,11 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     shape = transformer_shape(model)
     # Megatron-LM's DDP keeps a main_grad buffer in the gradient dtype and adds every micro-batch's weight
     # gradients into it with a separate kernel (compute.layer_times, accumulation_bytes)
-    tpp = tensor_parallel_plan(model, gpu, t.micro_batch, precision, tp, t.sequence_parallel,
-                               s.compute_calibration, heads=shape.heads if shape else None,
-                               accumulation_bytes=DTYPE_BYTES[w.grad_dtype])
+    mode = CpCommType(t.cp_comm_type)
+    tpp = tensor_parallel_plan(shard_sequence(model, cp, mode), gpu, t.micro_batch, precision, tp,
+                               t.sequence_parallel, s.compute_calibration, heads=shape.heads if shape else None,
+                               accumulation_bytes=DTYPE_BYTES[w.grad_dtype], reference=model if cp > 1 else None)
+    cores = _cp_cores(tpp, shape, mode, cp, t.micro_batch, precision) if cp > 1 else {}
     rc = Recompute(t.recompute)
     assert rc is Recompute.NONE or shape is not None, "io.rules_parallel: recomputation needs attention blocks"
     replica = resolve_batch(s, dp) * t.grad_accumulation
@@ -303,7 +332,9 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     m = replica // t.micro_batch
     orders = schedule_order(t.schedule, pp, m, v)
     names = [x.name for x in model.layers]
-    cost = [x.time.total_s + (x.time.fwd_s if rc is Recompute.FULL else 0.0) for x in tpp.layers]
+    steps = ring_steps(cp, mode)
+    cost = [(x.time.total_s + (x.time.fwd_s if rc is Recompute.FULL else 0.0)) * (steps if i in cores else 1)
+            for i, x in enumerate(tpp.layers)]
     us = pipeline_units(model) if pp * v > 1 else [(0, len(names))]
     assert 1 <= pp * v <= len(us), "io.rules_parallel: pp x virtual_stages stages cut between blocks"
     ucost = [math.fsum(cost[a:b]) for a, b in us]
@@ -322,16 +353,17 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
         chunks = []
         for c, lo, hi in spans:
             vs = c * pp + st
-            fwd = _segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors)
+            fwd = _segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors,
+                            cp_core=cores)
             bwd = _segments(tpp, lo, hi, Phase.BWD, names, "backward", selective=rc is Recompute.SELECTIVE,
-                            unit_of=uo, chunk_factor=factors)
+                            unit_of=uo, chunk_factor=factors, cp_core=cores)
             if rc is Recompute.FULL:
                 bwd = [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute")
                        for x in fwd] + bwd
             gb = sum(tpp.layers[i].shard.params for i in range(lo, hi)) * grad_bytes
             chunks.append(ChunkWork(vs, (lo, hi), tuple(fwd), tuple(bwd), float(gb)))
         params = float(sum(tpp.layers[i].shard.params for c in chunks for i in range(*c.layers)))
-        shard = math.ceil(params / dp) if zero else int(params)  # ZeRO: each dp rank steps its 1/dp
+        shard = math.ceil(params / (dp * cp)) if zero else int(params)  # ZeRO: each dp x cp rank steps its share
         opt = update_time(shard, gpu, scenario)
         stages.append(StagePlan(rank_class, tuple(chunks), params, opt, _buckets(chunks, comm.bucket_size_bytes,
                                                                                  comm.overlap), zunits))
@@ -339,7 +371,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     p2p = gather = 0.0
     if pp > 1:
         h = shape.hidden if shape else int(model.layers[ranges[0][1] - 1].output_elems)
-        seq = shape.seq_len if shape else 1
+        seq = shape.seq_len // cp if shape else 1  # each cp rank sends its own tokens
         shards = tp if tp > 1 else 1
         p2p = boundary_bytes(t.micro_batch, seq, h, act, shards)
         gather = 0.0 if (tp == 1 or t.sequence_parallel) else float(t.micro_batch * seq * h * act)
@@ -363,7 +395,21 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     return MpPlan(layout, t.schedule, v, t.micro_batch, m, orders, tuple(stages), p2p, gather, comm.overlap,
                   global_batch, model.tokens_per_sample, (3.0 * fwd_flops + extra) * global_batch, single,
                   warnings, zero, DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, grad_bytes,
-                  t.tp_comm_overlap)
+                  t.tp_comm_overlap, mode)
+
+
+def _cp_cores(tpp: TensorParallelPlan, shape: TransformerShape | None, mode: CpCommType, cp: int,
+              micro_batch: int, precision: str) -> dict[int, tuple[CpAttention, CpAttention]]:
+    """Every attention core's (forward, backward) under context parallelism, from the time of its part
+    (`tpp` holds one ring step of it under p2p); K/V travel in the activation dtype (bf16 under fp8 recipes:
+    the attention runs in high precision)."""
+    assert shape is not None and shape.flash_attention, "io.rules_parallel: cp needs flash attention blocks"
+    out = {}
+    for i, x in enumerate(tpp.layers):
+        if x.role is TpRole.HEADS:
+            out[i] = cp_attention(mode, cp, tpp.tp, shape, micro_batch, ACTIVATION_BYTES[precision],
+                                  x.time.fwd_s, x.time.bwd_s)
+    return out
 
 
 def _chunk_factors(tpp: TensorParallelPlan, gpu, precision: str, cal) -> list[float]:

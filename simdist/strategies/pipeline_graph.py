@@ -18,13 +18,17 @@ overlap); 1 reduce_scatters them there instead and all_gathers the updated param
 step on the 1/dp shard (Megatron's distributed optimizer); 2 reduce_scatters every micro-batch's buckets
 (the gradients are sharded, so nothing accumulates locally); 3 also all_gathers each unit (block) before
 its forward and again before its backward of every micro-batch, prefetched one ahead, and reduce_scatters
-each unit's gradients after its backward, with no gather after the step.
+each unit's gradients after its backward, with no gather after the step. With context parallelism an
+attention core is its ring (`_cp_attention`: step k's compute beside the K/V transfer to the ring successor on
+`tp.s<stage>.cpx`, the next step waiting for both) or its blocking all_gathers / all_to_alls on
+`tp.s<stage>.cp`; the gradients then go over dp x cp ranks.
 """
 from __future__ import annotations
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
+from simdist.layout import Axis
 from simdist.strategies.mp_plan import MpPlan, Overlap, StagePlan, chunk_of_bucket
 from simdist.strategies.pipeline_schedule import TaskKind
 
@@ -41,12 +45,36 @@ def tp_exchange_group(stage: int) -> str:
     return f"tp.s{stage}.x"
 
 
+def cp_group(stage: int) -> str:
+    """The stage's cp groups (context parallelism's all_gathers, reduce_scatters, all_to_alls); named under
+    tp so that the breakdown counts them with the stage's other model-parallel collectives."""
+    return f"tp.s{stage}.cp"
+
+
+def cp_exchange_group(stage: int) -> str:
+    """The stage's cp groups as rings of neighbour copies (context parallelism's K/V transfers)."""
+    return f"tp.s{stage}.cpx"
+
+
 def dp_group(stage: int) -> str:
     return f"dp.s{stage}"
 
 
 def pp_group(src: int, dst: int) -> str:
     return f"pp{src}>{dst}"
+
+
+RING_EXCHANGE = "tp_exchange"  # group kind of ring exchange steps: every rank copies to its ring successor
+
+
+def stage_groups(stage: int, cp: int = 1) -> list[tuple[tuple[Axis, ...], str, str]]:
+    """The stage's collective groups as (layout axes their ranks differ in, name, kind): tp; dp, which is
+    Megatron-Core's data-parallel group with cp (dp x cp ranks hold the same dense weights); with cp > 1 the
+    cp groups for all_gathers / all_to_alls and as rings for the K/V transfers."""
+    out = [((Axis.TP,), tp_group(stage), "tp"), ((Axis.DP, Axis.CP), dp_group(stage), "dp")]
+    if cp > 1:
+        out += [((Axis.CP,), cp_group(stage), "cp"), ((Axis.CP,), cp_exchange_group(stage), RING_EXCHANGE)]
+    return out
 
 
 def boundary_pairs(plan: MpPlan) -> list[tuple[int, int]]:
@@ -156,6 +184,30 @@ def _overlapped(b: GraphBuilder, plan: MpPlan, stage: int, tag: str, i: int, seg
     return gemm, after
 
 
+def _cp_attention(b: GraphBuilder, stage: int, tag: str, i: int, seg, deps: list[int]) -> tuple[int, list[int]]:
+    """One attention core under context parallelism; returns (last compute id, what follows waits for).
+    Blocking calls before, the ring steps (transfer k beside step k's compute; step k + 1 and transfer k + 1
+    wait for both: TE reuses the buffer step k reads), blocking calls after."""
+    att = seg.cp
+    grp, ring = cp_group(stage), cp_exchange_group(stage)
+    for j, c in enumerate(att.before):
+        deps = [b.add(Collective, f"{tag} {c.what} ({grp})", deps, Stream.TP, group=grp, op=c.op,
+                      size_bytes=c.size_bytes, key=f"{tag}.{i}.b{j}")]
+    last = None
+    for k, c in enumerate(att.steps_s):
+        step = deps
+        last = b.add(Compute, f"{tag} {seg.name} step {k + 1}/{len(att.steps_s)}", step, Stream.COMPUTE,
+                     duration_s=c, kind=seg.kind)
+        deps = [last]
+        if k < len(att.exchanges):
+            deps.append(b.add(Collective, f"{tag} K/V transfer {k + 1} to the ring successor ({ring})", step,
+                              Stream.TP, group=ring, op=P2P_OP, size_bytes=att.exchanges[k], key=f"{tag}.{i}.x{k}"))
+    for j, c in enumerate(att.after):
+        deps = [b.add(Collective, f"{tag} {c.what} ({grp})", deps, Stream.TP, group=grp, op=c.op,
+                      size_bytes=c.size_bytes, key=f"{tag}.{i}.a{j}")]
+    return last, deps
+
+
 def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: int, chunk: int,
            after: int | None, dp: _Dp, fuse: "_Fuse | None" = None) -> int:
     """One chunk forward/backward of one micro-batch with its receive, tp collectives, ZeRO-3 gathers and
@@ -189,7 +241,9 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
     for i, seg in enumerate(segs):
         if seg.compute_s > 0 or seg.overlap is not Overlap.NONE:
             deps = deps + dp.before(micro, phase, seg.unit, last if last is not None else after)
-        if seg.overlap is not Overlap.NONE:
+        if seg.cp is not None:
+            last, deps = _cp_attention(b, stage, tag, i, seg, deps)
+        elif seg.overlap is not Overlap.NONE:
             last, deps = _overlapped(b, plan, stage, tag, i, seg, deps)
         else:
             if seg.compute_s > 0:
@@ -236,16 +290,21 @@ class _Fuse:
             self.plain[key] = all(x.overlap is Overlap.NONE for x in segs)
         return self.plain[key]
 
-    def _fold(self, grp: str, segs) -> tuple[float | None, tuple[tuple[float, float], ...], list]:
+    def _fold(self, stage: int, segs) -> tuple[float | None, tuple[tuple[float, float], ...], list]:
         """The chain's fused head (its duration and tp spans; None when there is none) and the items after
         it. Every micro-batch of a chunk and phase has the same segments, so a stage folds each once."""
-        items = []  # (compute seconds or None, call or None)
+        grp = tp_group(stage)
+        items = []  # (compute seconds or None, call or None); a context-parallel core is (None, its segment)
         for seg in segs:
+            if seg.cp is not None:
+                items.append((None, seg))
+                continue
             if seg.compute_s > 0:
                 items.append((seg.compute_s, None))
             if seg.call is not None:
                 items.append((None, seg.call))
-        lastcall = max((k for k, (_, c) in enumerate(items) if c is not None), default=len(items))
+        lastcall = max((k for k, (_, c) in enumerate(items) if c is not None and not hasattr(c, "cp")),
+                       default=len(items))
         head, rest = items[:lastcall], items[lastcall:]
         if not head:
             return None, (), rest
@@ -253,6 +312,11 @@ class _Fuse:
         for sec, call in head:
             if call is None:
                 t += sec
+            elif hasattr(call, "cp"):  # a cp core: its steps and calls alone on the fabric (the waits as spans)
+                d, waits = call.cp.timeline(lambda x: self.tp_time(cp_exchange_group(stage), P2P_OP, x),
+                                            lambda op, x: self.tp_time(cp_group(stage), op, x))
+                spans += [(t + a, t + z) for a, z in waits]
+                t += d
             else:
                 d = self.tp_time(grp, call.op, call.size_bytes)
                 spans.append((t, t + d))
@@ -265,7 +329,7 @@ class _Fuse:
         grp = tp_group(stage)
         memo = (stage, *key)
         if memo not in self.folded:
-            self.folded[memo] = self._fold(grp, segs)
+            self.folded[memo] = self._fold(stage, segs)
         head_s, spans, rest = self.folded[memo]
         last = None
         if head_s is not None:
@@ -274,7 +338,9 @@ class _Fuse:
             self.tp_spans[last] = spans
             deps = [last]
         for k, (sec, call) in enumerate(rest):
-            if call is None:
+            if call is not None and hasattr(call, "cp"):
+                last, deps = _cp_attention(b, stage, tag, -1 - k, call, deps)
+            elif call is None:
                 last = b.add(Compute, f"{tag} {segs[-1].name} ({k})", deps, Stream.COMPUTE, duration_s=sec,
                              kind=segs[-1].kind)
                 deps = [last]
@@ -294,7 +360,7 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fu
         if task.kind is TaskKind.BWD:
             last_bwd[task.chunk] = k
     dp = _Dp(b, plan, st)
-    owners = chunk_of_bucket(st, bucket_size_bytes) if plan.dp > 1 else []
+    owners = chunk_of_bucket(st, bucket_size_bytes) if plan.grad_dp > 1 else []
     grad_op = CollectiveOp.ALL_REDUCE if plan.zero == 0 else RS
     what = "all_reduce" if plan.zero == 0 else "reduce_scatter"
     prev = None
@@ -305,19 +371,19 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fu
             continue
         if last_bwd.get(task.chunk) == k:
             chunk_done[task.chunk] = prev
-        if plan.zero == 2 and plan.dp > 1:  # sharded gradients: every micro-batch's buckets reduce_scatter
+        if plan.zero == 2 and plan.grad_dp > 1:  # sharded gradients: every micro-batch's buckets reduce_scatter
             for j, (size, ci) in enumerate(zip(st.grad_buckets, owners)):
                 if ci == task.chunk:
                     dp.reduce(RS, size, f"B{task.micro}.c{ci} bucket{j} reduce_scatter", prev,
                               f"g{j}/{task.micro}")
     tail = [prev] if prev is not None else []
-    if plan.dp > 1 and plan.zero in (0, 1):
+    if plan.grad_dp > 1 and plan.zero in (0, 1):
         for j, (size, ci) in enumerate(zip(st.grad_buckets, owners)):
             dep = chunk_done[ci] if plan.overlap else prev
             dp.reduce(grad_op, size, f"bucket{j} {what}", dep, f"g{j}")
     opt = b.add(Compute, "optimizer" if plan.zero == 0 else "optimizer (shard)", tail + dp.tail,
                 Stream.COMPUTE, duration_s=st.optimizer_s, kind="optimizer")
-    if plan.dp > 1 and plan.zero in (1, 2):  # the updated shards back to every dp rank
+    if plan.grad_dp > 1 and plan.zero in (1, 2):  # the updated shards back to every dp rank
         for j, size in enumerate(st.grad_buckets):
             b.add(Collective, f"bucket{j} parameters all_gather ({dp.group})", (opt,), Stream.COMM, group=dp.group,
                   op=AG, size_bytes=size / plan.grad_elem_bytes * plan.param_bytes, key=f"ag/{j}")

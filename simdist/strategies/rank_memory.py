@@ -3,11 +3,14 @@ batch (DDP's model states and bucket copy, codecs' error-feedback state, or ZeRO
 each pipeline stage of a dp x tp x pp layout. `check_memory` refuses what does not fit (InfeasibleError)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from simdist.compression import make_codec
-from simdist.compute import DTYPE_BYTES
+from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES
 from simdist.memory import MemoryEstimate, check_fits, estimate_memory
 from simdist.results.records import MemoryUsage
 from simdist.scenario import Scenario
+from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes, kv_block_bytes, shard_sequence
 from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel, transformer_shape
 from simdist.strategies.plan import data_parallel_degree, rank_batches, rank_groups
 from simdist.strategies.sharded_dp import sharded_memory
@@ -64,18 +67,29 @@ def _estimates(scenario: Scenario) -> list[tuple[int, MemoryEstimate]]:
 
 
 def _stage_memory(scenario: Scenario, plan: MpPlan):
-    """Every pipeline stage's memory per GPU (strategies.sharding.model_parallel_memory)."""
+    """Every pipeline stage's memory per GPU (strategies.sharding.model_parallel_memory). With context
+    parallelism each rank holds s / cp tokens' activations (the model cut by context_parallel.shard_sequence,
+    the blocks' formula at s / cp) and the attention's communication buffers; the model states are sharded by
+    ZeRO over dp x cp."""
     s, t, w = scenario, scenario.training, scenario.workload
     chunks = [None] * (plan.pp * plan.virtual_stages)
     for st in plan.stages:
         for c in st.chunks:
             chunks[c.virtual_stage] = c.layers
+    shape, model, buffers = transformer_shape(w.model), w.model, zero_buffer_bytes(scenario, plan)
+    if plan.cp > 1:
+        shape = replace(shape, cp=plan.cp)
+        model = shard_sequence(model, plan.cp, plan.cp_comm_type)
+        act = ACTIVATION_BYTES[s.cluster.node_groups[0].gpu.runs_as(w.precision.value)]
+        kv = kv_block_bytes(shape, plan.micro_batch, plan.cp, plan.tp, act)
+        q = kv / 2 * shape.heads / (shape.kv_heads or shape.heads)
+        buffers += cp_buffer_bytes(plan.cp_comm_type, plan.cp, kv, q)
     return model_parallel_memory(
-        w.model, s.cluster.node_groups[0].gpu, micro_batch=plan.micro_batch, micro_batches=plan.micro_batches,
-        precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.dp,
+        model, s.cluster.node_groups[0].gpu, micro_batch=plan.micro_batch, micro_batches=plan.micro_batches,
+        precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.grad_dp,
         tp=plan.tp, pp=plan.pp, zero=t.parallelism.zero, sequence_parallel=t.sequence_parallel,
         recompute=t.recompute, schedule=t.schedule, virtual_stages=plan.virtual_stages,
-        shape=transformer_shape(w.model), chunks=chunks, extra_buffer_bytes=zero_buffer_bytes(scenario, plan))
+        shape=shape, chunks=chunks, extra_buffer_bytes=buffers)
 
 
 def zero_buffer_bytes(scenario: Scenario, plan: MpPlan) -> float:

@@ -202,13 +202,14 @@ def _collectives(i: int, layer: LayerSpec, role: TpRole, b: int, act: int, sp: b
 def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, precision: str, tp: int,
                          sequence_parallel: bool = False, calibration: ComputeCalibration | None = None,
                          heads: int | None = None, kv_heads: int | None = None,
-                         accumulation_bytes: int = 0) -> TensorParallelPlan:
+                         accumulation_bytes: int = 0, reference: ModelSpec | None = None) -> TensorParallelPlan:
     """Per layer: the shard, its forward/backward time per tp rank for `micro_batch` samples, its collectives.
 
     Each split matmul runs FLOPs / tp at gemm_shrink_factor of the unsplit layer's efficiency. `heads`, when
     and `kv_heads` (grouped-query attention: Megatron-LM splits the key/value groups too), when known, are
     checked to be divisible by tp (the blocks do not record them). tp = 1 gives the model's own layer_times
-    and no collectives.
+    and no collectives. `reference`: the model whose matrices the efficiency describes when `model` is already
+    cut (context parallelism's s / cp tokens): every GEMM then runs at the shrink factor against it.
     """
     for count, what in ((heads, "attention heads"), (kv_heads, "key/value heads")):
         assert count is None or tp == 1 or count % tp == 0, f"io.rules_parallel: tp {tp} divides the {count} {what}"
@@ -217,11 +218,13 @@ def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, preci
     roles = [layer_role(x) for x in model.layers]
     b = micro_batch
     factors = []
-    for full, part, role in zip(model.layers, sharded.layers, roles):
-        split = tp > 1 and role in _SPLIT_ROLES and full.kind in GEMM_KINDS
+    cut = reference is not None
+    for full, part, role in zip((reference or model).layers, sharded.layers, roles):
+        split = (cut or tp > 1 and role in _SPLIT_ROLES) and full.kind in GEMM_KINDS
         factors.append(gemm_shrink_factor(full.fwd_flops * b, part.fwd_flops * b, gpu, precision, calibration)
                        if split else 1.0)
-    times = layer_times(sharded, gpu, b, precision, calibration, efficiency_factors=factors if tp > 1 else None,
+    times = layer_times(sharded, gpu, b, precision, calibration,
+                        efficiency_factors=factors if tp > 1 or cut else None,
                         accumulation_bytes=accumulation_bytes)  # per micro-batch gradient accumulation (compute.py)
     act = ACTIVATION_BYTES[str(precision)]
     layers = []

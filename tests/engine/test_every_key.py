@@ -181,6 +181,11 @@ CASES: dict[str, tuple] = {
     "training.parallelism.pp": (TRAIN, {**MPW, "training.parallelism": {"tp": 2}}, {"training.parallelism.pp": 2},
                                 "changes"),
     "training.parallelism.zero": (TRAIN, {}, {"training.parallelism.zero": 1}, "changes"),
+    "training.parallelism.cp": (TRAIN, {**MP, "workload.flash_attention": True}, {"training.parallelism.cp": 2},
+                                "changes"),  # dp 2 -> 1: the sequence split over 2 ranks
+    "training.cp_comm_type": (TRAIN, {**MP, "workload.flash_attention": True,
+                                      "training.parallelism": {"tp": 2, "pp": 2, "cp": 2}},
+                              {"training.cp_comm_type": "all_gather"}, "changes"),
     "training.micro_batch": (TRAIN, MP, {"training.micro_batch": 2}, "changes"),
     "training.schedule": (TRAIN, MP, {"training.schedule": "gpipe"}, "changes"),
     "training.sync": (TRAIN, {}, {"training.sync": "local_sgd"}, "changes"),

@@ -57,7 +57,8 @@ UNREAD = [(BENCH, {"training.optimizer": "adam"}), (BENCH, {"communication.overl
           (TRAIN, {"training.staleness": 2, "training.local_steps": 4}), (TRAIN, {"communication.ps": {"servers": 4}}),
           (TRAIN, {"communication.hierarchical": {"inter": "tree"}}),
           (TRAIN, {**STRAGGLER_RUN, "failures.recovery": {"restart": "1 min"}}),
-          (TRAIN, {"failures": {"random": {"repair": "1 h"}}})]  # tests/io/test_relevance.py's refusals
+          (TRAIN, {"failures": {"random": {"repair": "1 h"}}}),
+          (TRAIN, {"training.cp_comm_type": "a2a"})]  # tests/io/test_relevance.py's refusals; cp_comm_type without cp
 
 
 def _refused(base: dict, changes: dict, tmp_path) -> None:
