@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from simdist.hardware.specs import GpuSpec
-from simdist.low_precision import HIGH_PRECISION_BYTES, RECIPES, cast_cost, layer_precision
+from simdist.low_precision import (FP8_RECIPES, HIGH_PRECISION_BYTES, RECIPES, attention_cast_cost, cast_cost,
+                                   layer_precision, recipe_for)
 from simdist.workload.specs import ModelSpec
 
 # Bytes per element of the compute dtype (weights as the kernels read them) and of saved activations.
@@ -37,6 +38,11 @@ DEFAULT_KIND_FACTOR: Mapping[str, float] = {
 }
 DEFAULT_MEMORY_EFFICIENCY = 0.8  # achieved fraction of HBM bandwidth by streaming kernels
 DEFAULT_LAUNCH_OVERHEAD_S = 5e-6  # per kernel: launch plus the idle gap between dependent kernels
+# Per kernel replayed from a CUDA graph: no host launch, only the device's gap between dependent kernels. CUDA.jl's
+# graphs documentation measures 80 broadcast kernels (an RK4 ODE integration) in 70 us as one graph against 260 us
+# launched one by one: 0.875 us per kernel, their execution included (an upper bound on the gap). Host-side
+# launches cost 5-20 us each (HolisticTraceAnalysis, "CUDA kernel launch statistics").
+GRAPH_KERNEL_GAP_S = 70e-6 / 80
 
 # Per parameter per step: optimizer state tensors (fp32) read and written, and FLOPs of the update.
 OPTIMIZER_STATES: Mapping[str, int] = {"sgd": 0, "momentum": 1, "adam": 2, "lamb": 2}
@@ -90,6 +96,11 @@ class ComputeCalibration:
     memory_efficiency: Mapping[str, float] = field(default_factory=dict)
     launch_overhead_s: float | None = None
     codec_factor: Mapping[str, float] = field(default_factory=dict)
+    # How the run executes rather than what was measured (scenario keys, io/resolve.py): Transformer Engine's fp8
+    # scaling (workload.fp8_recipe), FP8 attention (workload.fp8_attention), CUDA graphs (training.cuda_graphs)
+    fp8_recipe: str = "delayed"
+    fp8_attention: bool = False
+    cuda_graphs: bool = False
 
     def codec_cost_factor(self, method: str) -> float:
         """The measured factor on codec `method`'s encode/decode time (1.0 when not measured)."""
@@ -109,6 +120,8 @@ class ComputeCalibration:
                 raise ValueError(f"codec_factor[{method}]: got {f!r}; expected a positive factor")
         if self.launch_overhead_s is not None and not self.launch_overhead_s >= 0:
             raise ValueError(f"launch_overhead_s: got {self.launch_overhead_s!r}; expected >= 0")
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise ValueError(f"fp8_recipe: got {self.fp8_recipe!r}; expected one of {', '.join(FP8_RECIPES)}")
 
 
 _NO_CALIBRATION = ComputeCalibration()
@@ -161,8 +174,18 @@ def memory_bandwidth_Bps(gpu: GpuSpec, calibration: ComputeCalibration | None = 
 
 
 def launch_overhead_s(calibration: ComputeCalibration | None = None) -> float:
+    """Per kernel launched from the host: the calibrated figure, else DEFAULT_LAUNCH_OVERHEAD_S."""
     cal = calibration or _NO_CALIBRATION
     return DEFAULT_LAUNCH_OVERHEAD_S if cal.launch_overhead_s is None else cal.launch_overhead_s
+
+
+def layer_kernel_overhead_s(calibration: ComputeCalibration | None = None, graphed: bool = True) -> float:
+    """Per kernel of a layer's forward or backward: a host launch, or with CUDA graphs (`cuda_graphs`, a layer
+    that can be captured: `graphed`) the device's gap between replayed kernels, GRAPH_KERNEL_GAP_S (never more
+    than a launch)."""
+    cal = calibration or _NO_CALIBRATION
+    host = launch_overhead_s(cal)
+    return min(GRAPH_KERNEL_GAP_S, host) if cal.cuda_graphs and graphed else host
 
 
 def _roofline(flops: float, bytes_moved: float, peak: float, eff: float, bw: float) -> float:
@@ -246,19 +269,27 @@ def layer_times(model: ModelSpec, gpu: GpuSpec, batch: int, precision: str,
     if isinstance(accumulation_bytes, bool) or not isinstance(accumulation_bytes, int) or accumulation_bytes < 0:
         raise ValueError(f"accumulation_bytes: got {accumulation_bytes!r}; expected a non-negative integer")
     p = _check_precision(precision)
+    cal = calibration or _NO_CALIBRATION
     bw = memory_bandwidth_Bps(gpu, calibration)
-    launch = launch_overhead_s(calibration)
     first = first_trainable_layer(model)
-    recipe = RECIPES.get(gpu.runs_as(p)) if p in RECIPES else None  # None: no recipe, or a GPU that falls back
+    # None: no recipe, or a GPU that falls back
+    recipe = recipe_for(gpu.runs_as(p), cal.fp8_recipe) if p in RECIPES and gpu.runs_as(p) in RECIPES else None
+    fp8_attention = recipe is not None and p == "fp8" and cal.fp8_attention
     out: list[LayerTime] = []
     for i, layer in enumerate(model.layers):
-        lp = layer_precision(layer, p)  # bf16 for what a recipe leaves out
+        # CUDA graphs capture every layer but a dropless MoE layer's experts: their token counts are known only at
+        # run time (Megatron-Core's CUDA graphs leave them out unless the experts are padded to capacity)
+        dynamic = layer.experts > 0 and (model.moe is None or model.moe.capacity_factor is None)
+        launch = layer_kernel_overhead_s(calibration, graphed=not dynamic)
+        lp = layer_precision(layer, p, fp8_attention)  # bf16 for what a recipe leaves out
         low = recipe is not None and lp == p and layer.params > 0  # a GEMM the recipe runs, its operands quantized
         peak = gpu.flops(lp)
         a, w = ACTIVATION_BYTES[lp], DTYPE_BYTES[lp]
         q = recipe.data_bytes if low else a  # bytes of a GEMM operand read from its quantized copy
         grad_w = HIGH_PRECISION_BYTES if low else w  # TE's wgrad GEMM writes the weight gradient in bf16
         cast = cast_cost(layer, batch, recipe, weight_cast_share) if low else None
+        if fp8_attention and lp == p and layer.kind == "attention":  # TE's fp8_dpa: Q, K, V in, O out converted
+            cast = attention_cast_cost(layer, batch, recipe)
         layout_p = gpu.runs_as(lp)  # the units that run the convolutions (tf32 without tf32: fp32, no transposes)
         eff = efficiency(layer.kind, gpu, lp, calibration)
         factor = efficiency_factors[i] if efficiency_factors is not None else 1.0

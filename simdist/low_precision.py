@@ -61,16 +61,35 @@ RECIPES: dict[str, CastRecipe] = {
                         "per-tensor fp32 scale from the tensor's amax, which a pass before the quantize kernel "
                         "reads"),
 }
+# TE's Float8CurrentScaling: one scale per tensor from the tensor's own amax, taken just before the cast, so a
+# kernel reads the bf16 tensor for its amax and the cast_transpose reads it again (TE's compute_amax, then
+# quantize with the scale it gives)
+FP8_CURRENT = CastRecipe("fp8", 1.0, None, 0.0, True,
+                         "TE Float8CurrentScaling: one scale per tensor from its own amax, taken by a pass over the "
+                         "bf16 tensor before the cast_transpose kernel")
+FP8_RECIPES = ("delayed", "current")  # workload.fp8_recipe
 LOW_PRECISION_GEMMS = frozenset(RECIPES)
 # Layer kinds TE runs in a recipe: linear layers, and the experts' grouped GEMMs (TE's GroupedLinear, which
 # Megatron-Core's TEGroupedMLP runs under the same fp8_autocast)
 TE_GEMM_KINDS = frozenset({"linear", "expert"})
 
 
-def layer_precision(layer, precision: str) -> str:
+def recipe_for(precision: str, fp8_recipe: str = "delayed") -> CastRecipe | None:
+    """The recipe that quantizes `precision`'s GEMM operands (None: no recipe): fp8 with delayed (TE's default) or
+    current scaling, mxfp8, nvfp4."""
+    if fp8_recipe not in FP8_RECIPES:
+        raise ValueError(f"fp8_recipe: got {fp8_recipe!r}; expected one of {', '.join(FP8_RECIPES)}")
+    if precision == "fp8" and fp8_recipe == "current":
+        return FP8_CURRENT
+    return RECIPES.get(precision)
+
+
+def layer_precision(layer, precision: str, fp8_attention: bool = False) -> str:
     """The precision a layer's kernels compute in under `precision`: a recipe's own for the linear layers TE wraps
-    (not those marked high_precision: the output layer), bf16 for every other layer; `precision` itself when
-    it is no recipe."""
+    (not those marked high_precision: the output layer), and for the attention core under fp8 with
+    `fp8_attention` (TE's fp8_dpa); bf16 for every other layer; `precision` itself when it is no recipe."""
+    if precision == "fp8" and fp8_attention and layer.kind == "attention":
+        return precision
     if precision in RECIPES and not (layer.kind in TE_GEMM_KINDS and not layer.high_precision):
         return HIGH_PRECISION
     return precision
@@ -124,3 +143,17 @@ def cast_cost(layer, batch: int, recipe: CastRecipe, weight_cast_share: float = 
     k = recipe.kernels_per_tensor
     return CastCost(fwd_bytes=(x + weight_cast_share * w) * per_elem, bwd_bytes=dy * per_elem,
                     fwd_kernels=k * (1 + weight_cast_share), bwd_kernels=float(k))
+
+
+def attention_cast_cost(layer, batch: int, recipe: CastRecipe) -> CastCost:
+    """FP8 attention's conversions around one attention core (TE's fp8_dpa with cuDNN's FP8 fused attention): Q, K
+    and V (the layer's input) quantized to fp8 before it and its fp8 output converted to bf16 after; in backward
+    the output gradient quantized and the fp8 dQ, dK, dV converted to bf16. A quantize reads bf16 (twice with an
+    amax pass) and writes one fp8 copy (no transpose: the fused kernel reads both layouts); a conversion reads fp8
+    and writes bf16. Two kernels each way."""
+    quantize = recipe.read_bytes_per_elem + recipe.data_bytes
+    convert = recipe.data_bytes + HIGH_PRECISION_BYTES
+    qkv, o = batch * layer.input_elems, batch * layer.output_elems
+    k = recipe.kernels_per_tensor
+    return CastCost(fwd_bytes=qkv * quantize + o * convert, bwd_bytes=o * quantize + qkv * convert,
+                    fwd_kernels=float(k + 1), bwd_kernels=float(k + 1))
