@@ -11,7 +11,8 @@ describe: tp, pp, cp, ep and ZeRO are refused on TPUs instead of being priced as
 torus3d lays the ranks on the shape a torus3d fabric of that many machines takes without dims
 (collectives/torus3d.py): a count without such a shape is refused, and so is a torus3d fabric of one-GPU nodes
 whose dims differ from it (the same torus written longest side first, or a shape the schedule would not follow).
-A torus3d fabric of TPUs needs every side a multiple of 4: smaller slices have no wrap-around links.
+A torus3d fabric of TPUs needs every side a multiple of 4: smaller slices have no wrap-around links. Each chip is
+a one-chip node while four share a host, so a host input pipeline is refused on TPUs.
 """
 from __future__ import annotations
 
@@ -107,11 +108,22 @@ def _slice_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
                                          "torus3d fabric does not describe")]
 
 
+def _host_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
+    """Four TPU chips share one host (a 2x2x1 tray), but each chip is its own node here: a host input pipeline
+    would get a whole host per chip."""
+    if scenario.workload.input_pipeline is None:
+        return []
+    return [Issue("workload.input_pipeline", f"set; the chips of {', '.join(tpus)} are one-chip nodes here while "
+                                             "four share a TPU host, so each chip's loader would get a whole host: "
+                                             "host input pipelines are not modelled on TPUs (leave it unset: data "
+                                             "ready on the chip)")]
+
+
 def tpu_issues(scenario: Scenario) -> list[Issue]:
     """Every TPU rule and the torus3d rule, each problem with its YAML path."""
     tpus = tpu_keys(scenario)
     out = torus3d_issues(scenario)
     if tpus:
         out += (_precision_issues(scenario, tpus) + _parallel_issues(scenario, tpus) + _backend_issues(scenario, tpus)
-                + _slice_issues(scenario, tpus))
+                + _slice_issues(scenario, tpus) + _host_issues(scenario, tpus))
     return out

@@ -67,6 +67,11 @@ def test_tpu_slices_smaller_than_a_cube_are_not_tori():
     load_scenario(V4, ["cluster.nodes.0.count=128", "cluster.fabric.dims=[8, 4, 4]"])  # two cubes: a torus
 
 
+def test_host_input_pipelines_are_refused_on_tpus():
+    issues = _refused(V4, "workload.input_pipeline={workers_per_gpu: 2, host_cores: 8, cpu_per_sample: '4 ms'}")
+    assert "four share a TPU host" in issues["workload.input_pipeline"]
+
+
 def test_torus3d_needs_a_rank_count_with_a_3d_shape():
     issues = _refused(V4, "cluster.nodes.0.count=7", "cluster.fabric={topology: torus3d, link: ici-v4}")
     assert "no 3-D shape" in issues["communication.strategy"]
