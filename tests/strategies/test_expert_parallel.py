@@ -52,15 +52,16 @@ def test_hot_expert_load_by_hand():
     assert ds.hot_gpu_factor == pytest.approx((2 + 3 * 254 / 255) / 4)
 
 
-def test_capacity_factor_drops_what_exceeds_capacity():
-    """f = 4 with capacity 1.25 x the mean: the hot expert keeps 1.25, the rest (4/7 each) keep all;
-    1 - (1.25 + 4)/8 of the routed tokens are dropped (never sent, never computed)."""
+def test_capacity_factor_pads_and_drops_to_capacity():
+    """f = 4 with capacity 1.25 x the mean: every expert takes exactly 1.25 x the mean rows (the hot one's excess
+    dropped, the others padded), so every GPU receives and computes 1.25 x its balanced share; 1 - (1.25 + 4)/8 of
+    the routed tokens are dropped."""
     load = ExpertLoad(8, 8, imbalance=4.0, capacity_factor=1.25)
-    assert load.hot_gpu_factor == pytest.approx(1.25)
+    assert load.hot_gpu_factor == pytest.approx(1.25) and load.gpu_loads() == pytest.approx([1.25] * 8)
     assert load.kept_fraction == pytest.approx((1.25 + 4.0) / 8)
     m = dispatch_matrix(800.0, load)
-    assert m.sum(axis=1) == pytest.approx([800.0 * load.kept_fraction] * 8)
-    assert ExpertLoad(8, 8, capacity_factor=1.0).hot_gpu_factor == 1.0  # balanced: nothing dropped
+    assert m.sum(axis=1) == pytest.approx([800.0 * 1.25] * 8)
+    assert ExpertLoad(8, 8).kept_fraction == 1.0
 
 
 def test_dispatcher_calls_per_layer():
@@ -160,3 +161,38 @@ def test_expert_memory_per_gpu_by_hand():
     assert plain.optimizer_states_bytes == pytest.approx(12 * psi / 64)
     split = expert_state_bytes(psi, ep=16, etp=4, edp=2, precision="bf16", optimizer="adam", zero=1)
     assert split.params == pytest.approx(psi / 64) and split.total_bytes == pytest.approx(e.total_bytes)
+
+
+def _mixtral_plan():
+    from simdist.strategies.tensor_parallel import tensor_parallel_plan
+    from simdist.workload.catalog import get_model
+
+    gpu = load_scenario("scenarios/presets/megatron-gpt3-175b.yaml").cluster.node_groups[0].gpu
+    model = get_model("mixtral-8x7b", 4096)
+    return model, gpu, tensor_parallel_plan(model, gpu, 1, "bf16", 1, accumulation_bytes=4)
+
+
+def test_expert_parallel_plan_splits_the_experts_and_adds_the_dispatcher():
+    """Mixtral 8x7B (8 experts, top-2, h 4096) at 4,096 tokens: ep 1 leaves the tp plan as it was; ep 8 holds one
+    expert (1/8 of the weights) per GPU, computes the same active work (its grouped GEMM one expert's) and adds the
+    dispatch and combine of T k h x 2 bytes = 67.1 MB each way per layer; a hot expert at 2 x the mean (one per
+    GPU) doubles the expert layer's compute."""
+    from simdist.strategies.expert_parallel import expert_parallel_plan
+
+    model, gpu, tpp = _mixtral_plan()
+    e = next(i for i, x in enumerate(model.layers) if x.experts)
+    same, works = expert_parallel_plan(tpp, model, gpu, "bf16", ep=1, etp=1, tokens=4096, hidden=4096,
+                                       accumulation_bytes=4)
+    assert same.layers[e].time == tpp.layers[e].time and works[0].calls() == ()
+    ep8, works = expert_parallel_plan(tpp, model, gpu, "bf16", ep=8, etp=1, tokens=4096, hidden=4096,
+                                      accumulation_bytes=4)
+    x = ep8.layers[e]
+    assert x.shard.params == model.layers[e].params // 8 and x.shard.experts == 1
+    assert x.shard.fwd_flops == pytest.approx(model.layers[e].fwd_flops)
+    assert [c.size_bytes for c in x.collectives] == [4096 * 2 * 4096 * 2] * 4
+    assert [c.axis for c in x.collectives] == ["ep", "epc", "ep", "epc"]
+    assert len(works) == 32 and ep8.layers[e - 1].time == tpp.layers[e - 1].time  # the router unchanged at tp 1
+    hot, _ = expert_parallel_plan(tpp, model, gpu, "bf16", ep=8, etp=1, tokens=4096, hidden=4096, imbalance=2.0,
+                                  accumulation_bytes=4)
+    assert hot.layers[e].shard.fwd_flops == pytest.approx(2 * model.layers[e].fwd_flops)
+    assert 1.9 < hot.layers[e].time.fwd_s / x.time.fwd_s < 2.0  # the launches do not double
