@@ -10,6 +10,7 @@ import yaml
 from simdist.engine.context import build_context
 from simdist.io.load import load_data
 from simdist.scenario import Fidelity
+from simdist.topology.bisection import bisection_bandwidth_Bps
 
 
 def _topology(tpu: str, dims: list[int]):
@@ -63,3 +64,12 @@ def test_chip_reaches_its_router_over_the_six_links_worth_without_latency():
     assert edge["link"].bandwidth_Bps == 6 * 45e9 and edge["link"].latency_s == 0
     router = t.graph.edges[hub, "node0/nic0"]["link"]
     assert router.bandwidth_Bps >= 6 * 45e9 and router.latency_s == 0
+
+
+def test_a_full_v4_pod_has_googles_bisection_bandwidth():
+    """16x16x16 chips: a cut across one side crosses 16 x 16 rings twice, 512 ICI links of 45 GB/s = 23.04 TB/s at
+    line rate (the effective figure is 0.90 of it); Google's TPU v4 documentation: 'bisection bandwidth per Pod
+    24 TB/s'."""
+    effective = bisection_bandwidth_Bps(_topology("tpu-v4", [16, 16, 16]))
+    assert effective == pytest.approx(512 * 45e9 * 0.90, rel=1e-12)
+    assert effective / 0.90 == pytest.approx(24e12, rel=0.05)
