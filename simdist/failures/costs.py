@@ -15,15 +15,17 @@ from simdist.compute import OPTIMIZER_STATES
 from simdist.failures.targets import FailureTargets
 from simdist.failures.state import Costs, JobSpec
 from simdist.scenario import BatchSplit, RecoveryPolicy, Scenario
+from simdist.workload.lora import trainable_param_count
 
 DEFAULT_WRITE_S = 60.0
 
 
 def state_bytes(scenario: Scenario) -> float:
-    """Bytes of one checkpoint: fp32 master weights + fp32 optimizer states."""
+    """Bytes of one checkpoint: fp32 master weights + fp32 optimizer states of the trained parameters (under LoRA
+    the adapters': a PEFT checkpoint leaves the frozen base, which is read back from its own files)."""
     model = scenario.workload.model
     assert model is not None
-    return model.params * 4.0 * (1 + OPTIMIZER_STATES[scenario.training.optimizer.value])
+    return trainable_param_count(model) * 4.0 * (1 + OPTIMIZER_STATES[scenario.training.optimizer.value])
 
 
 def node_bandwidth_Bps(scenario: Scenario) -> float:

@@ -17,6 +17,7 @@ from simdist.io.resolve_workload import resolve_workload
 from simdist.io.resolve_failures import resolve_failures
 from simdist.io.rules_finetune import finetune_model
 from simdist.io.rules_nccl import ddp_average_issues, nccl_choice_issues, nccl_socket_issues
+from simdist.io.rules_precision import run_option_issues, with_run_options
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CpCommType, DdpAverage, CompressionMethod, CompressionSpec,
@@ -324,6 +325,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
     failures = resolve_failures(m.failures, cluster, issues)
     run = _run(m.run, issues)
     calibration = _calibration(m.calibration, base_dir, issues)
+    issues.extend(run_option_issues(m, cluster, workload.model if workload is not None else None))
     if issues or cluster is None or workload is None:
         return None, issues
     scenario = Scenario(name=m.name or default_name, cluster=cluster, workload=workload, training=training,
@@ -334,7 +336,7 @@ def collect(m: ScenarioModel, base_dir: Path, default_name: str = "scenario") ->
             scenario = calibration_profiles.apply_profile(scenario, calibration_profiles.load_profile(calibration))
         except ScenarioError as err:
             return None, [Issue("calibration", str(i)) if not i.path else i for i in err.issues]
-    return scenario, []
+    return with_run_options(scenario, m), []  # fp8 recipe, FP8 attention, CUDA graphs: after any profile
 
 
 def resolve(m: ScenarioModel, base_dir: Path | str = ".", default_name: str = "scenario") -> Scenario:

@@ -193,6 +193,14 @@ class WorkloadModel(Strict):
     single_gpu_throughput: PosFloat | None = None
     """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
     is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""
+    fp8_recipe: Literal["delayed", "current"] | None = None
+    """precision fp8: Transformer Engine's scaling of the fp8 tensors: delayed (DelayedScaling, TE's default: each
+    tensor's scale from the amax history of earlier steps, the amax taken inside the cast) or current
+    (Float8CurrentScaling: each tensor's own amax, a pass over it before the cast). Refused without fp8 or on GPUs
+    without fp8 units (docs/model.md, "Transformer Engine's recipes") (added key)."""
+    fp8_attention: StrictBool = False
+    """precision fp8: attention's batched GEMMs in fp8 too (TE's fp8_dpa, cuDNN's FP8 fused attention), with the
+    conversions of Q, K, V and the output; needs flash attention and a Hopper or Blackwell GPU (added key)."""
     packed_sequences: PackedSequencesModel | None = None
     """{document_tokens}: documents packed into each sample, attention per document (its s^2 terms become
     s x document_tokens); transformers with flash attention only (docs/model.md, "Fine-tuning") (added key)."""
@@ -302,6 +310,10 @@ class TrainingModel(Strict):
     selective_ac_option N); ZeRO / FSDP runs without tp or pp (added key)."""
     virtual_stages: PosInt = 1
     """Interleaved schedule: model chunks per pipeline rank (>= 2 with schedule interleaved and pp > 1) (added key)."""
+    cuda_graphs: StrictBool = False
+    """Forward and backward replayed from CUDA graphs (Megatron-Core's --enable-cuda-graph, TE's
+    make_graphed_callables, torch.cuda.graphs): each captured kernel costs the device's gap between kernels instead
+    of a host launch; a dropless MoE layer's experts stay eager (docs/model.md, "CUDA graphs") (added key)."""
     finetune: FinetuneModel | None = None
     """{method: lora, rank, target_modules}: LoRA fine-tuning, the base weights frozen (no gradients or optimizer
     states; their backward computes input gradients only) and rank-r adapters trained; data parallel, with or

@@ -138,3 +138,8 @@ def test_fsdp_lora_simulates_as_estimated():
     est = simulate(_load({"training.parallelism": {"zero": "fsdp"}}))
     sim = simulate(_load({"training.parallelism": {"zero": "fsdp"}, "run.fidelity": "simulate"}))
     assert sim.iteration_time_s == pytest.approx(est.iteration_time_s, rel=1e-6)
+
+
+def test_a_lora_checkpoint_holds_the_adapters_states():
+    from simdist.failures.costs import state_bytes
+    assert state_bytes(_load()) == 12 * ADAPTERS  # fp32 master + Adam's two moments, 4 B each, adapters only
