@@ -103,3 +103,18 @@ def test_packed_documents_cost_attention_per_document():
         s2_after = 4.0 * s * doc * H
         assert before.fwd_flops - after.fwd_flops == pytest.approx(s2_before - s2_after + 5.0 * HEADS * (s * s - s * doc),
                                                                    rel=1e-9)
+
+
+def test_gated_mlp_adapters_span_the_fused_gate_and_up_projection():
+    """Megatron fuses a SwiGLU MLP's gate and up projections into linear_fc1 (h -> 2f): one adapter on the fused
+    layer, B of 2f x r; linear_fc2 is the down projection (f -> h)."""
+    f = 2816
+    base = parametric_gpt(1, H, HEADS, V, S, ffn_hidden=f, mlp="swiglu", norm="rmsnorm", bias=False,
+                          positions="rotary", tied_head=False, flash_attention=True, dropout=0.0)
+    lora = apply_lora(base, LoraSpec(R, expand_targets(["linear_fc1", "linear_fc2"])))
+    shapes = {x.name: x.grad_shapes for x in lora.layers if ".lora_" in x.name and x.params}
+    assert shapes == {"blocks.0.mlp.gate_up.lora_a": ((R, H),), "blocks.0.mlp.gate_up.lora_b": ((2 * f, R),),
+                      "blocks.0.mlp.down.lora_a": ((R, f),), "blocks.0.mlp.down.lora_b": ((H, R),)}
+    # the untied LM head is frozen like every other weight
+    head = next(x for x in lora.layers if x.name == "lm_head")
+    assert head.frozen and head.grad_shapes == ()
