@@ -46,3 +46,38 @@ def test_block_scaled_precision_refused_on_hopper(precision: str) -> None:
 def test_block_scaled_grad_dtype_refused() -> None:
     with pytest.raises(ScenarioError, match="workload.grad_dtype"):
         load_data({**BASE, "workload": {**BASE["workload"], "grad_dtype": "mxfp8"}})
+
+
+H100 = {"cluster": {**BASE["cluster"], "nodes": [{**BASE["cluster"]["nodes"][0], "gpu": "h100-sxm5-80gb",
+                                                  "intra_node": {"link": "nvlink4"}}]}}
+A100 = {"cluster": {**BASE["cluster"], "nodes": [{**BASE["cluster"]["nodes"][0], "gpu": "a100-sxm4-80gb",
+                                                  "intra_node": {"link": "nvlink3"}}]}}
+
+
+def test_fp8_recipe_and_attention_change_the_compute_on_hopper() -> None:
+    fp8 = {**H100, "workload.precision": "fp8", "training.parallelism": {"zero": 3}}  # 80 GB: shard the states
+    compute = lambda extra: run_with(BASE, {**fp8, **extra}).breakdown_s.compute
+    delayed = compute({})
+    assert compute({"workload.fp8_recipe": "delayed"}) == delayed  # TE's default
+    assert compute({"workload.fp8_recipe": "current"}) > delayed  # + an amax pass per cast tensor
+    assert compute({"workload.fp8_attention": True}) < delayed
+
+
+@pytest.mark.parametrize("changes,key,words", [
+    ({"workload.fp8_recipe": "current"}, "workload.fp8_recipe", "applies to precision fp8"),
+    ({**A100, "workload.precision": "fp8", "workload.fp8_recipe": "current"}, "workload.fp8_recipe", "no fp8 units"),
+    ({"workload.fp8_attention": True}, "workload.fp8_attention", "precision fp8"),
+    ({**A100, "workload.precision": "fp8", "workload.fp8_attention": True}, "workload.fp8_attention", "a100"),
+    ({**H100, "workload.precision": "fp8", "workload.flash_attention": False, "workload.fp8_attention": True},
+     "workload.fp8_attention", "flash attention"),
+    ({"workload": {"benchmark": {"op": "all_reduce", "sizes": ["1 MB"]}}, "run": {"fidelity": "estimate"},
+      "training.cuda_graphs": True}, "training.cuda_graphs", "benchmark"),
+])
+def test_run_options_refused_where_they_change_nothing(changes: dict, key: str, words: str) -> None:
+    with pytest.raises(ScenarioError, match=key) as e:
+        run_with(BASE, changes)
+    assert words in str(e.value)
+
+
+def test_cuda_graphs_shorten_the_compute() -> None:
+    assert run_with(BASE, {"training.cuda_graphs": True}).breakdown_s.compute < run_with(BASE, {}).breakdown_s.compute
