@@ -18,11 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import simpy
 
 from simdist.engine.executor import Executor
-from simdist.graph.spans import busy_s
+from simdist.graph.periodic import fold_repeated
+from simdist.graph.spans import SpanTable, busy_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Task
+from simdist.strategies.pipeline_schedule import steady_sizes
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Folded:
     class_compute_busy_s: dict[int, float]
     class_comm_busy_s: dict[int, float]
     spans: dict[int, dict[int, tuple[float, float]]]
+    tables: tuple[SpanTable, ...] = ()  # fold_pipeline: per class (graph order) its tasks' spans as arrays
 
 
 def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: dict[str, ProcessGroup],
@@ -62,6 +66,27 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
         ex.run(graphs, 1, steady_skip=False)
         spans = ex.last_spans
     return _folded(graphs, spans)
+
+
+def fold_pipeline(graphs_for: Callable, plan, time_of: Callable[[Task, Graph], float],
+                  groups: dict[str, ProcessGroup]) -> Folded:
+    """`fold` of a pipeline plan's stage graphs without interference (`graphs_for(m)`: the graphs and their fused
+    tp spans for m micro-batches): a shorter run's steady state repeated where it repeats exactly
+    (graph/periodic.py), else the whole graphs folded."""
+    def spans_of(graphs: list[Graph]) -> list[np.ndarray]:
+        got = fold(graphs, time_of, groups).spans
+        return [np.array([got[g.rank_class.index][t.id] for t in g.tasks]).reshape(-1, 2) for g in graphs]
+
+    sizes = steady_sizes(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages)
+    found = fold_repeated(graphs_for, plan.micro_batches, sizes, spans_of)
+    if found is None:
+        graphs, fused = graphs_for(plan.micro_batches)
+        found = graphs, [SpanTable.of(g, s, f) for g, s, f in zip(graphs, spans_of(graphs), fused)]
+    classes = [g.rank_class.index for g in found[0]]
+    ends = {c: float(t.end.max(initial=0.0)) for c, t in zip(classes, found[1])}
+    busy = {c: t.busy_s() for c, t in zip(classes, found[1])}
+    return Folded(max(ends.values(), default=0.0), ends, {c: b[0] for c, b in busy.items()},
+                  {c: b[1] for c, b in busy.items()}, {}, tuple(found[1]))
 
 
 class ClosedFormTimes:
@@ -93,7 +118,7 @@ class _Worklist:
             a, w, prev = g.prerequisites()
             self.done.append([None] * len(g.tasks))
             self.ready += [(k, tid) for tid, n in enumerate(w) if n == 0]
-            self.waiting.append(w)
+            self.waiting.append(list(w))
             self.after.append(a)
             self.prev_on.append(prev)
 

@@ -11,7 +11,7 @@ from simdist.compression.report import codec_runs_on, compression_report
 from simdist.compute import DTYPE_BYTES
 from simdist.engine.plans import Plan
 from simdist.engine.state import result_header
-from simdist.graph.spans import stage_terms
+from simdist.graph.spans import stage_terms, table_terms
 from simdist.results.mfu import cluster_mfu
 from simdist.results.records import (Breakdown, LinkUtilization, MpBreakdown, NodeGroupRow, ParallelismSummary,
                                      RunResult, ShardingSummary, StageRow, StepRecord, StrategySummary, SyncSummary,
@@ -149,8 +149,8 @@ def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ra
     """A dp x tp x pp run's RunResult: per stage its compute, bubble and tp / dp / pp communication from the
     task spans of the last iteration (averaged over the stages in the breakdown), MFU and tokens/s."""
     layout = plan.layout
-    terms = [stage_terms(g, ran.spans[g.rank_class.index], ran.iteration_s, f)
-             for g, f in zip(plan.graphs, plan.fused or (None,) * len(plan.graphs))]
+    terms = [table_terms(t, ran.iteration_s) for t in ran.tables] or \
+        [stage_terms(g, ran.spans[g.rank_class.index], ran.iteration_s) for g in plan.graphs]
     mean = {k: statistics.fmean(x[k] for x in terms) for k in terms[0]}
     bd = MpBreakdown(compute=mean["compute"], communication=mean["comm"],
                      exposed_communication=mean["tp_exposed"] + mean["dp_exposed"], compression=0.0,

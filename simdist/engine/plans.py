@@ -25,6 +25,7 @@ from simdist.strategies.interference import Slowdown, interference_of, model_par
 from simdist.strategies.local_sgd import round_graphs
 from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel
 from simdist.strategies.pipeline_graph import fused_pipeline_graphs, pipeline_graphs
+from simdist.strategies.pipeline_schedule import with_micro_batches
 from simdist.strategies.plan import IterationPlan, build_plan
 from simdist.strategies.rank_memory import check_memory
 from simdist.strategies.sharded_dp import ShardedPlan, build_sharded_plan, sharded_graphs
@@ -37,7 +38,9 @@ class Plan:
     `local_steps`: local SGD's period (an executor iteration is a round of that many steps; None: every
     iteration synchronises). `asynchronous`: asp / ssp workers loop on their own (no lockstep). `critical_class`:
     the class whose communication the breakdown reports; `max_tracked`: ranks drawn in the trace besides each
-    class's representative. `fused`: per graph, the tp calls estimate folded into one task (model parallel).
+    class's representative. `graphs_for(m)`: estimate of a pipeline without interference, its graphs (with each
+    chunk's tp chain fused) and their fused tp calls for m micro-batches, built as closed_form.fold_pipeline
+    needs them (`graphs` is then empty).
     """
 
     layout: IterationPlan | MpPlan
@@ -52,7 +55,7 @@ class Plan:
     critical_class: int = 0
     max_tracked: int = MAX_TRACKED_RANKS
     sharded: ShardedPlan | None = None
-    fused: tuple = ()
+    graphs_for: Callable | None = None
 
     @property
     def period(self) -> int:
@@ -101,21 +104,18 @@ def _data_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pla
 
 def _model_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Plan, Simulation]:
     """dp x tp x pp: the stages' graphs on the layout's tp, dp and pp groups (engine/mp_groups.py); estimate
-    without interference fuses each chunk's blocking tp chain (`fused_graphs`)."""
+    without interference builds them on demand, each chunk's blocking tp chain fused (`fused_graphs`)."""
     layout = build_mp_plan(scenario)
     memory = check_memory(scenario, layout)
     sim = Simulation(scenario, fidelity, context)
     groups = sim.context.layout_groups(layout.layout, layout)
     slowdown = model_parallel_interference(scenario, layout)
     bucket_bytes = scenario.communication.bucket_size_bytes
-    fused: tuple = ()
     if fidelity != Fidelity.SIMULATE and slowdown is None:
-        graphs, inner = fused_graphs(layout, groups, bucket_bytes)
-        fused = tuple(inner)
-    else:
-        graphs = pipeline_graphs(layout, bucket_bytes)
-    return Plan(layout, memory, tuple(graphs), groups.groups, groups.schedule_of, groups.time_of, slowdown,
-                max_tracked=0, fused=fused), sim
+        return Plan(layout, memory, (), groups.groups, groups.schedule_of, groups.time_of, max_tracked=0,
+                    graphs_for=lambda m: fused_graphs(with_micro_batches(layout, m), groups, bucket_bytes)), sim
+    return Plan(layout, memory, tuple(pipeline_graphs(layout, bucket_bytes)), groups.groups, groups.schedule_of,
+                groups.time_of, slowdown, max_tracked=0), sim
 
 
 def fused_graphs(plan: MpPlan, groups: LayoutGroups, bucket_size_bytes: float):

@@ -10,7 +10,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from simdist.engine.closed_form import ClosedFormTimes, fold
+from simdist.engine.closed_form import ClosedFormTimes, fold, fold_pipeline
 from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
 from simdist.engine.outcomes import (Outcome, breakdown, link_records, model_parallel_result, node_groups, run_mfu,
                                      strategy_summary, throughput, top_links)
@@ -85,6 +85,7 @@ class Ran:
     spans: dict[int, dict[int, tuple[float, float]]]
     links: tuple = ()
     records: tuple[StepRecord, ...] = ()
+    tables: tuple = ()  # estimate of a pipeline: per stage graph its spans (graph/spans.SpanTable), not `spans`
 
 
 def run_lockstep(sim: Simulation, plan: Plan) -> Ran:
@@ -94,14 +95,18 @@ def run_lockstep(sim: Simulation, plan: Plan) -> Ran:
     run, ctx, k = sim.scenario.run, sim.context, plan.period
     graphs = list(plan.graphs)
     if sim.fidelity != Fidelity.SIMULATE:
-        folded = fold(graphs, plan.time_of, plan.groups, plan.slowdown)
+        if plan.graphs_for is not None:
+            folded = fold_pipeline(plan.graphs_for, plan.layout, plan.time_of, plan.groups)
+        else:
+            folded = fold(graphs, plan.time_of, plan.groups, plan.slowdown)
         round_s = folded.end_s
         total = run.iterations
         if run.duration_s is not None:
             total = max(1, math.ceil(run.duration_s / round_s - 1e-9)) * k if round_s > 0 else k
         total = max(total, k)
         return Ran(round_s / k, (round_s / k,) * total, k, total - k, folded.class_comm_busy_s[plan.critical_class] / k,
-                   {c: folded.end_s for c in folded.class_end_s}, dict(folded.class_compute_busy_s), folded.spans)
+                   {c: folded.end_s for c in folded.class_end_s}, dict(folded.class_compute_busy_s), folded.spans,
+                   tables=folded.tables)
     bsp = plan.local_steps is None
     ex = Executor(sim.env, ctx.network, plan.schedule_of, plan.groups, critical_class=plan.critical_class,
                   max_tracked=plan.max_tracked, slowdown=plan.slowdown)

@@ -69,23 +69,34 @@ def roles(graph: Graph) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SpanTable:
-    """One stage's iteration as arrays: each task's start and end, its role (`roles`), and estimate's fused
-    tasks grouped by the tp calls inside them (offsets from the task's start -> the tasks' indices)."""
+    """One stage's iteration as arrays: each task's start and end, its role (`roles`), estimate's fused tasks
+    grouped by the tp calls inside them (offsets from the task's start -> the tasks' indices) and which tasks
+    count as communication in flight (`busy_s`)."""
 
     start: np.ndarray
     end: np.ndarray
     role: np.ndarray
     inner: dict[tuple[tuple[float, float], ...], np.ndarray]
+    comm: np.ndarray
 
     @classmethod
-    def of(cls, graph: Graph, spans: dict[int, tuple[float, float]],
+    def of(cls, graph: Graph, spans: "dict[int, tuple[float, float]] | np.ndarray",
            fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> "SpanTable":
-        arr = np.array([spans[t.id] for t in graph.tasks], dtype=float).reshape(-1, 2)
+        """`spans`: per task id its (start, end), or an (n, 2) array of them in task order."""
+        arr = spans if isinstance(spans, np.ndarray) else np.array([spans[t.id] for t in graph.tasks], dtype=float)
+        arr = arr.reshape(-1, 2)
         groups: dict[tuple, list[int]] = {}
         for tid, offsets in (fused or {}).items():
             if offsets:
                 groups.setdefault(tuple(offsets), []).append(tid)
-        return cls(arr[:, 0], arr[:, 1], roles(graph), {k: np.array(v) for k, v in groups.items()})
+        comm = np.array([t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait" for t in graph.tasks],
+                        dtype=bool)
+        return cls(arr[:, 0], arr[:, 1], roles(graph), {k: np.array(v) for k, v in groups.items()}, comm)
+
+    def busy_s(self) -> tuple[float, float]:
+        """`busy_s` of the table: compute-stream seconds and the union of communication spans."""
+        compute = float(np.sum((self.end - self.start)[(self.role == COMPUTE) | (self.role == OPTIMIZER)]))
+        return compute, union_arrays(self.start[self.comm], self.end[self.comm])
 
 
 def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float,

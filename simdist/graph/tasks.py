@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 
 from simdist.collectives.schedule import CollectiveOp, Group
 
@@ -125,7 +126,11 @@ class Graph:
     def prerequisites(self) -> tuple[list[list[int]], list[int], list[int]]:
         """Per task: the tasks waiting for it, how many it waits for (its dependencies and the previous task on
         its stream, which it cannot start before) and that previous task (-1: none). The executor and the fold
-        both start a task when these have ended."""
+        both start a task when these have ended. Computed once per graph: callers must not change them."""
+        return self._prerequisites
+
+    @cached_property
+    def _prerequisites(self) -> tuple[list[list[int]], list[int], list[int]]:
         after: list[list[int]] = [[] for _ in self.tasks]
         waiting, prev_on = [0] * len(self.tasks), [-1] * len(self.tasks)
         last: dict[Stream, int] = {}

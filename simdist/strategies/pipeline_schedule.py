@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Callable, Sequence
 
@@ -154,6 +154,33 @@ def schedule_order(schedule: "PipelineSchedule | str", p: int, m: int, v: int = 
     kind = PipelineSchedule(schedule)  # the schema admits only these names
     _check(p, m, v, kind)
     return SCHEDULES[kind](p, m, v)
+
+
+def with_micro_batches(plan, m: int):
+    """The same pipeline plan (strategies.mp_plan.MpPlan) with m micro-batches per step and its schedule's orders
+    for them: what the stage graphs of a shorter run are built from (engine/closed_form.fold_pipeline)."""
+    return replace(plan, micro_batches=m, orders=schedule_order(plan.schedule, plan.pp, m, plan.virtual_stages))
+
+
+def steady_sizes(schedule: "PipelineSchedule | str", p: int, m: int, v: int = 1) -> list[tuple[int, int]]:
+    """Shorter runs of the same pipeline, (m_short, m_short + d) micro-batches, smallest first, whose steady
+    state repeats a block of d micro-batches per stage (1F1B: d = 1; interleaved: pp, its micro-batch groups;
+    GPipe has no steady state): the first leaves every rank WINDOW + 2 blocks after its warm-up, the others
+    twice as many more each (a steady state that settles late); all shorter than m by at least one block."""
+    kind = PipelineSchedule(schedule)
+    if kind is PipelineSchedule.GPIPE:
+        return []
+    d = p if kind is PipelineSchedule.INTERLEAVED else 1
+    warm = -(-(2 * (p - 1) + (v - 1) * p if kind is PipelineSchedule.INTERLEAVED else p - 1) // v)
+    out, blocks = [], 4
+    while True:
+        short = -(-(warm + blocks * d) // d) * d
+        if short + 2 * d > m:
+            return out
+        out.append((short, short + d))
+        if len(out) == 2:
+            return out
+        blocks *= 4
 
 
 # ----------------------------------------------------------------------------- p2p transfers

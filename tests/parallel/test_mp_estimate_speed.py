@@ -65,7 +65,9 @@ def test_model_parallel_presets_equal_their_goldens_folding_each_chain_once(scen
     assert not diffs, "\n".join(diffs[:20])
     par = load_scenario(scenario).training
     chunks = par.virtual_stages if par.schedule.value == "interleaved" else 1
-    assert 0 < len(calls) <= par.parallelism.pp * chunks * 2  # one per stage, chunk and direction at most
+    # one per stage, chunk and direction at most, in each of the two shorter runs whose steady state the estimate
+    # repeats (graph/periodic.py)
+    assert 0 < len(calls) <= 2 * par.parallelism.pp * chunks * 2
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))

@@ -1,0 +1,160 @@
+"""A pipeline iteration's steady state folded once and repeated, exactly.
+
+Adding d micro-batches to a 1F1B or interleaved schedule (d = 1, or pp when interleaved) adds to every stage's
+graph one more block of its steady state: the graphs for m_long = m_short + d are those for m_short with a
+block of n_k tasks inserted at position q_k of stage k (`insertion`: found by aligning the two graphs' tasks,
+their shapes, dependencies and stream order). Once the graphs for m_long are folded, `repeat_of` checks that
+the inserted block and the L blocks before it each run λ seconds after the block before them (every task of
+every stage), and that nothing reaches further back: the block's tasks wait only for tasks of that window or
+of the block, the tasks after it only for the block and each other, the tasks before it for nothing later
+(a collective waits for the prerequisites of each member, but not for a receive posted at the start). The
+fold is a max-plus recurrence, so then every further block repeats the last one λ later and everything after
+them comes λ later per block: the iteration of m micro-batches is `expanded` from the shorter one's spans
+without building or folding its tasks (docs/performance.md). Where a check fails, the caller folds the whole
+graphs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simdist.graph.spans import SpanTable
+from simdist.graph.tasks import Collective, Graph
+
+WINDOW = 2  # blocks before the inserted one that must repeat it (L); the block may wait on tasks that far back
+TOLERANCE = 1e-12  # relative to the iteration's end: what "λ later" allows for the fold's rounding
+
+
+def _shape(t) -> tuple:
+    """What a task must share with its counterpart in another block (its name and key carry micro-batch indices)."""
+    return (type(t), t.stream, getattr(t, "group", None), getattr(t, "op", None), getattr(t, "size_bytes", None),
+            getattr(t, "duration_s", None), getattr(t, "kind", None))
+
+
+def _prerequisites(g: Graph) -> list[tuple[int, ...]]:
+    """Per task: its dependencies and the previous task on its stream, sorted."""
+    prev = g.prerequisites()[2]
+    return [tuple(sorted(set(t.deps) | ({prev[t.id]} if prev[t.id] >= 0 else set()))) for t in g.tasks]
+
+
+def insertion(short: Graph, long: Graph, pb: list[tuple[int, ...]]) -> tuple[int, int] | None:
+    """(q, n): `long` is `short` with n tasks inserted at q (tasks after them waiting on the inserted ones as they
+    waited on the n before q in `short`), or None (`pb`: `long`'s prerequisites)."""
+    a, b = [_shape(t) for t in short.tasks], [_shape(t) for t in long.tasks]
+    pa = _prerequisites(short)
+    n = len(b) - len(a)
+    if n <= 0:
+        return None
+    top = 0
+    while top < len(a) and a[top] == b[top] and pa[top] == pb[top]:
+        top += 1
+    for q in range(top, max(n, top - n) - 1, -1):  # the block may start anywhere in a repeating run
+        if all(a[i] == b[i + n] and pa[i] == tuple(y if y < q else y - n for y in pb[i + n])
+               for i in range(q, len(a))):
+            return q, n
+    return None
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Per class the inserted block [at, at + size) of the longer graphs, and the seconds λ (`period_s`) each
+    repetition of it adds."""
+
+    at: tuple[int, ...]
+    size: tuple[int, ...]
+    period_s: float
+
+
+def repeat_of(graphs: list[Graph], blocks: list[tuple[int, int]], spans: list[np.ndarray],
+              pre: list[list[tuple[int, ...]]]) -> Repeat | None:
+    """The repeat that the folded longer graphs (`spans`: per class an (n, 2) array of starts and ends; `pre`:
+    their prerequisites) show, or None where the steady state has not settled or a task reaches outside the
+    window (module docstring)."""
+    members: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for k, g in enumerate(graphs):
+        for t in g.tasks:
+            if isinstance(t, Collective):
+                members.setdefault((t.group, t.key), []).append((k, t.id))
+    q0, n0 = blocks[0]
+    period = float(spans[0][q0, 0] - spans[0][q0 - n0, 0]) if q0 >= n0 else 0.0
+    end = max(float(s[:, 1].max()) for s in spans if len(s))
+    tol = TOLERANCE * max(end, 1e-300)
+
+    def waits(k: int, y: int) -> tuple[list[int], list[tuple[int, int]]]:
+        """What task y of class k waits for: its prerequisites, and (a collective) every other member whose
+        arrival can matter (one posted at the start, waiting for nothing, cannot) with that member's."""
+        t, mates = graphs[k].tasks[y], []
+        if isinstance(t, Collective):
+            mates = [(kk, x) for kk, yy in members[(t.group, t.key)] if (kk, yy) != (k, y) and pre[kk][yy]
+                     for x in (yy, *pre[kk][yy])]
+        return list(pre[k][y]), mates
+
+    def block(k: int, y: int) -> int:
+        """0: the inserted block, j > 0: the j-th before it, -1: after it."""
+        q, n = blocks[k]
+        return -1 if y >= q + n else (0 if y >= q else (q - y - 1) // n + 1)
+
+    for k, (g, (q, n)) in enumerate(zip(graphs, blocks)):
+        if q < WINDOW * n:
+            return None
+        s = spans[k]
+        win = np.arange(q - (WINDOW - 1) * n, q + n)
+        if not np.all(np.abs(s[win] - s[win - n] - period) <= tol):
+            return None
+        for y in win:
+            if _shape(g.tasks[y]) != _shape(g.tasks[y - n]) or pre[k][y] != tuple(x + n for x in pre[k][y - n]):
+                return None
+            if sorted(waits(k, y)[1]) != sorted((kk, x + blocks[kk][1]) for kk, x in waits(k, y - n)[1]):
+                return None
+        for y in range(len(g.tasks)):
+            mine = block(k, y)
+            own, mates = waits(k, y)
+            if not all(_reaches(mine, block(k, x), True) for x in own) or \
+                    not all(_reaches(mine, block(kk, x), False) for kk, x in mates):
+                return None
+    return Repeat(tuple(q for q, _ in blocks), tuple(n for _, n in blocks), period)
+
+
+def _reaches(mine: int, theirs: int, own: bool) -> bool:
+    """Whether a task of block `mine` (-1: after the inserted block) may wait on one of block `theirs` (its
+    own class's, or another's through a collective) for the repeat to hold."""
+    if mine > 0:
+        return theirs > 0  # before the block: nothing that the repeats move
+    if mine == 0:
+        return 0 <= theirs <= WINDOW  # the block: the window, which repeats λ apart
+    return theirs <= 0 if own else theirs <= WINDOW  # after it: its own class's block (the others' relative)
+
+
+def expanded(graph: Graph, spans: np.ndarray, repeat: Repeat, k: int, times: int,
+             fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> SpanTable:
+    """Class k's iteration with its inserted block `times` more times (each λ after the last) and what follows
+    that many λ later, as a SpanTable (roles, fused tp spans and the communication mask repeated with them)."""
+    q, n, lam = repeat.at[k], repeat.size[k], repeat.period_s
+    ids = np.arange(len(graph.tasks))
+    order = np.concatenate([ids[:q + n], np.tile(ids[q:q + n], times), ids[q + n:]])
+    shift = np.concatenate([np.zeros(q + n), np.repeat(np.arange(1, times + 1) * lam, n),
+                            np.full(len(ids) - q - n, times * lam)])
+    table = SpanTable.of(graph, spans, fused)
+    inner = {key: np.flatnonzero(np.isin(order, members)) for key, members in table.inner.items()}
+    return SpanTable(table.start[order] + shift, table.end[order] + shift, table.role[order], inner,
+                     table.comm[order])
+
+
+def fold_repeated(graphs_for, micro_batches: int, sizes, fold_spans) -> tuple[list[Graph], list[SpanTable]] | None:
+    """The SpanTable per class of the iteration of `micro_batches` (with the shorter graphs it came from), from the
+    first (m_short, m_long) of `sizes` whose longer graphs repeat (`graphs_for(m)`: the graphs and their fused tp
+    spans for m micro-batches; `fold_spans(graphs)`: per class an (n, 2) array of task spans), or None."""
+    for short, long in sizes:
+        few, _ = graphs_for(short)
+        graphs, fused = graphs_for(long)
+        pre = [_prerequisites(g) for g in graphs]
+        blocks = [insertion(a, b, p) for a, b, p in zip(few, graphs, pre)]
+        if any(b is None for b in blocks):
+            return None  # the graphs do not grow by one block: a longer run will not either
+        spans = fold_spans(graphs)
+        repeat = repeat_of(graphs, blocks, spans, pre)  # type: ignore[arg-type]
+        if repeat is not None:
+            times = (micro_batches - long) // (long - short)
+            return graphs, [expanded(g, s, repeat, k, times, f) for k, (g, s, f) in enumerate(zip(graphs, spans, fused))]
+    return None
