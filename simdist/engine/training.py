@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 
 from simdist.engine.closed_form import ClosedFormTimes, fold, fold_pipeline
 from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
-from simdist.engine.outcomes import (Outcome, breakdown, link_records, model_parallel_result, node_groups, run_mfu,
-                                     strategy_summary, throughput, top_links)
+from simdist.engine.outcomes import Outcome, breakdown, link_records, model_parallel_result, top_links
 from simdist.engine.plans import Plan, build
 from simdist.engine.state import Simulation, result_header
 from simdist.input_pipeline import loader_bound
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.results.records import RunResult, StepRecord
+from simdist.results.summaries import node_groups, run_mfu, strategy_summary, throughput
 from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, SyncMode
 from simdist.strategies.async_ps import PsPolicy
 from simdist.strategies.data_parallel import bsp_graphs
@@ -64,7 +64,7 @@ def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=out.iteration_s, throughput=tp,
                      scaling_efficiency=(layout.global_batch / out.iteration_s) / layout.single_gpu_samples_per_s,
                      breakdown_s=breakdown(gpu_out, plan.sharded is not None), memory=plan.memory, links=out.links,
-                     strategy=strategy_summary(scenario, plan), node_groups=node_groups(scenario, layout, out),
+                     strategy=strategy_summary(scenario, layout, plan.sharded), node_groups=node_groups(scenario, layout, out),
                      sync=sync,
                      extra=extra, iterations=out.times, records=out.records)
 
