@@ -21,6 +21,7 @@ import yaml
 
 from simdist.errors import Issue, ScenarioError
 from simdist.io.issues import unknown_key
+from simdist.io.layout_rules import invalid_reasons
 from simdist.io.load import load_data
 from simdist.io.overrides import apply_overrides, set_path
 from simdist.io.yaml_source import read_file
@@ -235,9 +236,21 @@ def _axes_text(sig: dict[str, Any]) -> str:
     return "[" + ", ".join(f"{k}={len(v)} values" for k, v in axes) + "]"
 
 
-def load_point(base: dict, overrides: Sequence[str], values: dict, base_dir: str, name: str):
-    """One point's Scenario: the base data, the --set overrides, then each axis value at its key."""
-    data = apply_overrides(base, list(overrides))  # a deep copy: the base is never changed
-    for key, value in values.items():
-        set_path(data, key.split("."), copy.deepcopy(value))
-    return load_data(data, (), base_dir, name)
+class PointLoader:
+    """Loads one point's Scenario: the base data, the --set overrides, then each axis value at its key. It also
+    knows the same rules over a whole plan space of layouts at once (io/layout_rules.py), which the planner's
+    layout search uses instead of loading every candidate (planner/layout_search.py)."""
+
+    def __call__(self, base: dict, overrides: Sequence[str], values: dict, base_dir: str, name: str):
+        data = apply_overrides(base, list(overrides))  # a deep copy: the base is never changed
+        for key, value in values.items():
+            set_path(data, key.split("."), copy.deepcopy(value))
+        return load_data(data, (), base_dir, name)
+
+    @staticmethod
+    def invalid_layouts(grid):
+        """Per candidate of a planner.layout_space.LayoutGrid, the first rule the loader refuses it by ('' none)."""
+        return invalid_reasons(grid)
+
+
+load_point = PointLoader()

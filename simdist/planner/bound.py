@@ -91,6 +91,28 @@ def _healthy(scenario: Any) -> Any:
     return healthy_scenario(scenario)
 
 
+def pipeline_bound_s(mp) -> float:
+    """A lower bound on a model-parallel iteration (an MpPlan) that counts the pipeline's fill and drain.
+
+    Stage r runs all its chunks' forward and backward segments for every micro-batch (W_r each) on one compute
+    stream. Its first operation is a forward, which waits for the forwards of that micro-batch on every stage
+    before it, chunk 0 of each at least (H_r = sum over i < r of f_i,0); its last operation is a backward
+    (every forward's backward follows it on the same stage), after which the backwards of that micro-batch on
+    the stages before it run, chunk 0 of each at least (T_r = sum over i < r of b_i,0), then stage 0's
+    optimizer step. So the iteration takes at least max over r of
+    H_r + m W_r + max(optimizer_r, T_r + optimizer_0); communication only adds. With identical stages of one
+    chunk this is 1F1B's (m + pp - 1)(f + b) plus the step; it is never below `compute_bound`'s busiest stage."""
+    stages = mp.stages
+    head = tail = 0.0
+    best = 0.0
+    for r, st in enumerate(stages):
+        work = mp.micro_batches * math.fsum(c.fwd_s + c.bwd_s for c in st.chunks)
+        best = max(best, head + work + max(st.optimizer_s, tail + stages[0].optimizer_s))
+        head += st.chunks[0].fwd_s
+        tail += st.chunks[0].bwd_s
+    return best
+
+
 def compute_bound(scenario: Any) -> ClassBound | None:
     """The class bound of `scenario`, or None where the bound above is not known to hold."""
     if no_bound_reason(scenario):

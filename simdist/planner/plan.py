@@ -29,6 +29,7 @@ from simdist.planner.evaluate import PRUNED, Job, _conjuncts
 from simdist.planner.executors import LocalRunner, context_order, default_jobs
 from simdist.planner.halving import Rung, rungs_from_names
 from simdist.planner.halving_search import estimate_rungs, simulation_rungs
+from simdist.planner import layout_search
 from simdist.planner.objective import (Objective, PlanSpec, SearchMethod, drop_reason, rate, score,  # noqa: F401
                                        time_to_train_s, useful_rate)
 from simdist.planner.pareto import pareto_front
@@ -180,14 +181,28 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
         return note
 
     method = SearchMethod(spec.search)
+    layouts = method in (SearchMethod.AUTO, SearchMethod.EXHAUSTIVE) and layout_search.applies(spec)
+    if method == SearchMethod.AUTO and layouts:
+        method = SearchMethod.EXHAUSTIVE
     if method == SearchMethod.AUTO:
         method = SearchMethod.EXHAUSTIVE if space <= spec.max_points else SearchMethod.HALVING
     rungs = rungs_from_names(spec.rungs) if method == SearchMethod.HALVING else ()
     rung_log: list[dict[str, Any]] = []
+    layout_bounds: dict[int, ClassBound] = {}  # per candidate of a layout space (layout_search.py)
     started = time.perf_counter()
     try:
         with LocalRunner(job, frozenset(), jobs) as runner:  # one set of workers, warm, for every round
-            if method == SearchMethod.EXHAUSTIVE:
+            found = (layout_search.search_layouts(spec, job, lambda p: run(p), rows, jobs, meter) if layouts
+                     else None)
+            if found is not None:  # a layout space: pruned in arrays, estimated best bound first
+                text = "exhaustive over layouts; " + found.text
+                pruned = len(found.skipped)
+                seen.bound_skipped += found.skipped
+                seen.excluded.update(found.excluded)
+                layout_bounds = found.bounds
+                rung_log.append({"rung": "estimate", "entered": space, "evaluated": len(rows)})
+                seen.unexamined = ""
+            elif method == SearchMethod.EXHAUSTIVE:
                 text = "exhaustive" + estimate(expand(spec.axes, spec.zipped))
                 rung_log.append({"rung": "estimate", "entered": space, "evaluated": len(rows)})
                 seen.unexamined = ""
@@ -225,7 +240,8 @@ def search(spec: PlanSpec, base: dict, loader, *, base_dir: str = ".", name: str
     ranked = ranked[:spec.top]
     seconds = {"estimate": estimated - started, "confirm": time.perf_counter() - estimated}
     front = pareto_front(feasible, [lambda r: -(useful_rate(r, spec) or 0.0), lambda r: r["cost_per_hour_usd"] or 0.0])
-    listed, unlisted = candidate_rows(spec, fs, rows, seen, whole, front, lambda p: bounds.get(class_of(p)))
+    listed, unlisted = candidate_rows(spec, fs, rows, seen, whole, front,
+                                      lambda p: layout_bounds.get(p.index) or bounds.get(class_of(p)))
     return Plan(spec.objective, ranked, front, space, len(rows), len(feasible), rejected, text, pruned, seconds,
                 rung_log, listed, unlisted)
 
