@@ -95,9 +95,16 @@ def layer_precision(layer, precision: str, fp8_attention: bool = False) -> str:
     return precision
 
 
+def weight_shapes(layer) -> list[tuple[int, ...]]:
+    """A layer's weight matrices: gradient tensors of two or more dimensions, three for an expert layer's (one
+    matrix per expert); the rest are biases and norm weights, which are not cast."""
+    dims = 3 if layer.experts else 2
+    return [shape for shape in layer.grad_shapes if len(shape) >= dims]
+
+
 def weight_elems(layer) -> int:
-    """Elements of a layer's weight matrices (gradient tensors of two or more dimensions; biases are not cast)."""
-    return sum(math.prod(shape) for shape in layer.grad_shapes if len(shape) >= 2)
+    """Elements of a layer's weight matrices (weight_shapes; biases are not cast)."""
+    return sum(math.prod(shape) for shape in weight_shapes(layer))
 
 
 def gemm_operand_elems(layer) -> tuple[float, float]:
@@ -110,7 +117,7 @@ def gemm_operand_elems(layer) -> tuple[float, float]:
     gemm = [k for k in layer.fwd_kernels if k.kind in TE_GEMM_KINDS]
     if not gemm:
         return layer.input_elems, layer.output_elems
-    shapes = [s[-2:] for s in layer.grad_shapes if len(s) >= 2]
+    shapes = [s[-2:] for s in weight_shapes(layer)]
     per_copy = sum(o * i for o, i in shapes)
     rows = math.fsum(k.flops for k in gemm) / (2.0 * per_copy)
     return rows * sum(i for _, i in shapes), rows * sum(o for o, _ in shapes)

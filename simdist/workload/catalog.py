@@ -105,6 +105,23 @@ def _qwen3_moe(layers: int, hidden: int, heads: int, experts_ffn: int, name: str
     return build
 
 
+def _gpt_oss(layers: int, experts: int, name: str) -> Callable[..., ModelSpec]:
+    """GPT-OSS (OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card", arXiv:2508.10925; HF openai/gpt-oss-120b and -20b
+    config.json): hidden 2880, 64 query heads of 64 (4096 wide) and 8 KV heads, biases on the attention projections,
+    the router and the experts, RMSNorm, RoPE, blocks alternating a 128-token sliding window (even blocks) with full
+    attention, every block `experts` SwiGLU experts of 2880, top-4, no shared expert, vocab 201088, untied. The
+    attention sinks (one learned logit per head and block: 2,304 parameters in the 120b) are not modelled."""
+    moe = MoeSpec(experts=experts, top_k=4, expert_ffn_hidden=2880, router="softmax")
+
+    def build(s, **kw):
+        opts = {"flash_attention": True, "dropout": 0.0, **kw}
+        return parametric_gpt(layers, 2880, 64, 201088, s, 2880, name=name, kv_heads=8, positions="rotary",
+                              mlp="swiglu", norm="rmsnorm", bias=True, tied_head=False, head_dim=64, moe=moe,
+                              sliding_window=128, sliding_window_every=2,
+                              source=f"HF openai/{name} config.json; gpt-oss model card (arXiv:2508.10925)", **opts)
+    return build
+
+
 # DeepSeek-V3 (arXiv:2412.19437, section 4.2; HF deepseek-ai/DeepSeek-V3 config.json): 61 layers of 7168, MLA with
 # 128 heads, the first 3 blocks dense (FFN 18432), then 256 routed experts of 2048 (top-8, sigmoid router) and 1
 # shared expert; vocab 129280, untied head. `deepseek-v3` is the 671 B main model; `deepseek-v3-mtp` adds the one
@@ -171,6 +188,8 @@ _CATALOG: dict[str, tuple[Callable, int | None]] = {
                                "HF mistralai/Mixtral-8x22B-v0.1 config.json (Mistral AI, April 2024)"), 4096),
     "qwen3-30b-a3b": (_qwen3_moe(48, 2048, 32, 768, "qwen3-30b-a3b"), 4096),
     "qwen3-235b-a22b": (_qwen3_moe(94, 4096, 64, 1536, "qwen3-235b-a22b"), 4096),
+    "gpt-oss-20b": (_gpt_oss(24, 32, "gpt-oss-20b"), 4096),
+    "gpt-oss-120b": (_gpt_oss(36, 128, "gpt-oss-120b"), 4096),
     "deepseek-v3": (_deepseek_v3("deepseek-v3", 0), 4096),
     "deepseek-v3-mtp": (_deepseek_v3("deepseek-v3-mtp", 1), 4096),
 }

@@ -15,8 +15,9 @@ from simdist.workload import layers as L
 from simdist.workload.specs import Kernel, LayerSpec, MoeSpec
 
 
-def routed_experts(name: str, hidden: int, moe: MoeSpec, s: int) -> LayerSpec:
-    """All routed experts of one MoE layer on s tokens (per sample; kind 'expert', `experts` = moe.experts)."""
+def routed_experts(name: str, hidden: int, moe: MoeSpec, s: int, bias: bool = False) -> LayerSpec:
+    """All routed experts of one MoE layer on s tokens (per sample; kind 'expert', `experts` = moe.experts);
+    `bias`: each expert's two projections have biases (GPT-OSS)."""
     h, f = hidden, moe.expert_ffn_hidden
     t = moe.top_k * s  # token-expert pairs: rows of the grouped GEMMs
     gate_up = 2.0 * t * h * 2 * f
@@ -36,9 +37,12 @@ def routed_experts(name: str, hidden: int, moe: MoeSpec, s: int) -> LayerSpec:
            Kernel(f"{name}.gate_up_wgrad", "expert", gate_up, t * h + 2 * t * f),
            Kernel(f"{name}.permute_bwd", "other", float(t * h), t * h + s * h))  # the top_k copies' gradients summed
     e = moe.experts
-    shapes = ((e, 2 * f, h), (e, h, f))  # w1 and w3 (gate, up) and w2 (down) of every expert, as grouped GEMMs hold them
+    shapes: tuple[tuple[int, ...], ...] = ((e, 2 * f, h), (e, h, f))  # w1 and w3 (gate, up), w2 (down) per expert
+    if bias:
+        shapes += ((e, 2 * f), (e, h))
     saved = t * h + 2 * t * f + t * f + t * h + t  # permuted input, gate/up output, SwiGLU output, expert outputs, probs
-    return LayerSpec(name, "expert", e * 3 * h * f, gate_up + swiglu + down + combine, s * h, s * h, saved, shapes,
+    params = e * 3 * h * f + (e * (2 * f + h) if bias else 0)
+    return LayerSpec(name, "expert", params, gate_up + swiglu + down + combine, s * h, s * h, saved, shapes,
                      fwd, bwd, experts=e)
 
 
@@ -59,12 +63,13 @@ def shared_experts(name: str, hidden: int, ffn: int, s: int) -> LayerSpec:
                      ((2 * f, h), (h, f)), fwd, bwd)
 
 
-def moe_mlp(prefix: str, hidden: int, moe: MoeSpec, s: int) -> list[LayerSpec]:
-    """The MLP half of an MoE block: router, routed experts, shared experts (when the model has them)."""
-    router = L.linear(f"{prefix}.router", s, hidden, moe.experts, bias=False)
+def moe_mlp(prefix: str, hidden: int, moe: MoeSpec, s: int, bias: bool = False) -> list[LayerSpec]:
+    """The MLP half of an MoE block: router, routed experts, shared experts (when the model has them); `bias`: the
+    router and the routed experts have biases (GPT-OSS)."""
+    router = L.linear(f"{prefix}.router", s, hidden, moe.experts, bias=bias)
     out = [LayerSpec(router.name, "linear", router.params, router.fwd_flops, router.input_elems, router.output_elems,
                      router.saved_elems, router.grad_shapes, high_precision=True),
-           routed_experts(f"{prefix}.experts", hidden, moe, s)]
+           routed_experts(f"{prefix}.experts", hidden, moe, s, bias)]
     if moe.shared_experts:
         out.append(shared_experts(f"{prefix}.shared_experts", hidden, moe.shared_experts * moe.expert_ffn_hidden, s))
     return out

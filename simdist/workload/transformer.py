@@ -59,17 +59,23 @@ class BlockConfig:
     kv_channels: int | None = None  # a head's width when it is not hidden / heads (Qwen3: 128 with 64 x 128 > 4096)
     qk_norm: bool = False  # RMSNorm on each head's query and key (Qwen3's q_norm, k_norm)
     mla: MlaSpec | None = None  # DeepSeek's multi-head latent attention instead of (grouped-query) attention
+    window: int | None = None  # sliding-window attention: each query attends to the last `window` keys
 
     @property
     def head_dim(self) -> int:
         return self.kv_channels if self.kv_channels is not None else self.hidden // self.heads
 
 
+def attended_keys(cfg: BlockConfig, s: int) -> int:
+    """The keys each query's scores are computed against: all s (causal masks not credited), or a sliding window."""
+    return min(s, cfg.window) if cfg.window else s
+
+
 def standard_dims(cfg: BlockConfig, s: int) -> L.CoreDims:
     """(Grouped-query) attention's core operands: one head width for Q, K and V."""
     d, a, kv = cfg.head_dim, cfg.heads, cfg.kv_heads
     q, k_v = s * a * d, s * kv * d
-    matmul = 2.0 * s * s * a * d
+    matmul = 2.0 * s * attended_keys(cfg, s) * a * d
     return L.CoreDims(q, k_v, k_v, q, matmul, matmul, s * (a + kv) * d if cfg.rotary else 0)
 
 
@@ -110,7 +116,8 @@ def attention_core(name: str, cfg: BlockConfig, s: int, dims: L.CoreDims | None 
     q, k, v, o = dims.q, dims.k, dims.v, dims.o
     qkv_elems = q + k + v
     scores, context = dims.scores_flops, dims.context_flops
-    probs = float(a * s * s)
+    keys = attended_keys(cfg, s)
+    probs = float(a * s * keys)
     softmax = L.SOFTMAX_FLOPS_PER_ELEM * probs
     rotary = 3.0 * dims.rotated if dims.rotated else 0.0  # rotate q and k: two multiplies and an add
     if cfg.flash_attention:
@@ -120,7 +127,7 @@ def attention_core(name: str, cfg: BlockConfig, s: int, dims: L.CoreDims | None 
         bwd = Kernel(f"{name}.flash_bwd", "attention", 3 * scores + 2 * context + 2 * (softmax + rotary),
                      2 * qkv_elems + 2 * o + a * s)  # read Q K V O dO lse, write dQ dK dV
         return LayerSpec(name, "attention", 0, flops, qkv_elems, o, saved, (), bwd_kernels=(bwd,))
-    saved = qkv_elems + a * s * s  # Q, K, V and the softmax probabilities
+    saved = qkv_elems + a * s * keys  # Q, K, V and the softmax probabilities
     fwd: list[Kernel] = []
     bwd: list[Kernel] = []
     if cfg.rotary:
@@ -130,7 +137,7 @@ def attention_core(name: str, cfg: BlockConfig, s: int, dims: L.CoreDims | None 
         fwd.append(Kernel(f"{name}.scale_mask_softmax", "activation", softmax, 2 * probs))
         bwd_softmax = [Kernel(f"{name}.scale_mask_softmax_bwd", "activation", 2 * softmax, 3 * probs)]
     else:  # PyTorch eager: x * scale, masked_fill with an s x s bool mask, softmax
-        mask = float(s * s)
+        mask = float(s * keys)
         fwd += [Kernel(f"{name}.scale", "activation", probs, 2 * probs),
                 Kernel(f"{name}.mask", "activation", 0.0, 2 * probs, mask),
                 Kernel(f"{name}.softmax", "activation", softmax - probs, 2 * probs)]
@@ -193,7 +200,7 @@ def block(prefix: str, cfg: BlockConfig, s: int, moe: MoeSpec | None = None) -> 
     if moe is not None:
         if cfg.mlp != "swiglu":
             raise ValueError(f"mixture-of-experts blocks have SwiGLU experts; got mlp {cfg.mlp!r}")
-        mlp = moe_mlp(prefix, h, moe, s)
+        mlp = moe_mlp(prefix, h, moe, s, cfg.bias)
     elif cfg.mlp == "swiglu":
         gate_up = L.linear(f"{prefix}.mlp.gate_up", s, h, 2 * f, bias=False)
         gate_up = LayerSpec(gate_up.name, "linear", gate_up.params, gate_up.fwd_flops, gate_up.input_elems,
@@ -226,7 +233,7 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
                    tied_head: bool = True, flash_attention: bool = False, dropout: float = 0.1,
                    fused_kernels: bool = True, source: str = "", head_dim: int | None = None,
                    qk_norm: bool = False, mla: MlaSpec | None = None, moe: MoeSpec | None = None,
-                   mtp_layers: int = 0) -> ModelSpec:
+                   mtp_layers: int = 0, sliding_window: int | None = None, sliding_window_every: int = 1) -> ModelSpec:
     """A GPT-style pre-norm decoder: token (+ learned position) embedding, `layers` blocks, final norm, LM head, loss.
 
     Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding, hidden
@@ -234,7 +241,8 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
     tied_head=False, dropout=0; Nemotron-4 positions='rotary', mlp='squared_relu', bias=False, tied_head=False.
     `head_dim` sets a head's width when it is not hidden / heads, `qk_norm` adds Qwen3's query/key norms, `mla`
     replaces attention by multi-head latent attention, `moe` makes every block from `moe.first_dense_layers` on a
-    mixture of experts, `mtp_layers` appends DeepSeek-V3's multi-token-prediction modules.
+    mixture of experts, `mtp_layers` appends DeepSeek-V3's multi-token-prediction modules, `sliding_window` makes
+    blocks 0, every, 2 x every, ... attend to the last `sliding_window` keys only (GPT-OSS: 128, every 2nd block).
     """
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
@@ -246,7 +254,8 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
         raise ValueError(f"positions must be 'learned' or 'rotary', got {positions!r}")
     f = ffn_hidden if ffn_hidden is not None else 4 * hidden
     _check_kernel_options(dropout, fused_kernels)
-    for label, v, low in (("head_dim", head_dim, 1), ("mtp_layers", mtp_layers, 0)):
+    for label, v, low in (("head_dim", head_dim, 1), ("mtp_layers", mtp_layers, 0), ("sliding_window", sliding_window, 1),
+                          ("sliding_window_every", sliding_window_every, 1)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
             raise ValueError(f"{label} must be an integer >= {low}, got {v!r}")
     if moe is not None and moe.first_dense_layers > layers:
@@ -259,8 +268,10 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
     if positions == "learned":
         out.append(L.embedding("embed.positions", s, max(max_positions or s, s), hidden))
         out.append(L.add("embed.add", s * hidden))
+    windowed = replace(cfg, window=sliding_window) if sliding_window else cfg
     for i in range(layers):
-        out.extend(block(f"blocks.{i}", cfg, s, moe if moe is not None and i >= moe.first_dense_layers else None))
+        block_cfg = windowed if i % sliding_window_every == 0 else cfg
+        out.extend(block(f"blocks.{i}", block_cfg, s, moe if moe is not None and i >= moe.first_dense_layers else None))
     out.append(_norm(cfg, "final_norm", s * hidden))
     head = L.tied_linear("lm_head", s, hidden, vocab) if tied_head else L.linear("lm_head", s, hidden, vocab, bias=False)
     out.append(replace(head, high_precision=True))  # Megatron-Core's output layer is no TE module: bf16 under fp8

@@ -17,7 +17,7 @@ PUBLISHED_PARAMS = {
     "llama3.1-8b": 8.03e9, "llama3.1-70b": 70.6e9, "llama3.1-405b": 405e9, "nemotron4-340b": 340e9,
     # mixture-of-experts models, total parameters (tests/workload/test_moe.py checks them to 1 % and the active ones)
     "mixtral-8x7b": 46.7e9, "mixtral-8x22b": 141e9, "qwen3-30b-a3b": 30.5e9, "qwen3-235b-a22b": 235e9,
-    "deepseek-v3": 671e9, "deepseek-v3-mtp": 682.5e9,
+    "deepseek-v3": 671e9, "deepseek-v3-mtp": 682.5e9, "gpt-oss-20b": 20.91e9, "gpt-oss-120b": 116.83e9,
 }
 # Exact Hugging Face counts (sum of the checkpoint's tensor sizes, as the model cards quote them).
 HF_EXACT = {"llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "llama3.1-8b": 8_030_261_248,

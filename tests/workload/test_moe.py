@@ -197,3 +197,30 @@ def test_model_flops_count_the_active_experts() -> None:
     cores = 3 * sum(l.fwd_flops for l in m.layers if l.kind == "attention")
     assert model_flops_per_sample(m) == pytest.approx(6 * active * s + cores, rel=0.01)
     assert model_flops_per_sample(m) < 0.4 * (6 * dense_params * s + cores)
+
+
+@pytest.mark.parametrize("key,total,active", [("gpt-oss-120b", 116.83e9, 5.13e9), ("gpt-oss-20b", 20.91e9, 3.61e9)])
+def test_gpt_oss_counts_as_its_model_card(key: str, total: float, active: float) -> None:
+    """gpt-oss model card (arXiv:2508.10925), Table 1: total parameters and active parameters per token, the
+    unembedding counted and the input embedding not (the attention sinks, 64 per block, not modelled)."""
+    m = get_model(key)
+    embedding = sum(l.params for l in m.layers if l.kind == "embedding")
+    assert m.params == pytest.approx(total, rel=0.001)
+    assert m.active_params - embedding == pytest.approx(active, rel=0.002)
+    experts = next(l for l in m.layers if l.experts)
+    assert experts.grad_shapes[2:] == ((experts.experts, 2 * 2880), (experts.experts, 2880))  # the experts' biases
+
+
+def test_sliding_window_blocks_attend_to_the_window() -> None:
+    """GPT-OSS's even blocks attend to the last 128 keys: their scores and context GEMMs are s x 128, not s x s."""
+    s = 4096
+    m = get_model("gpt-oss-120b", seq_len=s)
+    cores = [l for l in m.layers if l.kind == "attention"]
+    a, d = 64, 64
+    band, full = cores[0].fwd_flops, cores[1].fwd_flops
+    rotary = 3 * s * (64 + 8) * 64
+    assert band == 2 * (2 * s * 128 * a * d) + 5 * a * s * 128 + rotary
+    assert full == 2 * (2 * s * s * a * d) + 5 * a * s * s + rotary
+    short = get_model("gpt-oss-120b", seq_len=64)  # a window longer than the sequence is the whole sequence
+    c = [l for l in short.layers if l.kind == "attention"]
+    assert c[0].fwd_flops == c[1].fwd_flops
