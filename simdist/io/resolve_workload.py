@@ -6,6 +6,7 @@ so a scenario without a `torch:` model never imports torch.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from types import ModuleType
 
 from simdist.collectives.schedule import CollectiveOp
@@ -85,7 +86,27 @@ def _torch(m: TorchModel, issues: list[Issue]) -> ModelSpec | None:
     return guarded(issues, "workload.model.torch", call)
 
 
+def with_capacity_factor(model: ModelSpec | None, w: WorkloadModel, issues: list[Issue]) -> ModelSpec | None:
+    """The model with `workload.moe_capacity_factor` as its MoE layers' capacity factor (a mixture-of-experts model
+    only: every catalog MoE model is dropless by default)."""
+    cf = w.moe_capacity_factor
+    if cf is not None and w.model is None:
+        issues.append(Issue("workload.moe_capacity_factor", f"got {cf!r}; a collective benchmark has no experts: "
+                                                            "remove the key"))
+    if cf is None or model is None:
+        return model
+    if model.moe is None:
+        issues.append(Issue("workload.moe_capacity_factor", f"got {cf!r}; {model.name} has no mixture-of-experts "
+                                                            "layers (a capacity factor caps the tokens of an expert)"))
+        return model
+    return replace(model, moe=replace(model.moe, capacity_factor=float(cf)))
+
+
 def resolve_model(w: WorkloadModel, issues: list[Issue]) -> ModelSpec | None:
+    return with_capacity_factor(_model(w, issues), w, issues)
+
+
+def _model(w: WorkloadModel, issues: list[Issue]) -> ModelSpec | None:
     m = w.model
     options = kernel_options(w)
     if m is None or (options and isinstance(m, (TorchModel, LayersModel))):

@@ -193,6 +193,10 @@ class WorkloadModel(Strict):
     single_gpu_throughput: PosFloat | None = None
     """Samples/s measured on ONE GPU of the cluster's kind at batch_per_gpu without communication: the GPU compute
     is scaled so the single-GPU step takes batch / this (anchors the compute model to a measurement) (added key)."""
+    moe_capacity_factor: PosFloat | None = None
+    """Mixture-of-experts models: each expert takes at most this factor x its balanced share of the routed tokens
+    and is padded to it (Megatron-Core's moe_expert_capacity_factor with moe_pad_expert_input_to_capacity; GShard,
+    Switch Transformer); default dropless (docs/model.md, "Mixture of experts") (added key)."""
     fp8_recipe: Literal["delayed", "current"] | None = None
     """precision fp8: Transformer Engine's scaling of the fp8 tensors: delayed (DelayedScaling, TE's default: each
     tensor's scale from the amax history of earlier steps, the amax taken inside the cast) or current

@@ -81,3 +81,12 @@ def test_run_options_refused_where_they_change_nothing(changes: dict, key: str, 
 
 def test_cuda_graphs_shorten_the_compute() -> None:
     assert run_with(BASE, {"training.cuda_graphs": True}).breakdown_s.compute < run_with(BASE, {}).breakdown_s.compute
+
+
+def test_moe_capacity_factor_pads_the_experts_and_is_refused_on_dense_models() -> None:
+    moe = {**H100, "workload.model": "qwen3-30b-a3b", "training.parallelism": {"zero": 3}}
+    dropless = run_with(BASE, moe).breakdown_s.compute
+    assert run_with(BASE, {**moe, "workload.moe_capacity_factor": 1.25}).breakdown_s.compute > dropless
+    with pytest.raises(ScenarioError, match="workload.moe_capacity_factor") as e:
+        run_with(BASE, {"workload.moe_capacity_factor": 1.25})
+    assert "no mixture-of-experts" in str(e.value)
