@@ -197,6 +197,8 @@ class ParallelismSpec:
     pp: int = 1
     cp: int = 1  # context parallelism: the sequence split over cp ranks (Megatron-Core)
     zero: int = 0  # 3 is FSDP (the YAML alias `zero: fsdp` resolves to 3)
+    ep: int = 1  # expert parallelism: the routed experts split over ep ranks (Megatron-Core)
+    etp: int = 1  # expert tensor parallelism: each expert's weights split over etp ranks (io.resolve: default tp)
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ class TrainingSpec:
     sequence_parallel: bool = False
     tp_comm_overlap: bool = False  # tp all_gather / reduce_scatter chunked beside the GEMMs (needs sequence_parallel)
     cp_comm_type: CpCommType = CpCommType.P2P  # context-parallel attention's K/V exchange
+    moe_load_imbalance: float = 1.0  # the hottest expert's routed tokens over the mean per expert
     recompute: Recompute = Recompute.NONE
     recompute_every: int = 1  # recompute full: checkpoint one transformer block in this many
     virtual_stages: int = 1  # interleaved schedule: model chunks per pipeline rank

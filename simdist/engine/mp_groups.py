@@ -19,6 +19,7 @@ from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
 from simdist.layout import Layout
+from simdist.strategies.expert_layout import EP_KINDS, stage_expert_groups, uneven_all_to_all
 from simdist.strategies.pipeline_graph import (RING_EXCHANGE, boundary_pairs, pp_group, stage_groups,
                                                tp_exchange_group, tp_group)
 from simdist.topology.routing import ring_channels
@@ -57,6 +58,11 @@ class LayoutGroups:
                 self.axis_groups[name] = subs
                 self.groups[name] = ProcessGroup(name, kind, tuple(stage_ranks[s]),
                                                  endpoint_group(topo, stage_ranks[s]))
+            for name, kind, groups in (stage_expert_groups(layout, s, plan.ep, plan.etp, plan.expert_groups)
+                                       if plan.moe_load is not None else ()):  # expert parallelism's groups
+                self.axis_groups[name] = [endpoint_group(topo, g) for g in groups]
+                self.groups[name] = ProcessGroup(name, kind, tuple(stage_ranks[s]),
+                                                 endpoint_group(topo, stage_ranks[s]))
             if layout.tp > 1:  # always (the context caches a fabric per layout): used by tp_comm_overlap
                 name = tp_exchange_group(s)
                 self.axis_groups[name] = self.axis_groups[tp_group(s)]
@@ -89,6 +95,8 @@ class LayoutGroups:
                            for g in subs if g.ranks[0] != g.ranks[1])
             return Schedule(op, "p2p", float(size_bytes), chains)
         first = self._one(subs[0], op, size_bytes, self.groups[name].kind)
+        if self.groups[name].kind in EP_KINDS:  # the dispatcher's all-to-all with the expert load's matrix
+            first = uneven_all_to_all(first, subs[0], self.groups[name].kind, self.plan.moe_load)
         chains = list(first.chains)
         for g in subs[1:]:
             chains += _moved(first, dict(zip(subs[0].ranks, g.ranks)))

@@ -54,8 +54,10 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
     _model_parallel_keys(t, dp, issues)
     switch_it, switch_frac = _phase_keys(t, m.run, issues)
     return TrainingSpec(
-        parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, cp=par.cp, zero=par.zero),
+        parallelism=ParallelismSpec(dp=dp, tp=par.tp, pp=par.pp, cp=par.cp, zero=par.zero, ep=par.ep,
+                                    etp=par.tp if par.etp is None else par.etp),
         micro_batch=t.micro_batch, cp_comm_type=CpCommType(t.cp_comm_type or CpCommType.P2P),
+        moe_load_imbalance=float(t.moe_load_imbalance),
         schedule=PipelineSchedule(t.schedule), sync=SyncMode(t.sync), staleness=t.staleness,
         local_steps=t.local_steps, grad_accumulation=t.grad_accumulation, batch_split=BatchSplit(t.batch_split),
         optimizer=Optimizer(t.optimizer), optimizer_kernels=OptimizerKernels(t.optimizer_kernels),

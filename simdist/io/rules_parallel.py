@@ -18,6 +18,9 @@ from simdist.strategies.plan import data_parallel_degree, resolve_batch
 
 TP_KEY = "training.parallelism.tp"
 CP_KEY = "training.parallelism.cp"
+EP_KEY = "training.parallelism.ep"
+ETP_KEY = "training.parallelism.etp"
+IMBALANCE_KEY = "training.moe_load_imbalance"
 
 
 def tensor_parallel_issues(scenario: Scenario) -> list[Issue]:
@@ -106,6 +109,52 @@ def context_parallel_issues(scenario: Scenario) -> list[Issue]:
     return out
 
 
+def expert_parallel_issues(scenario: Scenario) -> list[Issue]:
+    """Expert parallelism as Megatron-Core checks it (megatron/training/arguments.py): ep and etp need a
+    mixture-of-experts model, ep divides the experts, ep x etp divides tp x cp x dp (the expert ranks re-read a
+    stage's GPUs), etp the experts' width, sequence parallelism with tp > 1; NCCL's point-to-point all-to-all,
+    ZeRO at most 1 (the distributed optimizer); the load imbalance read only where the dispatch is uneven."""
+    s, t = scenario, scenario.training
+    par, moe = t.parallelism, s.workload.model.moe
+    out = []
+    if moe is None:
+        for key, value, ok in ((EP_KEY, par.ep, 1), (ETP_KEY, par.etp, par.tp)):
+            if value != ok:
+                out.append(bad_value(key, value, f"{ok} for {s.workload.model.name}, which has no mixture-of-experts "
+                                                 "layers"))
+        if t.moe_load_imbalance != 1.0:
+            out.append(bad_value(IMBALANCE_KEY, t.moe_load_imbalance, "1 (the default) for a model without "
+                                                                     "mixture-of-experts layers"))
+        return out
+    dense = par.tp * par.cp * data_parallel_degree(s)
+    if moe.experts % par.ep:
+        out.append(bad_value(EP_KEY, par.ep, f"a divisor of the {moe.experts} routed experts"))
+    if dense % (par.ep * par.etp):
+        out.append(bad_value(EP_KEY, par.ep, f"a degree with ep x etp = {par.ep} x {par.etp} dividing a stage's "
+                                             f"tp x cp x dp = {dense} GPUs (Megatron-Core's expert ranks)"))
+    if moe.expert_ffn_hidden % par.etp:
+        out.append(bad_value(ETP_KEY, par.etp, f"a divisor of the experts' width {moe.expert_ffn_hidden}"))
+    if par.tp > 1 and not t.sequence_parallel:
+        out.append(bad_value("training.sequence_parallel", False, "true: Megatron-Core runs a mixture-of-experts "
+                                                                  "model under tp with sequence parallelism only"))
+    if par.ep > 1 and s.communication.backend.value != "nccl":
+        out.append(bad_value("communication.backend", s.communication.backend.value, "nccl with ep > 1 (the token "
+                                                                                     "dispatch is NCCL's all-to-all)"))
+    if (par.ep > 1 or par.etp != par.tp) and par.zero > 1:
+        out.append(bad_value(ZERO_KEY, par.zero, "0 or 1 (Megatron-Core's distributed optimizer) with expert "
+                                                 "parallelism"))
+    if t.moe_load_imbalance != 1.0:
+        if par.ep == 1:
+            out.append(bad_value(IMBALANCE_KEY, t.moe_load_imbalance, "1 with ep 1: every GPU holds every expert"))
+        elif moe.capacity_factor is not None:
+            out.append(bad_value(IMBALANCE_KEY, t.moe_load_imbalance, "1 with a capacity factor: every expert "
+                                                                      "takes exactly its capacity (padded)"))
+        elif t.moe_load_imbalance > moe.experts:
+            out.append(bad_value(IMBALANCE_KEY, t.moe_load_imbalance, f"at most the {moe.experts} experts (all "
+                                                                      "tokens on one expert)"))
+    return out
+
+
 def zero_model_issues(scenario: Scenario) -> list[Issue]:
     """ZeRO / FSDP shards parameters; its recomputation is per transformer block."""
     t, model = scenario.training, scenario.workload.model
@@ -125,6 +174,8 @@ def model_parallel_issues(scenario: Scenario) -> list[Issue]:
     if scenario.workload.model is None:
         return []
     out = zero_model_issues(scenario)
+    if is_model_parallel(scenario) or scenario.training.moe_load_imbalance != 1.0:
+        out += expert_parallel_issues(scenario)
     if is_model_parallel(scenario):
         out += tensor_parallel_issues(scenario) + pipeline_issues(scenario) + context_parallel_issues(scenario)
     return out

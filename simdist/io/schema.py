@@ -242,6 +242,13 @@ class ParallelismModel(Strict):
     (training.cp_comm_type); dp x tp x cp x pp must equal the number of GPUs (added key)."""
     zero: Annotated[int, BeforeValidator(_zero_alias), Field(strict=True, ge=0, le=3)] = 0
     """ZeRO stage 0-3; 'fsdp' is accepted as an alias and resolves to 3 (FSDP full sharding = stage 3)."""
+    ep: PosInt = 1
+    """Expert-parallel degree (Megatron-Core's --expert-model-parallel-size): a mixture-of-experts model's routed
+    experts split over ep ranks, tokens dispatched and combined by all-to-alls; ep divides the experts and ep x etp
+    divides tp x cp x dp (docs/model-parallel.md, "Expert parallelism") (added key)."""
+    etp: PosInt | None = None
+    """Expert tensor-parallel degree (--expert-tensor-parallel-size): each expert's weights split over etp ranks.
+    Default: tp, as Megatron-Core's default (added key)."""
 
 
 class FinetuneModel(Strict):
@@ -257,7 +264,7 @@ class FinetuneModel(Strict):
 
 class TrainingModel(Strict):
     parallelism: ParallelismModel = ParallelismModel()
-    """{dp, tp, pp, cp, zero}; dp x tp x cp x pp must equal the number of GPUs."""
+    """{dp, tp, pp, cp, zero, ep, etp}; dp x tp x cp x pp must equal the number of GPUs."""
     micro_batch: PosInt = 1
     """Pipeline micro-batch size."""
     schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
@@ -306,6 +313,10 @@ class TrainingModel(Strict):
     cp_comm_type: Literal["p2p", "all_gather", "a2a"] | None = None
     """Context parallelism's K/V exchange (Megatron-Core's cp_comm_type): p2p (ring, overlapped with attention;
     the default) | all_gather | a2a (Ulysses head scattering); needs training.parallelism.cp > 1 (added key)."""
+    moe_load_imbalance: Annotated[float, Field(strict=False, ge=1.0)] = 1.0
+    """The hottest routed expert's tokens over the mean per expert (>= 1; 1: balanced, as the published runs
+    force-balance): its GPU receives and computes that much more and each MoE layer waits for it; needs a
+    mixture-of-experts model with ep > 1 and no capacity factor (added key)."""
     recompute: Recompute = Recompute.NONE
     """Activation recomputation of transformer layers: none | selective (attention core) | full | selective_op
     (torchtitan's op policy: every second matmul and the elementwise ops; ZeRO / FSDP runs without tp or pp) (added key)."""

@@ -33,36 +33,11 @@ import numpy as np
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import ACTIVATION_BYTES, gemm_shrink_factor, layer_times
-from simdist.memory import model_state_bytes
+from simdist.memory import model_state_bytes, quantized_copy_bytes
 from simdist.strategies.tensor_parallel import Phase, TensorParallelPlan, TpCollective, When
 from simdist.workload.specs import LayerSpec, ModelSpec
 
 A2A, AG, RS = CollectiveOp.ALL_TO_ALL, CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
-
-
-@dataclass(frozen=True)
-class ExpertGroups:
-    """One pipeline stage's expert process groups (global ranks, each in coordinate order)."""
-
-    ep: tuple[tuple[int, ...], ...]
-    etp: tuple[tuple[int, ...], ...]
-    edp: tuple[tuple[int, ...], ...]
-
-
-def expert_groups(stage_ranks: Sequence[int], ep: int, etp: int = 1) -> ExpertGroups:
-    """Megatron-Core's expert groups of one stage: its tp x cp x dp ranks in order (`stage_ranks`, position p)
-    re-read as etp x ep x edp, etp innermost: etp coordinate p mod etp, ep (p // etp) mod ep, edp p // (etp ep)."""
-    ranks = list(stage_ranks)
-    n = len(ranks)
-    assert ep >= 1 and etp >= 1 and n % (ep * etp) == 0, f"io.rules_parallel: ep x etp divides {n} ({ep} x {etp})"
-    edp = n // (ep * etp)
-    grid = np.asarray(ranks, dtype=np.int64).reshape(edp, ep, etp)  # [edp][ep][etp]
-
-    def groups(axis_last: np.ndarray) -> tuple[tuple[int, ...], ...]:
-        flat = axis_last.reshape(-1, axis_last.shape[-1])
-        return tuple(sorted(tuple(int(r) for r in row) for row in flat))
-
-    return ExpertGroups(ep=groups(grid.transpose(0, 2, 1)), etp=groups(grid), edp=groups(grid.transpose(1, 2, 0)))
 
 
 @dataclass(frozen=True)
@@ -334,3 +309,19 @@ def expert_memory(estimate, shard_layers: Sequence[LayerSpec], layer_ids: Sequen
     return replace(estimate, weights_bytes=estimate.weights_bytes - w0 + w1,
                    gradients_bytes=estimate.gradients_bytes - g0 + g1,
                    optimizer_states_bytes=estimate.optimizer_states_bytes - s0 + s1)
+
+
+def expert_stage_memory(estimates, model: ModelSpec, chunks: Sequence[tuple[int, int]], pp: int, gpu, *, ep: int,
+                        etp: int, dp: int, edp: int, zero: int, precision: str, optimizer: str, grad_dtype: str):
+    """Every pipeline rank's estimate (index = pp rank; virtual stage k of `chunks` on rank k mod pp) with its
+    routed experts held as expert parallelism holds them (expert_memory); the tp shard keeps an expert layer
+    whole, so its layers here are the model's."""
+    out = []
+    for r, est in enumerate(estimates):
+        ids = [i for k, (lo, hi) in enumerate(chunks) if k % pp == r for i in range(lo, hi)]
+        experts = [model.layers[i] for i in ids if model.layers[i].experts]
+        copies = quantized_copy_bytes(experts, gpu.runs_as(precision), gpu) if experts else 0.0
+        out.append(expert_memory(est, model.layers, ids, ep=ep, etp=etp, dp=dp, edp=edp, zero=zero,
+                                 precision=gpu.runs_as(precision), optimizer=optimizer, grad_dtype=grad_dtype,
+                                 quantized_bytes=copies))
+    return tuple(out)

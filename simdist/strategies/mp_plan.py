@@ -32,6 +32,7 @@ from simdist.layout import Layout, build_layout
 from simdist.memory import TransformerShape
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
 from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_steps, shard_sequence
+from simdist.strategies.expert_parallel import ExpertLoad, expert_parallel_plan
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
@@ -74,7 +75,8 @@ class ChunkWork:
     layers: tuple[int, int]  # [start, end) in forward order
     fwd: tuple[Segment, ...]
     bwd: tuple[Segment, ...]  # recomputation (if any) first, then the backward
-    grad_bytes: float  # this tp rank's gradients of the chunk
+    grad_bytes: float  # this tp rank's gradients of the chunk (its dense ones under expert parallelism)
+    expert_grad_bytes: float = 0.0  # its routed experts' gradients, reduced over edp (expert parallelism)
 
     @property
     def fwd_s(self) -> float:
@@ -105,6 +107,7 @@ class StagePlan:
     optimizer_s: float
     grad_buckets: tuple[float, ...]  # bytes of each dp all_reduce, in launch order
     units: tuple[StageUnit, ...] = ()  # ZeRO-3 only
+    expert_buckets: tuple[tuple[float, int], ...] = ()  # (bytes, chunk) of each edp reduction, in launch order
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,9 @@ class MpPlan:
     grad_elem_bytes: int = 4  # bytes per reduced gradient element (workload.grad_dtype)
     tp_comm_overlap: bool = False
     cp_comm_type: CpCommType = CpCommType.P2P
+    moe_load: ExpertLoad | None = None  # the routed experts' load (a mixture-of-experts model)
+    etp: int = 1  # expert tensor parallelism
+    expert_groups: bool = False  # the experts' gradients reduced over edp groups of their own
 
     @property
     def pp(self) -> int:
@@ -148,13 +154,22 @@ class MpPlan:
         return self.layout.tp
 
     @property
+    def ep(self) -> int:
+        return self.moe_load.ep if self.moe_load is not None else 1
+
+    @property
+    def edp(self) -> int:
+        """Expert-data-parallel ranks: tp x cp x dp / (ep x etp), Megatron-Core's expert layout."""
+        return self.layout.dp * self.layout.cp * self.layout.tp // (self.ep * self.etp)
+
+    @property
     def dp(self) -> int:
         return self.layout.dp
 
 
 def is_model_parallel(scenario: Scenario) -> bool:
     p = scenario.training.parallelism
-    return p.tp > 1 or p.pp > 1 or p.cp > 1
+    return p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1
 
 
 def transformer_shape(model) -> TransformerShape | None:
@@ -174,11 +189,16 @@ def transformer_shape(model) -> TransformerShape | None:
     else:
         heads = (core.saved_elems - core.input_elems) / (s * s)  # Q, K, V and the probabilities
     kv_heads = (core.input_elems / s - ad) / 2 / (ad / heads)  # Q, K, V: (heads + 2 kv) x head_dim per token
-    mlp = next(k for k in ("swiglu", "gelu", "squared_relu") if f"mlp.{k}" in block)
+    mlp = next((k for k in ("swiglu", "gelu", "squared_relu") if f"mlp.{k}" in block), None)
+    moe = model.moe
+    if mlp is None:  # a mixture-of-experts block: its tokens' SwiGLU activations through top_k + shared experts
+        assert moe is not None and "experts" in block, f"{model.name}: a block without an MLP"
+        mlp, ffn = "swiglu", (moe.top_k + moe.shared_experts) * moe.expert_ffn_hidden
+    else:
+        ffn = int(round(block[f"mlp.{mlp}"].output_elems / s))
     residual = block["attn.residual"]
     return TransformerShape(hidden=int(round(block["attn.proj"].output_elems / s)), heads=int(round(heads)),
-                            seq_len=int(s), kv_heads=int(round(kv_heads)),
-                            ffn_hidden=int(round(block[f"mlp.{mlp}"].output_elems / s)), mlp=mlp,
+                            seq_len=int(s), kv_heads=int(round(kv_heads)), ffn_hidden=ffn, mlp=mlp,
                             dropout=any("dropout" in k.name for k in residual.fwd_kernels), flash_attention=flash)
 
 
@@ -321,10 +341,21 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     # Megatron-LM's DDP keeps a main_grad buffer in the gradient dtype and adds every micro-batch's weight
     # gradients into it with a separate kernel (compute.layer_times, accumulation_bytes)
     mode = CpCommType(t.cp_comm_type)
-    tpp = tensor_parallel_plan(shard_sequence(model, cp, mode), gpu, t.micro_batch, precision, tp,
+    cut = shard_sequence(model, cp, mode)
+    tpp = tensor_parallel_plan(cut, gpu, t.micro_batch, precision, tp,
                                t.sequence_parallel, s.compute_calibration, heads=shape.heads if shape else None,
                                accumulation_bytes=DTYPE_BYTES[w.grad_dtype], reference=model if cp > 1 else None)
     cores = _cp_cores(tpp, shape, mode, cp, t.micro_batch, precision) if cp > 1 else {}
+    load, etp = None, par.etp
+    if model.moe is not None:  # the MoE layers as expert parallelism runs them (strategies.expert_parallel)
+        assert shape is not None, "io.rules_parallel: a mixture-of-experts model has transformer blocks"
+        tpp, works = expert_parallel_plan(
+            tpp, cut, gpu, precision, ep=par.ep, etp=etp, tokens=t.micro_batch * shape.seq_len / (tp * cp),
+            hidden=shape.hidden, imbalance=t.moe_load_imbalance, calibration=s.compute_calibration,
+            accumulation_bytes=DTYPE_BYTES[w.grad_dtype])
+        load = works[0].load if works else None
+    # the experts' gradients go over edp groups of their own unless those are the dense dp x cp groups
+    own_edp = load is not None and (par.ep > 1 or etp != tp)
     rc = Recompute(t.recompute)
     assert rc is Recompute.NONE or shape is not None, "io.rules_parallel: recomputation needs attention blocks"
     replica = resolve_batch(s, dp) * t.grad_accumulation
@@ -360,13 +391,19 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
             if rc is Recompute.FULL:
                 bwd = [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute")
                        for x in fwd] + bwd
+            experts = [i for i in range(lo, hi) if own_edp and tpp.layers[i].shard.experts]
             gb = sum(tpp.layers[i].shard.params for i in range(lo, hi)) * grad_bytes
-            chunks.append(ChunkWork(vs, (lo, hi), tuple(fwd), tuple(bwd), float(gb)))
+            eb = sum(tpp.layers[i].shard.params for i in experts) * grad_bytes
+            chunks.append(ChunkWork(vs, (lo, hi), tuple(fwd), tuple(bwd), float(gb - eb), float(eb)))
         params = float(sum(tpp.layers[i].shard.params for c in chunks for i in range(*c.layers)))
-        shard = math.ceil(params / (dp * cp)) if zero else int(params)  # ZeRO: each dp x cp rank steps its share
+        expert_params = math.fsum(c.expert_grad_bytes for c in chunks) / grad_bytes
+        edp = dp * cp * tp // (par.ep * etp)
+        # ZeRO: each dp x cp rank steps its share of the dense parameters, each edp rank its experts' share
+        shard = math.ceil((params - expert_params) / (dp * cp) + expert_params / edp) if zero else int(params)
         opt = update_time(shard, gpu, scenario)
         stages.append(StagePlan(rank_class, tuple(chunks), params, opt, _buckets(chunks, comm.bucket_size_bytes,
-                                                                                 comm.overlap), zunits))
+                                                                                 comm.overlap), zunits,
+                                _expert_buckets(chunks, comm.bucket_size_bytes)))
     act = ACTIVATION_BYTES[precision]
     p2p = gather = 0.0
     if pp > 1:
@@ -395,7 +432,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     return MpPlan(layout, t.schedule, v, t.micro_batch, m, orders, tuple(stages), p2p, gather, comm.overlap,
                   global_batch, model.tokens_per_sample, (3.0 * fwd_flops + extra) * global_batch, single,
                   warnings, zero, DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, grad_bytes,
-                  t.tp_comm_overlap, mode)
+                  t.tp_comm_overlap, mode, load, etp, own_edp)
 
 
 def _cp_cores(tpp: TensorParallelPlan, shape: TransformerShape | None, mode: CpCommType, cp: int,
@@ -430,6 +467,17 @@ def _buckets(chunks, bucket_size_bytes: float, overlap: bool) -> tuple[float, ..
     for c in reversed(chunks):
         n = max(1, math.ceil(c.grad_bytes / bucket_size_bytes - 1e-12)) if c.grad_bytes else 0
         out += [c.grad_bytes / n] * n
+    return tuple(out)
+
+
+def _expert_buckets(chunks, bucket_size_bytes: float) -> tuple[tuple[float, int], ...]:
+    """Each chunk's routed experts' gradients (last chunk first) in buckets of at most the cap, with their chunk."""
+    out = []
+    for ci in reversed(range(len(chunks))):
+        g = chunks[ci].expert_grad_bytes
+        if g:
+            n = max(1, math.ceil(g / bucket_size_bytes - 1e-12))
+            out += [(g / n, ci)] * n
     return tuple(out)
 
 

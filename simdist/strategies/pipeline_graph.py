@@ -29,6 +29,8 @@ from simdist.collectives.schedule import CollectiveOp
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
 from simdist.layout import Axis
+from simdist.strategies.expert_layout import edp_group, expert_group
+from simdist.strategies.expert_parallel import EpCollective
 from simdist.strategies.mp_plan import MpPlan, Overlap, StagePlan, chunk_of_bucket
 from simdist.strategies.pipeline_schedule import TaskKind
 
@@ -58,6 +60,11 @@ def cp_exchange_group(stage: int) -> str:
 
 def dp_group(stage: int) -> str:
     return f"dp.s{stage}"
+
+
+def call_group(stage: int, call) -> str:
+    """The group a segment's blocking call runs on: an MoE layer's on its expert groups, the rest on tp."""
+    return expert_group(stage, call.axis) if isinstance(call, EpCollective) else tp_group(stage)
 
 
 def pp_group(src: int, dst: int) -> str:
@@ -251,8 +258,9 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
                              kind=seg.kind)
                 deps = [last]
             if seg.call is not None:
-                deps = [b.add(Collective, f"{tag} {seg.call.op.value} {seg.call.what} ({tp_group(stage)})", deps,
-                              Stream.TP, group=tp_group(stage), op=seg.call.op, size_bytes=seg.call.size_bytes,
+                grp = call_group(stage, seg.call)
+                deps = [b.add(Collective, f"{tag} {seg.call.op.value} {seg.call.what} ({grp})", deps,
+                              Stream.TP, group=grp, op=seg.call.op, size_bytes=seg.call.size_bytes,
                               key=f"{tag}.{i}")]
         if unit_done.get(seg.unit) == i and last is not None:
             unit = st.units[seg.unit]
@@ -293,7 +301,6 @@ class _Fuse:
     def _fold(self, stage: int, segs) -> tuple[float | None, tuple[tuple[float, float], ...], list]:
         """The chain's fused head (its duration and tp spans; None when there is none) and the items after
         it. Every micro-batch of a chunk and phase has the same segments, so a stage folds each once."""
-        grp = tp_group(stage)
         items = []  # (compute seconds or None, call or None); a context-parallel core is (None, its segment)
         for seg in segs:
             if seg.cp is not None:
@@ -318,7 +325,7 @@ class _Fuse:
                 spans += [(t + a, t + z) for a, z in waits]
                 t += d
             else:
-                d = self.tp_time(grp, call.op, call.size_bytes)
+                d = self.tp_time(call_group(stage, call), call.op, call.size_bytes)
                 spans.append((t, t + d))
                 t += d
         return t, tuple(spans), rest
@@ -326,7 +333,6 @@ class _Fuse:
     def chain(self, b: GraphBuilder, tag: str, stage: int, key: tuple[int, bool], segs,
               deps: list[int]) -> tuple[int | None, list[int]]:
         """Add one chunk's chain (`key`: its chunk and direction, which fix its segments on this stage)."""
-        grp = tp_group(stage)
         memo = (stage, *key)
         if memo not in self.folded:
             self.folded[memo] = self._fold(stage, segs)
@@ -345,6 +351,7 @@ class _Fuse:
                              kind=segs[-1].kind)
                 deps = [last]
             else:
+                grp = call_group(stage, call)
                 deps = [b.add(Collective, f"{tag} {call.op.value} {call.what} ({grp})", deps, Stream.TP, group=grp,
                               op=call.op, size_bytes=call.size_bytes, key=f"{tag}.last")]
         return last, deps
@@ -381,12 +388,22 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fu
         for j, (size, ci) in enumerate(zip(st.grad_buckets, owners)):
             dep = chunk_done[ci] if plan.overlap else prev
             dp.reduce(grad_op, size, f"bucket{j} {what}", dep, f"g{j}")
+    experts = st.expert_buckets if plan.expert_groups and plan.edp > 1 else ()
+    for j, (size, ci) in enumerate(experts):  # the routed experts' gradients over edp (zero 0 or 1: the rules)
+        dep = chunk_done[ci] if plan.overlap else prev
+        dp.tail.append(b.add(Collective, f"experts bucket{j} {what} ({edp_group(index)})", (dep,), Stream.COMM,
+                             group=edp_group(index), op=grad_op, size_bytes=size, key=f"e{j}"))
     opt = b.add(Compute, "optimizer" if plan.zero == 0 else "optimizer (shard)", tail + dp.tail,
                 Stream.COMPUTE, duration_s=st.optimizer_s, kind="optimizer")
     if plan.grad_dp > 1 and plan.zero in (1, 2):  # the updated shards back to every dp rank
         for j, size in enumerate(st.grad_buckets):
             b.add(Collective, f"bucket{j} parameters all_gather ({dp.group})", (opt,), Stream.COMM, group=dp.group,
                   op=AG, size_bytes=size / plan.grad_elem_bytes * plan.param_bytes, key=f"ag/{j}")
+    if plan.zero == 1:
+        for j, (size, _) in enumerate(experts):
+            b.add(Collective, f"experts bucket{j} parameters all_gather ({edp_group(index)})", (opt,), Stream.COMM,
+                  group=edp_group(index), op=AG, size_bytes=size / plan.grad_elem_bytes * plan.param_bytes,
+                  key=f"eag/{j}")
     return b.build(st.rank_class)
 
 

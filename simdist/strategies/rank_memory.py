@@ -11,6 +11,7 @@ from simdist.memory import MemoryEstimate, check_fits, estimate_memory
 from simdist.results.records import MemoryUsage
 from simdist.scenario import Scenario
 from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes, kv_block_bytes, shard_sequence
+from simdist.strategies.expert_parallel import expert_stage_memory
 from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel, transformer_shape
 from simdist.strategies.plan import data_parallel_degree, rank_batches, rank_groups
 from simdist.strategies.sharded_dp import sharded_memory
@@ -84,12 +85,18 @@ def _stage_memory(scenario: Scenario, plan: MpPlan):
         kv = kv_block_bytes(shape, plan.micro_batch, plan.cp, plan.tp, act)
         q = kv / 2 * shape.heads / (shape.kv_heads or shape.heads)
         buffers += cp_buffer_bytes(plan.cp_comm_type, plan.cp, kv, q)
-    return model_parallel_memory(
-        model, s.cluster.node_groups[0].gpu, micro_batch=plan.micro_batch, micro_batches=plan.micro_batches,
+    gpu = s.cluster.node_groups[0].gpu
+    out = model_parallel_memory(
+        model, gpu, micro_batch=plan.micro_batch, micro_batches=plan.micro_batches,
         precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.grad_dp,
         tp=plan.tp, pp=plan.pp, zero=t.parallelism.zero, sequence_parallel=t.sequence_parallel,
         recompute=t.recompute, schedule=t.schedule, virtual_stages=plan.virtual_stages,
         shape=shape, chunks=chunks, extra_buffer_bytes=buffers)
+    if plan.moe_load is None:
+        return out
+    return expert_stage_memory(out, model, chunks, plan.pp, gpu, ep=plan.ep, etp=plan.etp, dp=plan.grad_dp,
+                               edp=plan.edp, zero=t.parallelism.zero, precision=w.precision.value,
+                               optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value)
 
 
 def zero_buffer_bytes(scenario: Scenario, plan: MpPlan) -> float:

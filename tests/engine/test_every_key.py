@@ -47,6 +47,11 @@ TORCH = {"workload.model": {"torch": "tests.workload.tiny_models:tiny_cnn", "inp
 MPW = {"workload": {"model": {"gpt": {"layers": 8, "hidden": 256, "heads": 4, "vocab": 1000}}, "seq_len": 128,
                     "global_batch": 8, "precision": "fp16"}}
 MP = {**MPW, "training.parallelism": {"tp": 2, "pp": 2}}  # 8 GPUs: dp 2 x tp 2 x pp 2
+# a mixture-of-experts model (128 experts, top-8) on one 8-GPU H200 node; the cases add their parallelism
+MOE = {"cluster.nodes": [{"count": 1, "gpu": "h200-sxm-141gb", "gpus_per_node": 8, "intra_node": "nvswitch-h100",
+                          "nic": {"bandwidth": "400 Gb/s", "latency": "2 us", "count": 8, "transport": "rdma"}}],
+       "workload": {"model": "qwen3-30b-a3b", "seq_len": 512, "global_batch": 16, "precision": "bf16"},
+       "training.optimizer": "adam", "communication.backend": "nccl"}
 # 2 GPUs per node on 8 cores, 2 workers each at 4 ms per sample: 500 samples/s per GPU, below the V100's step
 LOADER = {"workload.input_pipeline": {"workers_per_gpu": 2, "host_cores": 8, "cpu_per_sample": "4 ms"}}
 MIXED_NODES = [TRAIN["cluster"]["nodes"][0], {**TRAIN["cluster"]["nodes"][0], "gpu": "a100-sxm4-80gb", "count": 2}]
@@ -191,6 +196,13 @@ CASES: dict[str, tuple] = {
     "training.cp_comm_type": (TRAIN, {**MP, "workload.flash_attention": True,
                                       "training.parallelism": {"tp": 2, "pp": 2, "cp": 2}},
                               {"training.cp_comm_type": "all_gather"}, "changes"),
+    "training.parallelism.ep": (TRAIN, {**MOE, "training.parallelism": {"pp": 4, "zero": 1}},
+                                {"training.parallelism.ep": 2}, "changes"),
+    "training.parallelism.etp": (TRAIN, {**MOE, "training.parallelism": {"pp": 2, "tp": 2, "zero": 1},
+                                         "training.sequence_parallel": True}, {"training.parallelism.etp": 1},
+                                 "changes"),  # default tp: the experts split over the tp ranks, or whole
+    "training.moe_load_imbalance": (TRAIN, {**MOE, "training.parallelism": {"pp": 4, "zero": 1, "ep": 2}},
+                                    {"training.moe_load_imbalance": 4.0}, "changes"),
     "training.micro_batch": (TRAIN, MP, {"training.micro_batch": 2}, "changes"),
     "training.schedule": (TRAIN, MP, {"training.schedule": "gpipe"}, "changes"),
     "training.sync": (TRAIN, {}, {"training.sync": "local_sgd"}, "changes"),

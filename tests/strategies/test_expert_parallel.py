@@ -15,7 +15,8 @@ from simdist.collectives.schedule import Group
 from simdist.io.load import load_scenario
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.network.flows import FlowNetwork
-from simdist.strategies.expert_parallel import (A2A, EpCall, ExpertLoad, dispatch_matrix, ep_send_matrix, expert_groups,
+from simdist.strategies.expert_layout import expert_groups
+from simdist.strategies.expert_parallel import (A2A, EpCall, ExpertLoad, dispatch_matrix, ep_send_matrix,
                                                 expert_state_bytes, moe_layer_work)
 from simdist.topology.build import build_topology
 from tests.collectives.test_all_to_all import HGX, NIC_Bps, NVL72, NVLINK5_Bps
