@@ -21,7 +21,7 @@ from simdist.collectives.ps import ps_chains
 from simdist.collectives.ring import CHANNEL_OPS, channel_chains, effective_channels
 from simdist.collectives.schedule import CollectiveOp, Group, Schedule
 from simdist.collectives.torus2d import torus2d_chains
-from simdist.collectives.torus3d import torus3d_chains
+from simdist.collectives.torus3d import TORUS3D_OPS, torus3d_chains
 
 Op = CollectiveOp
 
@@ -44,7 +44,7 @@ SUPPORTED_OPS: dict[Algorithm, frozenset[CollectiveOp]] = {
     Algorithm.HALVING_DOUBLING: FLAT_OPS["halving_doubling"],
     Algorithm.HIERARCHICAL: frozenset({Op.ALL_REDUCE}),
     Algorithm.TORUS2D: frozenset({Op.ALL_REDUCE}),
-    Algorithm.TORUS3D: frozenset({Op.ALL_REDUCE}),
+    Algorithm.TORUS3D: TORUS3D_OPS,
     Algorithm.PS: frozenset({Op.ALL_REDUCE}),
 }
 
@@ -102,7 +102,7 @@ def build_schedule(
     elif alg == Algorithm.TORUS2D:
         chains = torus2d_chains(size_bytes, group, chunks)
     elif alg == Algorithm.TORUS3D:
-        chains = torus3d_chains(size_bytes, group, chunks=chunks)
+        chains = torus3d_chains(size_bytes, group, chunks=chunks, op=op)
     else:
         chains = (flat_chain(str(alg), op, size_bytes, group.ranks, chunks),)
     return Schedule(op=op, algorithm=str(alg), size_bytes=float(size_bytes), chains=chains)

@@ -3,10 +3,13 @@
 A TPU runs what XLA compiles for it: its MXUs compute in bf16 (and fp8 at the bf16 rate on v5p), so a precision
 the chip has no figure for (fp16, tf32, fp8 on v4, the block-scaled formats) is refused rather than run on other
 units; its collectives are XLA's over the ICI torus, not NCCL's or gloo's (backend textbook runs exactly the
-algorithm asked for, torus3d being XLA's dimension-by-dimension all-reduce). Model parallelism on TPUs is GSPMD
-sharding of every tensor over the torus axes, whose collectives (all-gathers and reduce-scatters of weights and
-activations along torus dimensions) the tp/pp/cp engine, built on Megatron-Core's layout and NCCL groups, does not
-describe: tp, pp, cp, ep and ZeRO are refused on TPUs instead of being priced as something they are not.
+algorithm asked for, torus3d being XLA's dimension-by-dimension collectives). Model parallelism on TPUs is GSPMD
+sharding over the torus axes. Its 1-D model parallelism with a fully sharded data axis (PaLM's 12-way model
+parallelism with FSDP; Xu et al. 2021, GSPMD) is Megatron's tensor parallelism with ZeRO-3: the same per-block
+all-gathers and reduce-scatters (or all-reduces) of activations over the model axis and of weights and gradients
+over the data axis. That is accepted (tp with zero 3 on a torus3d fabric, tp innermost so that each tp group is a
+run of consecutive chips along the torus's last dimension); pp, cp, ep and ZeRO 1/2 are refused on TPUs instead
+of being priced as something they are not.
 
 torus3d lays the ranks on the shape a torus3d fabric of that many machines takes without dims
 (collectives/torus3d.py): a count without such a shape is refused, and so is a torus3d fabric of one-GPU nodes
@@ -22,10 +25,11 @@ from simdist.collectives.torus3d import grid_dims
 from simdist.topology.direct import default_dims
 from simdist.errors import Issue
 from simdist.hardware.specs import TopologyKind
+from simdist.layout import ORDER_KEY, Axis, parse_order
 from simdist.scenario import Backend, Scenario, StrategyKind
 
 TPU_VENDOR = "google"
-MODEL_PARALLEL_AXES = ("tp", "pp", "cp", "ep")
+UNMODELLED_AXES = ("pp", "cp", "ep")
 
 
 def tpu_keys(scenario: Scenario) -> list[str]:
@@ -47,17 +51,31 @@ def _precision_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
 
 
 def _parallel_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
-    p = scenario.training.parallelism
-    out = [Issue(f"training.parallelism.{axis}", f"got {getattr(p, axis)}; model parallelism on TPUs ({', '.join(tpus)}) "
-                                                 "is XLA/GSPMD sharding over the torus axes, which simdist does not "
-                                                 "model (its tp/pp/cp/ep follow Megatron-Core over NCCL): use data "
-                                                 "parallelism (dp) with communication.strategy torus3d")
-           for axis in MODEL_PARALLEL_AXES if getattr(p, axis, 1) > 1]
-    if p.zero:
-        out.append(Issue("training.parallelism.zero", f"got {p.zero}; XLA's sharded data parallelism on TPUs reduce-"
-                                                      "scatters and all-gathers along the torus dimensions, which "
-                                                      "simdist has no schedule for: use zero 0 (replicated data "
-                                                      "parallelism)"))
+    """GSPMD's 1-D model parallelism with fully sharded data parallelism (tp with zero 3 on the ICI torus, tp
+    innermost) is what simdist models on TPUs; every other model-parallel sharding is refused."""
+    p, t = scenario.training.parallelism, scenario.training
+    out = [Issue(f"training.parallelism.{axis}", f"got {getattr(p, axis)}; on TPUs ({', '.join(tpus)}) simdist models "
+                                                 "GSPMD's 1-D model parallelism (tp with zero 3) only: pipeline, "
+                                                 "context and expert sharding over the torus axes are not modelled "
+                                                 "(docs/catalog.md, 'Google TPU pods')")
+           for axis in UNMODELLED_AXES if getattr(p, axis, 1) > 1]
+    if p.zero in (1, 2):
+        out.append(Issue("training.parallelism.zero", f"got {p.zero}; on TPUs simdist models XLA's fully sharded data "
+                                                      "parallelism (zero 3: weights all-gathered and gradients reduce-"
+                                                      "scattered along the torus dimensions) or replicated data "
+                                                      "parallelism (zero 0)"))
+    if p.tp > 1:
+        if p.zero != 3:
+            out.append(Issue("training.parallelism.tp", f"got {p.tp} with zero {p.zero}; GSPMD's 1-D model parallelism "
+                                                        "on TPUs is modelled with the data axis fully sharded, as PaLM "
+                                                        "ran it: set training.parallelism.zero 3"))
+        if scenario.cluster.fabric.topology != TopologyKind.TORUS3D:
+            out.append(Issue("training.parallelism.tp", f"got {p.tp}; model parallelism on TPUs runs over the ICI "
+                                                        "torus: use a torus3d fabric"))
+        if parse_order(t.placement_order)[0] != Axis.TP:
+            out.append(Issue(ORDER_KEY, f"got {t.placement_order!r}; on TPUs the model-parallel axis is the innermost "
+                                        "(each tp group tp consecutive chips along the torus's last dimension, the "
+                                        "data axis the rest): start the order with tp"))
     return out
 
 

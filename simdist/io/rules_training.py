@@ -14,7 +14,7 @@ from simdist.scenario import (BatchSplit, CommunicationSpec, CompressionMethod, 
 from simdist.strategies.plan import data_parallel_degree
 
 ZERO_KEY = "training.parallelism.zero"
-SHARDED_STRATEGIES = (StrategyKind.RING, StrategyKind.HALVING_DOUBLING)
+SHARDED_STRATEGIES = (StrategyKind.RING, StrategyKind.HALVING_DOUBLING, StrategyKind.TORUS3D)
 
 
 def bad_value(path: str, value: object, expected: str) -> Issue:
@@ -24,7 +24,7 @@ def bad_value(path: str, value: object, expected: str) -> Issue:
 
 def is_model_parallel(scenario: Scenario) -> bool:
     p = scenario.training.parallelism
-    return p.tp != 1 or p.pp != 1 or p.cp != 1 or p.ep != 1
+    return p.tp != 1 or p.pp != 1 or p.cp != 1
 
 
 def parallelism_issues(scenario: Scenario) -> list[Issue]:
@@ -192,7 +192,7 @@ def sharded_issues(scenario: Scenario) -> list[Issue]:
         out.append(bad_value("training.sync", t.sync.value, f"bsp with {ZERO_KEY} = {z} (sharded data parallelism "
                                                             "is synchronous)"))
     if comm.strategy not in SHARDED_STRATEGIES:
-        out.append(bad_value("communication.strategy", comm.strategy.value, f"ring or halving_doubling with "
+        out.append(bad_value("communication.strategy", comm.strategy.value, f"ring, halving_doubling or torus3d with "
                              f"{ZERO_KEY} = {z} (the strategies with reduce_scatter and all_gather schedules)"))
     elif comm.strategy == StrategyKind.HALVING_DOUBLING and dp & (dp - 1):
         out.append(bad_value("communication.strategy", comm.strategy.value, f"ring: halving-doubling reduce_scatter/"

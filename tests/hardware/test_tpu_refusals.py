@@ -1,6 +1,7 @@
 """What io/ refuses on TPUs (io/rules_tpu.py), each at its YAML path: precisions the chip has no units for,
-NCCL/gloo backends, model parallelism and ZeRO (GSPMD sharding is not modelled), and torus3d on a shape the
-schedule would not follow; and what it accepts: bf16 and fp32 on both chips, fp8 on v5p."""
+NCCL/gloo backends, the model parallelism and ZeRO stages whose GSPMD sharding is not modelled (pp, cp, ep, ZeRO
+1/2, tp without zero 3 or off the torus or not innermost), and torus3d on a shape the schedule would not follow;
+and what it accepts: bf16 and fp32 on both chips, fp8 on v5p, tp with zero 3 and zero 3 alone."""
 from __future__ import annotations
 
 import pytest
@@ -43,15 +44,36 @@ def test_nccl_and_gloo_are_refused_on_tpus(backend):
     assert "do not run on TPUs" in _refused(V4, f"communication.backend={backend}")["communication.backend"]
 
 
-@pytest.mark.parametrize("axis", ["tp", "pp"])
-def test_model_parallelism_is_refused_on_tpus(axis):
-    issues = _refused(V4, "communication.strategy=ring", f"training.parallelism.{axis}=2")
-    assert "GSPMD" in issues[f"training.parallelism.{axis}"]
+@pytest.mark.parametrize("axis", ["pp", "cp"])
+def test_pipeline_and_context_parallelism_are_refused_on_tpus(axis):
+    issues = _refused(V5P, f"training.parallelism.{axis}=2", "training.parallelism.tp=2", "training.parallelism.zero=3")
+    assert "GSPMD's 1-D model parallelism (tp with zero 3) only" in issues[f"training.parallelism.{axis}"]
 
 
-def test_zero_is_refused_on_tpus():
-    issues = _refused(V4, "communication.strategy=ring", "training.parallelism.zero=1")
-    assert "torus dimensions" in issues["training.parallelism.zero"]
+def test_tp_needs_zero_3_on_tpus():
+    issues = _refused(V5P, "training.parallelism.tp=4")
+    assert "set training.parallelism.zero 3" in issues["training.parallelism.tp"]
+
+
+def test_tp_needs_the_model_axis_innermost():
+    issues = _refused(V5P, "training.parallelism.tp=4", "training.parallelism.zero=3",
+                      "training.placement_order=dp,tp,pp")
+    assert "start the order with tp" in issues["training.placement_order"]
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero_1_and_2_are_refused_on_tpus(zero):
+    issues = _refused(V4, f"training.parallelism.zero={zero}")
+    assert "zero 3" in issues["training.parallelism.zero"]
+
+
+@pytest.mark.parametrize("overrides", [["training.parallelism.zero=3"],
+                                       ["training.parallelism.zero=3", "training.parallelism.tp=4"],
+                                       ["training.parallelism.zero=3", "training.parallelism.tp=8",
+                                        "training.placement_order=tp,pp,dp"]])
+def test_gspmd_1d_model_parallelism_and_fsdp_are_accepted(overrides):
+    s = load_scenario(V5P, overrides)
+    assert s.training.parallelism.zero == 3
 
 
 def test_torus3d_dims_must_be_the_shape_the_schedule_uses():
