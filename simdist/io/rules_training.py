@@ -24,7 +24,7 @@ def bad_value(path: str, value: object, expected: str) -> Issue:
 
 def is_model_parallel(scenario: Scenario) -> bool:
     p = scenario.training.parallelism
-    return p.tp != 1 or p.pp != 1 or p.cp != 1
+    return p.tp != 1 or p.pp != 1 or p.cp != 1 or p.ep != 1
 
 
 def parallelism_issues(scenario: Scenario) -> list[Issue]:
