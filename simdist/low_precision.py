@@ -67,7 +67,14 @@ RECIPES: dict[str, CastRecipe] = {
 FP8_CURRENT = CastRecipe("fp8", 1.0, None, 0.0, True,
                          "TE Float8CurrentScaling: one scale per tensor from its own amax, taken by a pass over the "
                          "bf16 tensor before the cast_transpose kernel")
-FP8_RECIPES = ("delayed", "current")  # workload.fp8_recipe
+# TE's Float8BlockScaling (DeepSeek-V3's recipe on Hopper): E4M3 data with an fp32 scale per 1 x 128 block of
+# activations and gradients and per 128 x 128 block of weights, each block's amax found inside the quantize kernel;
+# charged here at one scale per 128 elements for every tensor (the weights' 128 x 128 blocks need 128 x fewer)
+FP8_BLOCKWISE = CastRecipe("fp8", 1.0, 128, 4.0, False,
+                           "TE Float8BlockScaling: an fp32 scale per 1 x 128 block of activations and gradients and "
+                           "per 128 x 128 block of weights (DeepSeek-V3's FP8 training), the amax taken per block "
+                           "inside the quantize kernel")
+FP8_RECIPES = ("delayed", "current", "blockwise")  # workload.fp8_recipe
 LOW_PRECISION_GEMMS = frozenset(RECIPES)
 # Layer kinds TE runs in a recipe: linear layers, and the experts' grouped GEMMs (TE's GroupedLinear, which
 # Megatron-Core's TEGroupedMLP runs under the same fp8_autocast)
@@ -75,12 +82,14 @@ TE_GEMM_KINDS = frozenset({"linear", "expert"})
 
 
 def recipe_for(precision: str, fp8_recipe: str = "delayed") -> CastRecipe | None:
-    """The recipe that quantizes `precision`'s GEMM operands (None: no recipe): fp8 with delayed (TE's default) or
-    current scaling, mxfp8, nvfp4."""
+    """The recipe that quantizes `precision`'s GEMM operands (None: no recipe): fp8 with delayed (TE's default),
+    current or blockwise scaling, mxfp8, nvfp4."""
     if fp8_recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_recipe: got {fp8_recipe!r}; expected one of {', '.join(FP8_RECIPES)}")
     if precision == "fp8" and fp8_recipe == "current":
         return FP8_CURRENT
+    if precision == "fp8" and fp8_recipe == "blockwise":
+        return FP8_BLOCKWISE
     return RECIPES.get(precision)
 
 

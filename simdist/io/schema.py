@@ -197,10 +197,11 @@ class WorkloadModel(Strict):
     """Mixture-of-experts models: each expert takes at most this factor x its balanced share of the routed tokens
     and is padded to it (Megatron-Core's moe_expert_capacity_factor with moe_pad_expert_input_to_capacity; GShard,
     Switch Transformer); default dropless (docs/model.md, "Mixture of experts") (added key)."""
-    fp8_recipe: Literal["delayed", "current"] | None = None
+    fp8_recipe: Literal["delayed", "current", "blockwise"] | None = None
     """precision fp8: Transformer Engine's scaling of the fp8 tensors: delayed (DelayedScaling, TE's default: each
-    tensor's scale from the amax history of earlier steps, the amax taken inside the cast) or current
-    (Float8CurrentScaling: each tensor's own amax, a pass over it before the cast). Refused without fp8 or on GPUs
+    tensor's scale from the amax history of earlier steps, the amax taken inside the cast), current
+    (Float8CurrentScaling: each tensor's own amax, a pass over it before the cast) or blockwise (Float8BlockScaling,
+    DeepSeek-V3's: a scale per 1 x 128 block of activations, 128 x 128 of weights). Refused without fp8 or on GPUs
     without fp8 units (docs/model.md, "Transformer Engine's recipes") (added key)."""
     fp8_attention: StrictBool = False
     """precision fp8: attention's batched GEMMs in fp8 too (TE's fp8_dpa, cuDNN's FP8 fused attention), with the

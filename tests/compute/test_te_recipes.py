@@ -36,8 +36,25 @@ def test_current_scaling_adds_an_amax_pass_per_cast_tensor() -> None:
         assert current[i].bwd_s - delayed[i].bwd_s == pytest.approx(dy * 2 / bw + launch, rel=1e-9)
     assert recipe_for("fp8", "current").amax_pass and not recipe_for("fp8", "delayed").amax_pass
     assert recipe_for("mxfp8", "current") is recipe_for("mxfp8")  # block-scaled recipes have their own scales
+    blockwise = recipe_for("fp8", "blockwise")  # an fp32 scale per 128 elements, rowwise and columnwise
+    assert blockwise.written_bytes_per_elem == 2 * (1 + 4 / 128) and not blockwise.amax_pass
     with pytest.raises(ValueError, match="fp8_recipe"):
         ComputeCalibration(fp8_recipe="just_in_time")
+
+
+def test_blockwise_scaling_writes_its_block_scales() -> None:
+    m, b = _model(), 1
+    delayed = layer_times(m, HOPPER, b, "fp8")
+    blockwise = layer_times(m, HOPPER, b, "fp8", ComputeCalibration(fp8_recipe="blockwise"))
+    bw = BW * DEFAULT_MEMORY_EFFICIENCY
+    for i, layer in enumerate(m.layers):
+        if layer_precision(layer, "fp8") != "fp8":
+            assert blockwise[i] == delayed[i], layer.name
+            continue
+        x, w, dy = b * layer.input_elems, weight_elems(layer), b * layer.output_elems
+        scales = 2 * 4 / 128  # bytes per element: both copies' fp32 scales
+        assert blockwise[i].fwd_s - delayed[i].fwd_s == pytest.approx((x + w) * scales / bw, rel=1e-9)
+        assert blockwise[i].bwd_s - delayed[i].bwd_s == pytest.approx(dy * scales / bw, rel=1e-9)
 
 
 def test_fp8_attention_runs_the_core_at_the_fp8_rate_with_its_conversions() -> None:
