@@ -29,11 +29,11 @@ def union_s(spans: list[tuple[float, float]]) -> float:
 
 
 def union_arrays(start: np.ndarray, end: np.ndarray) -> float:
-    """Seconds covered by the union of the spans [start[i], end[i]]: in start order, each span adds what it
-    reaches beyond every earlier span's end."""
+    """Seconds covered by the union of the spans [start[i], end[i]]: in start order (any order among equal
+    starts gives the same union), each span adds what it reaches beyond every earlier span's end."""
     if not len(start):
         return 0.0
-    order = np.lexsort((end, start))
+    order = np.argsort(start)
     s, e = start[order], end[order]
     reach = np.empty_like(e)
     reach[0] = -math.inf
@@ -132,9 +132,9 @@ def table_terms(table: SpanTable, period_s: float) -> dict[str, float]:
 
     # exposed: communication the compute stream does not hide (tp_comm_overlap's exchanges and bulk
     # collectives run beside their GEMMs; dp buckets beside backward; ZeRO's gathers beside the previous unit)
-    tp_u, dp_u, busy_u = union(tp), union(dp), union(busy)
-    exposed_tp = tp_u - (tp_u + busy_u - union(tp, busy))
-    exposed_dp = dp_u - (dp_u + union(busy, tp) - union(dp, busy, tp))
+    tp_u, dp_u, busy_u, tp_busy = union(tp), union(dp), union(busy), union(busy, tp)
+    exposed_tp = tp_u - (tp_u + busy_u - tp_busy)
+    exposed_dp = dp_u - (dp_u + tp_busy - union(dp, busy, tp))
     bubble = max(0.0, period_s - compute - opt - exposed_tp - exposed_dp)
     return {"compute": compute, "optimizer": opt, "tp": tp_u, "tp_exposed": exposed_tp, "dp": dp_u,
             "dp_exposed": exposed_dp, "pp": union(pp), "bubble": bubble, "comm": union(tp, dp, pp)}
