@@ -224,3 +224,27 @@ def test_sliding_window_blocks_attend_to_the_window() -> None:
     short = get_model("gpt-oss-120b", seq_len=64)  # a window longer than the sequence is the whole sequence
     c = [l for l in short.layers if l.kind == "attention"]
     assert c[0].fwd_flops == c[1].fwd_flops
+
+
+# Megatron-Bridge docs/performance-summary.md (25.11 container), model TFLOP/s per GPU / tokens/s per GPU: the
+# FLOPs per token its "model TFLOP/s" counts (DGX-GB300 rows, sequence 4096); and per model the attention cores'
+# (blocks, heads, query/key width, value width)
+BRIDGE_FLOPS_PER_TOKEN = {"deepseek-v3-mtp": (1026e12 / 3943, (62, 128, 192, 128)),
+                          "qwen3-30b-a3b": (666e12 / 28934, (48, 32, 128, 128)),
+                          "qwen3-235b-a22b": (792e12 / 5350, (94, 64, 128, 128))}
+
+
+@pytest.mark.parametrize("key", sorted(BRIDGE_FLOPS_PER_TOKEN))
+def test_megatron_bridge_model_flops_are_these_models_gemms(key: str) -> None:
+    """Megatron-Bridge's published model TFLOP/s of DeepSeek-V3 and Qwen3 are these models' GEMMs as Megatron-LM
+    counts them (the router left out, MLA's lora norms and the MTP norms counted, the attention core causal: half
+    of simdist's s x s), DeepSeek-V3's with its MTP module: to 0.5 %, from the rounded published figures."""
+    s = 4096
+    published, (blocks, heads, qk, v) = BRIDGE_FLOPS_PER_TOKEN[key]
+    m = get_model(key, seq_len=s)
+    gemm, router = _gemm_flops(m)
+    mla = sum(1 for l in m.layers if l.name.endswith("attn.q_norm"))
+    mtp = sum(1 for l in m.layers if l.name.endswith("eh_proj"))
+    norms = 3 * 2 * s * ((1536 + 512) * mla + 3 * 7168 * mtp)
+    causal_core = 3 * blocks * (2 * s * s * heads * qk + 2 * s * s * heads * v) / 2
+    assert (3 * (gemm - router) + norms + causal_core) / s == pytest.approx(published, rel=0.005)
