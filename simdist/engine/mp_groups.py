@@ -58,7 +58,8 @@ class LayoutGroups:
                 self.axis_groups[name] = subs
                 self.groups[name] = ProcessGroup(name, kind, tuple(stage_ranks[s]),
                                                  endpoint_group(topo, stage_ranks[s]))
-            for name, kind, groups in (stage_expert_groups(layout, s, plan.ep, plan.etp, plan.expert_groups)
+            for name, kind, groups in (stage_expert_groups(layout, s, stage_ranks[s], plan.ep, plan.etp,
+                                                           plan.expert_groups)
                                        if plan.moe_load is not None else ()):  # expert parallelism's groups
                 self.axis_groups[name] = [endpoint_group(topo, g) for g in groups]
                 self.groups[name] = ProcessGroup(name, kind, tuple(stage_ranks[s]),

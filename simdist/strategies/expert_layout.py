@@ -57,12 +57,13 @@ def expert_groups(stage_ranks: Sequence[int], ep: int, etp: int = 1) -> ExpertGr
     return ExpertGroups(ep=groups(grid.transpose(0, 2, 1)), etp=groups(grid), edp=groups(grid.transpose(1, 2, 0)))
 
 
-def stage_expert_groups(layout, stage: int, ep: int, etp: int, own_edp: bool) -> list[tuple[str, str, tuple]]:
-    """(name, process-group kind, groups) of a stage's expert groups: its ranks ordered as Megatron-Core orders the
-    dense ones (tp fastest, then cp, then dp), re-read by expert_groups; the edp groups only where the experts'
-    gradients do not simply go over the dense dp x cp groups (`own_edp`)."""
-    mine = [r for r in range(layout.size) if layout.coords(r).pp == stage]
-    ordered = sorted(mine, key=lambda r: (layout.coords(r).dp, layout.coords(r).cp, layout.coords(r).tp))
+def stage_expert_groups(layout, stage: int, stage_ranks: Sequence[int], ep: int, etp: int,
+                        own_edp: bool) -> list[tuple[str, str, tuple]]:
+    """(name, process-group kind, groups) of a stage's expert groups: its ranks (`stage_ranks`) ordered as
+    Megatron-Core orders the dense ones (tp fastest, then cp, then dp), re-read by expert_groups; the edp groups
+    only where the experts' gradients do not simply go over the dense dp x cp groups (`own_edp`)."""
+    coords = {r: layout.coords(r) for r in stage_ranks}
+    ordered = sorted(stage_ranks, key=lambda r: (coords[r].dp, coords[r].cp, coords[r].tp))
     g = expert_groups(ordered, ep, etp)
     out = [(expert_group(stage, "ep"), "ep", g.ep), (expert_group(stage, "epc"), "epc", g.ep),
            (expert_group(stage, "etp"), "tp", g.etp)]
