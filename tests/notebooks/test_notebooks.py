@@ -14,7 +14,7 @@ from tests.notebooks.run import NOTEBOOKS, execute, notebooks
 
 EXPECTED = ["01-quickstart.ipynb", "02-strategies.ipynb", "03-compression.ipynb", "04-oversubscription.ipynb",
             "05-validation.ipynb", "06-heterogeneous.ipynb", "07-failures-goodput.ipynb",
-            "08-planner.ipynb", "09-model-parallel.ipynb"]
+            "08-planner.ipynb", "09-cp-ep.ipynb", "09-model-parallel.ipynb"]
 ALLOWED_IMPORTS = {"simdist", "simdist.plots", "numpy", "pandas", "json", "pathlib", "tempfile"}
 
 
