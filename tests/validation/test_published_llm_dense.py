@@ -40,7 +40,7 @@ def test_the_scenario_runs_the_rows_layout(case):
     s = load_scenario(case.scenario.file, list(case.scenario.overrides))
     par, t, w = s.training.parallelism, s.training, s.workload
     assert s.cluster.num_gpus == int(row["#-GPUs"])
-    assert (par.tp, par.pp, _int(row.get("CP", "1"))) == (int(row["TP"]), int(row["PP"]), 1)
+    assert (par.tp, par.pp, par.cp) == (int(row["TP"]), int(row["PP"]), _int(row.get("CP", "1")))
     assert t.virtual_stages == _int(row.get("VP", "1"))  # a table without VP: no interleaving
     assert (w.global_batch, w.seq_len) == (int(row["GBS"]), _seq(row))
     per_micro_step = t.micro_batch if par.tp * par.pp > 1 else w.global_batch // (par.dp * t.grad_accumulation)
