@@ -209,6 +209,8 @@ _BREAKDOWN_TERMS = (  # (breakdown_s key, row label): docs/results.md explains e
 def _parallelism_text(p: dict) -> str:
     """'tp 8 x pp 16 x dp 8, 1f1b schedule, 192 micro-batches of 1, recompute full'."""
     text = f"tp {p.get('tp')} x pp {p.get('pp')} x dp {p.get('dp')}"
+    if p.get("cp"):
+        text += f" x cp {p['cp']} ({p.get('cp_comm_type')})"
     if int(p.get("pp") or 1) > 1:
         stages = f" x {p['virtual_stages']} virtual stages" if int(p.get("virtual_stages") or 1) > 1 else ""
         text += f", {p.get('schedule')} schedule{stages}, {p.get('micro_batches')} micro-batches of {p.get('micro_batch')}"

@@ -295,7 +295,8 @@ class StageRow(Record):
 
 @dataclass(frozen=True)
 class ParallelismSummary(Record):
-    """A dp x tp x pp run's layout, schedule, chunking, pipeline transfer sizes and stages."""
+    """A dp x tp x pp (x cp) run's layout, schedule, chunking, pipeline transfer sizes and stages; `cp` and
+    `cp_comm_type` only with context parallelism."""
 
     dp: int
     tp: int
@@ -313,6 +314,8 @@ class ParallelismSummary(Record):
     p2p_gather_bytes: float
     warnings: tuple[str, ...]
     stages: tuple[StageRow, ...]
+    cp: int | None = None
+    cp_comm_type: str | None = None
 
 
 @dataclass(frozen=True)

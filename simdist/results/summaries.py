@@ -98,4 +98,5 @@ def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> 
     return ParallelismSummary(plan.dp, plan.tp, plan.pp, ",".join(a.value for a in plan.layout.order),
                               plan.schedule.value, plan.virtual_stages, plan.micro_batch, plan.micro_batches,
                               t.sequence_parallel, t.tp_comm_overlap, plan.zero, t.recompute.value, plan.p2p_bytes,
-                              plan.p2p_gather_bytes, tuple(plan.warnings), stages)
+                              plan.p2p_gather_bytes, tuple(plan.warnings), stages,
+                              *((plan.cp, plan.cp_comm_type.value) if plan.cp > 1 else ()))
