@@ -34,7 +34,7 @@ def strategy_summary(scenario: Scenario, layout: "IterationPlan | MpPlan", shard
     comm, sharding = scenario.communication, None
     if isinstance(layout, MpPlan):
         return StrategySummary(comm.strategy.value, scenario.workload.model.name, comm.backend.value,
-                               max(len(s.grad_buckets) for s in layout.stages) if layout.dp > 1 else 0,
+                               max(len(s.grad_buckets) for s in layout.stages) if layout.grad_dp > 1 else 0,
                                comm.bucket_size_bytes, comm.overlap, "none", layout.global_batch, layout.micro_batch,
                                layout.micro_batches, "equal", layout.pp, zero=layout.zero)
     if sharded is not None:

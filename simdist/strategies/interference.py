@@ -30,7 +30,7 @@ def runs_beside_compute(scenario: Scenario, plan: MpPlan) -> bool:
     collectives block the compute and the dp ones follow the last backward (one chunk per stage)."""
     if scenario.training.tp_comm_overlap:
         return True
-    return plan.overlap and plan.dp > 1 and (plan.virtual_stages > 1 or plan.zero >= 2)
+    return plan.overlap and plan.grad_dp > 1 and (plan.virtual_stages > 1 or plan.zero >= 2)
 
 
 def model_parallel_interference(scenario: Scenario, plan: MpPlan) -> Slowdown | None:
