@@ -214,3 +214,28 @@ def test_check_says_what_run_says(changes: dict, path: str | None, tmp_path) -> 
     for dotted, value in changes.items():
         set_path(data, dotted.split("."), value)
     assert_check_equals_run(data, tmp_path / "cp.yaml")
+
+
+def test_distributed_optimizer_shards_over_dp_x_cp() -> None:
+    """Megatron-Core's distributed optimizer shards over the data-parallel group with cp: with dp 1 and cp 2
+    the optimizer states per GPU halve (ZeRO-1), the weights and gradients stay whole."""
+    plain = check_memory(_scenario())
+    sharded = check_memory(_scenario({"training.parallelism": {"tp": 4, "cp": 2, "zero": 1}}))
+    assert sharded.parts_bytes["optimizer_states"] == pytest.approx(plain.parts_bytes["optimizer_states"] / 2)
+    assert sharded.parts_bytes["weights"] == plain.parts_bytes["weights"]
+    plan = build_mp_plan(_scenario({"training.parallelism": {"tp": 4, "cp": 2, "zero": 1}}))
+    assert plan.grad_dp == 2 and plan.stages[0].grad_buckets
+
+
+def test_stage_dp_groups_are_dp_x_cp_ranks() -> None:
+    """The gradients of a stage go over its dp x cp groups; its cp groups are the cp ring's ranks."""
+    from simdist.engine.mp_groups import LayoutGroups
+    from simdist.engine.simulation import simulate  # noqa: F401  (the engine's modules loaded as a run loads them)
+    from simdist.engine.state import Simulation
+    from simdist.scenario import Fidelity
+    scenario = _scenario({"training.parallelism": {"tp": 2, "cp": 2, "dp": 2}})
+    plan = build_mp_plan(scenario)
+    groups = LayoutGroups(Simulation(scenario, Fidelity.ESTIMATE).context, plan.layout, plan)
+    assert [g.ranks for g in groups.axis_groups["dp.s0"]] == [(0, 4, 2, 6), (1, 5, 3, 7)]
+    assert [g.ranks for g in groups.axis_groups[cp_group(0)]] == [(0, 2), (1, 3), (4, 6), (5, 7)]
+    assert groups.groups[cp_exchange_group(0)].kind == "tp_exchange"
