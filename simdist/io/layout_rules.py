@@ -15,15 +15,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simdist.io.rules_parallel import tensor_parallel_issues, zero_model_issues
+from simdist.io.rules_parallel import (context_parallel_issues, expert_parallel_issues, tensor_parallel_issues,
+                                       zero_model_issues)
 from simdist.io.rules_precision import precision_issues
-from simdist.io.rules_training import parallelism_issues, sharded_issues
+from simdist.io.rules_relevance import relevance_issues
+from simdist.io.rules_training import is_model_parallel, parallelism_issues, sharded_issues
 from simdist.planner.layout_space import RECOMPUTES, SCHEDULES, LayoutGrid, replica_batch
-from simdist.scenario import Precision, Recompute
+from simdist.scenario import PipelineSchedule, Precision, Recompute
 import simdist.strategies.mp_plan as mp_plan
 
 _INTERLEAVED = SCHEDULES.index("interleaved")
-_DEFAULT_SCHEDULE = SCHEDULES.index("1f1b")
 _NONE, _FULL = RECOMPUTES.index("none"), RECOMPUTES.index("full")
 _SELECTIVE_OP = RECOMPUTES.index("selective_op") if "selective_op" in RECOMPUTES else -1
 
@@ -78,22 +79,23 @@ def _rules(g: LayoutGrid):
     yield (v > 1) & ~(inter & (pp > 1)), \
         lambda i: f"training.virtual_stages: got {v[i]}; model chunks need schedule interleaved and pp > 1"
     yield inter & (pp > 1) & (v < 2), lambda i: "training.virtual_stages: got 1; interleaved needs >= 2 chunks"
-    mp = (tp > 1) | (pp > 1) | (cp > 1)
-    # io/rules.py on the scenario: relevance, training, model-parallel and precision rules
-    yield (mb != 1) & (pp == 1) & (tp == 1), \
-        lambda i: f"training.micro_batch: got {mb[i]}; pipeline micro-batches need pp or tp > 1"
-    yield (sched != _DEFAULT_SCHEDULE) & (pp == 1), \
-        lambda i: f"training.schedule: got {SCHEDULES[sched[i]]!r}; a pipeline schedule needs pp > 1"
-    if t.loss_scaling.value != "none":
-        fp16 = np.asarray([p == Precision.FP16.value for p in g.precisions])[g["precision"]]
-        yield ~fp16, lambda i: f"training.loss_scaling: for fp16, not {g.precisions[g['precision'][i]]}"
-    if t.grad_processing.value == "per_micro_batch":
-        yield (tp > 1) | (pp > 1) | (zero > 0), lambda i: "training.grad_processing: per_micro_batch with tp, pp or ZeRO"
-    yield from _by_value(g, mp.astype(np.int64), lambda m: parallelism_issues(_par(s, tp=2 if m else 1, pp=1, cp=1)))
+    ep = g["ep"]
+    mp = _by_flag(g, np.stack([tp, pp, cp, ep], 1),
+                  lambda k: is_model_parallel(_par(s, tp=int(k[0]), pp=int(k[1]), cp=int(k[2]), ep=int(k[3]))))
+    # io/rules.py on the scenario: relevance (micro-batch, schedule, loss scaling), training, model-parallel and
+    # precision rules, each once per distinct value of what it reads
+    yield from _by_value(g, np.stack([tp, pp, cp, ep, zero, mb, sched, g["precision"]], 1),
+                         lambda k: relevance_issues(_relevant(s, g, *map(int, k))))
+    yield from _by_value(g, mp.astype(np.int64),
+                         lambda m: parallelism_issues(_par(s, tp=2 if m else 1, pp=1, cp=1, ep=1)))
     yield from _by_value(g, np.stack([zero, dp, cp], 1),
                          lambda key: sharded_issues(_par(s, zero=int(key[0]), dp=int(key[1]), cp=int(key[2]))))
     yield from _by_value(g, np.stack([mp, zero, rc], 1).astype(np.int64),
                          lambda key: zero_model_issues(_non_mp(s, int(key[0]), int(key[1]), RECOMPUTES[key[2]])))
+    etp = np.full(g.n, t.parallelism.etp) if g.etp_given else tp
+    experts = mp | (t.moe_load_imbalance != 1.0)
+    yield from _by_value(g, np.where(experts[:, None], np.stack([ep, etp, tp, cp, dp, sp, zero], 1), -1),
+                         lambda k: [] if k[0] < 0 else expert_parallel_issues(_layout(s, *map(int, k))))
     yield from _by_value(g, np.where(tp > 1, tp, 1), lambda x: tensor_parallel_issues(_par(s, tp=int(x))))
     model = w.model
     replica = replica_batch(g)
@@ -108,6 +110,8 @@ def _rules(g: LayoutGrid):
     units = len(mp_plan.pipeline_units(model))
     yield mp & (pp * v > 1) & (pp * v > units) if units else mp & (pp * v > 1), \
         lambda i: f"training.parallelism.pp: got {pp[i]}; pp x virtual_stages = {pp[i] * v[i]} at most {units} blocks"
+    yield from _by_value(g, np.where(mp[:, None], np.stack([cp, tp], 1), 1),
+                         lambda k: context_parallel_issues(_par(s, cp=int(k[0]), tp=int(k[1]))))
     yield from _by_value(g, g["precision"], lambda p: precision_issues(_precision(s, g.precisions[int(p)])))
 
 
@@ -124,18 +128,35 @@ def _by_value(g: LayoutGrid, keys: np.ndarray, issues_of: Callable[[Any], list])
             yield inverse == j, (lambda i, text=text: text)
 
 
+def _by_flag(g: LayoutGrid, keys: np.ndarray, flag: Callable[[Any], bool]) -> np.ndarray:
+    """`flag` per candidate, computed once per distinct key (a row of `keys`)."""
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return np.asarray([bool(flag(k)) for k in distinct])[inverse.reshape(-1)]
+
+
+def _relevant(s, g: LayoutGrid, tp: int, pp: int, cp: int, ep: int, zero: int, mb: int, sched: int, precision: int):
+    t = s.training
+    par = replace(t.parallelism, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero)
+    return replace(s, training=replace(t, parallelism=par, micro_batch=mb,
+                                       schedule=PipelineSchedule(SCHEDULES[sched])),
+                   workload=replace(s.workload, precision=Precision(g.precisions[precision])))
+
+
 def _par(s, **fields):
     t = s.training
     par = t.parallelism
-    fields = {k: v for k, v in fields.items() if hasattr(par, k)}
     return replace(s, training=replace(t, parallelism=replace(par, **fields)))
+
+
+def _layout(s, ep: int, etp: int, tp: int, cp: int, dp: int, sp: int, zero: int):
+    t = s.training
+    par = replace(t.parallelism, ep=ep, etp=etp, tp=tp, cp=cp, dp=dp, zero=zero)
+    return replace(s, training=replace(t, parallelism=par, sequence_parallel=bool(sp)))
 
 
 def _non_mp(s, mp: int, zero: int, recompute: str):
     t = s.training
-    par = replace(t.parallelism, tp=2 if mp else 1, pp=1, zero=zero)
-    if hasattr(par, "cp"):
-        par = replace(par, cp=1)
+    par = replace(t.parallelism, tp=2 if mp else 1, pp=1, cp=1, zero=zero)
     return replace(s, training=replace(t, parallelism=par, recompute=Recompute(recompute)))
 
 

@@ -23,7 +23,7 @@ LAYOUT_KEYS = {  # scenario key -> field of the grid
     "training.parallelism.tp": "tp", "training.parallelism.pp": "pp", "training.parallelism.dp": "dp",
     "training.parallelism.cp": "cp", "training.parallelism.zero": "zero", "training.virtual_stages": "v",
     "training.schedule": "schedule", "training.micro_batch": "mb", "training.recompute": "recompute",
-    "training.sequence_parallel": "sp", "workload.precision": "precision",
+    "training.sequence_parallel": "sp", "workload.precision": "precision", "training.parallelism.ep": "ep",
 }
 RECOMPUTES = tuple(r.value for r in Recompute)
 SCHEDULES = tuple(s.value for s in PipelineSchedule)
@@ -41,6 +41,7 @@ class LayoutGrid:
     reference: Any  # a Scenario that loads: the values of the keys no axis sets
     dp_given: bool  # training.parallelism.dp is set (by an axis or the base), else derived from the GPUs
     gpus: int
+    etp_given: bool = False  # training.parallelism.etp is set, else it follows tp (io/resolve.py)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.fields[name]
@@ -48,7 +49,7 @@ class LayoutGrid:
     def layout(self, i: int) -> dict[str, Any]:
         """Candidate i's layout as plain values (recompute, schedule and precision as their names)."""
         f = self.fields
-        out = {k: int(f[k][i]) for k in ("tp", "pp", "dp", "cp", "zero", "v", "mb")}
+        out = {k: int(f[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "v", "mb")}
         out.update(sp=bool(f["sp"][i]), recompute=RECOMPUTES[f["recompute"][i]],
                    schedule=SCHEDULES[f["schedule"][i]], precision=self.precisions[f["precision"][i]])
         return out
@@ -91,9 +92,9 @@ def build_grid(fs: Sequence[Factor], reference: Any, base: dict, overrides: Sequ
     """The candidates' layouts: each axis's values where it is set, the reference scenario's elsewhere."""
     n = space_size(fs)
     t, w = reference.training, reference.workload
-    given_dp = _given_dp(base, overrides)
+    given_dp = _given(base, overrides, "dp")
     par = t.parallelism
-    const = {"tp": par.tp, "pp": par.pp, "dp": given_dp or 0, "cp": getattr(par, "cp", 1), "zero": par.zero,
+    const = {"tp": par.tp, "pp": par.pp, "dp": given_dp or 0, "cp": par.cp, "ep": par.ep, "zero": par.zero,
              "v": t.virtual_stages, "mb": t.micro_batch, "sp": bool(t.sequence_parallel),
              "recompute": Recompute(t.recompute).value, "schedule": PipelineSchedule(t.schedule).value,
              "precision": w.precision.value}
@@ -125,18 +126,18 @@ def build_grid(fs: Sequence[Factor], reference: Any, base: dict, overrides: Sequ
     if not dp_given:  # derived as io/resolve.py derives it (0 where tp x pp x cp does not divide the GPUs)
         ranks = fields["tp"] * fields["pp"] * fields["cp"]
         fields["dp"] = np.where(gpus % ranks == 0, gpus // np.maximum(ranks, 1), 0)
-    return LayoutGrid(n, fields, tuple(precisions), reference, dp_given, gpus)
+    return LayoutGrid(n, fields, tuple(precisions), reference, dp_given, gpus, _given(base, overrides, "etp") is not None)
 
 
-def _given_dp(base: dict, overrides: Sequence[str]) -> int | None:
-    """training.parallelism.dp as the base and its --set overrides give it (None: derived from the GPUs)."""
-    dp = ((base.get("training") or {}).get("parallelism") or {}).get("dp")
+def _given(base: dict, overrides: Sequence[str], name: str) -> int | None:
+    """training.parallelism.<name> as the base and its --set overrides give it (None: not given)."""
+    value = ((base.get("training") or {}).get("parallelism") or {}).get(name)
     for text in overrides:
-        key, _, value = str(text).partition("=")
-        if key.strip() == "training.parallelism.dp":
-            value = value.strip()
-            dp = int(value) if value.isdigit() else None
-    return dp
+        key, _, given = str(text).partition("=")
+        if key.strip() == f"training.parallelism.{name}":
+            given = given.strip()
+            value = int(given) if given.isdigit() else None
+    return value
 
 
 def replica_batch(g: LayoutGrid) -> np.ndarray:
