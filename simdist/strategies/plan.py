@@ -150,10 +150,10 @@ def resolve_batch(scenario: Scenario, dp: int) -> int:
 
 
 def data_parallel_degree(scenario: Scenario) -> int:
-    """dp: training.parallelism.dp, or the GPUs left over by tp x pp (io.rules_training checks dp x tp x pp
+    """dp: training.parallelism.dp, or the GPUs left over by tp x cp x pp (io.resolve checks dp x tp x cp x pp
     covers the cluster and what each parallelism runs with)."""
     p = scenario.training.parallelism
-    return p.dp if p.dp is not None else scenario.cluster.num_gpus // (p.tp * p.pp)
+    return p.dp if p.dp is not None else scenario.cluster.num_gpus // (p.tp * p.cp * p.pp)
 
 
 def anchor_scale(scenario: Scenario, group: int) -> float:
