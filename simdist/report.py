@@ -211,6 +211,9 @@ def _parallelism_text(p: dict) -> str:
     text = f"tp {p.get('tp')} x pp {p.get('pp')} x dp {p.get('dp')}"
     if p.get("cp"):
         text += f" x cp {p['cp']} ({p.get('cp_comm_type')})"
+    if p.get("ep"):
+        text += f"; experts ep {p['ep']} x etp {p.get('etp')} x edp {p.get('edp')}"
+        text += f", hottest expert {p['moe_load_imbalance']:g} x the mean" if p.get("moe_load_imbalance") != 1 else ""
     if int(p.get("pp") or 1) > 1:
         stages = f" x {p['virtual_stages']} virtual stages" if int(p.get("virtual_stages") or 1) > 1 else ""
         text += f", {p.get('schedule')} schedule{stages}, {p.get('micro_batches')} micro-batches of {p.get('micro_batch')}"

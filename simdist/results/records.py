@@ -296,7 +296,8 @@ class StageRow(Record):
 @dataclass(frozen=True)
 class ParallelismSummary(Record):
     """A dp x tp x pp (x cp) run's layout, schedule, chunking, pipeline transfer sizes and stages; `cp` and
-    `cp_comm_type` only with context parallelism."""
+    `cp_comm_type` only with context parallelism; `ep`, `etp`, `edp` (expert-data-parallel ranks) and
+    `moe_load_imbalance` only for a mixture-of-experts model."""
 
     dp: int
     tp: int
@@ -316,6 +317,10 @@ class ParallelismSummary(Record):
     stages: tuple[StageRow, ...]
     cp: int | None = None
     cp_comm_type: str | None = None
+    ep: int | None = None
+    etp: int | None = None
+    edp: int | None = None
+    moe_load_imbalance: float | None = None
 
 
 @dataclass(frozen=True)

@@ -99,4 +99,5 @@ def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> 
                               plan.schedule.value, plan.virtual_stages, plan.micro_batch, plan.micro_batches,
                               t.sequence_parallel, t.tp_comm_overlap, plan.zero, t.recompute.value, plan.p2p_bytes,
                               plan.p2p_gather_bytes, tuple(plan.warnings), stages,
-                              *((plan.cp, plan.cp_comm_type.value) if plan.cp > 1 else ()))
+                              *((plan.cp, plan.cp_comm_type.value) if plan.cp > 1 else (None, None)),
+                              *((plan.ep, plan.etp, plan.edp, t.moe_load_imbalance) if plan.moe_load else ()))
