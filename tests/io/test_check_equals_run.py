@@ -58,7 +58,8 @@ UNREAD = [(BENCH, {"training.optimizer": "adam"}), (BENCH, {"communication.overl
           (TRAIN, {"communication.hierarchical": {"inter": "tree"}}),
           (TRAIN, {**STRAGGLER_RUN, "failures.recovery": {"restart": "1 min"}}),
           (TRAIN, {"failures": {"random": {"repair": "1 h"}}}),
-          (TRAIN, {"training.cp_comm_type": "a2a"})]  # tests/io/test_relevance.py's refusals; cp_comm_type without cp
+          (TRAIN, {"training.cp_comm_type": "a2a"}),  # tests/io/test_relevance.py's refusals; cp_comm_type without cp
+          (TRAIN, {"training.moe_load_imbalance": 2.0}), (TRAIN, {"training.parallelism.ep": 2})]  # without MoE
 
 
 def _refused(base: dict, changes: dict, tmp_path) -> None:
