@@ -197,3 +197,17 @@ def test_expert_parallel_plan_splits_the_experts_and_adds_the_dispatcher():
                                   accumulation_bytes=4)
     assert hot.layers[e].shard.fwd_flops == pytest.approx(2 * model.layers[e].fwd_flops)
     assert 1.9 < hot.layers[e].time.fwd_s / x.time.fwd_s < 2.0  # the launches do not double
+
+
+def test_stage_expert_groups_follow_the_dense_coordinates_not_the_rank_numbers():
+    """8 GPUs, tp 2 x dp 4, placement dp,tp,pp (dp innermost: rank = dp + 4 tp). Megatron-Core orders a stage's ranks
+    tp fastest, then cp, then dp: (dp 0, tp 0) = 0, (dp 0, tp 1) = 4, (dp 1, tp 0) = 1, ...; ep 4 x etp 1 then
+    groups positions 0-3 and 4-7, i.e. ranks (0, 4, 1, 5) and (2, 6, 3, 7), and edp pairs position p with p + 4."""
+    from simdist.layout import build_layout
+    from simdist.strategies.expert_layout import stage_expert_groups
+
+    layout = build_layout([0] * 8, dp=4, tp=2, pp=1, order="dp,tp,pp")
+    got = {name: groups for name, _, groups in stage_expert_groups(layout, 0, list(range(8)), 4, 1, True)}
+    assert got["tp.s0.ep"] == ((0, 4, 1, 5), (2, 6, 3, 7)) and got["tp.s0.epc"] == got["tp.s0.ep"]
+    assert got["dp.s0.edp"] == ((0, 2), (1, 3), (4, 6), (5, 7))
+    assert got["tp.s0.etp"] == tuple((r,) for r in (0, 1, 2, 3, 4, 5, 6, 7))
