@@ -325,3 +325,15 @@ def expert_stage_memory(estimates, model: ModelSpec, chunks: Sequence[tuple[int,
                                  precision=gpu.runs_as(precision), optimizer=optimizer, grad_dtype=grad_dtype,
                                  quantized_bytes=copies))
     return tuple(out)
+
+
+def expert_buckets(chunks, bucket_size_bytes: float) -> tuple[tuple[float, int], ...]:
+    """Each chunk's routed experts' gradients (`expert_grad_bytes`, last chunk first: backward finishes it first)
+    in buckets of at most the cap, with their chunk: the edp reductions of a stage in launch order."""
+    out = []
+    for ci in reversed(range(len(chunks))):
+        g = chunks[ci].expert_grad_bytes
+        if g:
+            n = max(1, math.ceil(g / bucket_size_bytes - 1e-12))
+            out += [(g / n, ci)] * n
+    return tuple(out)

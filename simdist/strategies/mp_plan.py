@@ -32,7 +32,7 @@ from simdist.layout import Layout, build_layout
 from simdist.memory import TransformerShape
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
 from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_steps, shard_sequence
-from simdist.strategies.expert_parallel import ExpertLoad, expert_parallel_plan
+from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
@@ -403,7 +403,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
         opt = update_time(shard, gpu, scenario)
         stages.append(StagePlan(rank_class, tuple(chunks), params, opt, _buckets(chunks, comm.bucket_size_bytes,
                                                                                  comm.overlap), zunits,
-                                _expert_buckets(chunks, comm.bucket_size_bytes)))
+                                expert_buckets(chunks, comm.bucket_size_bytes)))
     act = ACTIVATION_BYTES[precision]
     p2p = gather = 0.0
     if pp > 1:
@@ -467,17 +467,6 @@ def _buckets(chunks, bucket_size_bytes: float, overlap: bool) -> tuple[float, ..
     for c in reversed(chunks):
         n = max(1, math.ceil(c.grad_bytes / bucket_size_bytes - 1e-12)) if c.grad_bytes else 0
         out += [c.grad_bytes / n] * n
-    return tuple(out)
-
-
-def _expert_buckets(chunks, bucket_size_bytes: float) -> tuple[tuple[float, int], ...]:
-    """Each chunk's routed experts' gradients (last chunk first) in buckets of at most the cap, with their chunk."""
-    out = []
-    for ci in reversed(range(len(chunks))):
-        g = chunks[ci].expert_grad_bytes
-        if g:
-            n = max(1, math.ceil(g / bucket_size_bytes - 1e-12))
-            out += [(g / n, ci)] * n
     return tuple(out)
 
 
