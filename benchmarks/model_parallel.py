@@ -12,7 +12,9 @@ median of N separate processes (N fixed up front, default 5), next to its target
   ZeRO), whole process with no simulated confirmation, per candidate and scaled to 100,000 candidates
   (target < 60 s; the scaled figure is per-candidate cost times 100,000, not a measured 100,000-point plan).
 Each per-layout cost is quoted against Calculon's 15 ms per layout on this machine (issue 33), as a ratio.
-Run: PYTHONPATH=. python benchmarks/model_parallel.py [--runs 5] [--skip-simulate] [--skip-plan]
+`--phases` adds where the estimate's own CPU time goes: one process per run, each phase the median over runs of
+its cumulative CPU share under cProfile (the profiler slows Python code, so read shares, not seconds).
+Run: PYTHONPATH=. python benchmarks/model_parallel.py [--runs 5] [--skip-simulate] [--skip-plan] [--phases]
      [--axis training.micro_batch=1,2 ...]
 """
 from __future__ import annotations
@@ -43,6 +45,37 @@ result = api.estimate(scenario)
 print(json.dumps({"own_s": time.perf_counter() - t0, "own_cpu_s": time.process_time() - c0,
                   "iteration_time_s": result.iteration_time_s}))
 """
+PHASES = """
+import cProfile, json, pstats, sys
+from simdist import api
+scenario = api.load(sys.argv[1])
+profile = cProfile.Profile()
+profile.enable()
+api.estimate(scenario)
+profile.disable()
+stats = pstats.Stats(profile).stats
+total = max(v[3] for v in stats.values())
+phases = json.loads(sys.argv[2])
+out = {}
+for phase, names in phases.items():
+    out[phase] = max((v[3] for (path, _, func), v in stats.items()
+                      if any(path.endswith(f) and func == fn for f, fn in names)), default=0.0) / total
+print(json.dumps(out))
+"""
+# phase -> (file suffix, function) whose cumulative time is that phase's (the largest of them)
+PHASE_FUNCTIONS = {
+    "layout plan and per-layer costs (strategies/mp_plan.build_mp_plan)": [("mp_plan.py", "build_mp_plan")],
+    "memory check (strategies/rank_memory.check_memory)": [("rank_memory.py", "check_memory")],
+    "cluster, topology and routes (engine/context_cache)": [("context_cache.py", "estimate_context")],
+    "layout groups (engine/mp_groups.LayoutGroups.__init__)": [("mp_groups.py", "__init__")],
+    "collective schedules and closed-form times (mp_groups.time_of)": [("mp_groups.py", "time_of")],
+    "stage graphs of the two shorter runs (pipeline_graph)": [("pipeline_graph.py", "fused_pipeline_graphs")],
+    "fold of the longer run (engine/closed_form.fold)": [("closed_form.py", "fold")],
+    "block alignment (graph/periodic.insertion)": [("periodic.py", "insertion")],
+    "repeat check (graph/periodic.repeat_of)": [("periodic.py", "repeat_of")],
+    "repeated spans (graph/periodic.expanded)": [("periodic.py", "expanded")],
+    "breakdown and result (engine/outcomes.model_parallel_result)": [("outcomes.py", "model_parallel_result")],
+}
 
 
 def _whole(argv: list[str]) -> tuple[float, str]:
@@ -85,6 +118,19 @@ def estimate_rows(runs: int) -> float:
     return statistics.median(own)
 
 
+def phase_rows(runs: int) -> None:
+    """Each phase's share of the estimate call's CPU time (cProfile cumulative), median over `runs` processes;
+    phases nest (the schedules are timed inside the fold and the graph builds), so shares do not add up."""
+    shares: dict[str, list[float]] = {}
+    for _ in range(runs):
+        _, out = _whole([sys.executable, "-c", PHASES, str(PRESET), json.dumps(PHASE_FUNCTIONS)])
+        for phase, share in json.loads(out.strip().splitlines()[-1]).items():
+            shares.setdefault(phase, []).append(share)
+    print(f"where the estimate call's time goes (cProfile, cumulative share, median of {runs}):")
+    for phase, values in shares.items():
+        print(f"  {phase:<72} {100 * statistics.median(values):5.1f} %")
+
+
 def simulate_row(runs: int) -> None:
     walls = [_whole(CLI + ["run", str(PRESET), "--set", "run.fidelity=simulate", "--json"])[0] for _ in range(runs)]
     _row("simulate, whole process", walls, TARGET_SIMULATE_S)
@@ -113,11 +159,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="processes per row (fixed; the median is reported)")
     parser.add_argument("--skip-simulate", action="store_true", help="leave out simulate (minutes per run today)")
     parser.add_argument("--skip-plan", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="where the estimate call's CPU time goes (cProfile)")
     parser.add_argument("--axis", action="append", default=None, metavar="KEY=V1,V2,...",
                         help=f"the plan's candidate space (default {' '.join(DEFAULT_AXES)})")
     args = parser.parse_args()
     print(f"{PRESET.relative_to(ROOT)}: GPT-3 175B, 1,024 A100, tp 8 pp 16 dp 8; median of {args.runs} processes")
     estimate_rows(args.runs)
+    if args.phases:
+        phase_rows(args.runs)
     if not args.skip_simulate:
         simulate_row(args.runs)
     if not args.skip_plan:
