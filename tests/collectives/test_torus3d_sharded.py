@@ -98,3 +98,15 @@ def test_a_strided_group_lies_on_the_sub_lattice_it_occupies(ranks, dims):
 def test_other_groups_fall_back_to_the_default_grid():
     assert group_dims(Group.flat((0, 1, 5, 6), 1)) == (2, 2, 1)  # not a constant stride: grid_dims(4)
     assert group_dims(Group.flat((12, 13, 14, 15), 1)) == (2, 2, 1)  # starts past its stride: not a sub-lattice
+
+
+def test_fsdp_on_a_tpu_slice_estimate_equals_simulate():
+    """XLA's FSDP alone (zero 3, no tp) on the v5p preset's 8x4x4 slice: every weight all-gather and gradient
+    reduce-scatter is torus3d's over the whole slice, and the idle-torus estimate is the simulation."""
+    from simdist.io.load import load_scenario
+    times = {}
+    for fidelity in ("estimate", "simulate"):
+        s = load_scenario("scenarios/presets/tpu-v5p-gpt.yaml", ["training.parallelism.zero=3",
+                                                                 f"run.fidelity={fidelity}"])
+        times[fidelity] = simulate(s).to_dict()["iteration_time_s"]
+    assert times["estimate"] == pytest.approx(times["simulate"], rel=1e-9)
