@@ -11,7 +11,9 @@ compute-only throughput bound cannot reach the top-k or the front are not estima
 prune.py). The best `confirm` points by the objective are simulated and re-ranked on the simulated
 figures. The Pareto front is throughput against price per hour over every feasible estimated point
 (useful throughput under the goodput objective). Every candidate gets a status with its reason
-(candidates.py): ranked, pruned (by memory, compute bound, constraint, ...), infeasible, invalid.
+(candidates.py): ranked, pruned (by memory, compute bound, constraint, ...), infeasible, invalid. A space
+whose axes are all layout keys (tp, pp, dp, cp, ep, ZeRO, virtual stages, schedule, micro-batch, recomputation,
+sequence parallelism, precision) is pruned in arrays and estimated best bound first (layout_search.py).
 The options were checked where the plan was read (io/sweep_load.py); here they are only used.
 """
 from __future__ import annotations
