@@ -59,3 +59,19 @@ def test_the_published_layout_fits_as_it_ran(case):
     assert s.training.recompute.value == ("none" if case.source.get("repo") != "pytorch/torchtitan" else
                                           "full" if full else "selective_op")
     assert memory_infeasibility(s) is None
+
+
+MOE_CASES = [c for c in load_cases().cases if c.category == "llm_moe"]
+
+
+@pytest.mark.parametrize("case", MOE_CASES, ids=lambda c: c.name)
+def test_the_moe_scenario_runs_the_rows_layout(case):
+    """The llm_moe rows (Megatron-Bridge's MoE tables): GPUs, tp, pp, cp, ep, vp, batch and sequence as the row states."""
+    row = _row(case.quote)
+    s = load_scenario(case.scenario.file, list(case.scenario.overrides))
+    par, t, w = s.training.parallelism, s.training, s.workload
+    assert s.cluster.num_gpus == int(row["#-GPUs"])
+    assert (par.tp, par.pp, par.cp, par.ep) == (int(row["TP"]), int(row["PP"]), _int(row["CP"]), _int(row["EP"]))
+    assert t.virtual_stages == _int(row["VP"])
+    assert (w.global_batch, w.seq_len) == (int(row["GBS"]), _seq(row))
+    assert s.training.recompute.value == "none" and "recompute-stand-in" not in case.tags
