@@ -19,7 +19,7 @@ from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
 from simdist.layout import Layout
-from simdist.strategies.expert_layout import EP_KINDS, stage_expert_groups, uneven_all_to_all
+from simdist.strategies.expert_layout import EP_KINDS, busy_link_time_s, stage_expert_groups, uneven_all_to_all
 from simdist.strategies.pipeline_graph import (RING_EXCHANGE, boundary_pairs, pp_group, stage_groups,
                                                tp_exchange_group, tp_group)
 from simdist.topology.routing import ring_channels
@@ -123,5 +123,7 @@ class LayoutGroups:
         hit = self._cache.get(key)
         if hit is None:
             net = self.ctx.network if hasattr(self.ctx.network, "steps") else self.ctx.analytical()
-            hit = self._cache[key] = net.schedule_time(self.schedule_of(task, graph))
+            sched = self.schedule_of(task, graph)  # an expert all-to-all by its busiest link (max-min's time)
+            hit = busy_link_time_s(net, sched) if self.groups[task.group].kind in EP_KINDS else net.schedule_time(sched)
+            self._cache[key] = hit
         return hit

@@ -80,3 +80,28 @@ def uneven_all_to_all(balanced: Schedule, group: Group, kind: str, load: ExpertL
         "io.rules_parallel: expert parallelism runs NCCL's point-to-point all-to-all"
     m = dispatch_matrix(balanced.size_bytes, load)
     return with_send_bytes(balanced, group, m.T.copy() if kind == "epc" else m)
+
+
+def busy_link_time_s(net, schedule: Schedule) -> float:
+    """An uneven all-to-all alone on the idle fabric, as max-min sharing runs it: each step lasts its latency, then
+    the most bytes any link carries over that link's capacity (every flow at most its own per-flow cap), then its
+    delay; step i of every chain runs at once. Max-min keeps that busiest link busy to the end (a flow on it that
+    finishes leaves its share to the rest), so the flow network takes exactly this on these node-structured
+    all-to-alls, where the static sharing of the analytical network (each link split by its flow count) charges
+    every flow on a link at the largest one's size (`net`: the context's AnalyticalNetwork: its compiled steps
+    and link capacities)."""
+    compiled = [[net.steps.get(s) for s in chain] for chain in schedule.chains]
+    capacity = net.capacity_Bps
+    total = 0.0
+    for i in range(max((len(c) for c in compiled), default=0)):
+        stage = [c[i] for c in compiled if i < len(c)]
+        groups = [g for cs in stage for g in cs.groups]
+        move = 0.0
+        if groups:
+            load = np.bincount(np.concatenate([g.links for g in groups]),
+                               weights=np.concatenate([g.link_bytes for g in groups]), minlength=capacity.size)
+            used = load > 0
+            move = max(float((load[used] / capacity[used]).max()) if used.any() else 0.0,
+                       max(g.size_bytes / g.cap_Bps for g in groups))
+        total += max(cs.latency_s + cs.delay_s for cs in stage) + move
+    return total

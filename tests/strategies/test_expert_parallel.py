@@ -211,3 +211,28 @@ def test_stage_expert_groups_follow_the_dense_coordinates_not_the_rank_numbers()
     assert got["tp.s0.ep"] == ((0, 4, 1, 5), (2, 6, 3, 7)) and got["tp.s0.epc"] == got["tp.s0.ep"]
     assert got["dp.s0.edp"] == ((0, 2), (1, 3), (4, 6), (5, 7))
     assert got["tp.s0.etp"] == tuple((r,) for r in (0, 1, 2, 3, 4, 5, 6, 7))
+
+
+@pytest.mark.parametrize("kind", ["ep", "epc"])
+def test_uneven_all_to_all_across_two_hgx_nodes_by_hand(tmp_path, kind):
+    """ep 16 over 2 HGX H100 nodes (PXN), 16 experts, f = 3 (one expert per GPU: g = 3, the others 13/15 of a
+    share), R = 1 GB per GPU. Dispatch: node 1's rail-0 NIC carries its 8 GPUs' sends to GPU 0, 8 g R/16. Combine:
+    GPU 0 sends g R/16 to each GPU of node 1 through the NIC on that GPU's rail, which also carries the 7 other
+    node-0 GPUs' r R/16: (g + 7 r) R/16, well below the dispatch. The busy-link closed form (estimate's time of an
+    expert all-to-all) is the flow network's; the analytical network's static sharing (each link split by its flow
+    count) charges the combine's NIC as if all its flows were the hot one's."""
+    from simdist.strategies.expert_layout import busy_link_time_s, uneven_all_to_all
+
+    topology = build_topology(_scenario(tmp_path, HGX.format(nodes=2), "hgx2").cluster)
+    group = Group.flat(range(16), 8)
+    load = ExpertLoad(16, 16, imbalance=3.0)
+    g, r = 3.0, 13 / 15
+    balanced = nccl_candidate("all_to_all", "ring", "Simple", 1e9, group, fabric=from_topology(topology, group))
+    sched = uneven_all_to_all(balanced, group, kind, load)
+    latency = SIMPLE.base_latency_s + SIMPLE.hop_latency_s[HopKind.NET]
+    hand = latency + (8 * g if kind == "ep" else g + 7 * r) * 1e9 / 16 / NIC_Bps
+    flow = FlowNetwork(simpy.Environment(), topology).schedule_time(sched)
+    assert flow == pytest.approx(hand, rel=1e-9)
+    assert busy_link_time_s(AnalyticalNetwork(topology), sched) == pytest.approx(flow, rel=1e-12)
+    static = AnalyticalNetwork(topology).schedule_time(sched)
+    assert static == pytest.approx(flow, rel=1e-9) if kind == "ep" else static > 2 * flow

@@ -86,3 +86,14 @@ def test_refusals_name_the_key(changes, key):
     with pytest.raises(ScenarioError) as e:
         _scenario(**changes)
     assert key in str(e.value)
+
+
+def test_estimate_equals_simulate_with_a_hot_expert_across_nodes():
+    """ep 16 over two 8-GPU nodes (PXN), a hot expert at 3 x the mean: the dispatch and combine cross the NICs
+    unevenly; estimate times each alone on the fabric by its busiest link, as max-min sharing runs it."""
+    s = _scenario(**{"cluster.nodes.0.count": 2, "cluster.nodes.0.gpu": "h100-sxm5-80gb",
+                     "training.parallelism": {"pp": 1, "ep": 16, "zero": 1}, "training.moe_load_imbalance": 3.0,
+                     "workload.global_batch": 32})
+    est, sim = simulate(s, fidelity="estimate"), simulate(s, fidelity="simulate")
+    assert est.iteration_time_s == pytest.approx(sim.iteration_time_s, rel=1e-6)
+    assert est.breakdown_s.tp_communication == pytest.approx(sim.breakdown_s.tp_communication, rel=1e-6)
