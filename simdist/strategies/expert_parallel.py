@@ -103,12 +103,14 @@ def dispatch_matrix(routed_bytes: float, load: ExpertLoad) -> np.ndarray:
 @dataclass(frozen=True)
 class EpCall:
     """One collective of the MoE layer: on the stage's `axis` groups ('ep' or 'etp'), nccl-tests' size (all-to-all:
-    the per-rank send buffer of the balanced call; all-gather: the gathered output), before or after the experts."""
+    the per-rank send buffer of the balanced call; all-gather: the gathered output). `combine`: an all-to-all whose
+    send matrix is the dispatch's transpose (the combine forward, the dispatch's backward: the hot GPU sends g x)."""
 
     op: CollectiveOp
     axis: str
     size_bytes: float
     what: str
+    combine: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,27 +146,21 @@ def moe_layer_work(tokens: float, hidden: int, top_k: int, activation_bytes: flo
         fb.append(EpCall(AG, "etp", gathered, f"{name} tokens all_gather"))
         fa.append(EpCall(RS, "etp", gathered, f"{name} outputs reduce_scatter"))
     if load.ep > 1:
-        fa.append(EpCall(A2A, "ep", routed, f"{name} combine all_to_all"))
+        fa.append(EpCall(A2A, "ep", routed, f"{name} combine all_to_all", combine=True))
         bb.append(EpCall(A2A, "ep", routed, f"{name} combine backward all_to_all"))
     if etp > 1:
         bb.append(EpCall(AG, "etp", gathered, f"{name} output gradients all_gather"))
         ba.append(EpCall(RS, "etp", gathered, f"{name} input gradients reduce_scatter"))
     if load.ep > 1:
-        ba.append(EpCall(A2A, "ep", routed, f"{name} dispatch backward all_to_all"))
+        ba.append(EpCall(A2A, "ep", routed, f"{name} dispatch backward all_to_all", combine=True))
     return MoeLayerWork(tuple(fb), tuple(fa), tuple(bb), tuple(ba), g, load, routed)
-
-
-def is_combine(call: EpCall) -> bool:
-    """Whether the call's send matrix is the dispatch's transpose (combine forward, dispatch backward: the hot
-    GPU sends g x)."""
-    return call.what.endswith("combine all_to_all") or call.what.endswith("dispatch backward all_to_all")
 
 
 def ep_send_matrix(call: EpCall, load: ExpertLoad) -> np.ndarray:
     """The (ep, ep) send matrix of an ep all-to-all of the layer: the dispatch's, or its transpose for the
     calls that bring the experts' outputs (or the dispatch's input gradients) back."""
     m = dispatch_matrix(call.size_bytes, load)
-    return m.T.copy() if is_combine(call) else m
+    return m.T.copy() if call.combine else m
 
 
 @dataclass(frozen=True)
@@ -211,7 +207,7 @@ def _collectives_of(i: int, work: MoeLayerWork) -> tuple[EpCollective, ...]:
     for calls, phase, when in ((work.fwd_before, Phase.FWD, When.BEFORE), (work.fwd_after, Phase.FWD, When.AFTER),
                                (work.bwd_before, Phase.BWD, When.BEFORE), (work.bwd_after, Phase.BWD, When.AFTER)):
         for c in calls:
-            axis = "etp" if c.axis == "etp" else ("epc" if is_combine(c) else "ep")
+            axis = "etp" if c.axis == "etp" else ("epc" if c.combine else "ep")
             out.append(EpCollective(c.op, c.size_bytes, phase, i, when, c.what, axis))
     return tuple(out)
 

@@ -93,7 +93,7 @@ def _times(topology, group: Group, routed: float, load: ExpertLoad, combine: boo
     """(flow network, analytical) seconds of the dispatch (or combine) as NCCL runs it on `group`."""
     balanced = nccl_candidate("all_to_all", "ring", "Simple", routed, group, fabric=from_topology(topology, group))
     what = "experts combine all_to_all" if combine else "experts dispatch all_to_all"
-    sched = with_send_bytes(balanced, group, ep_send_matrix(EpCall(A2A, "ep", routed, what), load))
+    sched = with_send_bytes(balanced, group, ep_send_matrix(EpCall(A2A, "ep", routed, what, combine), load))
     return (FlowNetwork(simpy.Environment(), topology).schedule_time(sched),
             AnalyticalNetwork(topology).schedule_time(sched))
 
