@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Sequence
 
+import numpy as np
+
 from simdist.hardware.specs import ClusterSpec
 
 
@@ -117,19 +119,13 @@ class Layout:
         groups sorted by their first rank: (dp, cp) is Megatron-Core's data-parallel group with cp."""
         axes = [Axis(a) for a in axes]
         strides = self._strides()
-        seen: set[int] = set()
-        out = []
-        for r in range(self.size):
-            if r in seen:
-                continue
-            c = self.coords(r)
-            base = r - sum(c.on(a) * strides[a] for a in axes)
-            g = [base]
-            for a in axes:
-                g = [x + i * strides[a] for i in range(self.degree(a)) for x in g]
-            seen.update(g)
-            out.append(g)
-        return out
+        ranks = np.arange(self.size, dtype=np.int64)
+        leaders = ranks.copy()  # each rank's group's first rank: its coordinates on `axes` set to 0
+        offsets = np.zeros(1, dtype=np.int64)  # the group's members relative to it, the first axis fastest
+        for a in axes:
+            leaders -= (ranks // strides[a]) % self.degree(a) * strides[a]
+            offsets = (offsets[None, :] + np.arange(self.degree(a), dtype=np.int64)[:, None] * strides[a]).ravel()
+        return (np.unique(leaders)[:, None] + offsets[None, :]).tolist()
 
     def tp_groups(self) -> list[list[int]]:
         return self.groups(Axis.TP)
