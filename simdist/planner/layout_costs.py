@@ -9,8 +9,8 @@ shard on (tp, sequence parallelism). So they are computed here once per such key
 pipeline's cut once per (key, recomputation, stages), and combined over dp, ZeRO and the micro-batch count in
 numpy. This re-implements build_mp_plan's sums and model_parallel_memory's; tests/planner/test_layout_exact.py
 checks both equal the scalar functions on every candidate of a small space. Layouts this module does not cover
-(context and expert parallelism, mixture-of-experts models, tp_comm_overlap, data parallelism alone) are left to
-the scalar path (layout_search.py), which checks them one by one with the run's own functions.
+(expert parallelism, mixture-of-experts models, tp_comm_overlap, data parallelism alone) are left to the scalar
+path (layout_search.py), which checks them one by one with the run's own functions.
 """
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from simdist.memory import (FRAMEWORK_RESERVE_BYTES, layer_activation_bytes, mod
                             saved_gemm_input_bytes)
 from simdist.planner.layout_space import RECOMPUTES, SCHEDULES, LayoutGrid, replica_batch
 from simdist.results.cost import cluster_price_per_hour
-from simdist.scenario import Precision, Recompute
-from simdist.strategies.mp_plan import _BLOCK, pipeline_units, transformer_shape
+from simdist.scenario import CpCommType, Precision, Recompute
+from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
+from simdist.strategies.context_parallel import kv_block_bytes, ring_steps, shard_sequence
+from simdist.strategies.mp_plan import _BLOCK, _cp_cores, pipeline_units, transformer_shape
 from simdist.strategies.pipeline_schedule import balance_stages
 from simdist.strategies.sharding import fsdp_units
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model, tensor_parallel_plan
@@ -95,6 +97,7 @@ class _Context:
         self.n = len(self.model.layers)
         self.block = np.asarray([bool(self.shape is not None and _BLOCK.match(x.name)) for x in self.model.layers])
         self.grad_bytes = DTYPE_BYTES[s.workload.grad_dtype]
+        self.cp_mode = CpCommType(s.training.cp_comm_type)
         self._layers: dict = {}
         self._shards: dict = {}
         self._ranges: dict = {}
@@ -108,22 +111,30 @@ class _Context:
                                                                           precision=Precision(precision)))
         return self._scenarios[precision]
 
-    def layers(self, tp: int, mb: int, precision: str, sp: bool) -> _Layers:
-        key = (tp, mb, precision, sp)
+    def layers(self, tp: int, mb: int, precision: str, sp: bool, cp: int) -> _Layers:
+        """build_mp_plan's per-layer times: under cp the model on s / cp tokens, each attention core's segment
+        its ring steps' compute (mp_plan._cp_cores), its balancing cost the part's time x the ring steps."""
+        key = (tp, mb, precision, sp, cp)
         if key not in self._layers:
-            tpp = tensor_parallel_plan(self.model, self.gpu, mb, precision, tp, sp, self.s.compute_calibration,
-                                       heads=self.shape.heads if self.shape else None, accumulation_bytes=self.grad_bytes)
-            fwd = [x.time.fwd_s for x in tpp.layers]
+            tpp = tensor_parallel_plan(shard_sequence(self.model, cp, self.cp_mode), self.gpu, mb, precision, tp, sp,
+                                       self.s.compute_calibration, heads=self.shape.heads if self.shape else None,
+                                       accumulation_bytes=self.grad_bytes, reference=self.model if cp > 1 else None)
+            cores = _cp_cores(tpp, self.shape, self.cp_mode, cp, mb, precision) if cp > 1 else {}
+            steps = ring_steps(cp, self.cp_mode)
+            fwd = [cores[i][0].compute_s if i in cores else x.time.fwd_s for i, x in enumerate(tpp.layers)]
+            bwd = [cores[i][1].compute_s if i in cores else x.time.bwd_s for i, x in enumerate(tpp.layers)]
+            mult = [steps if i in cores else 1 for i in range(len(tpp.layers))]
             self._layers[key] = _Layers(
-                np.asarray(fwd), np.asarray([x.time.bwd_s for x in tpp.layers]),
-                np.asarray([x.time.fwd_s if x.role.value == "heads" else 0.0 for x in tpp.layers]),
-                np.asarray([float(x.shard.params) for x in tpp.layers]), [x.time.total_s for x in tpp.layers], fwd)
+                np.asarray(fwd), np.asarray(bwd),
+                np.asarray([f if x.role.value == "heads" else 0.0 for f, x in zip(fwd, tpp.layers)]),
+                np.asarray([float(x.shard.params) for x in tpp.layers]),
+                [x.time.total_s * k for x, k in zip(tpp.layers, mult)], [x.time.fwd_s * k for x, k in zip(tpp.layers, mult)])
         return self._layers[key]
 
-    def shard(self, tp: int, sp: bool) -> _Shard:
-        key = (tp, sp)
+    def shard(self, tp: int, sp: bool, cp: int) -> _Shard:
+        key = (tp, sp, cp)
         if key not in self._shards:
-            sh = shard_model(self.model, tp, sp)
+            sh = shard_model(shard_sequence(self.model, cp, self.cp_mode), tp, sp)
             roles = self.roles
             saved = np.asarray([float(x.saved_elems) for x in sh.layers])
             units = [(np.asarray(u.layers), float(u.params)) for u in fsdp_units(sh)]
@@ -166,7 +177,7 @@ def layout_costs(g: LayoutGrid, valid: np.ndarray) -> LayoutCosts:
     ctx = _Context(s)
     n = g.n
     tp, pp, dp, cp, zero, v, mb = (g[k] for k in ("tp", "pp", "dp", "cp", "zero", "v", "mb"))
-    covered = valid & ((tp > 1) | (pp > 1)) & (cp == 1) & (g["ep"] == 1) & (not s.training.tp_comm_overlap) \
+    covered = valid & ((tp > 1) | (pp > 1) | (cp > 1)) & (g["ep"] == 1) & (not s.training.tp_comm_overlap) \
         & (ctx.model.moe is None)
     mem = np.full(n, np.nan)
     fits = np.zeros(n, dtype=bool)
@@ -174,7 +185,7 @@ def layout_costs(g: LayoutGrid, valid: np.ndarray) -> LayoutCosts:
     failing = np.full(n, -1, dtype=np.int64)
     bound = np.full(n, np.nan)
     replica = replica_batch(g)
-    keys = np.stack([tp, mb, g["precision"], g["sp"], g["recompute"], pp, v, g["schedule"]], 1)
+    keys = np.stack([tp, mb, g["precision"], g["sp"], g["recompute"], pp, v, g["schedule"], cp], 1)
     idx = np.flatnonzero(covered)
     if idx.size:
         distinct, inverse = np.unique(keys[idx], axis=0, return_inverse=True)
@@ -195,12 +206,12 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
            mem, fits, parts, failing, bound) -> None:
     """One class of candidates (same tp, micro-batch, precision, sp, recompute, pp, v, schedule): its stages
     once, then each candidate's dp, ZeRO stage and micro-batch count."""
-    tp, mb, pi, sp, ri, pp, v, si = key
+    tp, mb, pi, sp, ri, pp, v, si, cp = key
     precision, rc, schedule = g.precisions[pi], Recompute(RECOMPUTES[ri]), SCHEDULES[si]
     s, gpu = ctx.s, ctx.gpu
-    lay = ctx.layers(tp, mb, precision, bool(sp))
+    lay = ctx.layers(tp, mb, precision, bool(sp), cp)
     full, selective = rc is Recompute.FULL, rc is Recompute.SELECTIVE
-    ranges = ctx.ranges(lay, (tp, mb, precision, bool(sp)), full, pp * v)
+    ranges = ctx.ranges(lay, (tp, mb, precision, bool(sp), cp), full, pp * v)
     work_layer = lay.fwd + lay.bwd + (lay.heads_fwd if selective else 0.0) + (lay.fwd if full else 0.0)
     cw = np.concatenate([[0.0], np.cumsum(work_layer)])
     back_layer = work_layer - lay.fwd
@@ -215,8 +226,13 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     act = ACTIVATION_BYTES[run]
     gemm_input = saved_gemm_input_bytes(run, act)
     param_bytes = DTYPE_BYTES[run] if run in MIXED_PRECISIONS else 4
-    sh = ctx.shard(tp, bool(sp))
+    sh = ctx.shard(tp, bool(sp), cp)
     shape = ctx.shape
+    cp_buffers = 0.0
+    if cp > 1:  # rank_memory._stage_memory: the blocks' formula at s / cp, the attention's K/V buffers
+        shape = replace(shape, cp=cp)
+        kv = kv_block_bytes(shape, mb, cp, tp, act)
+        cp_buffers = cp_buffer_bytes(ctx.cp_mode, cp, kv, kv / 2 * shape.heads / (shape.kv_heads or shape.heads))
     per_layer = layer_activation_bytes(shape, mb, tp, bool(sp), rc, act, gemm_input) if shape else 0.0
     per_none = layer_activation_bytes(shape, mb, tp, bool(sp), Recompute.NONE, act, gemm_input) if shape else 0.0
     owner = np.empty(ctx.n, dtype=np.int64)
@@ -250,14 +266,15 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     first_fail = np.full(members.size, -1, dtype=np.int64)
     worst = np.full(members.size, -np.inf)
     out_parts = np.full((members.size, len(PARTS)), np.nan)
-    extra = np.where(zeros == 2, extra2, np.where(zeros == 3, extra3, 0.0))
+    extra = np.where(zeros == 2, extra2, np.where(zeros == 3, extra3, 0.0)) + cp_buffers
+    grad_dp = dps * cp  # ZeRO shards (and the optimizer steps) over dp x cp
     opt0 = None
     for r, (work, plan_params, params, acts, transient, gathered, qcopy) in enumerate(stage):
-        shard = [math.ceil(plan_params / d) if z else int(plan_params) for d, z in zip(dps, zeros)]
+        shard = [math.ceil(plan_params / d) if z else int(plan_params) for d, z in zip(grad_dp, zeros)]
         opt = np.asarray([ctx.update_s(precision, x) for x in shard])
         opt0 = opt if opt0 is None else opt0
         best = np.maximum(best, head[r] + m * work + np.maximum(opt, tail[r] + opt0))
-        wgs = np.asarray([ctx.states(params, run, int(z), int(d), qcopy) for d, z in zip(dps, zeros)])
+        wgs = np.asarray([ctx.states(params, run, int(z), int(d), qcopy) for d, z in zip(grad_dp, zeros)])
         flight = _in_flight(schedule, pp, m, r, v)
         activations = acts * flight
         workspace = FRAMEWORK_RESERVE_BYTES + transient + np.where(zeros >= 3, gathered, 0.0)

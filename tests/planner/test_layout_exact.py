@@ -50,6 +50,11 @@ CP_EP = (Axis("training.parallelism.tp", (1, 2)), Axis("training.parallelism.pp"
          Axis("training.parallelism.zero", (0, 2)), Axis("training.sequence_parallel", (False, True)),
          Axis("workload.precision", ("bf16", "fp8")))
 
+FLASH = {**BASE, "workload": {**BASE["workload"], "flash_attention": True, "seq_len": 16384}}
+CP = (Axis("training.parallelism.tp", (1, 2, 4)), Axis("training.parallelism.pp", (1, 2)),
+      Axis("training.parallelism.cp", (1, 2, 4)), Axis("training.parallelism.zero", (0, 1, 3)),
+      Axis("training.recompute", ("none", "selective", "full")), Axis("training.micro_batch", (1, 4)))
+
 
 def _arrays(axes, base=BASE):
     fs = factors(axes)
@@ -59,11 +64,11 @@ def _arrays(axes, base=BASE):
     return fs, grid, reasons, layout_costs(grid, reasons == "")
 
 
-@pytest.mark.parametrize("axes, base", [(AXES, BASE), (INTERLEAVED, BASE), (CP_EP, MOE)],
-                         ids=["tp-pp-zero-mb-recompute-sp", "schedules-vp-fp8", "moe-cp-ep-fp8"])
+@pytest.mark.parametrize("axes, base", [(AXES, BASE), (INTERLEAVED, BASE), (CP, FLASH), (CP_EP, MOE)],
+                         ids=["tp-pp-zero-mb-recompute-sp", "schedules-vp-fp8", "cp", "moe-cp-ep-fp8"])
 def test_layout_arrays_equal_the_scalar_functions(axes, base):
     """Validity on every candidate; memory, fit and bound on every candidate the arrays cover (a mixture of
-    experts, cp and ep are checked one by one by the plan, so only their validity comes from arrays)."""
+    experts and ep are checked one by one by the plan, so only their validity comes from arrays)."""
     fs, grid, reasons, costs = _arrays(axes, base)
     steps = step_indices(fs, grid.n)
     checked = 0
@@ -94,13 +99,14 @@ def test_layout_arrays_equal_the_scalar_functions(axes, base):
         assert checked > 20 and (~costs.fits[costs.covered]).any() and costs.fits[costs.covered].any()
 
 
-def test_pipeline_bound_never_exceeds_the_estimate():
-    fs, grid, reasons, costs = _arrays(AXES)
+@pytest.mark.parametrize("axes, base, every", [(AXES, BASE, 3), (CP, FLASH, 5)], ids=["tp-pp", "cp"])
+def test_pipeline_bound_never_exceeds_the_estimate(axes, base, every):
+    fs, grid, reasons, costs = _arrays(axes, base)
     steps = step_indices(fs, grid.n)
     idx = np.flatnonzero(costs.covered & costs.fits)
-    for i in idx[::3]:
+    for i in idx[::every]:
         values = {k: v for f, s in zip(fs, steps) for k, v in f.items(int(s[i]))}
-        result = simulate(load_point(BASE, (), values, ".", "t"), fidelity="estimate", baseline=False)
+        result = simulate(load_point(base, (), values, ".", "t"), fidelity="estimate", baseline=False)
         assert result.iteration_time_s >= costs.bound_s[i] * (1 - 1e-12), values
 
 
