@@ -69,16 +69,16 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
 
 
 def fold_pipeline(graphs_for: Callable, plan, time_of: Callable[[Task, Graph], float],
-                  groups: dict[str, ProcessGroup]) -> Folded:
-    """`fold` of a pipeline plan's stage graphs without interference (`graphs_for(m)`: the graphs and their fused
-    tp spans for m micro-batches): a shorter run's steady state repeated where it repeats exactly
-    (graph/periodic.py), else the whole graphs folded."""
+                  groups: dict[str, ProcessGroup], slowdown: Callable[[int, str], float] | None = None) -> Folded:
+    """`fold` of a pipeline plan's stage graphs (`graphs_for(m)`: the graphs and their fused tp spans for m
+    micro-batches): a shorter run's steady state repeated where it repeats exactly (graph/periodic.py), else
+    the whole graphs folded."""
     def spans_of(graphs: list[Graph]) -> list[np.ndarray]:
-        got = fold(graphs, time_of, groups).spans
+        got = fold(graphs, time_of, groups, slowdown).spans
         return [np.array([got[g.rank_class.index][t.id] for t in g.tasks]).reshape(-1, 2) for g in graphs]
 
     sizes = steady_sizes(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages)
-    found = fold_repeated(graphs_for, plan.micro_batches, sizes, spans_of)
+    found = fold_repeated(graphs_for, plan.micro_batches, sizes, spans_of, slowdown)
     if found is None:
         graphs, fused = graphs_for(plan.micro_batches)
         found = graphs, [SpanTable.of(g, s, f) for g, s, f in zip(graphs, spans_of(graphs), fused)]

@@ -38,7 +38,7 @@ class Plan:
     `local_steps`: local SGD's period (an executor iteration is a round of that many steps; None: every
     iteration synchronises). `asynchronous`: asp / ssp workers loop on their own (no lockstep). `critical_class`:
     the class whose communication the breakdown reports; `max_tracked`: ranks drawn in the trace besides each
-    class's representative. `graphs_for(m)`: estimate of a pipeline without interference, its graphs (with each
+    class's representative. `graphs_for(m)`: estimate of a pipeline, its graphs (without interference each
     chunk's tp chain fused) and their fused tp calls for m micro-batches, built as closed_form.fold_pipeline
     needs them (`graphs` is then empty).
     """
@@ -104,16 +104,21 @@ def _data_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pla
 
 def _model_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Plan, Simulation]:
     """dp x tp x pp: the stages' graphs on the layout's tp, dp and pp groups (engine/mp_groups.py); estimate
-    without interference builds them on demand, each chunk's blocking tp chain fused (`fused_graphs`)."""
+    builds them on demand, without interference each chunk's blocking tp chain fused (`fused_graphs`)."""
     layout = build_mp_plan(scenario)
     memory = check_memory(scenario, layout)
     sim = Simulation(scenario, fidelity, context)
     groups = sim.context.layout_groups(layout.layout, layout)
     slowdown = model_parallel_interference(scenario, layout)
     bucket_bytes = scenario.communication.bucket_size_bytes
-    if fidelity != Fidelity.SIMULATE and slowdown is None:
-        return Plan(layout, memory, (), groups.groups, groups.schedule_of, groups.time_of, max_tracked=0,
-                    graphs_for=lambda m: fused_graphs(with_micro_batches(layout, m), groups, bucket_bytes)), sim
+    if fidelity != Fidelity.SIMULATE:  # with interference the executor runs unfused graphs on closed-form times
+        def graphs_for(m: int):
+            shorter = with_micro_batches(layout, m)
+            if slowdown is not None:
+                return pipeline_graphs(shorter, bucket_bytes), [None] * len(layout.stages)
+            return fused_graphs(shorter, groups, bucket_bytes)
+        return Plan(layout, memory, (), groups.groups, groups.schedule_of, groups.time_of, slowdown, max_tracked=0,
+                    graphs_for=graphs_for), sim
     return Plan(layout, memory, tuple(pipeline_graphs(layout, bucket_bytes)), groups.groups, groups.schedule_of,
                 groups.time_of, slowdown, max_tracked=0), sim
 

@@ -96,7 +96,7 @@ def run_lockstep(sim: Simulation, plan: Plan) -> Ran:
     graphs = list(plan.graphs)
     if sim.fidelity != Fidelity.SIMULATE:
         if plan.graphs_for is not None:
-            folded = fold_pipeline(plan.graphs_for, plan.layout, plan.time_of, plan.groups)
+            folded = fold_pipeline(plan.graphs_for, plan.layout, plan.time_of, plan.groups, plan.slowdown)
         else:
             folded = fold(graphs, plan.time_of, plan.groups, plan.slowdown)
         round_s = folded.end_s

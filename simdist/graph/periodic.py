@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdist.graph.spans import SpanTable
-from simdist.graph.tasks import Collective, Graph
+from simdist.graph.tasks import Collective, Compute, Graph, Stream
 
+UNSETTLED, REACHES = "unsettled", "reaches"  # why a shorter run does not repeat
 WINDOW = 2  # blocks before the inserted one that must repeat it (L); the block may wait on tasks that far back
 TOLERANCE = 1e-12  # relative to the iteration's end: what "λ later" allows for the fold's rounding
 
@@ -67,10 +68,12 @@ class Repeat:
 
 
 def repeat_of(graphs: list[Graph], blocks: list[tuple[int, int]], spans: list[np.ndarray],
-              pre: list[list[tuple[int, ...]]]) -> Repeat | None:
+              pre: list[list[tuple[int, ...]]], slowdown=None) -> Repeat | str:
     """The repeat that the folded longer graphs (`spans`: per class an (n, 2) array of starts and ends; `pre`:
-    their prerequisites) show, or None where the steady state has not settled or a task reaches outside the
-    window (module docstring)."""
+    their prerequisites) show, or why not: UNSETTLED (the window does not repeat yet: a longer run may) or
+    REACHES (a task reaches outside the window: a longer run would too) (module docstring). `slowdown(class index, op)`: a class's compute runs slower while its collectives
+    of a positive slowdown run, so each compute must also overlap only such collectives of its own block or
+    older ones (`_overlaps_repeat`)."""
     members: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for k, g in enumerate(graphs):
         for t in g.tasks:
@@ -95,25 +98,59 @@ def repeat_of(graphs: list[Graph], blocks: list[tuple[int, int]], spans: list[np
         q, n = blocks[k]
         return -1 if y >= q + n else (0 if y >= q else (q - y - 1) // n + 1)
 
-    for k, (g, (q, n)) in enumerate(zip(graphs, blocks)):
-        if q < WINDOW * n:
-            return None
-        s = spans[k]
+    for k, (q, n) in enumerate(blocks):
         win = np.arange(q - (WINDOW - 1) * n, q + n)
-        if not np.all(np.abs(s[win] - s[win - n] - period) <= tol):
-            return None
-        for y in win:
+        if q < WINDOW * n or not np.all(np.abs(spans[k][win] - spans[k][win - n] - period) <= tol):
+            return UNSETTLED
+    for k, (g, (q, n)) in enumerate(zip(graphs, blocks)):
+        for y in range(q - (WINDOW - 1) * n, q + n):
             if _shape(g.tasks[y]) != _shape(g.tasks[y - n]) or pre[k][y] != tuple(x + n for x in pre[k][y - n]):
-                return None
+                return REACHES
             if sorted(waits(k, y)[1]) != sorted((kk, x + blocks[kk][1]) for kk, x in waits(k, y - n)[1]):
-                return None
+                return REACHES
         for y in range(len(g.tasks)):
             mine = block(k, y)
             own, mates = waits(k, y)
             if not all(_reaches(mine, block(k, x), True) for x in own) or \
                     not all(_reaches(mine, block(kk, x), False) for kk, x in mates):
-                return None
+                return REACHES
+        if slowdown is not None and not _overlaps_repeat(g, spans[k], [block(k, y) for y in range(len(g.tasks))],
+                                                         slowdown):
+            return REACHES
     return Repeat(tuple(q for q, _ in blocks), tuple(n for _, n in blocks), period)
+
+
+def _overlaps_repeat(graph: Graph, spans: np.ndarray, blocks: list[int], slowdown) -> bool:
+    """With interference a compute task's span depends on the class's collectives running beside it: the repeat
+    holds where each overlaps only collectives of its own block or older ones (a repeated block then meets the
+    same ones, a period later), and those of the inserted block and after it none older than the window."""
+    index = graph.rank_class.index
+    work = np.array([t.id for t in graph.tasks if isinstance(t, Compute) and t.stream == Stream.COMPUTE], dtype=int)
+    calls = np.array([t.id for t in graph.tasks if isinstance(t, Collective) and slowdown(index, str(t.op)) > 0],
+                     dtype=int)
+    if not len(work) or not len(calls):
+        return True
+    age = np.array(blocks)
+    age[age < 0] = -1  # after the inserted block: the newest
+    w_age, c_age = age[work], age[calls]
+    for a in np.unique(w_age):
+        mine = work[w_age == a]
+        newer = calls[(c_age < a) | ((c_age > WINDOW) if a <= 0 else False)]
+        if _meets(spans[newer], spans[mine]).any():
+            return False
+    return True
+
+
+def _meets(intervals: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Per query (start, end): whether it overlaps one of `intervals` (start < the other's end, both ways)."""
+    if not len(intervals):
+        return np.zeros(len(queries), dtype=bool)
+    s, e = intervals[np.argsort(intervals[:, 0])].T
+    reach = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.r_[True, s[1:] >= reach[:-1]])  # disjoint runs (touching ones apart)
+    run_s, run_e = s[first], reach[np.r_[first[1:] - 1, len(s) - 1]]
+    i = np.searchsorted(run_s, queries[:, 1], side="left") - 1  # the last run starting before the query ends
+    return (i >= 0) & (run_e[np.maximum(i, 0)] > queries[:, 0])
 
 
 def _reaches(mine: int, theirs: int, own: bool) -> bool:
@@ -141,10 +178,12 @@ def expanded(graph: Graph, spans: np.ndarray, repeat: Repeat, k: int, times: int
                      table.comm[order])
 
 
-def fold_repeated(graphs_for, micro_batches: int, sizes, fold_spans) -> tuple[list[Graph], list[SpanTable]] | None:
+def fold_repeated(graphs_for, micro_batches: int, sizes, fold_spans,
+                  slowdown=None) -> tuple[list[Graph], list[SpanTable]] | None:
     """The SpanTable per class of the iteration of `micro_batches` (with the shorter graphs it came from), from the
     first (m_short, m_long) of `sizes` whose longer graphs repeat (`graphs_for(m)`: the graphs and their fused tp
-    spans for m micro-batches; `fold_spans(graphs)`: per class an (n, 2) array of task spans), or None."""
+    spans for m micro-batches; `fold_spans(graphs)`: per class an (n, 2) array of task spans; `slowdown`: the
+    interference that `fold_spans` ran with), or None."""
     for short, long in sizes:
         few, _ = graphs_for(short)
         graphs, fused = graphs_for(long)
@@ -153,8 +192,10 @@ def fold_repeated(graphs_for, micro_batches: int, sizes, fold_spans) -> tuple[li
         if any(b is None for b in blocks):
             return None  # the graphs do not grow by one block: a longer run will not either
         spans = fold_spans(graphs)
-        repeat = repeat_of(graphs, blocks, spans, pre)  # type: ignore[arg-type]
-        if repeat is not None:
+        repeat = repeat_of(graphs, blocks, spans, pre, slowdown)  # type: ignore[arg-type]
+        if repeat == REACHES:
+            return None
+        if isinstance(repeat, Repeat):
             times = (micro_batches - long) // (long - short)
             return graphs, [expanded(g, s, repeat, k, times, f) for k, (g, s, f) in enumerate(zip(graphs, spans, fused))]
     return None

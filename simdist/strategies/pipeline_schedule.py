@@ -165,22 +165,20 @@ def with_micro_batches(plan, m: int):
 def steady_sizes(schedule: "PipelineSchedule | str", p: int, m: int, v: int = 1) -> list[tuple[int, int]]:
     """Shorter runs of the same pipeline, (m_short, m_short + d) micro-batches, smallest first, whose steady
     state repeats a block of d micro-batches per stage (1F1B: d = 1; interleaved: pp, its micro-batch groups;
-    GPipe has no steady state): the first leaves every rank WINDOW + 2 blocks after its warm-up, the others
-    twice as many more each (a steady state that settles late); all shorter than m by at least one block."""
+    GPipe has no steady state): the first leaves every rank 3 blocks after its warm-up (the longer run 4: the
+    inserted one, the window of graph/periodic.py and one to settle), the second 9 (a steady state that settles
+    late); both shorter than m by at least one block."""
     kind = PipelineSchedule(schedule)
     if kind is PipelineSchedule.GPIPE:
         return []
     d = p if kind is PipelineSchedule.INTERLEAVED else 1
     warm = -(-(2 * (p - 1) + (v - 1) * p if kind is PipelineSchedule.INTERLEAVED else p - 1) // v)
-    out, blocks = [], 4
-    while True:
+    out = []
+    for blocks in (3, 9):
         short = -(-(warm + blocks * d) // d) * d
-        if short + 2 * d > m:
-            return out
-        out.append((short, short + d))
-        if len(out) == 2:
-            return out
-        blocks *= 4
+        if short + 2 * d <= m:
+            out.append((short, short + d))
+    return out
 
 
 # ----------------------------------------------------------------------------- p2p transfers

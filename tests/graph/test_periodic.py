@@ -1,6 +1,6 @@
 """estimate of a pipeline repeats a shorter run's steady state (graph/periodic.py) and gives what folding the whole
 graphs gives (1e-9), on 1F1B and interleaved schedules with sequence parallelism, dp, ZeRO 1 with overlapped buckets
-and uneven stages; where the graphs do not grow by a repeating block (GPipe, ZeRO 2's per-micro-batch gradients
+and uneven stages, with compute-communication interference too; where the graphs do not grow by a repeating block (GPipe, ZeRO 2's per-micro-batch gradients
 that the optimizer waits for) it folds the whole graphs."""
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ REPEATS = {
     "dp 2, overlapped buckets": DP2 + ["communication.overlap=true", "communication.bucket_size=1 GB"],
     "zero 1, dp 2, overlapped buckets": DP2 + ["training.parallelism.zero=1", "communication.overlap=true",
                                                "communication.bucket_size=1 GB", "training.recompute=selective"],
+    # compute-communication interference: the executor runs the graphs on closed-form times
+    "interleaved, dp 2, buckets beside the compute": DP2 + ["training.schedule=interleaved", "training.virtual_stages=2",
+                                                         "communication.overlap=true", "communication.bucket_size=1 GB"],
+}
+WHOLE_OR_REPEATED = {  # a ring exchange of tp_comm_overlap runs beside the compute of the block before it
+    "tp_comm_overlap, sequence parallel": SMALL + ["training.sequence_parallel=true", "training.tp_comm_overlap=true"],
 }
 WHOLE = {
     "gpipe": SMALL + ["training.schedule=gpipe"],
@@ -78,6 +84,15 @@ def test_a_repeated_steady_state_equals_folding_the_whole_graphs(name, monkeypat
     assert repeated["breakdown_s"]["pipeline_bubble"] > 0  # a pipeline that the repeat had to get right
 
 
+@pytest.mark.parametrize("name", list(WHOLE_OR_REPEATED))
+def test_either_way_the_estimate_equals_folding_the_whole_graphs(name, monkeypatch):
+    repeated, found = _estimate(WHOLE_OR_REPEATED[name], monkeypatch, repeat=True)
+    assert found in ([True], [False])
+    whole, _ = _estimate(WHOLE_OR_REPEATED[name], monkeypatch, repeat=False)
+    diffs = _diffs(repeated, whole)
+    assert not diffs, "\n".join(diffs[:20])
+
+
 @pytest.mark.parametrize("name", list(WHOLE))
 def test_graphs_that_do_not_repeat_a_block_are_folded_whole(name, monkeypatch):
     _, found = _estimate(WHOLE[name], monkeypatch, repeat=True)
@@ -90,20 +105,20 @@ def test_the_window_catches_a_steady_state_that_has_not_settled(monkeypatch):
     real = periodic.repeat_of
     seen = []
 
-    def perturbed(graphs, blocks, spans, pre):
+    def perturbed(graphs, blocks, spans, pre, slowdown=None):
         q, n = blocks[1]
         spans[1][q:q + n] += 1e-6  # the second stage's block 1 us late
-        seen.append(real(graphs, blocks, spans, pre))
+        seen.append(real(graphs, blocks, spans, pre, slowdown))
         return seen[-1]
 
     monkeypatch.setattr(periodic, "repeat_of", perturbed)
     simulate(scenario, "estimate")
-    assert seen and all(r is None for r in seen)
+    assert seen and all(r == periodic.UNSETTLED for r in seen)
 
 
 def test_steady_sizes_leave_a_block_to_repeat():
     assert steady_sizes("gpipe", 4, 64) == []
-    assert steady_sizes("1f1b", 16, 192) == [(19, 20), (31, 32)]  # 15 warm-up forwards + 4 and 16 blocks
-    assert steady_sizes("1f1b", 16, 20) == []  # no shorter run leaves a block to repeat
+    assert steady_sizes("1f1b", 16, 192) == [(18, 19), (24, 25)]  # 15 warm-up forwards + 3 and 9 blocks
+    assert steady_sizes("1f1b", 16, 19) == []  # no shorter run leaves a block to repeat
     for short, long in steady_sizes("interleaved", 4, 64, 2):
         assert short % 4 == 0 and long - short == 4
