@@ -6,7 +6,7 @@
    one by one with the run's own functions (rank_memory.check_memory via io/feasibility, bound.compute_bound).
 2. Invalid candidates, those that do not fit (the run's memory check, the same figures) and those failing a
    constraint on their inputs are pruned; nothing about them is estimated.
-3. The rest are estimated in order of their bound's score, in batches on the plan's worker processes, until the
+3. The rest are estimated in order of their bound's score, in rounds on the plan's worker processes, until the
    k-th best feasible estimate (k = max(top, confirm)) is strictly better than the next candidate's bound and an
    estimated candidate is faster than it at no higher price. The compute bound never exceeds a candidate's
    estimated rate (communication, bubbles and waits only add time), so every candidate left is worse than the
@@ -186,7 +186,7 @@ def _best_first(spec: PlanSpec, order: list[int], bounds: dict, point, run, rows
     """Estimate `order` in batches until the stopping rule holds; (how many were estimated, the point whose
     estimate broke its bound or None)."""
     k = max(spec.top, spec.confirm, 1)
-    batch = max(2, 2 * jobs)
+    batch = max(2, 8 * jobs)  # a round: enough to keep the workers busy and pair candidates on one built layout
     meter.phase(len(order), "layouts estimated, best bound first")
     done = 0
     broken = None
@@ -195,7 +195,7 @@ def _best_first(spec: PlanSpec, order: list[int], bounds: dict, point, run, rows
             break
         chunk = order[done:] if broken is not None else order[done:done + batch]
         points = [point(i) for i in chunk]
-        run(points)
+        run(sorted(points, key=_layout_of))  # those of one (tp, pp, dp, cp) share a worker's built cluster
         done += len(chunk)
         for p in points:
             b = bounds.get(p.index)
@@ -208,6 +208,12 @@ def _best_first(spec: PlanSpec, order: list[int], bounds: dict, point, run, rows
                     broken = p.index
     meter.close()
     return done, broken
+
+
+def _layout_of(p: Point) -> str:
+    """The candidate's placement axes (the estimate builds one cluster per layout and keeps it)."""
+    d = p.as_dict()
+    return repr([d.get(f"training.parallelism.{k}") for k in ("tp", "pp", "dp", "cp", "ep")])
 
 
 def _can_stop(spec: PlanSpec, rows: dict, k: int, b: ClassBound | None) -> bool:
