@@ -24,7 +24,7 @@ def model_catalog() -> ModuleType:
     return importlib.import_module("simdist.workload")
 
 
-KERNEL_KEYS = ("flash_attention", "dropout", "fused_kernels")  # per-block kernel choices (docs/model-parallel.md)
+KERNEL_KEYS = ("flash_attention", "dropout", "fused_kernels", "causal_attention")  # per-block kernel choices
 
 
 def kernel_options(w: WorkloadModel) -> dict:
@@ -44,8 +44,9 @@ def _catalog_model(key: str, seq_len: int | None, issues: list[Issue], options: 
         return cat.get_model(key, seq_len, **options)
     except KeyError:
         issues.append(Issue("workload.model", unknown_key_message(key, list(cat.model_keys()), "model")))
-    except ValueError as err:
-        issues.append(Issue("workload.seq_len", str(err)))
+    except ValueError as err:  # a bad sequence length, or an option the model refuses (causal_attention: encoders)
+        option = next((k for k in options if str(err).startswith(k)), None)
+        issues.append(Issue(f"workload.{option}" if option else "workload.seq_len", str(err)))
     return None
 
 
@@ -103,7 +104,14 @@ def with_capacity_factor(model: ModelSpec | None, w: WorkloadModel, issues: list
 
 
 def resolve_model(w: WorkloadModel, issues: list[Issue]) -> ModelSpec | None:
-    return with_capacity_factor(_model(w, issues), w, issues)
+    model = with_capacity_factor(_model(w, issues), w, issues)
+    if w.causal_attention and model is not None:
+        cores = [x for x in model.layers if x.kind == "attention"]
+        if not cores or any(x.fwd_kernels for x in cores):
+            issues.append(Issue("workload.causal_attention", "got true; only a flash-attention core skips the masked "
+                                "tiles (an unfused core computes the whole s x s scores, masked or not): set "
+                                "workload.flash_attention: true"))
+    return model
 
 
 def _model(w: WorkloadModel, issues: list[Issue]) -> ModelSpec | None:

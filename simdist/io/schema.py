@@ -178,6 +178,11 @@ class WorkloadModel(Strict):
     fused_kernels: StrictBool | None = None
     """Transformers: Megatron-LM's fused scale-mask-softmax and bias+dropout+add kernels (true, the default) or
     PyTorch eager's separate kernels (false)."""
+    causal_attention: StrictBool | None = None
+    """Decoders with flash attention: the core computes only the key tiles on and below the diagonal of its causal
+    mask (FlashAttention-2, cuDNN's fused attention), about half the s x s square, and the model FLOPs (MFU) count
+    that work, as Megatron-LM's do. Default false: the whole square. Refused for encoders (BERT, ViT) and without
+    flash attention (an unfused core computes the whole square, masked or not) (added key)."""
     grad_dtype: Precision = Precision.FP32
     """Dtype gradients are reduced in before compression."""
     input_pipeline: InputPipelineModel | None = None

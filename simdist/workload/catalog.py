@@ -18,13 +18,14 @@ _LLAMA_VOCAB = 32000
 _LLAMA3_VOCAB = 128256  # Llama 3's tiktoken-based tokenizer (HF Meta-Llama-3 config.json vocab_size)
 
 
-# Per-block kernel options a scenario may override (workload.flash_attention, .dropout, .fused_kernels);
+# Per-block kernel options a scenario may override (workload.flash_attention, .dropout, .fused_kernels,
+# .causal_attention: off by default, a decoder's flash-attention core then computes the whole s x s square);
 # each catalog transformer states its own defaults below, CNNs take none. GPT-2 and BERT default to a fused
 # attention kernel (PyTorch >= 2.0's scaled_dot_product_attention, which Hugging Face's GPT-2 and BERT call:
 # flash or memory-efficient attention, no s x s scores in HBM) with their 0.1 dropout; GPT-3 keeps the
 # unfused core of Megatron-LM 2021, which the GPT-3 presets and cases model; Llama-2 flash attention, no
 # dropout. docs/model-parallel.md, "Per-block cost".
-KERNEL_OPTIONS = ("flash_attention", "dropout", "fused_kernels")
+KERNEL_OPTIONS = ("flash_attention", "dropout", "fused_kernels", "causal_attention")
 
 
 def _gpt2(layers: int, hidden: int, heads: int, name: str) -> Callable[..., ModelSpec]:
@@ -210,7 +211,8 @@ def default_seq_len(key: str) -> int | None:
 def get_model(key: str, seq_len: int | None = None, **options) -> ModelSpec:
     """The catalog model `key` profiled at `seq_len` tokens (its default when None; ignored by CNNs).
 
-    `options` (KERNEL_OPTIONS: flash_attention, dropout, fused_kernels) override a transformer's defaults;
+    `options` (KERNEL_OPTIONS: flash_attention, dropout, fused_kernels, causal_attention) override a transformer's
+    defaults (causal_attention: decoders only);
     a CNN refuses them (ValueError)."""
     if key not in _CATALOG:
         raise KeyError(f"unknown model {key!r}; known: {', '.join(_CATALOG)}")

@@ -65,13 +65,14 @@ def mla_projections(prefix: str, hidden: int, heads: int, mla: MlaSpec, s: int) 
     return out
 
 
-def mla_core_dims(heads: int, mla: MlaSpec, s: int, rotary: bool = True) -> L.CoreDims:
+def mla_core_dims(heads: int, mla: MlaSpec, s: int, rotary: bool = True, keys: float | None = None) -> L.CoreDims:
     """The attention core's operands: Q and K of no-RoPE + RoPE head width (each head's key concatenates the
     shared RoPE key), V and the output of the value head width; RoPE rotates every head's query RoPE part and the
-    one shared key."""
+    one shared key. `keys`: the keys each query's scores are computed against (all s by default)."""
     qk, v = heads * mla.qk_head_dim, heads * mla.v_head_dim
+    k = s if keys is None else keys
     rotated = s * (heads + 1) * mla.qk_rope_head_dim if rotary else 0
-    return L.CoreDims(s * qk, s * qk, s * v, s * v, 2.0 * s * s * qk, 2.0 * s * s * v, rotated)
+    return L.CoreDims(s * qk, s * qk, s * v, s * v, 2.0 * s * k * qk, 2.0 * s * k * v, rotated)
 
 
 def mla_output(prefix: str, hidden: int, heads: int, mla: MlaSpec, s: int) -> LayerSpec:

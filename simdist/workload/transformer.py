@@ -60,15 +60,28 @@ class BlockConfig:
     qk_norm: bool = False  # RMSNorm on each head's query and key (Qwen3's q_norm, k_norm)
     mla: MlaSpec | None = None  # DeepSeek's multi-head latent attention instead of (grouped-query) attention
     window: int | None = None  # sliding-window attention: each query attends to the last `window` keys
+    causal: bool = False  # a decoder's causal mask, which a flash-attention kernel skips tile by tile
 
     @property
     def head_dim(self) -> int:
         return self.kv_channels if self.kv_channels is not None else self.hidden // self.heads
 
 
-def attended_keys(cfg: BlockConfig, s: int) -> int:
-    """The keys each query's scores are computed against: all s (causal masks not credited), or a sliding window."""
-    return min(s, cfg.window) if cfg.window else s
+# The key/query tile of flash-attention kernels (FlashAttention-2's and cuDNN's 128 x 128 blocks): a causal kernel
+# computes the tiles on and below the diagonal, nb (nb + 1) / 2 of the nb^2 tiles of an s x s score matrix
+FLASH_TILE = 128
+
+
+def attended_keys(cfg: BlockConfig, s: int) -> float:
+    """The keys each query's scores are computed against, on average: all s (an unfused core computes the whole
+    s x s scores, masked or not), a sliding window, or with `causal` flash attention the tiles on and below the
+    diagonal: (nb + 1) / 2 tiles of FLASH_TILE keys per query, nb = ceil(s / FLASH_TILE)."""
+    if cfg.window and cfg.window < s:
+        return cfg.window
+    if cfg.causal and cfg.flash_attention:
+        tiles = -(-s // FLASH_TILE)
+        return min(s, (tiles + 1) / 2 * FLASH_TILE)
+    return s
 
 
 def standard_dims(cfg: BlockConfig, s: int) -> L.CoreDims:
@@ -94,6 +107,11 @@ def _check_kernel_options(dropout: float, fused_kernels: bool) -> None:
         raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
     if not isinstance(fused_kernels, bool):
         raise ValueError(f"fused_kernels must be true or false, got {fused_kernels!r}")
+
+
+def _no_causal_encoder(causal_attention: bool) -> None:
+    if causal_attention:
+        raise ValueError("causal_attention: an encoder (BERT, ViT) attends in both directions, it has no causal mask")
 
 
 def _norm(cfg: BlockConfig, name: str, elems: int) -> LayerSpec:
@@ -182,7 +200,8 @@ def _attention(prefix: str, cfg: BlockConfig, s: int) -> list[LayerSpec]:
     h, d, a = cfg.hidden, cfg.head_dim, cfg.heads
     if cfg.mla is not None:
         return [*mla.mla_projections(prefix, h, a, cfg.mla, s),
-                attention_core(f"{prefix}.attn.core", cfg, s, mla.mla_core_dims(a, cfg.mla, s, cfg.rotary)),
+                attention_core(f"{prefix}.attn.core", cfg, s,
+                               mla.mla_core_dims(a, cfg.mla, s, cfg.rotary, attended_keys(cfg, s))),
                 mla.mla_output(prefix, h, a, cfg.mla, s)]
     out = [L.linear(f"{prefix}.attn.qkv", s, h, (a + 2 * cfg.kv_heads) * d, bias=cfg.bias)]
     if cfg.qk_norm:  # an RMSNorm of head width on every query and key head, each with its own weight (d,)
@@ -233,7 +252,8 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
                    tied_head: bool = True, flash_attention: bool = False, dropout: float = 0.1,
                    fused_kernels: bool = True, source: str = "", head_dim: int | None = None,
                    qk_norm: bool = False, mla: MlaSpec | None = None, moe: MoeSpec | None = None,
-                   mtp_layers: int = 0, sliding_window: int | None = None, sliding_window_every: int = 1) -> ModelSpec:
+                   mtp_layers: int = 0, sliding_window: int | None = None, sliding_window_every: int = 1,
+                   causal_attention: bool = False) -> ModelSpec:
     """A GPT-style pre-norm decoder: token (+ learned position) embedding, `layers` blocks, final norm, LM head, loss.
 
     Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding, hidden
@@ -243,6 +263,8 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
     replaces attention by multi-head latent attention, `moe` makes every block from `moe.first_dense_layers` on a
     mixture of experts, `mtp_layers` appends DeepSeek-V3's multi-token-prediction modules, `sliding_window` makes
     blocks 0, every, 2 x every, ... attend to the last `sliding_window` keys only (GPT-OSS: 128, every 2nd block).
+    `causal_attention`: a flash-attention core computes only the tiles its causal mask leaves (attended_keys), as
+    FlashAttention-2 and cuDNN's fused attention do; its model FLOPs count that work (Megatron-LM's causal half).
     """
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
@@ -254,6 +276,8 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
         raise ValueError(f"positions must be 'learned' or 'rotary', got {positions!r}")
     f = ffn_hidden if ffn_hidden is not None else 4 * hidden
     _check_kernel_options(dropout, fused_kernels)
+    if not isinstance(causal_attention, bool):
+        raise ValueError(f"causal_attention must be true or false, got {causal_attention!r}")
     for label, v, low in (("head_dim", head_dim, 1), ("mtp_layers", mtp_layers, 0), ("sliding_window", sliding_window, 1),
                           ("sliding_window_every", sliding_window_every, 1)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
@@ -262,7 +286,7 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
         raise ValueError(f"moe.first_dense_layers ({moe.first_dense_layers}) exceeds the {layers} layers")
     cfg = BlockConfig(hidden, heads, f, kv, mlp=mlp, norm=norm, bias=bias, rotary=positions == "rotary",
                       flash_attention=flash_attention, dropout=float(dropout), fused_kernels=fused_kernels,
-                      kv_channels=head_dim, qk_norm=qk_norm, mla=mla)
+                      kv_channels=head_dim, qk_norm=qk_norm, mla=mla, causal=causal_attention)
     s = seq_len
     out: list[LayerSpec] = [L.embedding("embed.tokens", s, vocab, hidden)]
     if positions == "learned":
@@ -300,8 +324,10 @@ def mtp_module(depth: int, index: int, cfg: BlockConfig, s: int, vocab: int, moe
 def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, seq_len: int = 512,
                     ffn_hidden: int | None = None, name: str | None = None, *, max_positions: int = 512,
                     type_vocab: int = 2, pretraining_heads: bool = True, flash_attention: bool = False,
-                    dropout: float = 0.1, fused_kernels: bool = True, source: str = "") -> ModelSpec:
+                    dropout: float = 0.1, fused_kernels: bool = True, source: str = "",
+                    causal_attention: bool = False) -> ModelSpec:
     """A BERT post-norm encoder: word + position + segment embeddings, `layers` blocks, pooler, MLM and NSP heads."""
+    _no_causal_encoder(causal_attention)
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
     _check_dims(hidden, heads, heads, seq_len)
@@ -338,8 +364,10 @@ def parametric_bert(layers: int, hidden: int, heads: int, vocab: int = 30522, se
 @built_once
 def vit(layers: int = 12, hidden: int = 768, heads: int = 12, patch: int = 16, image_size: int = 224,
         classes: int = 1000, ffn_hidden: int | None = None, name: str = "vit-b16", *,
-        flash_attention: bool = False, dropout: float = 0.0, fused_kernels: bool = True) -> ModelSpec:
+        flash_attention: bool = False, dropout: float = 0.0, fused_kernels: bool = True,
+        causal_attention: bool = False) -> ModelSpec:
     """A ViT (Dosovitskiy et al. 2020): patch-embedding conv, class token, learned positions, pre-norm GELU blocks."""
+    _no_causal_encoder(causal_attention)
     if image_size % patch:
         raise ValueError(f"image_size ({image_size}) must be a multiple of the patch size ({patch})")
     h = hidden
