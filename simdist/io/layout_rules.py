@@ -48,12 +48,10 @@ def _rules(g: LayoutGrid):
     rc, sched, sp = g["recompute"], g["schedule"], g["sp"].astype(bool)
     G = g.gpus
     ranks = tp * pp * cp
-    if g.dp_given:
-        yield dp * ranks != G, lambda i: (f"training.parallelism: dp x tp x pp = {dp[i]} x {tp[i]} x {pp[i]}"
-                                          f"{f' x cp {cp[i]}' if cp[i] > 1 else ''} = {dp[i] * ranks[i]}; expected "
-                                          f"the cluster's {G} GPUs")
-    else:
-        yield dp == 0, lambda i: f"training.parallelism: tp x pp = {ranks[i]} does not divide the {G} GPUs"
+    yield g.dp_given & (dp * ranks != G), \
+        lambda i: (f"training.parallelism: dp x tp x pp = {dp[i]} x {tp[i]} x {pp[i]}{f' x cp {cp[i]}' if cp[i] > 1 else ''}"
+                   f" = {dp[i] * ranks[i]}; expected the cluster's {G} GPUs")
+    yield ~g.dp_given & (dp == 0), lambda i: f"training.parallelism: tp x pp = {ranks[i]} does not divide the {G} GPUs"
     k = t.grad_accumulation
     if w.global_batch is not None:
         yield (dp > 0) & (w.global_batch % np.maximum(dp * k, 1) != 0), \

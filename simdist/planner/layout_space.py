@@ -39,7 +39,7 @@ class LayoutGrid:
     fields: dict[str, np.ndarray]
     precisions: tuple[str, ...]
     reference: Any  # a Scenario that loads: the values of the keys no axis sets
-    dp_given: bool  # training.parallelism.dp is set (by an axis or the base), else derived from the GPUs
+    dp_given: np.ndarray  # per candidate: training.parallelism.dp is set (by an axis or the base), else derived
     gpus: int
     etp_given: bool = False  # training.parallelism.etp is set, else it follows tp (io/resolve.py)
 
@@ -121,12 +121,14 @@ def build_grid(fs: Sequence[Factor], reference: Any, base: dict, overrides: Sequ
             fields[field] = np.asarray([0 if x is None else x for x in col], dtype=np.int64)
         else:
             fields[field] = col.astype(np.int64)
-    dp_given = bool(given_dp) or "dp" in raw
     gpus = reference.cluster.num_gpus
-    if not dp_given:  # derived as io/resolve.py derives it (0 where tp x pp x cp does not divide the GPUs)
-        ranks = fields["tp"] * fields["pp"] * fields["cp"]
-        fields["dp"] = np.where(gpus % ranks == 0, gpus // np.maximum(ranks, 1), 0)
-    return LayoutGrid(n, fields, tuple(precisions), reference, dp_given, gpus, _given(base, overrides, "etp") is not None)
+    given = fields["dp"] > 0
+    # dp not given (no value, or a null axis value) is derived as io/resolve.py derives it (0 where tp x pp x cp
+    # does not divide the GPUs)
+    ranks = fields["tp"] * fields["pp"] * fields["cp"]
+    derived = np.where(gpus % ranks == 0, gpus // np.maximum(ranks, 1), 0)
+    fields["dp"] = np.where(given, fields["dp"], derived)
+    return LayoutGrid(n, fields, tuple(precisions), reference, given, gpus, _given(base, overrides, "etp") is not None)
 
 
 def _given(base: dict, overrides: Sequence[str], name: str) -> int | None:

@@ -125,3 +125,19 @@ def test_pruned_plan_top_10_equals_the_exhaustive_estimate():
             assert other["status"] in ("ranked", "pruned") and (other["rank"] or 0) > 10
         else:
             assert (c["status"], c["pruned_by"]) == (other["status"], other["pruned_by"]), c["point"]
+
+
+def test_a_null_dp_on_an_axis_is_derived_from_the_gpus():
+    axes = (Axis("training.parallelism.tp", (1, 2, 3, 4)), Axis("training.parallelism.pp", (1, 2)),
+            Axis("training.parallelism.dp", (None, 2, 4)))
+    fs, grid, reasons, _ = _arrays(axes)
+    steps = step_indices(fs, grid.n)
+    for i in range(grid.n):
+        values = {k: v for f, s in zip(fs, steps) for k, v in f.items(int(s[i]))}
+        try:
+            load_point(BASE, (), values, ".", "t")
+            loads = True
+        except ScenarioError:
+            loads = False
+        assert loads == (reasons[i] == ""), (values, reasons[i])
+    assert 0 < (reasons == "").sum() < grid.n
