@@ -167,7 +167,8 @@ def steady_sizes(schedule: "PipelineSchedule | str", p: int, m: int, v: int = 1)
     state repeats a block of d micro-batches per stage (1F1B: d = 1; interleaved: pp, its micro-batch groups;
     GPipe has no steady state): the first leaves every rank 3 blocks after its warm-up (the longer run 4: the
     inserted one, the window of graph/periodic.py and one to settle), the second 9 (a steady state that settles
-    late); both shorter than m by at least one block."""
+    late); each at most half of m, so that building and folding them (and the whole graphs, where they do not
+    repeat) costs at most about what folding the whole graphs does."""
     kind = PipelineSchedule(schedule)
     if kind is PipelineSchedule.GPIPE:
         return []
@@ -176,7 +177,7 @@ def steady_sizes(schedule: "PipelineSchedule | str", p: int, m: int, v: int = 1)
     out = []
     for blocks in (3, 9):
         short = -(-(warm + blocks * d) // d) * d
-        if short + 2 * d <= m:
+        if 2 * (short + d) <= m:
             out.append((short, short + d))
     return out
 

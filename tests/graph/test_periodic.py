@@ -30,8 +30,9 @@ REPEATS = {
     "zero 1, dp 2, overlapped buckets": DP2 + ["training.parallelism.zero=1", "communication.overlap=true",
                                                "communication.bucket_size=1 GB", "training.recompute=selective"],
     # compute-communication interference: the executor runs the graphs on closed-form times
-    "interleaved, dp 2, buckets beside the compute": DP2 + ["training.schedule=interleaved", "training.virtual_stages=2",
-                                                         "communication.overlap=true", "communication.bucket_size=1 GB"],
+    "interleaved, dp 2, buckets beside the compute": DP2 + ["workload.global_batch=128", "training.schedule=interleaved",
+                                                         "training.virtual_stages=2", "communication.overlap=true",
+                                                         "communication.bucket_size=1 GB"],
 }
 WHOLE_OR_REPEATED = {  # a ring exchange of tp_comm_overlap runs beside the compute of the block before it
     "tp_comm_overlap, sequence parallel": SMALL + ["training.sequence_parallel=true", "training.tp_comm_overlap=true"],
@@ -119,6 +120,7 @@ def test_the_window_catches_a_steady_state_that_has_not_settled(monkeypatch):
 def test_steady_sizes_leave_a_block_to_repeat():
     assert steady_sizes("gpipe", 4, 64) == []
     assert steady_sizes("1f1b", 16, 192) == [(18, 19), (24, 25)]  # 15 warm-up forwards + 3 and 9 blocks
-    assert steady_sizes("1f1b", 16, 19) == []  # no shorter run leaves a block to repeat
+    assert steady_sizes("1f1b", 16, 37) == []  # a shorter run that repeats would cost more than the whole graphs
+    assert steady_sizes("1f1b", 16, 38) == [(18, 19)]
     for short, long in steady_sizes("interleaved", 4, 64, 2):
         assert short % 4 == 0 and long - short == 4
