@@ -79,7 +79,8 @@ def test_catalog_default_and_source():
     v100 = gpus()["v100-sxm2-16gb"]
     assert v100.interference("all_reduce") == pytest.approx(0.189)
     assert "18.9%" in v100.source and "2507.03114" in v100.source
-    assert all(g.comm_interference for g in gpus().values())
+    # every GPU carries the measured default; the TPU entries carry none (docs/catalog.md: not measured on TPUs)
+    assert all(bool(g.comm_interference) == (g.vendor != "google") for g in gpus().values())
 
 
 def test_off_when_no_gpu_has_it():
