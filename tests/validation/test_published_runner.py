@@ -150,3 +150,21 @@ def test_fit_tagged_cases_are_left_out_of_every_out_of_sample_figure(tmp_path: P
     busbw = report["by_category"]["busbw"]
     assert busbw["fitted_cases"] == 1 and busbw["out_of_sample_mape"] == sum(held) / len(held)
     assert busbw["mape"] == sum(r["error"] for r in rows) / len(rows)
+
+
+def test_a_suite_simulates_each_distinct_scenario_once():
+    """run_suite's runner memo: the same file, overrides and extra settings are simulated once; any difference
+    (another override, another extra setting) is simulated again."""
+    from simdist.validation.published.cases import ScenarioRef
+    from simdist.validation.published.runner import _once
+
+    calls = []
+
+    def fake(ref, extra=()):
+        calls.append((ref, tuple(extra)))
+        return {"n": len(calls)}
+
+    once = _once(fake)
+    a, b = ScenarioRef(Path("a.yaml"), ("x=1",)), ScenarioRef(Path("a.yaml"), ("x=2",))
+    assert once(a) is once(a) and once(a, ["y=1"]) is once(a, ("y=1",))
+    assert once(b)["n"] == 3 and len(calls) == 3
