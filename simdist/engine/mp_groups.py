@@ -19,6 +19,7 @@ from simdist.collectives.node_rings import group_node_orders
 from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
 from simdist.layout import Layout
+from simdist.network.congruence import GroupClasses
 from simdist.strategies.expert_layout import EP_KINDS, busy_link_time_s, stage_expert_groups, uneven_all_to_all
 from simdist.strategies.pipeline_graph import (RING_EXCHANGE, boundary_pairs, pp_group, stage_groups,
                                                tp_exchange_group, tp_group)
@@ -75,6 +76,7 @@ class LayoutGroups:
             self.groups[name] = ProcessGroup(name, "pp", ranks, endpoint_group(topo, ranks))
             self.axis_groups[name] = [Group((g[a], g[b]), ((g[a],), (g[b],))) for g in pp_groups]
         self._cache: dict = {}
+        self._classes: GroupClasses | None = None  # congruent names share a time (network/congruence.py)
 
     def schedule_of(self, task, graph) -> Schedule:
         key = (task.group, task.op, task.size_bytes)
@@ -118,11 +120,13 @@ class LayoutGroups:
                                       **extra)
 
     def time_of(self, task, graph) -> float:
-        """The call alone on the idle fabric (closed form on the context's analytical network)."""
-        key = ("t", task.group, task.op, task.size_bytes)
+        """The call alone on the idle fabric (closed form on the context's analytical network), once per class."""
+        net = self.ctx.network if hasattr(self.ctx.network, "steps") else self.ctx.analytical()
+        self._classes = self._classes or GroupClasses(self.ctx.scenario, self.ctx.topology, net)
+        name = task.group
+        key = ("t", self._classes.of(name, self.groups[name].kind, self.axis_groups[name]), task.op, task.size_bytes)
         hit = self._cache.get(key)
         if hit is None:
-            net = self.ctx.network if hasattr(self.ctx.network, "steps") else self.ctx.analytical()
             sched = self.schedule_of(task, graph)  # an expert all-to-all by its busiest link (max-min's time)
             hit = busy_link_time_s(net, sched) if self.groups[task.group].kind in EP_KINDS else net.schedule_time(sched)
             self._cache[key] = hit
