@@ -11,10 +11,14 @@ median of N separate processes (N fixed up front, default 5), next to its target
 - `plan` over a candidate space (--axis, repeatable; default 12 layouts of micro-batch, recomputation and
   ZeRO), whole process with no simulated confirmation, per candidate and scaled to 100,000 candidates
   (target < 60 s; the scaled figure is per-candidate cost times 100,000, not a measured 100,000-point plan).
+The same three estimate rows follow for the other model-parallel presets: Llama 3.1 405B on 1,024 H100 (tp 8,
+pp 8, cp 2, interleaved; target < 0.5 s whole process) and DeepSeek-V3 on 1,024 H100 (pp 16, ep 64; no target);
+--skip-other-presets leaves them out.
 Each per-layout cost is quoted against Calculon's 15 ms per layout on this machine (issue 33), as a ratio.
 `--phases` adds where the estimate's own CPU time goes: one process per run, each phase the median over runs of
 its cumulative CPU share under cProfile (the profiler slows Python code, so read shares, not seconds).
 Run: PYTHONPATH=. python benchmarks/model_parallel.py [--runs 5] [--skip-simulate] [--skip-plan] [--phases]
+     [--skip-other-presets]
      [--axis training.micro_batch=1,2 ...]
 """
 from __future__ import annotations
@@ -30,6 +34,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = ROOT / "scenarios" / "presets" / "megatron-gpt3-175b.yaml"
+OTHER_PRESETS = {  # file -> (what it is, its whole-process target or None)
+    "llama31-405b-h100-cp.yaml": ("Llama 3.1 405B, 1,024 H100, tp 8 pp 8 cp 2 dp 8, interleaved", 0.5),
+    "deepseek-v3-ep64.yaml": ("DeepSeek-V3, 1,024 H100, pp 16 dp 64 ep 64", None),
+}
 CALCULON_S_PER_LAYOUT = 0.015
 TARGET_OWN_S, TARGET_WHOLE_S, TARGET_SIMULATE_S = 0.050, 0.5, 5.0
 TARGET_PLAN_S, PLAN_POINTS = 60.0, 100_000
@@ -100,21 +108,22 @@ def _row(label: str, walls: list[float], target_s: float | None) -> None:
           f"{verdict}{med / CALCULON_S_PER_LAYOUT:.0f}x Calculon's 15 ms per layout")
 
 
-def estimate_rows(runs: int) -> float:
+def estimate_rows(runs: int, preset: Path = PRESET, own_target_s: float | None = TARGET_OWN_S,
+                  whole_target_s: float | None = TARGET_WHOLE_S) -> float:
     own, cpu, whole, its = [], [], [], set()
     for _ in range(runs):
-        wall, out = _whole([sys.executable, "-c", OWN, str(PRESET)])
+        wall, out = _whole([sys.executable, "-c", OWN, str(preset)])
         data = json.loads(out.strip().splitlines()[-1])
         own.append(data["own_s"])
         cpu.append(data["own_cpu_s"])
         its.add(data["iteration_time_s"])
-        wall, out = _whole(CLI + ["estimate", str(PRESET), "--json"])
+        wall, out = _whole(CLI + ["estimate", str(preset), "--json"])
         whole.append(wall)
     assert len(its) == 1, f"estimate is not deterministic: {sorted(its)}"
     print(f"estimate, iteration {its.pop():.6f} s:")
-    _row("estimate, own (no start-up)", own, TARGET_OWN_S)
-    _row("estimate, own, CPU seconds", cpu, TARGET_OWN_S)
-    _row("estimate, whole process", whole, TARGET_WHOLE_S)
+    _row("estimate, own (no start-up)", own, own_target_s)
+    _row("estimate, own, CPU seconds", cpu, own_target_s)
+    _row("estimate, whole process", whole, whole_target_s)
     return statistics.median(own)
 
 
@@ -160,11 +169,15 @@ def main() -> None:
     parser.add_argument("--skip-simulate", action="store_true", help="leave out simulate (minutes per run today)")
     parser.add_argument("--skip-plan", action="store_true")
     parser.add_argument("--phases", action="store_true", help="where the estimate call's CPU time goes (cProfile)")
+    parser.add_argument("--skip-other-presets", action="store_true", help="GPT-3 175B's rows only")
     parser.add_argument("--axis", action="append", default=None, metavar="KEY=V1,V2,...",
                         help=f"the plan's candidate space (default {' '.join(DEFAULT_AXES)})")
     args = parser.parse_args()
     print(f"{PRESET.relative_to(ROOT)}: GPT-3 175B, 1,024 A100, tp 8 pp 16 dp 8; median of {args.runs} processes")
     estimate_rows(args.runs)
+    for name, (what, whole_target_s) in {} if args.skip_other_presets else OTHER_PRESETS.items():
+        print(f"scenarios/presets/{name}: {what}; median of {args.runs} processes")
+        estimate_rows(args.runs, PRESET.parent / name, None, whole_target_s)
     if args.phases:
         phase_rows(args.runs)
     if not args.skip_simulate:
