@@ -56,10 +56,8 @@ def _scenario(nodes, fabric, parallelism, schedule):
     })
 
 
-@pytest.mark.parametrize("name", sorted(LAYOUTS))
-def test_congruent_groups_take_the_time_each_takes_alone(name):
-    nodes, fabric, parallelism, schedule, symmetric, shares = LAYOUTS[name]
-    scenario = _scenario(nodes, fabric, parallelism, schedule)
+def _same_times(scenario, symmetric: bool, shares: bool) -> None:
+    """Every collective of the layout's stage graphs: the classes' time equals the group's own, bit for bit."""
     plan = build_mp_plan(scenario)
     ctx = Simulation(scenario, Fidelity.ESTIMATE).context
     shared = LayoutGroups(ctx, plan.layout, plan)
@@ -75,6 +73,29 @@ def test_congruent_groups_take_the_time_each_takes_alone(name):
         assert shared.time_of(task, None) == alone.time_of(task, None), (group, op, size)
     built = {k for k in shared._cache if k[0] != "t"}  # schedules built: one per class, or one per call
     assert (len(built) < len(calls)) is shares
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_congruent_groups_take_the_time_each_takes_alone(name):
+    nodes, fabric, parallelism, schedule, symmetric, shares = LAYOUTS[name]
+    _same_times(_scenario(nodes, fabric, parallelism, schedule), symmetric, shares)
+
+
+@pytest.mark.parametrize("imbalance", [1.0, 3.0])
+def test_expert_all_to_alls_of_congruent_stages_take_the_same_time(imbalance):
+    """Qwen3-30B-A3B on 4 H200 machines, pp 4 x dp 8 with ep 8: each stage's dispatcher all-to-alls (uneven
+    with an imbalanced load) are translates of the other stages'."""
+    nodes = [{"count": 4, "gpu": "h200-sxm-141gb", "gpus_per_node": 8, "intra_node": "nvswitch-h100",
+              "nic": {"bandwidth": "400 Gb/s", "latency": "2 us", "count": 8, "transport": "rdma"}}]
+    scenario = load_data({
+        "name": "congruence-ep", "cluster": {"nodes": nodes, "fabric": SWITCH},
+        "workload": {"model": "qwen3-30b-a3b", "seq_len": 512, "global_batch": 64, "precision": "bf16"},
+        "training": {"parallelism": {"pp": 4, "dp": 8, "ep": 8, "zero": 1}, "micro_batch": 1, "optimizer": "adam",
+                     "moe_load_imbalance": imbalance},
+        "communication": {"backend": "nccl", "overlap": True},
+        "run": {"iterations": 1, "warmup": 0, "fidelity": "estimate"},
+    })
+    _same_times(scenario, True, True)
 
 
 def test_a_degraded_or_failed_link_makes_every_group_its_own_class():
