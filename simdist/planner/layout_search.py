@@ -84,7 +84,9 @@ def search_layouts(spec: PlanSpec, job, run: Callable, rows: dict, jobs: int, me
                                                                            ref)}
     edge = costs.covered & (np.abs(costs.memory_bytes - costs.capacity_bytes) <= EDGE * costs.capacity_bytes)
     scalar = np.flatnonzero(valid & (~costs.covered | edge))
-    rate_b, fits = _scalar_costs(costs, scalar, point, job, rows, ref)
+    meter.phase(len(scalar), "layouts checked one by one")
+    rate_b, fits = _scalar_costs(costs, scalar, point, job, rows, ref, meter)
+    meter.close()
     rate_b = np.where(np.isnan(rate_b), costs.bound_samples_per_s, rate_b)
     fits = np.where(np.isin(np.arange(n), scalar), fits, costs.fits)
     for i in np.flatnonzero(valid & ~fits & costs.covered & ~np.isin(np.arange(n), scalar)):
@@ -113,13 +115,15 @@ def _key(p: Point) -> str:
     return values_key(p.values)
 
 
-def _scalar_costs(costs: LayoutCosts, scalar: np.ndarray, point, job, rows: dict, ref) -> tuple[np.ndarray,
-                                                                                                  np.ndarray]:
-    """Bound rate and fit of the candidates checked one by one with the run's functions (NaN / True elsewhere)."""
+def _scalar_costs(costs: LayoutCosts, scalar: np.ndarray, point, job, rows: dict, ref, meter) -> tuple[
+        np.ndarray, np.ndarray]:
+    """Bound rate and fit of the candidates checked one by one with the run's functions (NaN / True elsewhere);
+    `meter` hears of each."""
     n = costs.bound_s.size
     rate_b = np.full(n, np.nan)
     fits = np.ones(n, dtype=bool)
     for i in scalar:
+        meter.advance(1)
         p = point(int(i))
         try:
             s = job.loader(job.base, job.overrides, p.as_dict(), job.base_dir, job.name)
