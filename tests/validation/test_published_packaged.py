@@ -8,7 +8,6 @@ loader there, with the checkout out of reach.
 """
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ import sys
 import tomllib
 import zipfile
 from importlib.resources import files
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
@@ -49,7 +48,9 @@ def test_every_file_the_suite_reads_ships_with_the_package():
     for rel in ["cases.yaml", *_referenced_files()]:
         norm = os.path.normpath(rel)
         assert not norm.startswith("..") and not os.path.isabs(norm), f"{rel}: outside the package, not in the wheel"
-        assert any(fnmatch.fnmatch(norm, g) for g in globs), f"{rel}: no package-data glob ships it"
+        # setuptools' `*` stops at a folder; fnmatch's would not
+        assert any(PurePosixPath(norm).match(g) and norm.count("/") == g.count("/") for g in globs), \
+            f"{rel}: no package-data glob ships it"
         assert (package_dir / norm).is_file(), rel
 
 

@@ -18,7 +18,7 @@ import yaml
 from simdist.errors import Issue, ScenarioError
 
 PACKAGE = "simdist.validation.published"
-PACKAGE_DATA = ("cases.yaml", "scenarios/*.yaml")   # what pyproject.toml ships with the package (one copy)
+PACKAGE_DATA = ("cases.yaml", "scenarios/*.yaml", "scenarios/tpu/*.yaml")   # what pyproject.toml ships with the package (one copy)
 
 
 def shipped_cases_file() -> Path:
