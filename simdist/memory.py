@@ -192,12 +192,26 @@ class TransformerShape:
     dropout: bool = True
     flash_attention: bool = False
     cp: int = 1  # context-parallel ranks the sequence is split over: each holds seq_len / cp tokens
+    # the attention's widths per token over all heads, where they are not heads x hidden / heads (None: that):
+    q_width: int | None = None  # Q: heads x the query head width (Qwen3: 64 x 128 with hidden 4096)
+    k_width: int | None = None  # K: kv_heads x the key head width (MLA: heads x (no-RoPE + RoPE) width)
+    v_width: int | None = None  # V: kv_heads x the value head width
+    out_width: int | None = None  # the core's output, the projection's input: heads x the value head width
+    latent_width: int = 0  # MLA's compressed query and key/value latents (q_lora_rank + kv_lora_rank)
 
     def __post_init__(self):
         if self.mlp not in ("gelu", "squared_relu", "swiglu"):
             raise ValueError(f"mlp: got {self.mlp!r}; expected gelu, squared_relu or swiglu")
         if not (isinstance(self.cp, int) and self.cp >= 1 and self.seq_len % self.cp == 0):
             raise ValueError(f"cp: got {self.cp!r}; expected a positive divisor of seq_len {self.seq_len}")
+
+    def widths(self) -> tuple[float, float, float, float]:
+        """(Q, K, V, output) elements per token over all heads: hidden for Q and the output and hidden x kv_heads /
+        heads for K and V unless the block gives its own widths (a head wider than hidden / heads, MLA)."""
+        kv = self.hidden * (self.kv_heads or self.heads) / self.heads
+        q = self.hidden if self.q_width is None else self.q_width
+        return (q, kv if self.k_width is None else self.k_width, kv if self.v_width is None else self.v_width,
+                q if self.out_width is None else self.out_width)
 
 
 @dataclass(frozen=True)
@@ -221,27 +235,30 @@ def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, se
 
     Per token, in elements of A = `activation_bytes`, q = `gemm_input_bytes` (a linear layer's saved input; A
     unless a TE recipe saves it quantized) and 1-byte dropout masks: the two norms' inputs (2A h), the QKV and
-    first MLP projections' inputs (2q h), the dropout masks after attention and MLP (2h); these are whole on
-    every tp rank, sequence-sharded (/t) with sequence parallelism. Split over tp (/t): Q, K, V (A h (1 + 2 kv/a)),
-    the attention output as the projection's input (q h), the MLP activation's inputs (A f; SwiGLU's gate and up
+    first MLP projections' inputs (2q h), the dropout masks after attention and MLP (2h), and MLA's latents l
+    (their norms' and up projections' inputs, (A + q) l: Megatron-Core's down projections are duplicated, not
+    split); these are whole on every tp rank, sequence-sharded (/t) with sequence parallelism. Split over tp
+    (/t): Q, K, V (A (w_q + w_k + w_v), shape.widths(): A h (1 + 2 kv/a) when a head is h / a wide), the
+    attention output as the projection's input (q w_o), the MLP activation's inputs (A f; SwiGLU's gate and up
     2A f) and the down projection's input (q f). The attention core adds, /t: without flash attention the
     softmax output (A as), its dropout mask and output (as (1 + A)); with flash attention the fp32 log-sum-exp
-    (4a) and, where the projection saved a quantized copy, the bf16 output the kernel's backward reads (A h).
+    (4a) and, where the projection saved a quantized copy, the bf16 output the kernel's backward reads (A w_o).
     GPT (A = q = 2, f = 4h, dropout) gives sbh (34 + 5as/h), Korthikanti's Table 2. Context parallelism
     (`shape.cp`) leaves each rank s / cp of the sequence's tokens (Megatron-Core splits the sequence), so every
     per-token term divides by cp; the s x s core keeps its rows of s / cp queries against all s keys.
     """
     s, b, h, a, t = shape.seq_len, micro_batch, shape.hidden, shape.heads, tp
-    kv = shape.kv_heads or a
     f = shape.ffn_hidden or 4 * h
     A = float(activation_bytes)
     q = A if gemm_input_bytes is None else float(gemm_input_bytes)
     mask = 1.0 if shape.dropout else 0.0
     tokens = s // shape.cp * b
-    whole = tokens * h * (2 * A + 2 * q + 2 * mask)  # norm inputs, QKV and MLP inputs, dropout masks
-    split = tokens * (h * A * (1 + 2 * kv / a) + h * q + f * (A * (2 if shape.mlp == "swiglu" else 1) + q))
+    wq, wk, wv, wo = shape.widths()
+    # norm inputs, QKV and MLP inputs, dropout masks; MLA's latents
+    whole = tokens * (h * (2 * A + 2 * q + 2 * mask) + shape.latent_width * (A + q))
+    split = tokens * (A * (wq + wk + wv) + wo * q + f * (A * (2 if shape.mlp == "swiglu" else 1) + q))
     if shape.flash_attention:
-        core = tokens * (4.0 * a + (h * A if q != A else 0.0))
+        core = tokens * (4.0 * a + (wo * A if q != A else 0.0))
     else:
         core = tokens * a * s * (A + (1 + A) * mask)
     per_rank = 1 / t if sequence_parallel else 1.0

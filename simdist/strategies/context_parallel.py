@@ -80,10 +80,15 @@ class CpAttention:
 
 
 def kv_block_bytes(shape: TransformerShape, micro_batch: int, cp: int, tp: int, element_bytes: float) -> float:
-    """K and V of one rank's s / cp tokens on one tp rank: 2 b (s / cp) (kv / tp) d bytes-per-element."""
-    kv = shape.kv_heads or shape.heads
-    head_dim = shape.hidden / shape.heads
-    return 2.0 * micro_batch * (shape.seq_len / cp) * (kv / tp) * head_dim * element_bytes
+    """K and V of one rank's s / cp tokens on one tp rank: b (s / cp) (w_k + w_v) / tp bytes-per-element (2 kv d
+    when a head is d wide; MLA's keys are wider than its values)."""
+    _, wk, wv, _ = shape.widths()
+    return micro_batch * (shape.seq_len / cp) * (wk + wv) / tp * element_bytes
+
+
+def q_block_bytes(shape: TransformerShape, micro_batch: int, cp: int, tp: int, element_bytes: float) -> float:
+    """Q of one rank's s / cp tokens on one tp rank: b (s / cp) w_q / tp bytes-per-element."""
+    return micro_batch * (shape.seq_len / cp) * shape.widths()[0] / tp * element_bytes
 
 
 def _scaled(layer: LayerSpec, f: float) -> LayerSpec:
@@ -132,24 +137,27 @@ def cp_attention(mode: CpCommType, cp: int, tp: int, shape: TransformerShape, mi
     """(forward, backward) of one attention core on one rank, from the time of one `attention_part`."""
     mode = CpCommType(mode)
     kv = kv_block_bytes(shape, micro_batch, cp, tp, element_bytes)
+    wq, wk, wv, wo = shape.widths()
+    k_share = wk / (wk + wv)  # K's part of the K/V bytes (one half unless MLA's keys are wider)
     if mode is CpCommType.P2P:
         fwd = CpAttention(mode, (part_fwd_s,) * cp, (kv,) * (cp - 1))
         bwd = CpAttention(mode, (part_bwd_s,) * cp, (kv,) + (2 * kv,) * (cp - 2) + (kv,))
         return fwd, bwd
     if mode is CpCommType.ALL_GATHER:  # K and V each gathered whole (cp blocks), dK and dV reduce-scattered
-        k_all = cp * kv / 2
-        gather = (CpCall(AG, k_all, "K all_gather"), CpCall(AG, k_all, "V all_gather"))
+        k_all, v_all = cp * kv * k_share, cp * kv * (1 - k_share)
+        gather = (CpCall(AG, k_all, "K all_gather"), CpCall(AG, v_all, "V all_gather"))
         return (CpAttention(mode, (part_fwd_s,), before=gather),
                 CpAttention(mode, (part_bwd_s,), before=gather,
-                            after=(CpCall(RS, k_all, "dK reduce_scatter"), CpCall(RS, k_all, "dV reduce_scatter"))))
-    half = kv / 2  # K or V
-    q = half * shape.heads / (shape.kv_heads or shape.heads)  # Q (and the output) of the rank's tokens
-    qkv = (CpCall(A2A, q, "Q all_to_all"), CpCall(A2A, half, "K all_to_all"), CpCall(A2A, half, "V all_to_all"))
-    fwd = CpAttention(mode, (part_fwd_s,), before=qkv, after=(CpCall(A2A, q, "output all_to_all"),))
+                            after=(CpCall(RS, k_all, "dK reduce_scatter"), CpCall(RS, v_all, "dV reduce_scatter"))))
+    k, v = kv * k_share, kv * (1 - k_share)
+    q = q_block_bytes(shape, micro_batch, cp, tp, element_bytes)  # Q of the rank's tokens
+    o = q * wo / wq  # the output (and its gradient)
+    qkv = (CpCall(A2A, q, "Q all_to_all"), CpCall(A2A, k, "K all_to_all"), CpCall(A2A, v, "V all_to_all"))
+    fwd = CpAttention(mode, (part_fwd_s,), before=qkv, after=(CpCall(A2A, o, "output all_to_all"),))
     bwd = CpAttention(mode, (part_bwd_s,),
-                      before=(CpCall(A2A, q, "output all_to_all"), CpCall(A2A, q, "output gradient all_to_all")),
-                      after=(CpCall(A2A, q, "dQ all_to_all"), CpCall(A2A, half, "dK all_to_all"),
-                             CpCall(A2A, half, "dV all_to_all")))
+                      before=(CpCall(A2A, o, "output all_to_all"), CpCall(A2A, o, "output gradient all_to_all")),
+                      after=(CpCall(A2A, q, "dQ all_to_all"), CpCall(A2A, k, "dK all_to_all"),
+                             CpCall(A2A, v, "dV all_to_all")))
     return fwd, bwd
 
 

@@ -174,8 +174,9 @@ def is_model_parallel(scenario: Scenario) -> bool:
 
 def transformer_shape(model) -> TransformerShape | None:
     """The first block's shape read off its layers (None without an attention core): hidden, heads, sequence
-    length, K/V heads (from the QKV projection's width), the MLP's kind and width (its activation layer),
-    dropout (the residual's dropout kernels) and flash attention (the core's flash backward kernel)."""
+    length, the attention's widths (the core's operands: Q, K and V, its output; K/V heads from them), MLA's
+    latents (its q_norm and kv_norm), the MLP's kind and width (its activation layer), dropout (the residual's
+    dropout kernels) and flash attention (the core's flash backward kernel)."""
     s = model.tokens_per_sample
     core = next((x for x in model.layers if x.name.endswith("attn.core")), None)
     if core is None or not s:
@@ -183,12 +184,20 @@ def transformer_shape(model) -> TransformerShape | None:
     prefix = core.name[:-len("attn.core")]
     block = {x.name[len(prefix):]: x for x in model.layers if x.name.startswith(prefix)}
     flash = any(k.name.endswith(".flash_bwd") for k in core.bwd_kernels)
-    ad = core.output_elems / s  # heads x head_dim
+    out = core.output_elems / s  # heads x the value head width
     if flash:
-        heads = (core.saved_elems - core.input_elems - s * ad) / s  # Q, K, V, output and log-sum-exp
+        heads = (core.saved_elems - core.input_elems - s * out) / s  # Q, K, V, output and log-sum-exp
     else:
         heads = (core.saved_elems - core.input_elems) / (s * s)  # Q, K, V and the probabilities
-    kv_heads = (core.input_elems / s - ad) / 2 / (ad / heads)  # Q, K, V: (heads + 2 kv) x head_dim per token
+    qkv = core.input_elems / s
+    mla = "attn.kv_down" in block
+    if mla:  # every head its own query and key (no-RoPE + RoPE wide) and value (the output's width)
+        q = k = (qkv - out) / 2
+        v, kv_heads = out, heads
+    else:  # (heads + 2 kv) x head_dim
+        q, v = out, (qkv - out) / 2
+        k, kv_heads = v, v / (out / heads)
+    latent = sum(block[n].input_elems / s for n in ("attn.q_norm", "attn.kv_norm") if n in block) if mla else 0
     mlp = next((k for k in ("swiglu", "gelu", "squared_relu") if f"mlp.{k}" in block), None)
     moe = model.moe
     if mlp is None:  # a mixture-of-experts block: its tokens' SwiGLU activations through top_k + shared experts
@@ -197,9 +206,14 @@ def transformer_shape(model) -> TransformerShape | None:
     else:
         ffn = int(round(block[f"mlp.{mlp}"].output_elems / s))
     residual = block["attn.residual"]
-    return TransformerShape(hidden=int(round(block["attn.proj"].output_elems / s)), heads=int(round(heads)),
-                            seq_len=int(s), kv_heads=int(round(kv_heads)), ffn_hidden=ffn, mlp=mlp,
-                            dropout=any("dropout" in k.name for k in residual.fwd_kernels), flash_attention=flash)
+    hidden = int(round(block["attn.proj"].output_elems / s))
+    widths = [int(round(x)) for x in (q, k, v, out)]
+    plain = widths == [hidden, hidden * kv_heads / heads, hidden * kv_heads / heads, hidden]
+    return TransformerShape(hidden=hidden, heads=int(round(heads)), seq_len=int(s), kv_heads=int(round(kv_heads)),
+                            ffn_hidden=ffn, mlp=mlp, dropout=any("dropout" in x.name for x in residual.fwd_kernels),
+                            flash_attention=flash, **({} if plain else dict(zip(("q_width", "k_width", "v_width",
+                                                                                  "out_width"), widths))),
+                            latent_width=int(round(latent)))
 
 
 def pipeline_units(model) -> list[tuple[int, int]]:

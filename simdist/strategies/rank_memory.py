@@ -10,7 +10,8 @@ from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES
 from simdist.memory import MemoryEstimate, check_fits, estimate_memory
 from simdist.results.records import MemoryUsage
 from simdist.scenario import Scenario
-from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes, kv_block_bytes, shard_sequence
+from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
+from simdist.strategies.context_parallel import kv_block_bytes, q_block_bytes, shard_sequence
 from simdist.strategies.expert_parallel import expert_stage_memory
 from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel, transformer_shape
 from simdist.strategies.plan import data_parallel_degree, rank_batches, rank_groups
@@ -83,7 +84,7 @@ def _stage_memory(scenario: Scenario, plan: MpPlan):
         model = shard_sequence(model, plan.cp, plan.cp_comm_type)
         act = ACTIVATION_BYTES[s.cluster.node_groups[0].gpu.runs_as(w.precision.value)]
         kv = kv_block_bytes(shape, plan.micro_batch, plan.cp, plan.tp, act)
-        q = kv / 2 * shape.heads / (shape.kv_heads or shape.heads)
+        q = q_block_bytes(shape, plan.micro_batch, plan.cp, plan.tp, act)
         buffers += cp_buffer_bytes(plan.cp_comm_type, plan.cp, kv, q)
     gpu = s.cluster.node_groups[0].gpu
     out = model_parallel_memory(

@@ -176,13 +176,18 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
     roles = [layer_role(x) for x in model.layers]
     units = fsdp_units(shard)
     embed = next((i for i, r in enumerate(roles) if r is TpRole.VOCAB_EMBEDDING), None)
+    # a weightless vocab layer reads the embedding's weights: a tied head, and an MTP module's embedding (Megatron-
+    # Core builds the embedding on the MTP stage too, tied to the first stage's); an MTP head shares an untied head's
+    # weights, which the last stage holds already
+    untied = any(r is TpRole.VOCAB_HEAD and x.params for r, x in zip(roles, model.layers))
     out = []
     for r in range(pp):
         mine = _rank_layers(chunks, pp, r)
         params = float(sum(shard.layers[i].params for i in mine))
-        heads_here = [i for i in mine if roles[i] is TpRole.VOCAB_HEAD and shard.layers[i].params == 0]
-        if pp > 1 and heads_here and embed is not None and embed not in mine:
-            params += shard.layers[embed].params  # the tied head's own copy of the embedding
+        reads_embed = [i for i in mine if shard.layers[i].params == 0 and (
+            roles[i] is TpRole.VOCAB_EMBEDDING or (roles[i] is TpRole.VOCAB_HEAD and not untied))]
+        if pp > 1 and reads_embed and embed is not None and embed not in mine:
+            params += shard.layers[embed].params  # its own copy of the embedding
         block_layers = [i for i in mine if shape is not None and _BLOCK.match(model.layers[i].name)]
         blocks = sum(1 for i in block_layers if roles[i] is TpRole.HEADS)
         per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,

@@ -56,6 +56,7 @@ _BLOCK_PARTS: dict[str, TpRole] = {
     "mlp.residual": TpRole.SEQUENCE, "attn.qkv": TpRole.COLUMN, "mlp.fc1": TpRole.COLUMN,
     "mlp.gate_up": TpRole.COLUMN, "attn.core": TpRole.HEADS, "mlp.gelu": TpRole.SHARDED,
     "mlp.swiglu": TpRole.SHARDED, "attn.proj": TpRole.ROW, "mlp.fc2": TpRole.ROW, "mlp.down": TpRole.ROW,
+    "attn.qk_norm": TpRole.SHARDED,  # Qwen3's per-head query and key norms: on the rank's heads (elementwise)
 }
 _OTHER_PARTS: dict[str, TpRole] = {
     "embed.tokens": TpRole.VOCAB_EMBEDDING, "embed.words": TpRole.VOCAB_EMBEDDING,
@@ -63,6 +64,12 @@ _OTHER_PARTS: dict[str, TpRole] = {
     "loss": TpRole.VOCAB_LOSS, "mlm.loss": TpRole.VOCAB_LOSS, "final_norm": TpRole.SEQUENCE,
 }
 _BLOCK_RE = re.compile(r"^(?:blocks|encoder)\.\d+\.(?P<part>.+)$")
+# DeepSeek-V3's multi-token-prediction modules (Megatron-Core's MultiTokenPredictionLayer): the model's own
+# vocab-parallel embedding and output layer, its norms on the sequence as final_norm
+_MTP_RE = re.compile(r"^mtp\.\d+\.(?P<part>.+)$")
+_MTP_PARTS: dict[str, TpRole] = {"embed": TpRole.VOCAB_EMBEDDING, "enorm": TpRole.SEQUENCE,
+                                 "hnorm": TpRole.SEQUENCE, "norm": TpRole.SEQUENCE, "head": TpRole.VOCAB_HEAD,
+                                 "loss": TpRole.VOCAB_LOSS}
 _SPLIT_ROLES = frozenset({TpRole.COLUMN, TpRole.ROW, TpRole.HEADS, TpRole.SHARDED, TpRole.VOCAB_HEAD,
                           TpRole.VOCAB_LOSS})
 
@@ -130,6 +137,9 @@ def layer_role(layer: LayerSpec) -> TpRole:
     m = _BLOCK_RE.match(layer.name)
     if m and m.group("part") in _BLOCK_PARTS:
         return _BLOCK_PARTS[m.group("part")]
+    m = _MTP_RE.match(layer.name)
+    if m and m.group("part") in _MTP_PARTS:
+        return _MTP_PARTS[m.group("part")]
     return _OTHER_PARTS.get(layer.name, TpRole.REPLICATED)
 
 
