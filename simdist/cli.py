@@ -419,6 +419,8 @@ def plan(file, overrides, debug, axes, zipped, objective, constraints, budget_pe
 @click.option("--published", is_flag=True,
               help="Predict the published-benchmark suite (validation/published/cases.yaml) uncalibrated "
                    "and compare with the measured figures; FILES are not run.")
+@click.option("--category", "categories", multiple=True, metavar="NAME",
+              help="With --published: only the cases of this category (repeatable), e.g. busbw or llm_dense.")
 @click.option("--launcher", type=click.Choice(["emulab", "torchrun", "local"]), default="emulab", show_default=True,
               help="emulab: Linux namespaces with shaped links (root); local: loopback; torchrun: a real cluster.")
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, help="A profile from `simdist calibrate`.")
@@ -427,8 +429,10 @@ def plan(file, overrides, debug, axes, zipped, objective, constraints, budget_pe
 @click.option("--json", "as_json", is_flag=True, help="Print the validation object (docs/results.md, section simdist validate --json).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_handle_errors
-def validate(files, published, launcher, calibration, out, rate_scale, as_json, debug) -> None:
+def validate(files, published, categories, launcher, calibration, out, rate_scale, as_json, debug) -> None:
     """Run scenarios for real on torch.distributed and compare with the simulator's predictions."""
+    if categories and not published:
+        raise click.UsageError("--category selects cases of the published suite: give it with --published")
     if published:
         if files:
             raise click.UsageError("--published runs the published suite; give no FILES with it")
@@ -438,7 +442,10 @@ def validate(files, published, launcher, calibration, out, rate_scale, as_json, 
 
 
         with quiet(as_json):
-            report = published_runner.run_suite()
+            try:
+                report = published_runner.run_suite(categories=categories or None)
+            except ValueError as err:  # an unknown category
+                raise click.UsageError(str(err)) from None
         click.echo(json.dumps(report, indent=2) if as_json else published_runner.format_report(report))
         if report["failed"]:  # a case that could not be predicted is a failed validation run (exit 1)
             click.echo(f"error: {len(report['failed'])} published case(s) failed to run: "

@@ -69,7 +69,7 @@ def test_the_cli_prints_the_same_cases(small, monkeypatch):
     path, _ = small
     original = runner.run_suite
     api = simdist.validate_published(path).to_dict()
-    monkeypatch.setattr(runner, "run_suite", lambda: original(path))
+    monkeypatch.setattr(runner, "run_suite", lambda categories=None: original(path, categories=categories))
     out = CliRunner().invoke(main, ["validate", "--published", "--json"])
     assert out.exit_code == 0, out.output
     cli = json.loads(out.output)

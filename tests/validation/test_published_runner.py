@@ -90,7 +90,7 @@ def test_cli_validate_published_exits_1_when_a_case_fails_to_run(monkeypatch) ->
     import simdist.validation.published.runner as published_runner
 
     report = {"cases": [], "failed": ["nccl-x"], "mape": None}
-    monkeypatch.setattr(published_runner, "run_suite", lambda: report)
+    monkeypatch.setattr(published_runner, "run_suite", lambda categories=None: report)
     result = CliRunner().invoke(main, ["validate", "--published", "--json"])
     assert result.exit_code == 1 and "nccl-x" in result.output
 
@@ -159,3 +159,24 @@ def test_a_suite_simulates_each_distinct_scenario_once():
     a, b = ScenarioRef(Path("a.yaml"), ("x=1",)), ScenarioRef(Path("a.yaml"), ("x=2",))
     assert once(a) is once(a) and once(a, ["y=1"]) is once(a, ("y=1",))
     assert once(b)["n"] == 3 and len(calls) == 3
+
+
+def test_categories_keep_only_their_cases_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
+    def stub(ref, extra=()):
+        return {"collectives": [{"busbw_GBps": 10.0}], "scaling_efficiency": 0.9, "throughput": {}, "gpus": 8}
+
+    path = write_cases_subset(tmp_path, lambda cases: [c for c in cases if c["category"] in ("busbw", "bucket")])
+    whole = runner.run_suite(path, run=stub)
+    report = runner.run_suite(path, run=stub, categories=["bucket"])
+    assert report["categories"] == ["bucket"] and whole["categories"] is None
+    assert {r["category"] for r in report["cases"]} == {"bucket"} and set(report["by_category"]) == {"bucket"}
+    assert [r for r in whole["cases"] if r["category"] == "bucket"] == report["cases"]
+    with pytest.raises(ValueError, match="no published case has category nope; the categories are bucket, busbw"):
+        runner.run_suite(path, run=stub, categories=["nope"])
+
+
+def test_cli_category_is_refused_without_published_or_when_unknown() -> None:
+    result = CliRunner().invoke(main, ["validate", "--category", "busbw", "x.yaml"])
+    assert result.exit_code == 2 and "--category selects cases of the published suite" in result.output
+    result = CliRunner().invoke(main, ["validate", "--published", "--category", "nope"])
+    assert result.exit_code == 2 and "no published case has category nope" in result.output
