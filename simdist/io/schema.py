@@ -181,10 +181,8 @@ class WorkloadModel(Strict):
     causal_attention: StrictBool | None = None
     """Decoders with flash attention: the core computes only the key tiles on and below the diagonal of its causal
     mask (FlashAttention-2, cuDNN's fused attention), about half the s x s square, and the model FLOPs (MFU) count
-    that work, as Megatron-LM's do. Default: true for a decoder with flash attention (Megatron-Core/Transformer
-    Engine's causal mask, PyTorch SDPA's is_causal), false otherwise; false computes the whole square. Refused
-    for encoders (BERT, ViT) and without flash attention (an unfused core computes the whole square, masked or
-    not) (added key)."""
+    that work, as Megatron-LM's do. Default false: the whole square. Refused for encoders (BERT, ViT) and without
+    flash attention (an unfused core computes the whole square, masked or not) (added key)."""
     grad_dtype: Precision = Precision.FP32
     """Dtype gradients are reduced in before compression."""
     input_pipeline: InputPipelineModel | None = None

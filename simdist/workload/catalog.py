@@ -19,8 +19,7 @@ _LLAMA3_VOCAB = 128256  # Llama 3's tiktoken-based tokenizer (HF Meta-Llama-3 co
 
 
 # Per-block kernel options a scenario may override (workload.flash_attention, .dropout, .fused_kernels,
-# .causal_attention: a decoder with flash attention is causal by default, its core computing only the tiles on and
-# below the diagonal; an unfused core and an encoder compute the whole s x s square);
+# .causal_attention: off by default, a decoder's flash-attention core then computes the whole s x s square);
 # each catalog transformer states its own defaults below, CNNs take none. GPT-2 and BERT default to a fused
 # attention kernel (PyTorch >= 2.0's scaled_dot_product_attention, which Hugging Face's GPT-2 and BERT call:
 # flash or memory-efficient attention, no s x s scores in HBM) with their 0.1 dropout; GPT-3 keeps the

@@ -253,7 +253,7 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
                    fused_kernels: bool = True, source: str = "", head_dim: int | None = None,
                    qk_norm: bool = False, mla: MlaSpec | None = None, moe: MoeSpec | None = None,
                    mtp_layers: int = 0, sliding_window: int | None = None, sliding_window_every: int = 1,
-                   causal_attention: bool | None = None) -> ModelSpec:
+                   causal_attention: bool = False) -> ModelSpec:
     """A GPT-style pre-norm decoder: token (+ learned position) embedding, `layers` blocks, final norm, LM head, loss.
 
     Defaults are GPT-2/GPT-3 (GELU MLP of 4 x hidden, LayerNorm with biases, head tied to the embedding, hidden
@@ -265,8 +265,6 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
     blocks 0, every, 2 x every, ... attend to the last `sliding_window` keys only (GPT-OSS: 128, every 2nd block).
     `causal_attention`: a flash-attention core computes only the tiles its causal mask leaves (attended_keys), as
     FlashAttention-2 and cuDNN's fused attention do; its model FLOPs count that work (Megatron-LM's causal half).
-    None (the default) follows the core: causal with flash attention (Megatron-Core/Transformer Engine's causal
-    mask, PyTorch SDPA's is_causal), the whole s x s square without (an unfused core computes it masked or not).
     """
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
@@ -278,8 +276,6 @@ def parametric_gpt(layers: int, hidden: int, heads: int, vocab: int, seq_len: in
         raise ValueError(f"positions must be 'learned' or 'rotary', got {positions!r}")
     f = ffn_hidden if ffn_hidden is not None else 4 * hidden
     _check_kernel_options(dropout, fused_kernels)
-    if causal_attention is None:
-        causal_attention = bool(flash_attention)
     if not isinstance(causal_attention, bool):
         raise ValueError(f"causal_attention must be true or false, got {causal_attention!r}")
     for label, v, low in (("head_dim", head_dim, 1), ("mtp_layers", mtp_layers, 0), ("sliding_window", sliding_window, 1),

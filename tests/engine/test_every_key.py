@@ -167,7 +167,7 @@ CASES: dict[str, tuple] = {
     "workload.dropout": (TRAIN, GPT, {"workload.dropout": 0.0}, "changes"),
     "workload.fused_kernels": (TRAIN, GPT, {"workload.fused_kernels": False}, "changes"),
     "workload.causal_attention": (TRAIN, {**GPT, "workload.seq_len": 1024, "workload.flash_attention": True},
-                                  {"workload.causal_attention": False}, "changes"),  # causal by default there
+                                  {"workload.causal_attention": True}, "changes"),
     # Transformer Engine's fp8 scaling and FP8 attention: an fp8 transformer on Hopper
     "workload.fp8_recipe": (TRAIN, {**GPT, "cluster.nodes.0.gpu": "h100-sxm5-80gb", "workload.precision": "fp8"},
                             {"workload.fp8_recipe": "current"}, "changes"),

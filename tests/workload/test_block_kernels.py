@@ -45,8 +45,7 @@ def test_without_dropout_and_unfused() -> None:
 
 
 def test_flash_attention_backward_recomputes_the_scores() -> None:
-    core = _layer(parametric_gpt(1, H, A, V, S, flash_attention=True, dropout=0.0, causal_attention=False),
-                  "attn.core")  # the whole square (tests/workload/test_causal.py: the causal tiles)
+    core = _layer(parametric_gpt(1, H, A, V, S, flash_attention=True, dropout=0.0), "attn.core")
     assert core.fwd_kernels == ()  # one kernel: the layer's own roofline
     (bwd,) = core.bwd_kernels
     matmul = 2.0 * S * S * H

@@ -106,7 +106,7 @@ def _gpt_closed_form_flops(layers: int, h: int, s: int, vocab: int) -> float:
 
 @pytest.mark.parametrize("key,layers,h", [("gpt2", 12, 768), ("gpt3-1.3b", 24, 2048), ("gpt3-175b", 96, 12288)])
 def test_gpt_forward_flops_closed_form(key: str, layers: int, h: int) -> None:
-    m = get_model(key, causal_attention=False)  # the closed form counts the whole s x s square
+    m = get_model(key)
     s = m.tokens_per_sample
     matmul = sum(l.fwd_flops for l in m.layers if l.kind == "linear")
     attn_matmul = layers * 4 * s * s * h
@@ -124,7 +124,7 @@ def test_default_sequence_lengths() -> None:
 
 
 def test_seq_len_changes_attention_quadratically_and_matmuls_linearly() -> None:
-    a, b = (get_model("gpt2", seq_len=s, causal_attention=False) for s in (512, 1024))
+    a, b = get_model("gpt2", seq_len=512), get_model("gpt2", seq_len=1024)
     attn = lambda m: sum(l.fwd_flops for l in m.layers if l.kind == "attention")
     lin = lambda m: sum(l.fwd_flops for l in m.layers if l.kind == "linear")
     assert attn(b) / attn(a) == pytest.approx(4.0, rel=0.01)
@@ -168,7 +168,7 @@ def test_parametric_gpt_small_by_hand() -> None:
 
 def test_flash_attention_saves_no_quadratic_term() -> None:
     plain = parametric_gpt(2, 64, 4, 100, 256)
-    flash = parametric_gpt(2, 64, 4, 100, 256, flash_attention=True, causal_attention=False)
+    flash = parametric_gpt(2, 64, 4, 100, 256, flash_attention=True)
     core = lambda m: next(l for l in m.layers if l.kind == "attention")
     assert core(plain).saved_elems - core(flash).saved_elems == 4 * 256 * 256 - 256 * 64 - 4 * 256
     assert plain.fwd_flops == flash.fwd_flops
@@ -214,7 +214,7 @@ def _matmul_flops_per_token_closed_form(layers: int, h: int, heads: int, kv: int
 ])
 def test_matmul_flops_match_megatron_count(key: str, shape: tuple) -> None:
     s = 2048
-    m = get_model(key, seq_len=s, causal_attention=False)  # the closed form's core is the whole square
+    m = get_model(key, seq_len=s)
     layers, h, heads, kv, ffn, gated, vocab = shape
     d = h // heads
     linear = sum(l.fwd_flops for l in m.layers if l.kind == "linear")

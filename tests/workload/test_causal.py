@@ -55,10 +55,8 @@ def test_scenario_key_changes_the_step_and_is_refused_where_it_cannot() -> None:
     from tests.engine.test_every_key import GPT, TRAIN
     from tests.strategies.scenario_runner import run_with
     flash = {**GPT, "workload.seq_len": 1024, "workload.flash_attention": True}
-    full = run_with(TRAIN, {**flash, "workload.causal_attention": False}).breakdown_s.compute
-    causal = run_with(TRAIN, {**flash, "workload.causal_attention": True}).breakdown_s.compute
-    assert causal < full
-    assert run_with(TRAIN, flash).breakdown_s.compute == causal  # a flash decoder is causal by default
+    full = run_with(TRAIN, flash).breakdown_s.compute
+    assert run_with(TRAIN, {**flash, "workload.causal_attention": True}).breakdown_s.compute < full
     with pytest.raises(ScenarioError, match="workload.causal_attention") as e:
         run_with(TRAIN, {**flash, "workload.flash_attention": False, "workload.causal_attention": True})
     assert "flash-attention" in str(e.value)
@@ -66,18 +64,3 @@ def test_scenario_key_changes_the_step_and_is_refused_where_it_cannot() -> None:
         run_with(TRAIN, {"workload": {"model": "bert-base", "batch_per_gpu": 4, "precision": "fp16"},
                          "workload.causal_attention": True})
     assert "encoder" in str(e.value)
-
-
-def test_the_default_follows_the_model() -> None:
-    """A decoder with flash attention is causal by default (Megatron-Core/TE, SDPA is_causal); an unfused core (the
-    GPT-3 presets) and an encoder compute the whole square."""
-    s = 4096
-    assert _cores(get_model("llama3.1-8b", s))[0].fwd_flops == _cores(
-        get_model("llama3.1-8b", s, causal_attention=True))[0].fwd_flops
-    assert _cores(get_model("deepseek-v3", s))[0].fwd_flops == _cores(
-        get_model("deepseek-v3", s, causal_attention=True))[0].fwd_flops
-    unfused = get_model("gpt3-1.3b", 2048)
-    assert _cores(unfused)[0].fwd_flops == _cores(get_model("gpt3-1.3b", 2048, causal_attention=False))[0].fwd_flops
-    assert _cores(get_model("gpt3-1.3b", 2048, flash_attention=True))[0].fwd_flops < _cores(unfused)[0].fwd_flops
-    bert = get_model("bert-base", 512)  # flash attention (SDPA) without a mask: the whole square
-    assert _cores(bert)[0].fwd_flops == _cores(get_model("bert-base", 512, flash_attention=False))[0].fwd_flops

@@ -99,12 +99,10 @@ def test_packed_documents_cost_attention_per_document():
         assert after.fwd_flops == pytest.approx(s // doc * one.fwd_flops, rel=1e-12)
         # flash attention's per-token tensors are the same; its s^2 GEMMs (4 s^2 h forward) shrink to 4 s L h
         assert after.saved_elems == before.saved_elems and after.input_elems == before.input_elems
-        # causal flash attention (the default): (tiles + 1) / 2 key tiles of 128 per query
-        keys_s, keys_doc = (s // 128 + 1) / 2 * 128, (doc // 128 + 1) / 2 * 128
-        s2_before = 4.0 * s * keys_s * H
-        s2_after = 4.0 * s * keys_doc * H
-        assert before.fwd_flops - after.fwd_flops == pytest.approx(
-            s2_before - s2_after + 5.0 * HEADS * (s * keys_s - s * keys_doc), rel=1e-9)
+        s2_before = 4.0 * s * s * H
+        s2_after = 4.0 * s * doc * H
+        assert before.fwd_flops - after.fwd_flops == pytest.approx(s2_before - s2_after + 5.0 * HEADS * (s * s - s * doc),
+                                                                   rel=1e-9)
 
 
 def test_gated_mlp_adapters_span_the_fused_gate_and_up_projection():

@@ -40,7 +40,7 @@ def test_deepseek_v3_counts_as_its_weights_readme() -> None:
 def test_deepseek_v3_mla_layer_by_hand() -> None:
     """One MLA block's attention: W_DQ 7168x1536, q norm, W_UQ 1536 -> 128 x 192, W_DKV 7168 -> 512 + 64, kv norm,
     W_UKV 512 -> 128 x 256, W_O 128 x 128 -> 7168."""
-    m = get_model("deepseek-v3", seq_len=4096, causal_attention=False)  # the whole s x s square
+    m = get_model("deepseek-v3", seq_len=4096)
     attn = {l.name.split(".", 2)[2]: l for l in m.layers if l.name.startswith("blocks.0.attn.")}
     assert attn["attn.q_down"].params == 7168 * 1536
     assert attn["attn.q_norm"].params == 1536 and attn["attn.kv_norm"].params == 512
@@ -124,7 +124,7 @@ def test_deepseek_v3_flops_match_megatron(key: str) -> None:
     logits of the model and of each MTP module) but not the router, and counts the lora norms (+1 per rank) and the
     MTP norms as FLOPs; its attention core is causal (half of simdist's full s x s)."""
     s, mtp = 4096, int(key.endswith("mtp"))
-    m = get_model(key, seq_len=s, causal_attention=False)  # the whole square; Megatron's causal half below
+    m = get_model(key, seq_len=s)
     gemm, router = _gemm_flops(m)
     h, heads, qk, rope, v, ql, kvl = 7168, 128, 128, 64, 128, 1536, 512
     attn_linear = (ql * (h + heads * (qk + rope) + 1) + kvl * (h + heads * (qk + v) + 1) + h * rope
@@ -214,7 +214,7 @@ def test_gpt_oss_counts_as_its_model_card(key: str, total: float, active: float)
 def test_sliding_window_blocks_attend_to_the_window() -> None:
     """GPT-OSS's even blocks attend to the last 128 keys: their scores and context GEMMs are s x 128, not s x s."""
     s = 4096
-    m = get_model("gpt-oss-120b", seq_len=s, causal_attention=False)  # the full blocks: the whole square
+    m = get_model("gpt-oss-120b", seq_len=s)
     cores = [l for l in m.layers if l.kind == "attention"]
     a, d = 64, 64
     band, full = cores[0].fwd_flops, cores[1].fwd_flops
