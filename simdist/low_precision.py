@@ -173,3 +173,22 @@ def attention_cast_cost(layer, batch: int, recipe: CastRecipe) -> CastCost:
     k = recipe.kernels_per_tensor
     return CastCost(fwd_bytes=qkv * quantize + o * convert, bwd_bytes=o * quantize + qkv * convert,
                     fwd_kernels=float(k + 1), bwd_kernels=float(k + 1))
+
+
+# Precisions whose parameters Megatron's --fp8-param-gather can gather quantized (Transformer Engine's
+# Float8Tensor and MXFP8Tensor parameters; NVFP4 weights are gathered in bf16)
+FP8_PARAM_GATHER_PRECISIONS = frozenset({"fp8", "mxfp8"})
+
+
+def gathered_param_bytes(run_precision: str, fp8_param_gather: bool = False) -> float:
+    """Bytes per parameter of a parameter all-gather (ZeRO-3/FSDP before each unit, the distributed optimizer's
+    and ZeRO-1/2's after the step), at the precision the GPU runs (GpuSpec.runs_as): fp32 training gathers fp32;
+    mixed precision gathers the 16-bit model weights, also under an fp8 or nvfp4 recipe, since Transformer
+    Engine quantizes each GEMM's weight after the gather; with `fp8_param_gather` (Megatron's
+    --fp8-param-gather, fp8 and mxfp8 only: io.rules_precision refuses it elsewhere) the parameters are kept and
+    gathered in fp8, 1 byte each."""
+    if fp8_param_gather and run_precision in FP8_PARAM_GATHER_PRECISIONS:
+        return 1.0
+    if run_precision in ("fp16", "bf16") or run_precision in LOW_PRECISION_GEMMS:
+        return float(HIGH_PRECISION_BYTES)
+    return 4.0

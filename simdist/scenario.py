@@ -223,6 +223,7 @@ class TrainingSpec:
     placement_order: str | None = None  # e.g. 'tp,dp,pp' innermost first; None: simdist.layout.DEFAULT_ORDER
     sequence_parallel: bool = False
     tp_comm_overlap: bool = False  # tp all_gather / reduce_scatter chunked beside the GEMMs (needs sequence_parallel)
+    fp8_param_gather: bool = False  # Megatron's --fp8-param-gather: parameter all-gathers in fp8 (1 byte), not bf16
     cp_comm_type: CpCommType = CpCommType.P2P  # context-parallel attention's K/V exchange
     moe_load_imbalance: float = 1.0  # the hottest expert's routed tokens over the mean per expert
     recompute: Recompute = Recompute.NONE

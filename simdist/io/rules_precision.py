@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from simdist.compute import ComputeCalibration
 from simdist.errors import Issue
+from simdist.low_precision import FP8_PARAM_GATHER_PRECISIONS
 from simdist.scenario import Precision, Scenario
 
 # GPUs whose flash-attention kernels run fp8 (cuDNN's FP8 fused attention, which TE's fp8_dpa calls, needs
@@ -35,6 +36,28 @@ def precision_issues(scenario: Scenario) -> list[Issue]:
     if w.grad_dtype in BLOCK_SCALED:
         issues.append(Issue("workload.grad_dtype", f"got {w.grad_dtype.value!r}; gradients are reduced in fp32, "
                                                    "bf16, fp16 or fp8, not in a block-scaled format"))
+    return issues + fp8_param_gather_issues(scenario)
+
+
+def fp8_param_gather_issues(scenario: Scenario) -> list[Issue]:
+    """training.fp8_param_gather (Megatron's --fp8-param-gather) needs fp8 parameters (an fp8 or mxfp8 precision
+    on GPUs that run it) and a parameter all-gather to move them (ZeRO/FSDP or the distributed optimizer)."""
+    w, t = scenario.workload, scenario.training
+    if not t.fp8_param_gather:
+        return []
+    key, p = "training.fp8_param_gather", w.precision.value
+    if p not in FP8_PARAM_GATHER_PRECISIONS:
+        return [Issue(key, f"got true; it keeps the parameters in fp8, which needs workload.precision fp8 or mxfp8 "
+                           f"(got {p!r}): remove the key or change the precision")]
+    issues = []
+    fallback = sorted({g.gpu.key for g in scenario.cluster.node_groups if g.gpu.runs_as(p) != p})
+    if fallback:
+        issues.append(Issue(key, f"got true; {', '.join(fallback)} has no fp8 units (it runs {p} as "
+                                 f"{scenario.cluster.node_groups[0].gpu.runs_as(p)}), so there are no fp8 "
+                                 "parameters to gather: remove the key"))
+    if t.parallelism.zero == 0:
+        issues.append(Issue(key, "got true; only a parameter all-gather moves fp8 parameters (ZeRO/FSDP or the "
+                                 "distributed optimizer: training.parallelism.zero >= 1), and there is none"))
     return issues
 
 

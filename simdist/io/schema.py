@@ -316,6 +316,10 @@ class TrainingModel(Strict):
     tp_comm_overlap: StrictBool = False
     """Megatron's --tp-comm-overlap (Transformer Engine userbuffers): each block GEMM's sequence-parallel all_gather
     / reduce_scatter runs in tp chunks beside the chunked GEMM it feeds; needs sequence_parallel (added key)."""
+    fp8_param_gather: StrictBool = False
+    """Megatron's --fp8-param-gather: the parameters are kept in fp8 and their all-gathers (ZeRO/FSDP, the distributed
+    optimizer's after the step) move 1 byte per parameter instead of the bf16 weights' 2; needs workload.precision
+    fp8 or mxfp8 on GPUs with fp8 units and a parameter gather (training.parallelism.zero >= 1) (added key)."""
     cp_comm_type: Literal["p2p", "all_gather", "a2a"] | None = None
     """Context parallelism's K/V exchange (Megatron-Core's cp_comm_type): p2p (ring, overlapped with attention;
     the default) | all_gather | a2a (Ulysses head scattering); needs training.parallelism.cp > 1 (added key)."""

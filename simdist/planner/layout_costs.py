@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS
-from simdist.low_precision import RECIPES
+from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES
+from simdist.low_precision import RECIPES, gathered_param_bytes
 from simdist.memory import (FRAMEWORK_RESERVE_BYTES, layer_activation_bytes, model_state_bytes, quantized_copy_bytes,
                             saved_gemm_input_bytes)
 from simdist.planner.layout_space import RECOMPUTES, SCHEDULES, LayoutGrid, replica_batch
@@ -225,7 +225,7 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     run = gpu.runs_as(precision)
     act = ACTIVATION_BYTES[run]
     gemm_input = saved_gemm_input_bytes(run, act)
-    param_bytes = DTYPE_BYTES[run] if run in MIXED_PRECISIONS else 4
+    param_bytes = gathered_param_bytes(run, s.training.fp8_param_gather)  # sharding.model_parallel_memory's
     sh = ctx.shard(tp, bool(sp), cp)
     shape = ctx.shape
     cp_buffers = 0.0

@@ -25,10 +25,11 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES, GEMM_KINDS, MIXED_PRECISIONS,
+from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES, GEMM_KINDS,
                              gemm_shrink_factor)
 from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
+from simdist.low_precision import gathered_param_bytes
 from simdist.memory import TransformerShape
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
 from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_steps, shard_sequence
@@ -128,7 +129,7 @@ class MpPlan:
     single_gpu_samples_per_s: float  # no communication, no bubble (scaling efficiency's reference)
     warnings: tuple[str, ...] = ()
     zero: int = 0  # ZeRO stage over each stage's dp group
-    param_bytes: int = 2  # bytes per gathered parameter (the compute dtype)
+    param_bytes: float = 2  # bytes per gathered parameter (low_precision.gathered_param_bytes)
     grad_elem_bytes: int = 4  # bytes per reduced gradient element (workload.grad_dtype)
     tp_comm_overlap: bool = False
     cp_comm_type: CpCommType = CpCommType.P2P
@@ -445,7 +446,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     p = precision
     return MpPlan(layout, t.schedule, v, t.micro_batch, m, orders, tuple(stages), p2p, gather, comm.overlap,
                   global_batch, model.tokens_per_sample, (3.0 * fwd_flops + extra) * global_batch, single,
-                  warnings, zero, DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, grad_bytes,
+                  warnings, zero, gathered_param_bytes(p, t.fp8_param_gather), grad_bytes,
                   t.tp_comm_overlap, mode, load, etp, own_edp)
 
 

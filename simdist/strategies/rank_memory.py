@@ -56,7 +56,8 @@ def _estimates(scenario: Scenario) -> list[tuple[int, MemoryEstimate]]:
     if t.parallelism.zero:
         return [(g, sharded_memory(model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
                                    t.optimizer.value, w.grad_dtype.value, t.parallelism.zero, dp, t.recompute,
-                                   scenario.communication.bucket_size_bytes, t.recompute_every)) for g, batch in pairs]
+                                   scenario.communication.bucket_size_bytes, t.recompute_every,
+                                   t.fp8_param_gather)) for g, batch in pairs]
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
     shapes = [s for _, s in model.gradients_backward_order()]
     codec = make_codec(scenario.communication.compression)
@@ -92,7 +93,7 @@ def _stage_memory(scenario: Scenario, plan: MpPlan):
         precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.grad_dp,
         tp=plan.tp, pp=plan.pp, zero=t.parallelism.zero, sequence_parallel=t.sequence_parallel,
         recompute=t.recompute, schedule=t.schedule, virtual_stages=plan.virtual_stages,
-        shape=shape, chunks=chunks, extra_buffer_bytes=buffers)
+        shape=shape, chunks=chunks, extra_buffer_bytes=buffers, fp8_param_gather=t.fp8_param_gather)
     if plan.moe_load is None:
         return out
     return expert_stage_memory(out, model, chunks, plan.pp, gpu, ep=plan.ep, etp=plan.etp, dp=plan.grad_dp,

@@ -2,8 +2,8 @@
 
 ZeRO-1/2 (DeepSpeed): backward is cut where gradient buckets (communication.bucket_size) become ready, as
 DDP's is, and each bucket is reduce_scattered on the communication stream; the optimizer steps the rank's
-1/dp shard; the updated parameters are all_gathered bucket by bucket (in the compute dtype) before the
-iteration ends. ZeRO-3/FSDP: forward and backward run as one compute task per FSDP unit segment
+1/dp shard; the updated parameters are all_gathered bucket by bucket (bf16, or fp8 with fp8_param_gather)
+before the iteration ends. ZeRO-3/FSDP: forward and backward run as one compute task per FSDP unit segment
 (`sharding.fsdp_units`: one unit per transformer block plus a root unit of the other layers); each unit's
 parameters are all_gathered before its forward and again before its backward, prefetched one ahead (gather
 k + 1 is issued when the first compute that needs gather k starts), and its gradients are reduce_scattered
@@ -25,9 +25,10 @@ import math
 from dataclasses import dataclass, replace
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS, layer_times
+from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, layer_times
 from simdist.graph.builder import GraphBuilder
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
+from simdist.low_precision import gathered_param_bytes
 from simdist.memory import FRAMEWORK_RESERVE_BYTES, MemoryEstimate, model_state_bytes, quantized_copy_bytes
 from simdist.errors import InfeasibleError
 from simdist.scenario import Recompute, Scenario, StrategyKind
@@ -60,7 +61,7 @@ class ShardedPlan:
     segments: tuple[Segment, ...]
     seg_fwd_s: tuple[tuple[float, ...], ...]  # per class, per segment
     seg_bwd_s: tuple[tuple[float, ...], ...]
-    param_bytes: int  # bytes per gathered parameter (the compute dtype)
+    param_bytes: float  # bytes per gathered parameter (low_precision.gathered_param_bytes)
     grad_bytes: int  # bytes per reduced gradient element (workload.grad_dtype)
     # per unit, its trainable parameters: the gradients it reduce_scatters (all of them but LoRA's frozen base,
     # whose weights are gathered and never reduced: FSDP2's per-parameter sharding, PEFT's own wrap of adapters)
@@ -168,7 +169,7 @@ def build_sharded_plan(scenario: Scenario, plan: IterationPlan) -> ShardedPlan:
     single = sum(len(c.rank_class.ranks) * c.rank_class.batch * k / (k * c.step_s + c.optimizer_s) for c in classes)
     plan = replace(plan, classes=tuple(classes), single_gpu_samples_per_s=single)
     return ShardedPlan(plan, t.parallelism.zero, units, segs, tuple(seg_f),
-                       tuple(seg_b), DTYPE_BYTES[p] if p in MIXED_PRECISIONS else 4, DTYPE_BYTES[w.grad_dtype],
+                       tuple(seg_b), gathered_param_bytes(p, t.fp8_param_gather), DTYPE_BYTES[w.grad_dtype],
                        unit_grad_elems(model, units))
 
 
@@ -282,7 +283,8 @@ def sharded_graphs(sp: ShardedPlan) -> list[Graph]:
 
 
 def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_dtype: str, zero: int, dp: int,
-                   recompute: Recompute = Recompute.NONE, bucket_bytes: float = 25e6, recompute_every: int = 1):
+                   recompute: Recompute = Recompute.NONE, bucket_bytes: float = 25e6, recompute_every: int = 1,
+                   fp8_param_gather: bool = False):
     """Peak memory of one rank under ZeRO stage `zero` (Rajbhandari et al. 2020, section 5: mixed-precision Adam
     keeps 2Ψ + 2Ψ + 12Ψ/Nd at stage 1, 2Ψ + 14Ψ/Nd at stage 2, 16Ψ/Nd at stage 3; memory.model_state_bytes).
 
@@ -299,7 +301,7 @@ def sharded_memory(model, gpu, batch: int, precision: str, optimizer: str, grad_
                                                quantized_copy_bytes(model.layers, run, gpu), frozen_param_count(model))
     a = ACTIVATION_BYTES[str(precision)]
     g = DTYPE_BYTES[str(grad_dtype)]
-    p = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
+    p = gathered_param_bytes(run, fp8_param_gather)
     units = fsdp_units(model)
     blocks = checkpointed_blocks(model, units, Recompute(recompute), recompute_every)
     saved = [x.saved_elems for x in model.layers]

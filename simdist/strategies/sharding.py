@@ -18,8 +18,9 @@ from enum import StrEnum
 from typing import Sequence
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES, MIXED_PRECISIONS
+from simdist.compute import ACTIVATION_BYTES
 from simdist.hardware.specs import GpuSpec
+from simdist.low_precision import gathered_param_bytes
 from simdist.memory import (MemoryEstimate, TransformerShape, check_fits, estimate_parallel_memory,
                             in_flight_micro_batches, layer_activation_bytes, quantized_copy_bytes,
                             saved_gemm_input_bytes)
@@ -151,7 +152,8 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
                           schedule: "PipelineSchedule | str" = PipelineSchedule.ONE_F_ONE_B, virtual_stages: int = 1,
                           shape: TransformerShape | None = None,
                           chunks: Sequence[tuple[int, int]] | None = None,
-                          extra_buffer_bytes: float = 0.0) -> tuple[MemoryEstimate, ...]:
+                          extra_buffer_bytes: float = 0.0,
+                          fp8_param_gather: bool = False) -> tuple[MemoryEstimate, ...]:
     """Peak memory of a GPU on each pipeline rank (index = pp rank), for its tp shard of its layers.
 
     `chunks` are the pp x v contiguous layer ranges (virtual stage k on rank k % pp); default: balanced by
@@ -172,7 +174,7 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
     precision = gpu.runs_as(str(precision))
     act = ACTIVATION_BYTES[precision]
     gemm_input = saved_gemm_input_bytes(precision, act)
-    param_bytes = DTYPE_BYTES[str(precision)] if str(precision) in MIXED_PRECISIONS else 4
+    param_bytes = gathered_param_bytes(precision, fp8_param_gather)  # ZeRO-3's gathered units
     roles = [layer_role(x) for x in model.layers]
     units = fsdp_units(shard)
     embed = next((i for i, r in enumerate(roles) if r is TpRole.VOCAB_EMBEDDING), None)
