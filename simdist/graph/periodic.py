@@ -122,8 +122,10 @@ def repeat_of(graphs: list[Graph], blocks: list[tuple[int, int]], spans: list[np
 
 def _overlaps_repeat(graph: Graph, spans: np.ndarray, blocks: list[int], slowdown) -> bool:
     """With interference a compute task's span depends on the class's collectives running beside it: the repeat
-    holds where each overlaps only collectives of its own block or older ones (a repeated block then meets the
-    same ones, a period later), and those of the inserted block and after it none older than the window."""
+    holds where the inserted block's computes overlap only collectives of their own block or older ones (a
+    repeated block then meets the same ones, a period later), those after it none older than the window, and
+    those before it none of the block or after it (what does not move in the expansion meets only what does not
+    move: a decomposed GEMM split across two older blocks is fine)."""
     index = graph.rank_class.index
     work = np.array([t.id for t in graph.tasks if isinstance(t, Compute) and t.stream == Stream.COMPUTE], dtype=int)
     calls = np.array([t.id for t in graph.tasks if isinstance(t, Collective) and slowdown(index, str(t.op)) > 0],
@@ -135,7 +137,8 @@ def _overlaps_repeat(graph: Graph, spans: np.ndarray, blocks: list[int], slowdow
     w_age, c_age = age[work], age[calls]
     for a in np.unique(w_age):
         mine = work[w_age == a]
-        newer = calls[(c_age < a) | ((c_age > WINDOW) if a <= 0 else False)]
+        # before the block nothing moves: a compute there may overlap any collective before the block too
+        newer = calls[(c_age <= 0) if a > 0 else ((c_age < a) | (c_age > WINDOW))]
         if _meets(spans[newer], spans[mine]).any():
             return False
     return True

@@ -33,8 +33,8 @@ REPEATS = {
     "interleaved, dp 2, buckets beside the compute": DP2 + ["workload.global_batch=128", "training.schedule=interleaved",
                                                          "training.virtual_stages=2", "communication.overlap=true",
                                                          "communication.bucket_size=1 GB"],
-}
-WHOLE_OR_REPEATED = {  # a ring exchange of tp_comm_overlap runs beside the compute of the block before it
+    # a ring exchange of tp_comm_overlap runs beside the compute of the block before it: before the inserted
+    # block, where nothing moves, that is no obstacle to the repeat
     "tp_comm_overlap, sequence parallel": SMALL + ["training.sequence_parallel=true", "training.tp_comm_overlap=true"],
 }
 WHOLE = {
@@ -83,15 +83,6 @@ def test_a_repeated_steady_state_equals_folding_the_whole_graphs(name, monkeypat
     diffs = _diffs(repeated, whole)
     assert not diffs, "\n".join(diffs[:20])
     assert repeated["breakdown_s"]["pipeline_bubble"] > 0  # a pipeline that the repeat had to get right
-
-
-@pytest.mark.parametrize("name", list(WHOLE_OR_REPEATED))
-def test_either_way_the_estimate_equals_folding_the_whole_graphs(name, monkeypatch):
-    repeated, found = _estimate(WHOLE_OR_REPEATED[name], monkeypatch, repeat=True)
-    assert found in ([True], [False])
-    whole, _ = _estimate(WHOLE_OR_REPEATED[name], monkeypatch, repeat=False)
-    diffs = _diffs(repeated, whole)
-    assert not diffs, "\n".join(diffs[:20])
 
 
 @pytest.mark.parametrize("name", list(WHOLE))
