@@ -50,10 +50,10 @@ def fp8_param_gather_issues(scenario: Scenario) -> list[Issue]:
         return [Issue(key, f"got true; it keeps the parameters in fp8, which needs workload.precision fp8 or mxfp8 "
                            f"(got {p!r}): remove the key or change the precision")]
     issues = []
-    fallback = sorted({g.gpu.key for g in scenario.cluster.node_groups if g.gpu.runs_as(p) != p})
+    fallback = sorted({f"{g.gpu.key} (it runs {p} as {g.gpu.runs_as(p)})" for g in scenario.cluster.node_groups
+                       if g.gpu.runs_as(p) != p})
     if fallback:
-        issues.append(Issue(key, f"got true; {', '.join(fallback)} has no fp8 units (it runs {p} as "
-                                 f"{scenario.cluster.node_groups[0].gpu.runs_as(p)}), so there are no fp8 "
+        issues.append(Issue(key, f"got true; {', '.join(fallback)} has no fp8 units, so there are no fp8 "
                                  "parameters to gather: remove the key"))
     if t.parallelism.zero == 0:
         issues.append(Issue(key, "got true; only a parameter all-gather moves fp8 parameters (ZeRO/FSDP or the "

@@ -28,7 +28,7 @@ from simdist.planner.layout_space import RECOMPUTES, SCHEDULES, LayoutGrid, repl
 from simdist.results.cost import cluster_price_per_hour
 from simdist.scenario import CpCommType, Precision, Recompute
 from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
-from simdist.strategies.context_parallel import kv_block_bytes, q_block_bytes, ring_steps, shard_sequence
+from simdist.strategies.context_parallel import ring_steps, shard_sequence
 from simdist.strategies.mp_plan import _BLOCK, _cp_cores, pipeline_units, transformer_shape
 from simdist.strategies.pipeline_schedule import balance_stages
 from simdist.strategies.sharding import fsdp_units
@@ -231,8 +231,7 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     cp_buffers = 0.0
     if cp > 1:  # rank_memory._stage_memory: the blocks' formula at s / cp, the attention's K/V buffers
         shape = replace(shape, cp=cp)
-        kv = kv_block_bytes(shape, mb, cp, tp, act)
-        cp_buffers = cp_buffer_bytes(ctx.cp_mode, cp, kv, q_block_bytes(shape, mb, cp, tp, act))
+        cp_buffers = cp_buffer_bytes(ctx.cp_mode, shape, mb, cp, tp, act)
     per_layer = layer_activation_bytes(shape, mb, tp, bool(sp), rc, act, gemm_input) if shape else 0.0
     per_none = layer_activation_bytes(shape, mb, tp, bool(sp), Recompute.NONE, act, gemm_input) if shape else 0.0
     owner = np.empty(ctx.n, dtype=np.int64)

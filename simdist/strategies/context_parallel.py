@@ -161,14 +161,17 @@ def cp_attention(mode: CpCommType, cp: int, tp: int, shape: TransformerShape, mi
     return fwd, bwd
 
 
-def buffer_bytes(mode: CpCommType, cp: int, kv: float, q: float) -> float:
-    """The attention's transient communication buffers on one rank (`kv`: one K/V block, `q`: the rank's Q):
-    p2p backward's two buffers of K/V and dK/dV (TE's p2p_comm_buffers; forward holds two K/V blocks);
-    all_gather the gathered K and V and, in backward, their gradients before the reduce-scatter; a2a the
-    head-scattered Q, K, V and output copies."""
+def buffer_bytes(mode: CpCommType, shape: TransformerShape, micro_batch: int, cp: int, tp: int,
+                 element_bytes: float) -> float:
+    """The attention's transient communication buffers on one rank, from one K/V block (`kv_block_bytes`) and the
+    rank's Q (`q_block_bytes`): p2p backward's two buffers of K/V and dK/dV (TE's p2p_comm_buffers; forward holds
+    two K/V blocks); all_gather the gathered K and V and, in backward, their gradients before the reduce-scatter;
+    a2a the head-scattered Q, K, V and output copies."""
     mode = CpCommType(mode)
     if cp == 1:
         return 0.0
+    kv = kv_block_bytes(shape, micro_batch, cp, tp, element_bytes)
+    q = q_block_bytes(shape, micro_batch, cp, tp, element_bytes)
     if mode is CpCommType.P2P:
         return 4.0 * kv
     if mode is CpCommType.ALL_GATHER:

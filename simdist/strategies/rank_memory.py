@@ -11,7 +11,7 @@ from simdist.memory import MemoryEstimate, check_fits, estimate_memory
 from simdist.results.records import MemoryUsage
 from simdist.scenario import Scenario
 from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
-from simdist.strategies.context_parallel import kv_block_bytes, q_block_bytes, shard_sequence
+from simdist.strategies.context_parallel import shard_sequence
 from simdist.strategies.expert_parallel import expert_stage_memory
 from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel, transformer_shape
 from simdist.strategies.plan import data_parallel_degree, rank_batches, rank_groups
@@ -84,9 +84,7 @@ def _stage_memory(scenario: Scenario, plan: MpPlan):
         shape = replace(shape, cp=plan.cp)
         model = shard_sequence(model, plan.cp, plan.cp_comm_type)
         act = ACTIVATION_BYTES[s.cluster.node_groups[0].gpu.runs_as(w.precision.value)]
-        kv = kv_block_bytes(shape, plan.micro_batch, plan.cp, plan.tp, act)
-        q = q_block_bytes(shape, plan.micro_batch, plan.cp, plan.tp, act)
-        buffers += cp_buffer_bytes(plan.cp_comm_type, plan.cp, kv, q)
+        buffers += cp_buffer_bytes(plan.cp_comm_type, shape, plan.micro_batch, plan.cp, plan.tp, act)
     gpu = s.cluster.node_groups[0].gpu
     out = model_parallel_memory(
         model, gpu, micro_batch=plan.micro_batch, micro_batches=plan.micro_batches,
