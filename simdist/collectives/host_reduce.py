@@ -1,27 +1,89 @@
-"""Reductions that run on a CPU in host memory, charged as time after each reducing step.
+"""CPU work of collectives that run in host memory: sums charged after each reducing step, and gloo's TCP
+transport on a rank that has one core.
 
-Collective schedules carry `Step.reduce_bytes` (what each receiver sums per repetition); GPU kernels sum
-at HBM speed, which network models leave out. A CPU-side all-reduce does not: gloo's algorithms (and
-Horovod's MPI path without CUDA-aware MPI) stage GPU buffers into host memory and sum them there with
-the CPU, and a CPU parameter server (communication.ps.server: cpu) sums every worker's shard before
-its update. Each summed byte reads two operands and writes one (3 bytes of host memory traffic), at
-`bandwidth_Bps`, after the step's transfers (`delay_s`, which both network models charge).
+Collective schedules carry `Step.reduce_bytes` (what each receiver sums per repetition); GPU kernels sum at
+HBM speed, which network models leave out. A CPU-side all-reduce does not: gloo's algorithms (and Horovod's
+MPI path without CUDA-aware MPI) stage GPU buffers into host memory and sum them there with the CPU, and a
+CPU parameter server (communication.ps.server: cpu) sums every worker's shard before its update. Each
+summed byte reads two operands and writes one (3 bytes of memory traffic), after the step's transfers
+(`delay_s`, which both network models charge): the sum needs the whole chunk, and the next send needs the sum
+(gloo/allreduce.cc ring, gloo/allreduce_ring_chunked.h: waitRecv, then fn_->call, then the next send).
+
+Who sums, at what rate (`gloo_host`):
+- a rank whose device is a CPU (`vendor: cpu`: the device is the core the process runs on) sums at that
+  device's declared memory bandwidth;
+- GPU ranks (gloo staging through host memory) sum on one host thread each (gloo runs its algorithm on the
+  calling thread) at one core's measured rate, `HOST_CORE.add_Bps`.
+
+gloo's TCP transport (gloo/transport/tcp) runs one epoll loop thread per device (device.cc, loop.cc) that
+receives: `Pair::handleEvents` -> `Pair::read` -> recv() copies socket buffer -> user buffer; the calling thread
+sends in place: `Pair::send` -> `sendAsyncMode` -> writev() copies user buffer -> socket buffer (the loop
+thread finishes what the socket buffer did not take). On a rank with more than one core the two threads copy
+on their own cores, one TCP stream each way (the link's per-stream cap, LinkSpec.stream_cap_Bps). On a rank
+pinned to ONE core (a `vendor: cpu` device, e.g. `taskset -c 0`), both threads and the sums share that core:
+every byte the rank sends and receives is copied by the same core, which is the network models' one-thread
+socket rule (`Step.shared_thread`: a transfer gets the stream cap over the most stream-capped transfers either
+of its ranks has in the step), and the sum follows the transfer on that core. The copies stream with the NIC's
+DMA (the kernel sends as writev fills the socket buffer), so they bound the transfer's rate rather than add to
+its time.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from simdist.collectives.schedule import Schedule, Step
-from simdist.hardware.specs import HOST_CPU_SERVER
+from simdist.hardware.specs import HOST_CPU_SERVER, ClusterSpec, GpuSpec
 
-# One reducing thread (gloo's ring, an MPI rank) streams about 10 GB/s of host memory traffic on a
-# current server core (AVX2 adds run at memory speed; a single core reaches roughly a tenth of a
-# socket's DDR bandwidth). Estimate, UNCERTAIN: calibrate.
-HOST_REDUCE_THREAD_Bps = 10e9
+if TYPE_CHECKING:
+    from simdist.scenario import Scenario
+
 BYTES_PER_SUMMED_BYTE = 3  # read a, read b, write a + b
 
 
-def host_reduce_s(reduce_bytes: float, bandwidth_Bps: float = HOST_REDUCE_THREAD_Bps) -> float:
+@dataclass(frozen=True)
+class HostCoreRates:
+    """What one host core moves per second (benchmarks/host_copy_cpu.py): a + b -> c and memcpy as bytes of
+    memory traffic, and TCP over loopback as bytes delivered with the send and receive copies on that core."""
+
+    add_Bps: float
+    memcpy_Bps: float
+    tcp_Bps: float
+    measured_on: str
+
+
+# benchmarks/host_copy_cpu.py --repeats 7 (64 MiB buffers, median of 7) on the development machine, 2026-12-07:
+# /proc/cpuinfo 'Intel(R) Xeon(R) Processor' (KVM-masked SKU, AVX-512, 2 vCPUs), numpy 2.4 on one pinned core.
+# The machine was shared with another session: three runs gave add 13.2-15.0, memcpy 16.1-24.0 (24.0 with
+# 512 MiB buffers, beyond the cache), TCP loopback 2.20-2.53 GB/s; the first run's figures are kept.
+HOST_CORE = HostCoreRates(add_Bps=14.7e9, memcpy_Bps=16.1e9, tcp_Bps=2.53e9,
+                          measured_on="development machine, Intel Xeon (KVM-masked SKU), one core, numpy 2.4")
+
+
+@dataclass(frozen=True)
+class GlooHost:
+    """The host CPU side of gloo on a cluster: the slowest rank's summing rate (memory traffic per second)
+    and whether some rank has a single core that its transport threads and sums share."""
+
+    sum_Bps: float
+    one_core: bool
+
+
+def is_cpu_device(device: GpuSpec) -> bool:
+    """A 'GPU' that is a CPU core (vendor cpu): the rank's process runs on that core."""
+    return device.vendor.strip().lower() == "cpu"
+
+
+def gloo_host(cluster: ClusterSpec) -> GlooHost:
+    """Where gloo's sums and socket copies run on `cluster`: a CPU device's own memory bandwidth and its one core,
+    or one host thread of a GPU node at the measured core rate. A ring's step waits for its slowest rank, so
+    the slowest node group sets the rate."""
+    devices = [g.gpu for g in cluster.node_groups]
+    rates = [d.memory_bandwidth_Bps if is_cpu_device(d) else HOST_CORE.add_Bps for d in devices]
+    return GlooHost(min(rates), any(is_cpu_device(d) for d in devices))
+
+
+def host_reduce_s(reduce_bytes: float, bandwidth_Bps: float) -> float:
     """Seconds to sum `reduce_bytes` into a host buffer at `bandwidth_Bps` of memory traffic."""
     return BYTES_PER_SUMMED_BYTE * reduce_bytes / bandwidth_Bps
 
@@ -35,7 +97,7 @@ def _step(step: Step, bandwidth_Bps: float, receivers: frozenset[int] | None) ->
     return replace(step, delay_s=step.delay_s + step.repeat * host_reduce_s(step.reduce_bytes, bandwidth_Bps))
 
 
-def with_host_reduction(schedule: Schedule, bandwidth_Bps: float = HOST_REDUCE_THREAD_Bps,
+def with_host_reduction(schedule: Schedule, bandwidth_Bps: float,
                         receivers: "frozenset[int] | None" = None) -> Schedule:
     """`schedule` with every reducing step (only those whose transfers all go to `receivers`, e.g. CPU
     parameter servers, when given) followed by its host-memory summation time."""
@@ -43,14 +105,18 @@ def with_host_reduction(schedule: Schedule, bandwidth_Bps: float = HOST_REDUCE_T
     return replace(schedule, chains=chains)
 
 
-def host_reduced(schedule: Schedule, backend: str, strategy: str, ps_server: str,
-                 servers: "tuple[int, ...]" = ()) -> Schedule:
-    """The schedule with the reductions that run on CPUs charged: every reduction of gloo's CPU-side
-    algorithms (not PS, which sums on its servers), and the servers' sums of a CPU parameter server."""
+def host_reduced(schedule: Schedule, scenario: "Scenario", strategy: str, servers: "tuple[int, ...]" = ()) -> Schedule:
+    """The schedule with the CPU work of host-memory collectives charged: every reduction of gloo's CPU-side
+    algorithms (not PS, which sums on its servers) at the rate `gloo_host` finds, its socket copies on one
+    thread per rank where a rank has one core, and the servers' sums of a CPU parameter server. `strategy`
+    is the one the schedule runs (a codec's all_gather may run as a ring under another strategy)."""
+    comm = scenario.communication
     if strategy == "ps":
-        if ps_server == "cpu":
+        if comm.ps_server.value == "cpu":
             return with_host_reduction(schedule, HOST_CPU_SERVER.memory_bandwidth_Bps, frozenset(servers))
         return schedule
-    if backend == "gloo":
-        return with_host_reduction(schedule, HOST_REDUCE_THREAD_Bps)
+    if comm.backend.value == "gloo":
+        gloo = gloo_host(scenario.cluster)
+        summed = with_host_reduction(schedule, gloo.sum_Bps)
+        return summed.with_streams(1, shared_thread=True) if gloo.one_core else summed
     return schedule

@@ -98,7 +98,7 @@ class FabricContext:
                                            servers=self.servers, server_delay_s=server_delay_s,
                                            channels=self.channels, node_orders=self._node_orders(), **self._tuning())
         # reductions on CPUs (gloo's host-memory algorithms, CPU parameter servers) cost host memory time
-        return host_reduced(sched, comm.backend.value, requested, comm.ps_server.value, self.servers)
+        return host_reduced(sched, self.scenario, requested, self.servers)
 
 
     def _node_orders(self):
