@@ -15,7 +15,7 @@ step down interleaved pipelines; docs/model-parallel.md, benchmarks/fold.py.)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -38,6 +38,7 @@ class Folded:
     class_comm_busy_s: dict[int, float]
     spans: dict[int, dict[int, tuple[float, float]]]
     tables: tuple[SpanTable, ...] = ()  # fold_pipeline: per class (graph order) its tasks' spans as arrays
+    waits_ran: dict[int, dict[int, tuple]] = field(default_factory=dict)  # Executor.waits_ran (interference)
 
 
 def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: dict[str, ProcessGroup],
@@ -59,13 +60,13 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
         return times[k]
 
     if slowdown is None:
-        spans = _Worklist(graphs, cached, groups).run()
-    else:
-        ex = Executor(simpy.Environment(), ClosedFormTimes(cached), lambda task, graph: (task, graph), groups,
-                      record=False, slowdown=slowdown)
-        ex.run(graphs, 1, steady_skip=False)
-        spans = ex.last_spans
-    return _folded(graphs, spans)
+        return _folded(graphs, _Worklist(graphs, cached, groups).run())
+    ex = Executor(simpy.Environment(), ClosedFormTimes(cached), lambda task, graph: (task, graph), groups,
+                  record=False, slowdown=slowdown)
+    ex.run(graphs, 1, steady_skip=False)
+    folded = _folded(graphs, ex.last_spans)
+    folded.waits_ran = ex.waits_ran
+    return folded
 
 
 def fold_pipeline(graphs_for: Callable, plan, time_of: Callable[[Task, Graph], float],
@@ -73,15 +74,17 @@ def fold_pipeline(graphs_for: Callable, plan, time_of: Callable[[Task, Graph], f
     """`fold` of a pipeline plan's stage graphs (`graphs_for(m)`: the graphs and their fused tp spans for m
     micro-batches): a shorter run's steady state repeated where it repeats exactly (graph/periodic.py), else
     the whole graphs folded."""
-    def spans_of(graphs: list[Graph]) -> list[np.ndarray]:
-        got = fold(graphs, time_of, groups, slowdown).spans
-        return [np.array([got[g.rank_class.index][t.id] for t in g.tasks]).reshape(-1, 2) for g in graphs]
+    def spans_of(graphs: list[Graph], fused: list[dict]) -> tuple[list[np.ndarray], list[dict]]:
+        folded = fold(graphs, time_of, groups, slowdown)
+        got, ran = folded.spans, folded.waits_ran  # interference stretched the compute between some tp calls
+        return ([np.array([got[g.rank_class.index][t.id] for t in g.tasks]).reshape(-1, 2) for g in graphs],
+                [{**f, **ran.get(g.rank_class.index, {})} for g, f in zip(graphs, fused)])
 
     sizes = steady_sizes(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages)
     found = fold_repeated(graphs_for, plan.micro_batches, sizes, spans_of, slowdown)
     if found is None:
         graphs, fused = graphs_for(plan.micro_batches)
-        found = graphs, [SpanTable.of(g, s, f) for g, s, f in zip(graphs, spans_of(graphs), fused)]
+        found = graphs, [SpanTable.of(g, s, f) for g, s, f in zip(graphs, *spans_of(graphs, fused))]
     classes = [g.rank_class.index for g in found[0]]
     ends = {c: float(t.end.max(initial=0.0)) for c, t in zip(classes, found[1])}
     busy = {c: t.busy_s() for c, t in zip(classes, found[1])}

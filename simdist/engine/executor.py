@@ -81,6 +81,7 @@ class Executor:
         self._orders: dict[int, tuple] = {}  # per class: Graph.prerequisites()
         self.log = ExecLog()
         self.last_spans: dict[int, dict[int, tuple[float, float]]] = {}  # per class: its latest iteration
+        self.waits_ran: dict[int, dict[int, tuple]] = {}  # per class: its slowed tasks' Compute.waits as they ran
 
     # ---- running
     def run(self, graphs: list[Graph], iterations: int | None, duration_s: float | None = None,
@@ -237,19 +238,23 @@ class Executor:
         computing = self._computing.setdefault(c, set()) if sensitive else None
         if computing is not None:
             computing.add(proc)
-        remaining = task.duration_s  # seconds of work at the full rate
+        done, t0, reached = 0.0, env.now, {0.0: 0.0}  # seconds of work done at the full rate; when each part ended
         try:
-            while remaining > 0:
-                t = env.now
-                rate = self._rate(c) if sensitive else 1.0
+            while done < task.duration_s:
+                upto, fixed = task.segment_at(done) if sensitive else (task.duration_s, True)
+                t, rate = env.now, 1.0 if fixed else self._rate(c)  # a fused tp call's wait runs at its own time
                 try:
-                    yield env.timeout(remaining / rate)
-                    remaining = 0.0
+                    yield env.timeout((upto - done) / rate)
+                    done = upto
                 except simpy.Interrupt:  # the rate changed: the rest of the work at the new one
-                    remaining -= (env.now - t) * rate
+                    done = min(upto, done + (env.now - t) * rate)
+                if done == upto:
+                    reached[upto] = env.now - t0
         finally:
             if computing is not None:
                 computing.discard(proc)
+        if sensitive and task.waits and not same_time(env.now - t0, task.duration_s):  # slowed between its waits
+            self.waits_ran.setdefault(c, {})[task.id] = tuple((reached[a], reached[a] + b - a) for a, b in task.waits)
 
     def _rate(self, c: int) -> float:
         """Compute rate of class c: 1 / (1 + the largest slowdown of its running collectives)."""

@@ -121,6 +121,9 @@ class LayoutGroups:
 
     def time_of(self, task, graph) -> float:
         """The call alone on the idle fabric (closed form on the context's analytical network), once per class."""
+        named = ("n", task.group, task.op, task.size_bytes)
+        if named in self._cache:
+            return self._cache[named]
         net = self.ctx.network if hasattr(self.ctx.network, "steps") else self.ctx.analytical()
         self._classes = self._classes or GroupClasses(self.ctx.scenario, self.ctx.topology, net)
         name = task.group
@@ -130,4 +133,5 @@ class LayoutGroups:
             sched = self.schedule_of(task, graph)  # an expert all-to-all by its busiest link (max-min's time)
             hit = busy_link_time_s(net, sched) if self.groups[task.group].kind in EP_KINDS else net.schedule_time(sched)
             self._cache[key] = hit
+        self._cache[named] = hit
         return hit

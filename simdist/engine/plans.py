@@ -104,35 +104,27 @@ def _data_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pla
 
 def _model_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Plan, Simulation]:
     """dp x tp x pp: the stages' graphs on the layout's tp, dp and pp groups (engine/mp_groups.py); estimate
-    builds them on demand, without interference each chunk's blocking tp chain fused (`fused_graphs`)."""
+    builds them on demand, each chunk's blocking tp chain fused (`fused_graphs`)."""
     layout = build_mp_plan(scenario)
     memory = check_memory(scenario, layout)
     sim = Simulation(scenario, fidelity, context)
     groups = sim.context.layout_groups(layout.layout, layout)
     slowdown = model_parallel_interference(scenario, layout)
     bucket_bytes = scenario.communication.bucket_size_bytes
-    if fidelity != Fidelity.SIMULATE:  # with interference the executor runs unfused graphs on closed-form times
+    if fidelity != Fidelity.SIMULATE:  # with interference the executor runs them on closed-form times
         def graphs_for(m: int):
-            shorter = with_micro_batches(layout, m)
-            if slowdown is not None:
-                return pipeline_graphs(shorter, bucket_bytes), [None] * len(layout.stages)
-            return fused_graphs(shorter, groups, bucket_bytes)
+            return fused_graphs(with_micro_batches(layout, m), groups, bucket_bytes, slowdown is not None)
         return Plan(layout, memory, (), groups.groups, groups.schedule_of, groups.time_of, slowdown, max_tracked=0,
                     graphs_for=graphs_for), sim
     return Plan(layout, memory, tuple(pipeline_graphs(layout, bucket_bytes)), groups.groups, groups.schedule_of,
                 groups.time_of, slowdown, max_tracked=0), sim
 
 
-def fused_graphs(plan: MpPlan, groups: LayoutGroups, bucket_size_bytes: float):
+def fused_graphs(plan: MpPlan, groups: LayoutGroups, bucket_size_bytes: float, interference: bool = False):
     """estimate's graphs with each chunk's blocking tp chain folded into one task (exact: the chain is
-    sequential on the stage's own class; pipeline_graph._Fuse), timed by the groups' closed forms; and per
-    graph the tp calls inside each fused task."""
-    memo: dict[tuple, float] = {}
+    sequential on the stage's own class; pipeline_graph._Fuse; `interference`: cp cores stay unfused), timed
+    by the groups' closed forms; and per graph the tp calls inside each fused task."""
+    def tp_time(group: str, op, size_bytes: float) -> float:  # LayoutGroups.time_of keeps each call's time
+        return groups.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
 
-    def tp_time(group: str, op, size_bytes: float) -> float:
-        key = (group, op, size_bytes)
-        if key not in memo:
-            memo[key] = groups.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
-        return memo[key]
-
-    return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time)
+    return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time, interference)

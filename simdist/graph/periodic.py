@@ -185,8 +185,8 @@ def fold_repeated(graphs_for, micro_batches: int, sizes, fold_spans,
                   slowdown=None) -> tuple[list[Graph], list[SpanTable]] | None:
     """The SpanTable per class of the iteration of `micro_batches` (with the shorter graphs it came from), from the
     first (m_short, m_long) of `sizes` whose longer graphs repeat (`graphs_for(m)`: the graphs and their fused tp
-    spans for m micro-batches; `fold_spans(graphs)`: per class an (n, 2) array of task spans; `slowdown`: the
-    interference that `fold_spans` ran with), or None."""
+    spans for m micro-batches; `fold_spans(graphs, fused)`: per class an (n, 2) array of task spans and the fused
+    tp spans as they ran; `slowdown`: the interference that `fold_spans` ran with), or None."""
     for short, long in sizes:
         few, _ = graphs_for(short)
         graphs, fused = graphs_for(long)
@@ -194,7 +194,7 @@ def fold_repeated(graphs_for, micro_batches: int, sizes, fold_spans,
         blocks = [insertion(a, b, p) for a, b, p in zip(few, graphs, pre)]
         if any(b is None for b in blocks):
             return None  # the graphs do not grow by one block: a longer run will not either
-        spans = fold_spans(graphs)
+        spans, fused = fold_spans(graphs, fused)
         repeat = repeat_of(graphs, blocks, spans, pre, slowdown)  # type: ignore[arg-type]
         if repeat == REACHES:
             return None

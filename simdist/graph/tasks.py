@@ -59,6 +59,19 @@ class Compute(Task):
 
     duration_s: float = 0.0
     kind: str = "forward"
+    # estimate's fused tp chains: where the task waits on fixed-time calls, as (start, end) offsets at the full
+    # rate; compute-communication interference slows only the rest (Executor._work)
+    waits: tuple[tuple[float, float], ...] = ()
+
+    def segment_at(self, done_s: float) -> tuple[float, bool]:
+        """From `done_s` seconds into the task (at the full rate): where its current part ends, and whether that
+        part is a fixed-time wait."""
+        for start, end in self.waits:
+            if done_s < start:
+                return start, False
+            if done_s < end:
+                return end, True
+        return self.duration_s, False
 
 
 @dataclass(frozen=True)

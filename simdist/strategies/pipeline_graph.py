@@ -279,14 +279,17 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
 
 
 class _Fuse:
-    """`estimate` only, without interference: a chunk's compute segments and blocking tp collectives form a
-    chain nothing else joins (the tp group is the stage's own class, the compute waits for each call), so
-    all but its last tp call fold into one compute task of their summed closed-form times, exactly; the last
-    call stays a task so that the TP stream orders the next chunk's gather behind it, as before. `tp_spans`
-    keeps, per fused task, where its tp calls lie (offsets from its start) for the breakdown."""
+    """`estimate` only: a chunk's compute segments and blocking tp collectives form a chain nothing else joins
+    (the tp group is the stage's own class, the compute waits for each call), so all but its last tp call fold
+    into one compute task of their summed closed-form times, exactly; the last call stays a task so that the
+    TP stream orders the next chunk's gather behind it, as before. The fused task keeps where its tp calls lie
+    (offsets from its start: `Compute.waits`, and `tp_spans` for the breakdown). With compute-communication
+    interference (`interference`) the fusion stays exact: the executor slows only the compute between the
+    waits, and a context-parallel core, whose compute runs beside its K/V transfers, stays unfused."""
 
-    def __init__(self, tp_time) -> None:
+    def __init__(self, tp_time, interference: bool = False) -> None:
         self.tp_time = tp_time  # (group, op, size_bytes) -> seconds on the idle fabric
+        self.interference = interference
         self.tp_spans: dict[int, tuple[tuple[float, float], ...]] = {}
         self.folded: dict[tuple[int, int, bool], tuple] = {}  # (stage, chunk, forward) -> _fold's answer
         self.plain: dict[tuple[int, int, bool], bool] = {}  # (stage, chunk, forward) -> fusable's answer
@@ -298,9 +301,10 @@ class _Fuse:
             self.plain[key] = all(x.overlap is Overlap.NONE for x in segs)
         return self.plain[key]
 
-    def _fold(self, stage: int, segs) -> tuple[float | None, tuple[tuple[float, float], ...], list]:
-        """The chain's fused head (its duration and tp spans; None when there is none) and the items after
-        it. Every micro-batch of a chunk and phase has the same segments, so a stage folds each once."""
+    def _fold(self, stage: int, segs) -> tuple[list, list]:
+        """The chain's fused parts before its last tp call ((duration, tp spans) each, or a context-parallel
+        segment left unfused) and the items after them. Every micro-batch of a chunk and phase has the same
+        segments, so a stage folds each once."""
         items = []  # (compute seconds or None, call or None); a context-parallel core is (None, its segment)
         for seg in segs:
             if seg.cp is not None:
@@ -312,13 +316,13 @@ class _Fuse:
                 items.append((None, seg.call))
         lastcall = max((k for k, (_, c) in enumerate(items) if c is not None and not hasattr(c, "cp")),
                        default=len(items))
-        head, rest = items[:lastcall], items[lastcall:]
-        if not head:
-            return None, (), rest
-        t, spans = 0.0, []
-        for sec, call in head:
+        parts, t, spans, n = [], 0.0, [], 0
+        for sec, call in items[:lastcall]:
             if call is None:
                 t += sec
+            elif hasattr(call, "cp") and self.interference:  # its compute beside its transfers: not a chain
+                parts += [(t, tuple(spans))] * (n > 0) + [call]
+                t, spans, n = 0.0, [], -1
             elif hasattr(call, "cp"):  # a cp core: its steps and calls alone on the fabric (the waits as spans)
                 d, waits = call.cp.timeline(lambda x: self.tp_time(cp_exchange_group(stage), P2P_OP, x),
                                             lambda op, x: self.tp_time(cp_group(stage), op, x))
@@ -328,7 +332,9 @@ class _Fuse:
                 d = self.tp_time(call_group(stage, call), call.op, call.size_bytes)
                 spans.append((t, t + d))
                 t += d
-        return t, tuple(spans), rest
+            n += 1
+        parts += [(t, tuple(spans))] * (n > 0)
+        return parts, items[lastcall:]
 
     def chain(self, b: GraphBuilder, tag: str, stage: int, key: tuple[int, bool], segs,
               deps: list[int]) -> tuple[int | None, list[int]]:
@@ -336,11 +342,15 @@ class _Fuse:
         memo = (stage, *key)
         if memo not in self.folded:
             self.folded[memo] = self._fold(stage, segs)
-        head_s, spans, rest = self.folded[memo]
+        parts, rest = self.folded[memo]
         last = None
-        if head_s is not None:
+        for k, part in enumerate(parts):
+            if hasattr(part, "cp"):
+                last, deps = _cp_attention(b, stage, tag, -100 - k, part, deps)
+                continue
+            head_s, spans = part
             last = b.add(Compute, f"{tag} {segs[0].name} .. (fused)", deps, Stream.COMPUTE, duration_s=head_s,
-                         kind=segs[0].kind)
+                         kind=segs[0].kind, waits=spans)
             self.tp_spans[last] = spans
             deps = [last]
         for k, (sec, call) in enumerate(rest):
@@ -411,12 +421,13 @@ def pipeline_graphs(plan: MpPlan, bucket_size_bytes: float) -> list[Graph]:
     return [stage_graph(plan, st, bucket_size_bytes) for st in plan.stages]
 
 
-def fused_pipeline_graphs(plan: MpPlan, bucket_size_bytes: float, tp_time) -> tuple[list[Graph], list[dict]]:
-    """estimate's graphs with each chunk's tp chain fused (`_Fuse`; only without compute-communication
-    interference) and, per graph, the tp spans inside its fused tasks (task id -> offsets)."""
+def fused_pipeline_graphs(plan: MpPlan, bucket_size_bytes: float, tp_time,
+                          interference: bool = False) -> tuple[list[Graph], list[dict]]:
+    """estimate's graphs with each chunk's tp chain fused (`_Fuse`) and, per graph, the tp spans inside its
+    fused tasks (task id -> offsets)."""
     graphs, spans = [], []
     for st in plan.stages:
-        fuse = _Fuse(tp_time)
+        fuse = _Fuse(tp_time, interference)
         graphs.append(stage_graph(plan, st, bucket_size_bytes, fuse))
         spans.append(fuse.tp_spans)
     return graphs, spans

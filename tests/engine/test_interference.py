@@ -129,3 +129,38 @@ def test_calibration_profile_replaces_the_catalog_figure(tmp_path):
     path.write_text(json.dumps({"interference": [{"gpu": "a100-sxm4-80gb", "op": "allreduce", "slowdown": 0.1}]}))
     with pytest.raises(ScenarioError, match=r"interference\[0\]\.op"):
         load_profile(path)
+
+
+def _chain_graph(rank_class, fused: bool):
+    """2 ms of compute, a 3 ms blocking tp call, 5 ms of compute (as estimate fuses it: one task whose wait is the
+    call), beside a dp all_reduce from time 0; `fused=False`: the three tasks."""
+    b = GraphBuilder()
+    if fused:
+        b.add(Compute, "fused", (), Stream.COMPUTE, duration_s=0.010, kind="forward", waits=((0.002, 0.005),))
+    else:
+        c1 = b.add(Compute, "c1", (), Stream.COMPUTE, duration_s=0.002, kind="forward")
+        tp = b.add(Collective, "tp call", (c1,), Stream.TP, group="tp", op=CollectiveOp.ALL_GATHER, size_bytes=1.0,
+                   key="t0")
+        b.add(Compute, "c2", (tp,), Stream.COMPUTE, duration_s=0.005, kind="forward")
+    b.add(Collective, "bucket0 all_reduce", (), Stream.COMM, group="dp", op=CollectiveOp.ALL_REDUCE, size_bytes=1.0,
+          key="b0")
+    return b.build(rank_class)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_fused_chain_slows_only_its_compute(fused):
+    """s = 0.25, the all_reduce over [0, 6 ms]: the first 2 ms of compute end at 2.5 ms, the call's 3 ms at 5.5 ms
+    whatever the all_reduce does, then 0.5 ms at 1 / 1.25 (0.4 ms of work) and 4.6 ms at the full rate: 10.6 ms,
+    fused or not; the fused task records where its call ran."""
+    rc = RankClass(0, (0,), 0, "x", 1)
+    groups = {"dp": ProcessGroup("dp", "dp", (0,), Group.flat((0,), 1)),
+              "tp": ProcessGroup("tp", "tp", (0,), Group.flat((0,), 1))}
+    ex = Executor(simpy.Environment(), _TimedNetwork(), lambda t, g: 0.006 if t.group == "dp" else 0.003, groups,
+                  slowdown=lambda c, op: 0.25)
+    log = ex.run([_chain_graph(rc, fused)], 1, steady_skip=False)
+    assert log.times[0] == pytest.approx(0.0106, rel=1e-9)
+    if fused:
+        ((got,),) = ex.waits_ran[0].values()
+        assert got == pytest.approx((0.0025, 0.0055), rel=1e-9)
+    else:
+        assert ex.last_spans[0][1] == pytest.approx((0.0025, 0.0055), rel=1e-9)
