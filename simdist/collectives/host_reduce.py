@@ -13,7 +13,7 @@ Who sums, at what rate (`gloo_host`):
 - a rank whose device is a CPU (`vendor: cpu`: the device is the core the process runs on) sums at that
   device's declared memory bandwidth;
 - GPU ranks (gloo staging through host memory) sum on one host thread each (gloo runs its algorithm on the
-  calling thread) at one core's measured rate, `HOST_CORE.add_Bps`.
+  calling thread) at one core's measured rate, `HOST_THREAD_SUM_Bps`.
 
 gloo's TCP transport (gloo/transport/tcp) runs one epoll loop thread per device (device.cc, loop.cc) that
 receives: `Pair::handleEvents` -> `Pair::read` -> recv() copies socket buffer -> user buffer; the calling thread
@@ -41,23 +41,12 @@ if TYPE_CHECKING:
 BYTES_PER_SUMMED_BYTE = 3  # read a, read b, write a + b
 
 
-@dataclass(frozen=True)
-class HostCoreRates:
-    """What one host core moves per second (benchmarks/host_copy_cpu.py): a + b -> c and memcpy as bytes of
-    memory traffic, and TCP over loopback as bytes delivered with the send and receive copies on that core."""
-
-    add_Bps: float
-    memcpy_Bps: float
-    tcp_Bps: float
-    measured_on: str
-
-
-# benchmarks/host_copy_cpu.py --repeats 7 (64 MiB buffers, median of 7) on the development machine, 2026-12-07:
-# /proc/cpuinfo 'Intel(R) Xeon(R) Processor' (KVM-masked SKU, AVX-512, 2 vCPUs), numpy 2.4 on one pinned core.
-# The machine was shared with another session: three runs gave add 13.2-15.0, memcpy 16.1-24.0 (24.0 with
-# 512 MiB buffers, beyond the cache), TCP loopback 2.20-2.53 GB/s; the first run's figures are kept.
-HOST_CORE = HostCoreRates(add_Bps=14.7e9, memcpy_Bps=16.1e9, tcp_Bps=2.53e9,
-                          measured_on="development machine, Intel Xeon (KVM-masked SKU), one core, numpy 2.4")
+# One host thread's sum a + b -> c in bytes of memory traffic per second: benchmarks/host_copy_cpu.py --repeats 7
+# (numpy 2.4, 64 MiB fp32 buffers, one pinned core, median of 7) on the development machine, 2026-12-07:
+# /proc/cpuinfo 'Intel(R) Xeon(R) Processor' (KVM-masked SKU, AVX-512, 2 vCPUs). The machine was shared with
+# another session: three runs gave 13.2-15.0 GB/s (13.2 with 512 MiB buffers, beyond the cache); the first
+# run's figure is kept.
+HOST_THREAD_SUM_Bps = 14.7e9
 
 
 @dataclass(frozen=True)
@@ -79,7 +68,7 @@ def gloo_host(cluster: ClusterSpec) -> GlooHost:
     or one host thread of a GPU node at the measured core rate. A ring's step waits for its slowest rank, so
     the slowest node group sets the rate."""
     devices = [g.gpu for g in cluster.node_groups]
-    rates = [d.memory_bandwidth_Bps if is_cpu_device(d) else HOST_CORE.add_Bps for d in devices]
+    rates = [d.memory_bandwidth_Bps if is_cpu_device(d) else HOST_THREAD_SUM_Bps for d in devices]
     return GlooHost(min(rates), any(is_cpu_device(d) for d in devices))
 
 
