@@ -97,3 +97,25 @@ def test_cpu_parameter_server_pays_its_sums_and_a_gpu_server_does_not():
     cpu = _time(**{**base, "ps": {**base["ps"], "server": "cpu"}})
     # the server sums N workers' S-byte shards in host memory at the host's bandwidth
     assert cpu - gpu == pytest.approx(3 * N * S / HOST_CPU_SERVER.memory_bandwidth_Bps)
+
+
+def test_gloo_benchmark_on_two_pinned_cores_against_the_textbook_ring():
+    # validation/published/scenarios/gloo-2node-40gbe-tcp.yaml (pytorch/gloo #248): 20 MB, two ranks, each a core
+    # declaring 8.5 GB/s. Against a textbook ring (a stream cap each way, no sums), gloo's two ring steps move
+    # their 10 MB each way at half a stream cap (one core copies both directions), and the reduce-scatter step
+    # sums 10 MB at 3 bytes of traffic per byte: 2 x 10 MB (2/cap - 1/cap) + 3 x 10 MB / 8.5 GB/s = 6.4 + 3.53 ms.
+    from pathlib import Path
+
+    from simdist.io.load import load_scenario
+
+    path = Path(__file__).resolve().parents[2] / "validation/published/scenarios/gloo-2node-40gbe-tcp.yaml"
+    scenario = load_scenario(path)
+    times = {}
+    for backend in ("gloo", "textbook"):
+        s = load_scenario(path, [f"communication.backend={backend}"])
+        ctx = build_context(s, Fidelity.ESTIMATE)
+        times[backend] = ctx.network.schedule_time(ctx.schedule(CollectiveOp.ALL_REDUCE, 20e6))
+    assert scenario.cluster.node_groups[0].gpu.memory_bandwidth_Bps == 8.5e9
+    expected = 2 * 10e6 * (2 / TCP_STREAM_CAP_Bps - 1 / TCP_STREAM_CAP_Bps) + 3 * 10e6 / 8.5e9
+    assert times["gloo"] - times["textbook"] == pytest.approx(expected)
+    assert 20e6 / times["gloo"] / 1e9 == pytest.approx(1.216, abs=0.001)  # busbw = algbw for two ranks, GB/s
