@@ -305,9 +305,11 @@ def estimate_parallel_memory(gpu: GpuSpec, *, params: float, precision: str, opt
                              grad_dtype: str = "fp32", zero: int = 0, dp: int = 1,
                              activation_bytes_per_micro_batch: float = 0.0, in_flight: float = 1.0,
                              transient_bytes: float = 0.0, gathered_param_bytes: float = 0.0,
-                             extra_buffer_bytes: float = 0.0, what: str = "") -> MemoryEstimate:
+                             extra_buffer_bytes: float = 0.0, what: str = "",
+                             frozen_params: float = 0.0) -> MemoryEstimate:
     """Peak memory of one GPU holding `params` parameters (its tp shard of its pipeline stage) sharded by ZeRO,
-    with `quantized_copy_bytes` of Transformer Engine's cached quantized weights (model_state_bytes).
+    with `quantized_copy_bytes` of Transformer Engine's cached quantized weights (model_state_bytes) and
+    `frozen_params` frozen ones (LoRA's base: weights only, never sharded below ZeRO-3).
 
     Activations: one micro-batch's bytes on this GPU times the micro-batches in flight. Workspace: the framework
     reserve, the transient bytes (largest live layer input/output, a layer being recomputed) and, under ZeRO-3,
@@ -320,7 +322,7 @@ def estimate_parallel_memory(gpu: GpuSpec, *, params: float, precision: str, opt
         if not v >= 0:
             raise ValueError(f"{label}: got {v!r}; expected >= 0")
     weights, grads, states = model_state_bytes(params, precision, optimizer, grad_dtype, zero, dp,
-                                               quantized_copy_bytes)
+                                               quantized_copy_bytes, frozen_params)
     workspace = FRAMEWORK_RESERVE_BYTES + transient_bytes + (gathered_param_bytes if zero >= 3 else 0.0)
     return MemoryEstimate(weights, grads, states, activation_bytes_per_micro_batch * in_flight,
                           float(extra_buffer_bytes), workspace, gpu.memory_bytes,

@@ -2,9 +2,10 @@
 checked against what the run can price.
 
 `finetune_model` turns the workload's model into the one trained: its documents packed (simdist.finetune) and,
-under LoRA, its weights frozen with adapters added (simdist.workload.lora). `finetune_issues` refuses the layouts
-whose plans do not yet honour frozen layers (tensor, pipeline or context parallelism), rather than price every
-frozen weight's gradients and optimizer states there; data parallelism with or without ZeRO / FSDP honours them.
+under LoRA, its weights frozen with adapters added (simdist.workload.lora). `finetune_issues` refuses what the
+plans do not yet price for frozen layers (context or expert parallelism, ZeRO-3 under tp or pp); data
+parallelism with or without ZeRO / FSDP, and tp x pp x dp (strategies.tensor_parallel places the adapters as
+Megatron-Bridge does) honour them.
 """
 from __future__ import annotations
 
@@ -84,13 +85,27 @@ def finetune_model(m, workload: WorkloadSpec | None, issues: list[Issue]) -> Wor
 
 
 def finetune_issues(scenario: Scenario) -> list[Issue]:
-    """LoRA (frozen layers in the model) with a layout whose plan would price the frozen weights' gradients."""
+    """LoRA (frozen layers in the model) with what the model-parallel plan does not yet price for frozen layers:
+    context or expert parallelism (a mixture-of-experts model), ZeRO-3 under tp or pp (its per-unit gradient
+    reduce_scatter covers every weight), and an adapter rank the tp group cannot split (Megatron's
+    ColumnParallelLinear divides A's r outputs over tp)."""
     model = scenario.workload.model
     if model is None or not any(x.frozen for x in model.layers):
         return []
-    out = []
-    if is_model_parallel(scenario):
-        out.append(Issue("training.finetune", "LoRA with tp, pp or cp above 1: the model-parallel plan does not "
-                         "yet tell frozen weights from trainable ones (it would price every weight's gradients, "
-                         "their reduction and optimizer states); run LoRA data-parallel (tp, pp and cp 1)"))
+    par, out, path = scenario.training.parallelism, [], "training.finetune"
+    if not is_model_parallel(scenario):
+        return []
+    if par.cp > 1 or par.ep > 1 or model.moe is not None:
+        out.append(Issue(path, "LoRA with context parallelism (cp > 1) or a mixture-of-experts model: not "
+                         "modelled (the plan does not yet place adapters beside cp's attention or the experts); "
+                         "run LoRA with tp, pp and dp (cp 1) on a dense model"))
+    if par.zero == 3:
+        out.append(Issue("training.parallelism.zero", "3 with LoRA under tp or pp: not modelled (the pipeline's "
+                         "ZeRO-3 reduce_scatters every weight's gradients per unit); use zero 0, 1 or 2, or tp and "
+                         "pp 1 (data-parallel ZeRO-3 / FSDP prices LoRA)"))
+    rank = next((x.grad_shapes[0][0] for x in model.layers if x.name.endswith(".lora_a")), None)
+    if rank is not None and par.tp > 1 and rank % par.tp:
+        out.append(Issue(f"{path}.rank", f"got {rank}; expected a multiple of tp ({par.tp}): Megatron-Bridge's "
+                         "LoRA splits A's r outputs over the tp group beside linear_qkv and linear_fc1 "
+                         "(ColumnParallelLinear)"))
     return out

@@ -9,7 +9,8 @@ Megatron tp collectives (strategies.tensor_parallel), with full recomputation re
 sends use Megatron's scatter/gather (Narayanan et al. 2021, section 4.1): with tp > 1 each tp rank sends its
 1/tp slice and the receiving tp group all_gathers it over the node's links (sequence parallelism keeps the
 activations sequence-sharded, so no gather). Every stage's dp gradients are all_reduced in buckets after its
-last backward micro-batch, then the optimizer steps its shard; with ZeRO (training.parallelism.zero) the
+last backward micro-batch, then the optimizer steps its shard (LoRA: frozen base layers add no gradients, buckets
+or optimizer work: only the adapters'; tensor_parallel places the adapters); with ZeRO (training.parallelism.zero) the
 stage's dp group shards them instead (pipeline_graph), the optimizer stepping 1/dp, and at stage 3 the segments
 are also cut at the units (blocks) whose parameters are gathered. With training.tp_comm_overlap each block
 GEMM and its sequence-parallel collectives become one overlapped segment (`_overlapped`). With context
@@ -31,6 +32,7 @@ from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
 from simdist.low_precision import gathered_param_bytes
 from simdist.memory import TransformerShape
+from simdist.results.mfu import model_flops_per_sample
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
 from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_steps, shard_sequence
 from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
@@ -359,7 +361,8 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     cut = shard_sequence(model, cp, mode)
     tpp = tensor_parallel_plan(cut, gpu, t.micro_batch, precision, tp,
                                t.sequence_parallel, s.compute_calibration, heads=shape.heads if shape else None,
-                               accumulation_bytes=DTYPE_BYTES[w.grad_dtype], reference=model if cp > 1 else None)
+                               accumulation_bytes=DTYPE_BYTES[w.grad_dtype], reference=model if cp > 1 else None,
+                               tp_comm_overlap=t.tp_comm_overlap)
     cores = _cp_cores(tpp, shape, mode, cp, t.micro_batch, precision) if cp > 1 else {}
     load, etp = None, par.etp
     if model.moe is not None:  # the MoE layers as expert parallelism runs them (strategies.expert_parallel)
@@ -407,14 +410,15 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
                 bwd = [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute")
                        for x in fwd] + bwd
             experts = [i for i in range(lo, hi) if own_edp and tpp.layers[i].shard.experts]
-            gb = sum(tpp.layers[i].shard.params for i in range(lo, hi)) * grad_bytes
+            gb = sum(_trainable(tpp.layers[i].shard) for i in range(lo, hi)) * grad_bytes
             eb = sum(tpp.layers[i].shard.params for i in experts) * grad_bytes
             chunks.append(ChunkWork(vs, (lo, hi), tuple(fwd), tuple(bwd), float(gb - eb), float(eb)))
         params = float(sum(tpp.layers[i].shard.params for c in chunks for i in range(*c.layers)))
+        trainable = math.fsum(c.grad_bytes + c.expert_grad_bytes for c in chunks) / grad_bytes  # LoRA: adapters'
         expert_params = math.fsum(c.expert_grad_bytes for c in chunks) / grad_bytes
         edp = dp * cp * tp // (par.ep * etp)
         # ZeRO: each dp x cp rank steps its share of the dense parameters, each edp rank its experts' share
-        shard = math.ceil((params - expert_params) / (dp * cp) + expert_params / edp) if zero else int(params)
+        shard = math.ceil((trainable - expert_params) / (dp * cp) + expert_params / edp) if zero else int(trainable)
         opt = update_time(shard, gpu, scenario)
         stages.append(StagePlan(rank_class, tuple(chunks), params, opt, _buckets(chunks, comm.bucket_size_bytes,
                                                                                  comm.overlap), zunits,
@@ -428,7 +432,6 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
         p2p = boundary_bytes(t.micro_batch, seq, h, act, shards)
         gather = 0.0 if (tp == 1 or t.sequence_parallel) else float(t.micro_batch * seq * h * act)
     global_batch = replica * dp
-    fwd_flops = model.fwd_flops
     extra = 0.0
     if rc is Recompute.FULL:
         extra = sum(x.fwd_flops for x in model.layers if _BLOCK.match(x.name))
@@ -445,9 +448,15 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
                      + "; DeepSpeed's pipeline engine refuses ZeRO-2/3 with pipeline parallelism for this reason",)
     p = precision
     return MpPlan(layout, t.schedule, v, t.micro_batch, m, orders, tuple(stages), p2p, gather, comm.overlap,
-                  global_batch, model.tokens_per_sample, (3.0 * fwd_flops + extra) * global_batch, single,
+                  global_batch, model.tokens_per_sample, (model_flops_per_sample(model) + extra) * global_batch, single,
                   warnings, zero, gathered_param_bytes(p, t.fp8_param_gather), grad_bytes,
                   t.tp_comm_overlap, mode, load, etp, own_edp)
+
+
+def _trainable(layer) -> int:
+    """Parameters that take gradients, reduction and optimizer states: none of a frozen layer's (LoRA's base;
+    the rule workload.lora.trainable_param_count applies to the whole model)."""
+    return 0 if layer.frozen else layer.params
 
 
 def _cp_cores(tpp: TensorParallelPlan, shape: TransformerShape | None, mode: CpCommType, cp: int,

@@ -185,17 +185,23 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
     out = []
     for r in range(pp):
         mine = _rank_layers(chunks, pp, r)
-        params = float(sum(shard.layers[i].params for i in mine))
+        held = list(mine)
         reads_embed = [i for i in mine if shard.layers[i].params == 0 and (
             roles[i] is TpRole.VOCAB_EMBEDDING or (roles[i] is TpRole.VOCAB_HEAD and not untied))]
         if pp > 1 and reads_embed and embed is not None and embed not in mine:
-            params += shard.layers[embed].params  # its own copy of the embedding
+            held.append(embed)  # its own copy of the embedding
+        # LoRA: frozen weights are kept without gradients or optimizer states (memory.model_state_bytes)
+        params = float(sum(shard.layers[i].params for i in held if not shard.layers[i].frozen))
+        frozen = float(sum(shard.layers[i].params for i in held if shard.layers[i].frozen))
         block_layers = [i for i in mine if shape is not None and _BLOCK.match(model.layers[i].name)]
         blocks = sum(1 for i in block_layers if roles[i] is TpRole.HEADS)
         per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,
                                            gemm_input) if shape else 0.0
         others = set(mine) - set(block_layers)
         acts = blocks * per_layer + micro_batch * act * math.fsum(shard.layers[i].saved_elems for i in others)
+        if rc is not Recompute.FULL:  # (full recomputation keeps each block's input only, adapters or not)
+            acts += micro_batch * lora_saved_delta(model, shard, roles, block_layers, sequence_parallel, tp, act,
+                                                   gemm_input)
         live = max((shard.layers[i].input_elems + shard.layers[i].output_elems for i in mine), default=0.0)
         transient = micro_batch * act * live
         if blocks and rc is not Recompute.NONE:  # the layer being recomputed holds its full activations
@@ -207,11 +213,29 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
         out.append(estimate_parallel_memory(
             gpu, params=params, precision=precision,
             quantized_copy_bytes=quantized_copy_bytes([shard.layers[i] for i in mine], precision, gpu),
-            optimizer=optimizer, grad_dtype=grad_dtype, zero=zero, dp=dp,
+            optimizer=optimizer, grad_dtype=grad_dtype, zero=zero, dp=dp, frozen_params=frozen,
             activation_bytes_per_micro_batch=acts, in_flight=flight, transient_bytes=transient,
             gathered_param_bytes=gathered, extra_buffer_bytes=extra_buffer_bytes,
             what=f"pipeline stage {r}" if pp > 1 else ""))
     return tuple(out)
+
+
+def lora_saved_delta(model: ModelSpec, shard: ModelSpec, roles, block_layers, sequence_parallel: bool, tp: int,
+                     activation_bytes: float, gemm_input_bytes: float) -> float:
+    """Bytes per sample that LoRA changes in the blocks' saved activations on one tp rank (0 without frozen
+    layers): a frozen block linear saves no input (memory.block_activations counts q x its input: the column
+    layers' whole, / tp with sequence parallelism, the row layers' / tp), and each adapter saves its own input
+    in bf16 as tensor_parallel shards it (A beside a column base the gathered layernorm output, whole on every
+    rank; B the rank-r activations; A beside a row base the base's split input)."""
+    out = 0.0
+    for i in block_layers:
+        full, part = model.layers[i], shard.layers[i]
+        if full.frozen and full.kind == "linear" and roles[i] in (TpRole.COLUMN, TpRole.ROW):
+            split = roles[i] is TpRole.ROW or sequence_parallel
+            out -= gemm_input_bytes * full.input_elems / (tp if split else 1)
+        elif roles[i].value.startswith("lora_"):
+            out += activation_bytes * part.saved_elems
+    return out
 
 
 def check_stages_fit(estimates: Sequence[MemoryEstimate]) -> MemoryEstimate:

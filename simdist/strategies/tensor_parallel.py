@@ -9,6 +9,13 @@ all_gather, the norms and residual adds run on s / tp tokens, and the column-par
 sequence-sharded input a second time in backward for the weight gradient (as Megatron-LM's linear layers do).
 The token embedding, LM head and loss are vocabulary-parallel. Layers are recognised by the names
 simdist.workload.transformer gives them; other layers run replicated on every tp rank.
+
+LoRA's adapters (simdist.workload.lora: `.lora_a`, `.lora_b`, `.lora_merge` after a frozen block linear) run as
+Megatron-Bridge's ParallelLinearAdapter (src/megatron/bridge/peft/utils.py, ported from NeMo's
+nemo/collections/nlp/modules/common/megatron/adapters/parallel_adapters.py) runs them (`_lora_collectives`). A
+frozen linear has no weight-gradient GEMM, so it re-gathers no input for one; layers before the first trainable
+layer have no backward and their backward collectives are dropped, as are the input-gradient collectives of the
+first trainable layer (compute.first_trainable_layer).
 """
 from __future__ import annotations
 
@@ -18,8 +25,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simdist.collectives.schedule import CollectiveOp
-from simdist.compute import (ACTIVATION_BYTES, GEMM_KINDS, ComputeCalibration, LayerTime, gemm_shrink_factor,
-                             layer_times)
+from simdist.compute import (ACTIVATION_BYTES, GEMM_KINDS, ComputeCalibration, LayerTime, first_trainable_layer,
+                             gemm_shrink_factor, layer_times)
 from simdist.hardware.specs import GpuSpec
 from simdist.workload.specs import LayerSpec, ModelSpec
 
@@ -39,6 +46,12 @@ class TpRole(StrEnum):
     VOCAB_HEAD = "vocab_head"  # LM head split by vocabulary columns
     VOCAB_LOSS = "vocab_loss"  # cross-entropy over the split logits
     REPLICATED = "replicated"  # everything else: the whole layer on every tp rank
+    # LoRA adapters (Megatron-Bridge's ParallelLinearAdapter) beside a column-parallel base (linear_qkv, linear_fc1):
+    LORA_IN_COLUMN = "lora_in_column"  # A: ColumnParallelLinear h -> r, weight (r / tp, h), output gathered to r
+    LORA_OUT_COLUMN = "lora_out_column"  # B: ColumnParallelLinear r -> out, weight (out / tp, r), output split
+    # ... and beside a row-parallel base (linear_proj, linear_fc2):
+    LORA_IN_ROW = "lora_in_row"  # A: RowParallelLinear in -> r, weight (r, in / tp), output partial sums reduced
+    LORA_OUT_ROW = "lora_out_row"  # B: ColumnParallelLinear r -> out, weight (out / tp, r), output gathered to out
 
 
 class Phase(StrEnum):
@@ -71,7 +84,13 @@ _MTP_PARTS: dict[str, TpRole] = {"embed": TpRole.VOCAB_EMBEDDING, "enorm": TpRol
                                  "hnorm": TpRole.SEQUENCE, "norm": TpRole.SEQUENCE, "head": TpRole.VOCAB_HEAD,
                                  "loss": TpRole.VOCAB_LOSS}
 _SPLIT_ROLES = frozenset({TpRole.COLUMN, TpRole.ROW, TpRole.HEADS, TpRole.SHARDED, TpRole.VOCAB_HEAD,
-                          TpRole.VOCAB_LOSS})
+                          TpRole.VOCAB_LOSS, TpRole.LORA_IN_COLUMN, TpRole.LORA_OUT_COLUMN, TpRole.LORA_IN_ROW,
+                          TpRole.LORA_OUT_ROW})
+_LORA_RE = re.compile(r"^(?P<base>.+)\.lora_(?P<part>a|b|merge)$")
+_LORA_ROLES = {(TpRole.COLUMN, "a"): TpRole.LORA_IN_COLUMN, (TpRole.COLUMN, "b"): TpRole.LORA_OUT_COLUMN,
+               (TpRole.ROW, "a"): TpRole.LORA_IN_ROW, (TpRole.ROW, "b"): TpRole.LORA_OUT_ROW,
+               # the merge adds B's output to the base's: split like a column output, or (row) like the residual
+               (TpRole.COLUMN, "merge"): TpRole.SHARDED, (TpRole.ROW, "merge"): TpRole.SEQUENCE}
 
 
 @dataclass(frozen=True)
@@ -133,7 +152,12 @@ class TensorParallelPlan:
 
 
 def layer_role(layer: LayerSpec) -> TpRole:
-    """The tp role of a layer named as simdist.workload.transformer names it (REPLICATED otherwise)."""
+    """The tp role of a layer named as simdist.workload.transformer names it (REPLICATED otherwise); a LoRA
+    adapter's from its base linear's."""
+    lora = _LORA_RE.match(layer.name)
+    if lora:
+        base = layer_role(replace(layer, name=lora.group("base")))
+        return _LORA_ROLES.get((base, lora.group("part")), TpRole.REPLICATED)
     m = _BLOCK_RE.match(layer.name)
     if m and m.group("part") in _BLOCK_PARTS:
         return _BLOCK_PARTS[m.group("part")]
@@ -159,18 +183,29 @@ def shard_layer(layer: LayerSpec, role: TpRole, tp: int, sequence_parallel: bool
         return replace(layer, fwd_flops=layer.fwd_flops / tp, input_elems=layer.input_elems / tp,
                        output_elems=layer.output_elems if role is TpRole.VOCAB_LOSS else layer.output_elems / tp,
                        saved_elems=layer.saved_elems / tp, **layer.scaled_kernels(1.0 / tp))
-    if role is TpRole.ROW:  # weight (out, in) -> (out, in / tp); the bias is added after the reduction, whole
+    if role in (TpRole.ROW, TpRole.LORA_IN_ROW):  # weight (out, in) -> (out, in / tp); a bias whole (added after
+        # the reduction)
         shapes = tuple((s[0], _split(s[1], tp, layer, "input features", True)) if len(s) == 2 else s
                        for s in layer.grad_shapes)
-        return replace(layer, params=sum(math.prod(s) for s in shapes), fwd_flops=layer.fwd_flops / tp,
+        return replace(layer, params=_shard_params(layer, shapes, tp), fwd_flops=layer.fwd_flops / tp,
                        input_elems=layer.input_elems / tp, saved_elems=layer.saved_elems / tp, grad_shapes=shapes)
-    exact = role is TpRole.COLUMN
+    exact = role is not TpRole.VOCAB_EMBEDDING and role is not TpRole.VOCAB_HEAD
     shapes = tuple((_split(s[0], tp, layer, "output features", exact),) + tuple(s[1:]) for s in layer.grad_shapes)
-    params = sum(math.prod(s) for s in shapes)
+    params = _shard_params(layer, shapes, tp)
     if role is TpRole.VOCAB_EMBEDDING:
         return replace(layer, params=params, grad_shapes=shapes)
+    # an adapter keeps its whole input (A beside a column base: the gathered layernorm output, even with sequence
+    # parallelism; B: the rank-r activations)
+    split_saved = sp and role in (TpRole.COLUMN, TpRole.VOCAB_HEAD)
     return replace(layer, params=params, fwd_flops=layer.fwd_flops / tp, output_elems=layer.output_elems / tp,
-                   saved_elems=layer.saved_elems / tp if sp else layer.saved_elems, grad_shapes=shapes)
+                   saved_elems=layer.saved_elems / tp if split_saved else layer.saved_elems, grad_shapes=shapes)
+
+
+def _shard_params(layer: LayerSpec, shapes, tp: int) -> int:
+    """A weight-split layer's parameters on one rank: its gradient tensors' elements. A frozen layer keeps no
+    gradient shapes (LayerSpec.frozen), so its weights split evenly (a row-parallel bias, whole on every rank in
+    Megatron, then counts split: h (1 - 1/tp) elements per layer)."""
+    return -(-layer.params // tp) if layer.frozen else sum(math.prod(s) for s in shapes)
 
 
 def shard_model(model: ModelSpec, tp: int, sequence_parallel: bool = False) -> ModelSpec:
@@ -182,8 +217,11 @@ def shard_model(model: ModelSpec, tp: int, sequence_parallel: bool = False) -> M
     return replace(model, layers=layers) if tp > 1 else model
 
 
-def _collectives(i: int, layer: LayerSpec, role: TpRole, b: int, act: int, sp: bool) -> list[TpCollective]:
-    """Megatron's collectives around layer i (the unsharded layer) for a micro-batch of b samples."""
+def _collectives(i: int, layer: LayerSpec, role: TpRole, b: int, act: int, sp: bool, backward: bool = True,
+                 dgrad: bool = True, overlap: bool = False) -> list[TpCollective]:
+    """Megatron's collectives around layer i (the unsharded layer) for a micro-batch of b samples. `backward`:
+    the layer runs a backward (it is not before the first trainable layer); `dgrad`: it computes an input
+    gradient (it is after it); `overlap`: training.tp_comm_overlap (LoRA's A then gathers its own input)."""
     AR, RS, AG = CollectiveOp.ALL_REDUCE, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_GATHER
     F, B = Phase.FWD, Phase.BWD
     out_bytes, in_bytes = b * layer.output_elems * act, b * layer.input_elems * act
@@ -192,27 +230,70 @@ def _collectives(i: int, layer: LayerSpec, role: TpRole, b: int, act: int, sp: b
     def c(op, size, phase, when, what):
         return TpCollective(op, float(size), phase, i, when, f"{n} {what}")
 
-    if role is TpRole.ROW or role is TpRole.VOCAB_EMBEDDING:  # forward output is a partial sum
+    out = []
+    if role in _LORA_COLLECTIVE_ROLES:
+        out = _lora_collectives(c, role, out_bytes, in_bytes, sp, overlap, dgrad)
+    elif role is TpRole.ROW or role is TpRole.VOCAB_EMBEDDING:  # forward output is a partial sum
         if not sp:
-            return [c(AR, out_bytes, F, When.AFTER, "output partial sums")]
-        return [c(RS, out_bytes, F, When.AFTER, "output partial sums to sequence shards"),
-                c(AG, out_bytes, B, When.BEFORE, "output gradient from sequence shards")]
-    if role is TpRole.COLUMN or role is TpRole.VOCAB_HEAD:  # forward input replicated: its gradient is a sum
+            out = [c(AR, out_bytes, F, When.AFTER, "output partial sums")]
+        else:
+            out = [c(RS, out_bytes, F, When.AFTER, "output partial sums to sequence shards"),
+                   c(AG, out_bytes, B, When.BEFORE, "output gradient from sequence shards")]
+    elif role is TpRole.COLUMN or role is TpRole.VOCAB_HEAD:  # forward input replicated: its gradient is a sum
         if not sp:
-            return [c(AR, in_bytes, B, When.AFTER, "input gradient partial sums")]
-        return [c(AG, in_bytes, F, When.BEFORE, "input from sequence shards"),
-                c(AG, in_bytes, B, When.BEFORE, "input re-gathered for the weight gradient"),
-                c(RS, in_bytes, B, When.AFTER, "input gradient partial sums to sequence shards")]
-    if role is TpRole.VOCAB_LOSS:
+            out = [c(AR, in_bytes, B, When.AFTER, "input gradient partial sums")] if dgrad else []
+        else:  # a frozen layer has no weight gradient to re-gather its input for
+            out = [c(AG, in_bytes, F, When.BEFORE, "input from sequence shards")]
+            out += [] if layer.frozen else [c(AG, in_bytes, B, When.BEFORE, "input re-gathered for the weight gradient")]
+            out += [c(RS, in_bytes, B, When.AFTER, "input gradient partial sums to sequence shards")] if dgrad else []
+    elif role is TpRole.VOCAB_LOSS:
         size = b * layer.output_elems * LOSS_REDUCTION_BYTES
-        return [c(AR, size, F, When.BEFORE, w) for w in ("logit max", "target logit", "sum of exponentials")]
-    return []
+        out = [c(AR, size, F, When.BEFORE, w) for w in ("logit max", "target logit", "sum of exponentials")]
+    return [x for x in out if backward or x.phase is F]
+
+
+_LORA_COLLECTIVE_ROLES = frozenset({TpRole.LORA_IN_COLUMN, TpRole.LORA_OUT_COLUMN, TpRole.LORA_IN_ROW,
+                                    TpRole.LORA_OUT_ROW})
+
+
+def _lora_collectives(c, role: TpRole, out_bytes: float, in_bytes: float, sp: bool, overlap: bool,
+                      dgrad: bool) -> list[TpCollective]:
+    """An adapter's tp collectives as Megatron-Bridge's ParallelLinearAdapter runs them (peft/utils.py; the
+    adapter's own linears run with sequence_parallel off). Beside a column base, A is a ColumnParallelLinear with
+    gather_output: its r / tp outputs all_gathered (forward); its input is the layernorm output, which Transformer
+    Engine returns already gathered under sequence parallelism (return_layernorm_output_gathered; with
+    tp_comm_overlap the adapter all_gathers it itself, and reduce_scatters its gradient back), else replicated,
+    its gradient then all_reduced (copy_to_tensor_model_parallel_region). B (ColumnParallelLinear, output split
+    like the base's) all_reduces its input gradient (r wide). Beside a row base, A is a RowParallelLinear on the
+    base's split input: its r-wide partial sums all_reduced; B is a ColumnParallelLinear with gather_output: its
+    out / tp outputs all_gathered to the full width, its r-wide input gradient all_reduced, and under sequence
+    parallelism the output scattered to sequence shards (scatter_to_sequence_parallel_region: all_gather of the
+    output gradient in backward)."""
+    AR, RS, AG = CollectiveOp.ALL_REDUCE, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_GATHER
+    F, B = Phase.FWD, Phase.BWD
+    if role is TpRole.LORA_IN_COLUMN:
+        out = [c(AG, in_bytes, F, When.BEFORE, "adapter input from sequence shards")] if sp and overlap else []
+        out.append(c(AG, out_bytes, F, When.AFTER, "rank-r output gathered"))
+        if dgrad and not sp:
+            out.append(c(AR, in_bytes, B, When.AFTER, "adapter input gradient partial sums"))
+        elif dgrad and overlap:
+            out.append(c(RS, in_bytes, B, When.AFTER, "adapter input gradient to sequence shards"))
+        return out
+    if role is TpRole.LORA_OUT_COLUMN:
+        return [c(AR, in_bytes, B, When.AFTER, "rank-r input gradient partial sums")]
+    if role is TpRole.LORA_IN_ROW:
+        return [c(AR, out_bytes, F, When.AFTER, "rank-r output partial sums")]
+    out = [c(AG, out_bytes, F, When.AFTER, "output gathered to the full width")]
+    if sp:
+        out.append(c(AG, out_bytes, B, When.BEFORE, "output gradient from sequence shards"))
+    return out + [c(AR, in_bytes, B, When.AFTER, "rank-r input gradient partial sums")]
 
 
 def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, precision: str, tp: int,
                          sequence_parallel: bool = False, calibration: ComputeCalibration | None = None,
                          heads: int | None = None, kv_heads: int | None = None,
-                         accumulation_bytes: int = 0, reference: ModelSpec | None = None) -> TensorParallelPlan:
+                         accumulation_bytes: int = 0, reference: ModelSpec | None = None,
+                         tp_comm_overlap: bool = False) -> TensorParallelPlan:
     """Per layer: the shard, its forward/backward time per tp rank for `micro_batch` samples, its collectives.
 
     Each split matmul runs FLOPs / tp at gemm_shrink_factor of the unsplit layer's efficiency. `heads`, when
@@ -220,6 +301,7 @@ def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, preci
     checked to be divisible by tp (the blocks do not record them). tp = 1 gives the model's own layer_times
     and no collectives. `reference`: the model whose matrices the efficiency describes when `model` is already
     cut (context parallelism's s / cp tokens): every GEMM then runs at the shrink factor against it.
+    `tp_comm_overlap`: training.tp_comm_overlap, which changes where LoRA's adapters gather their input.
     """
     for count, what in ((heads, "attention heads"), (kv_heads, "key/value heads")):
         assert count is None or tp == 1 or count % tp == 0, f"io.rules_parallel: tp {tp} divides the {count} {what}"
@@ -238,7 +320,9 @@ def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, preci
                         accumulation_bytes=accumulation_bytes)  # per micro-batch gradient accumulation (compute.py)
     act = ACTIVATION_BYTES[str(precision)]
     layers = []
+    first = first_trainable_layer(model)
     for i, (full, part, role, t, f) in enumerate(zip(model.layers, sharded.layers, roles, times, factors)):
-        colls = _collectives(i, full, role, b, act, sequence_parallel) if tp > 1 else []
+        colls = _collectives(i, full, role, b, act, sequence_parallel, i >= first, i > first,
+                             tp_comm_overlap) if tp > 1 else []
         layers.append(TpLayer(part, role, t, f, tuple(colls)))
     return TensorParallelPlan(tp, sequence_parallel, b, tuple(layers))

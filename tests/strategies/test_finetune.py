@@ -112,7 +112,10 @@ def test_zero1_reduces_and_gathers_the_adapters_only():
 
 
 @pytest.mark.parametrize("changes, path", [
-    ({"training.parallelism": {"tp": 2}}, "training.finetune"),
+    ({"training.parallelism": {"cp": 2}}, "training.finetune"),
+    ({"training.parallelism": {"tp": 2, "zero": 3}}, "training.parallelism.zero"),
+    ({"training.parallelism": {"tp": 2}, "training.finetune": {"method": "lora", "rank": 3}},
+     "training.finetune.rank"),
     ({"training.finetune": {"method": "full"}}, "training.finetune.method"),
     ({"training.finetune": {"method": "lora"}}, "training.finetune.rank"),
     ({"workload.model": "resnet50", "workload.seq_len": None, "workload.flash_attention": None},
