@@ -12,8 +12,9 @@ median of N separate processes (N fixed up front, default 5), next to its target
   ZeRO), whole process with no simulated confirmation, per candidate and scaled to 100,000 candidates
   (target < 60 s; the scaled figure is per-candidate cost times 100,000, not a measured 100,000-point plan).
 The same three estimate rows follow for the other model-parallel presets: Llama 3.1 405B on 1,024 H100 (tp 8,
-pp 8, cp 2, interleaved; target < 0.5 s whole process) and DeepSeek-V3 on 1,024 H100 (pp 16, ep 64; no target);
---skip-other-presets leaves them out.
+pp 8, cp 2, interleaved), the same model on 8,192 H100 (the preset with dp 64 and a global batch of 2,048, as its
+header says; targets < 0.5 s whole process, and issue 32's < 1 s for the estimate) and DeepSeek-V3 on 1,024 H100
+(pp 16, ep 64; no target); --skip-other-presets leaves them out.
 Each per-layout cost is quoted against Calculon's 15 ms per layout on this machine (issue 33), as a ratio.
 `--phases` adds where the estimate's own CPU time goes: one process per run, each phase the median over runs of
 its cumulative CPU share under cProfile (the profiler slows Python code, so read shares, not seconds).
@@ -34,10 +35,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = ROOT / "scenarios" / "presets" / "megatron-gpt3-175b.yaml"
-OTHER_PRESETS = {  # file -> (what it is, its whole-process target or None)
-    "llama31-405b-h100-cp.yaml": ("Llama 3.1 405B, 1,024 H100, tp 8 pp 8 cp 2 dp 8, interleaved", 0.5),
-    "deepseek-v3-ep64.yaml": ("DeepSeek-V3, 1,024 H100, pp 16 dp 64 ep 64", None),
-}
+OTHER_PRESETS = [  # (file, what it is, its whole-process target or None, --set overrides)
+    ("llama31-405b-h100-cp.yaml", "Llama 3.1 405B, 1,024 H100, tp 8 pp 8 cp 2 dp 8, interleaved", 0.5, []),
+    ("llama31-405b-h100-cp.yaml", "Llama 3.1 405B, 8,192 H100, tp 8 pp 8 cp 2 dp 64, interleaved", 0.5,
+     ["cluster.nodes.0.count=1024", "training.parallelism.dp=64", "workload.global_batch=2048"]),
+    ("deepseek-v3-ep64.yaml", "DeepSeek-V3, 1,024 H100, pp 16 dp 64 ep 64", None, []),
+]
 CALCULON_S_PER_LAYOUT = 0.015
 TARGET_OWN_S, TARGET_WHOLE_S, TARGET_SIMULATE_S = 0.050, 0.5, 5.0
 TARGET_PLAN_S, PLAN_POINTS = 60.0, 100_000
@@ -47,7 +50,7 @@ CLI = [sys.executable, "-c", "from simdist.cli import main; main()"]
 OWN = """
 import json, sys, time
 from simdist import api
-scenario = api.load(sys.argv[1])
+scenario = api.load(sys.argv[1], json.loads(sys.argv[2]))
 t0, c0 = time.perf_counter(), time.process_time()
 result = api.estimate(scenario)
 print(json.dumps({"own_s": time.perf_counter() - t0, "own_cpu_s": time.process_time() - c0,
@@ -109,15 +112,15 @@ def _row(label: str, walls: list[float], target_s: float | None) -> None:
 
 
 def estimate_rows(runs: int, preset: Path = PRESET, own_target_s: float | None = TARGET_OWN_S,
-                  whole_target_s: float | None = TARGET_WHOLE_S) -> float:
+                  whole_target_s: float | None = TARGET_WHOLE_S, sets: list[str] = ()) -> float:
     own, cpu, whole, its = [], [], [], set()
     for _ in range(runs):
-        wall, out = _whole([sys.executable, "-c", OWN, str(preset)])
+        wall, out = _whole([sys.executable, "-c", OWN, str(preset), json.dumps(list(sets))])
         data = json.loads(out.strip().splitlines()[-1])
         own.append(data["own_s"])
         cpu.append(data["own_cpu_s"])
         its.add(data["iteration_time_s"])
-        wall, out = _whole(CLI + ["estimate", str(preset), "--json"])
+        wall, out = _whole(CLI + ["estimate", str(preset), "--json"] + [x for kv in sets for x in ("--set", kv)])
         whole.append(wall)
     assert len(its) == 1, f"estimate is not deterministic: {sorted(its)}"
     print(f"estimate, iteration {its.pop():.6f} s:")
@@ -175,9 +178,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{PRESET.relative_to(ROOT)}: GPT-3 175B, 1,024 A100, tp 8 pp 16 dp 8; median of {args.runs} processes")
     estimate_rows(args.runs)
-    for name, (what, whole_target_s) in {} if args.skip_other_presets else OTHER_PRESETS.items():
-        print(f"scenarios/presets/{name}: {what}; median of {args.runs} processes")
-        estimate_rows(args.runs, PRESET.parent / name, None, whole_target_s)
+    for name, what, whole_target_s, sets in [] if args.skip_other_presets else OTHER_PRESETS:
+        print(f"scenarios/presets/{name}{''.join(' --set ' + kv for kv in sets)}: {what}; median of {args.runs} processes")
+        estimate_rows(args.runs, PRESET.parent / name, None, whole_target_s, sets)
     if args.phases:
         phase_rows(args.runs)
     if not args.skip_simulate:
