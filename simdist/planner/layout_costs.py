@@ -9,8 +9,8 @@ shard on (tp, sequence parallelism). So they are computed here once per such key
 pipeline's cut once per (key, recomputation, stages), and combined over dp, ZeRO and the micro-batch count in
 numpy. This re-implements build_mp_plan's sums and model_parallel_memory's; tests/planner/test_layout_exact.py
 checks both equal the scalar functions on every candidate of a small space. Layouts this module does not cover
-(expert parallelism, mixture-of-experts models, tp_comm_overlap, data parallelism alone) are left to the scalar
-path (layout_search.py), which checks them one by one with the run's own functions.
+(expert parallelism, mixture-of-experts models, LoRA's frozen layers, tp_comm_overlap, data parallelism alone) are
+left to the scalar path (layout_search.py), which checks them one by one with the run's own functions.
 """
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def layout_costs(g: LayoutGrid, valid: np.ndarray) -> LayoutCosts:
     n = g.n
     tp, pp, dp, cp, zero, v, mb = (g[k] for k in ("tp", "pp", "dp", "cp", "zero", "v", "mb"))
     covered = valid & ((tp > 1) | (pp > 1) | (cp > 1)) & (g["ep"] == 1) & (not s.training.tp_comm_overlap) \
-        & (ctx.model.moe is None)
+        & (ctx.model.moe is None) & (not any(x.frozen for x in ctx.model.layers))
     mem = np.full(n, np.nan)
     fits = np.zeros(n, dtype=bool)
     parts = np.full((n, len(PARTS)), np.nan)
