@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from simdist.collectives.schedule import Schedule, Step
-from simdist.hardware.specs import HOST_CPU_SERVER, ClusterSpec, GpuSpec
+from simdist.hardware.specs import HOST_CPU_SERVER, ClusterSpec
 
 if TYPE_CHECKING:
     from simdist.scenario import Scenario
@@ -58,18 +58,13 @@ class GlooHost:
     one_core: bool
 
 
-def is_cpu_device(device: GpuSpec) -> bool:
-    """A 'GPU' that is a CPU core (vendor cpu): the rank's process runs on that core."""
-    return device.vendor.strip().lower() == "cpu"
-
-
 def gloo_host(cluster: ClusterSpec) -> GlooHost:
     """Where gloo's sums and socket copies run on `cluster`: a CPU device's own memory bandwidth and its one core,
     or one host thread of a GPU node at the measured core rate. A ring's step waits for its slowest rank, so
     the slowest node group sets the rate."""
     devices = [g.gpu for g in cluster.node_groups]
-    rates = [d.memory_bandwidth_Bps if is_cpu_device(d) else HOST_THREAD_SUM_Bps for d in devices]
-    return GlooHost(min(rates), any(is_cpu_device(d) for d in devices))
+    rates = [d.memory_bandwidth_Bps if d.is_cpu else HOST_THREAD_SUM_Bps for d in devices]
+    return GlooHost(min(rates), any(d.is_cpu for d in devices))
 
 
 def host_reduce_s(reduce_bytes: float, bandwidth_Bps: float) -> float:

@@ -45,11 +45,6 @@ class CodecPath:
     server: CodecSite | None = None  # BytePS: the server decompresses each push, recompresses each pull
 
 
-def is_cpu_device(device: GpuSpec) -> bool:
-    """A 'GPU' that is a CPU core (vendor cpu): its codec runs tensor ops on the CPU."""
-    return device.vendor.strip().lower() == "cpu"
-
-
 def codec_path(method: CompressionMethod, device: GpuSpec, is_ps: bool) -> CodecPath:
     """Which framework path runs `method` on `device` (a PS with onebit/topk/randomk is BytePS's)."""
     if method is CompressionMethod.NONE:
@@ -57,7 +52,7 @@ def codec_path(method: CompressionMethod, device: GpuSpec, is_ps: bool) -> Codec
     if is_ps and method in BYTEPS_METHODS:
         return CodecPath("byteps compressor", CodecSite.WORKER_CPU, CodecSite.WORKER_CPU, CodecSite.SERVER_CPU)
     framework = "deepspeed compressed_allreduce" if method is CompressionMethod.ONEBIT else "torch ddp hook"
-    site = CodecSite.WORKER_CPU if is_cpu_device(device) else CodecSite.WORKER_GPU
+    site = CodecSite.WORKER_CPU if device.is_cpu else CodecSite.WORKER_GPU
     return CodecPath(framework, site, site)
 
 

@@ -39,6 +39,12 @@ class GpuSpec:
     # memory (its SHM transport) and the CPUs' memory bandwidth sets the rate (host_staged_peer_link).
     pcie_p2p: bool = True
 
+    @property
+    def is_cpu(self) -> bool:
+        """A 'GPU' that is a CPU core (vendor cpu): the rank's process runs on that core (its codecs run tensor
+        ops on it, gloo's sums and socket copies share it)."""
+        return self.vendor.strip().lower() == "cpu"
+
     def interference(self, op: str) -> float:
         """The compute slowdown s while a collective `op` of this GPU's rank runs (0: none)."""
         table = self.comm_interference
