@@ -43,9 +43,9 @@ BYTES_PER_SUMMED_BYTE = 3  # read a, read b, write a + b
 
 # One host thread's sum a + b -> c in bytes of memory traffic per second: benchmarks/host_copy_cpu.py --repeats 7
 # (numpy 2.4, 64 MiB fp32 buffers, one pinned core, median of 7) on the development machine, 2026-12-07:
-# /proc/cpuinfo 'Intel(R) Xeon(R) Processor' (KVM-masked SKU, AVX-512, 2 vCPUs). The machine was shared with
-# another session: three runs gave 13.2-15.0 GB/s (13.2 with 512 MiB buffers, beyond the cache); the first
-# run's figure is kept.
+# /proc/cpuinfo 'Intel(R) Xeon(R) Processor' (KVM-masked SKU, AVX-512, 2 vCPUs), under other load. Three runs of
+# the benchmark gave medians of 13.2-15.0 GB/s (13.2 with 512 MiB buffers, beyond the cache); the first run's
+# median is used, not the best.
 HOST_THREAD_SUM_Bps = 14.7e9
 
 
