@@ -33,11 +33,12 @@ def busy_spans(intervals, link_names: dict[int, str]) -> dict[str, list[tuple[fl
         return {}
     wanted = np.fromiter(link_names, dtype=np.int64, count=len(link_names))
     raw: dict[int, list[tuple[float, float]]] = {i: [] for i in link_names}
-    for iv in intervals:  # only the few wanted links are looked at per interval (vectorised)
-        hits = iv.links[np.isin(iv.links, wanted, assume_unique=True)] if iv.links.size > 8 else \
-            [x for x in iv.links if int(x) in raw]
-        for link in hits:
-            raw[int(link)].append((iv.start_s, iv.end_s))
+    # wanted[link] for every link index: a link beyond the largest wanted one clips onto the last entry, False
+    is_wanted = np.zeros(int(wanted.max()) + 2, dtype=bool)
+    is_wanted[wanted] = True
+    for iv in intervals:  # only the few wanted links are looked at per interval (one array lookup)
+        for link in iv.links[is_wanted.take(iv.links, mode="clip")].tolist():
+            raw[link].append((iv.start_s, iv.end_s))
     out: dict[str, list[tuple[float, float]]] = {}
     for link, spans in raw.items():
         merged: list[tuple[float, float]] = []
