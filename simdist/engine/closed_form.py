@@ -15,7 +15,7 @@ step down interleaved pipelines; docs/model-parallel.md, benchmarks/fold.py.)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -78,7 +78,8 @@ def fold_pipeline(graphs_for: Callable, plan, time_of: Callable[[Task, Graph], f
         folded = fold(graphs, time_of, groups, slowdown)
         got, ran = folded.spans, folded.waits_ran  # interference stretched the compute between some tp calls
         return ([np.array([got[g.rank_class.index][t.id] for t in g.tasks]).reshape(-1, 2) for g in graphs],
-                [{**f, **ran.get(g.rank_class.index, {})} for g, f in zip(graphs, fused)])
+                [{**f, **{t: replace(f[t], waits=w) for t, w in ran.get(g.rank_class.index, {}).items()}}
+                 for g, f in zip(graphs, fused)])
 
     sizes = steady_sizes(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages)
     found = fold_repeated(graphs_for, plan.micro_batches, sizes, spans_of, slowdown)

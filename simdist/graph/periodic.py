@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdist.graph.spans import SpanTable
+from simdist.graph.spans import FusedCalls, SpanTable
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
 
 UNSETTLED, REACHES = "unsettled", "reaches"  # why a shorter run does not repeat
@@ -167,7 +167,7 @@ def _reaches(mine: int, theirs: int, own: bool) -> bool:
 
 
 def expanded(graph: Graph, spans: np.ndarray, repeat: Repeat, k: int, times: int,
-             fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> SpanTable:
+             fused: dict[int, FusedCalls] | None = None) -> SpanTable:
     """Class k's iteration with its inserted block `times` more times (each λ after the last) and what follows
     that many λ later, as a SpanTable (roles, fused tp spans and the communication mask repeated with them)."""
     q, n, lam = repeat.at[k], repeat.size[k], repeat.period_s

@@ -68,27 +68,37 @@ def roles(graph: Graph) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class FusedCalls:
+    """The calls inside one of estimate's fused tasks, as offsets from its start: `waits`, blocking calls the
+    compute waited for (tp spans, and gaps in the compute), and `beside`, transfers that ran under the compute
+    (a context-parallel core's K/V exchanges while a ring step computes: tp spans only)."""
+
+    waits: tuple[tuple[float, float], ...]
+    beside: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class SpanTable:
     """One stage's iteration as arrays: each task's start and end, its role (`roles`), estimate's fused tasks
-    grouped by the tp calls inside them (offsets from the task's start -> the tasks' indices) and which tasks
-    count as communication in flight (`busy_s`)."""
+    grouped by the calls inside them (FusedCalls -> the tasks' indices) and which tasks count as communication
+    in flight (`busy_s`)."""
 
     start: np.ndarray
     end: np.ndarray
     role: np.ndarray
-    inner: dict[tuple[tuple[float, float], ...], np.ndarray]
+    inner: dict[FusedCalls, np.ndarray]
     comm: np.ndarray
 
     @classmethod
     def of(cls, graph: Graph, spans: "dict[int, tuple[float, float]] | np.ndarray",
-           fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> "SpanTable":
+           fused: dict[int, FusedCalls] | None = None) -> "SpanTable":
         """`spans`: per task id its (start, end), or an (n, 2) array of them in task order."""
         arr = spans if isinstance(spans, np.ndarray) else np.array([spans[t.id] for t in graph.tasks], dtype=float)
         arr = arr.reshape(-1, 2)
-        groups: dict[tuple, list[int]] = {}
-        for tid, offsets in (fused or {}).items():
-            if offsets:
-                groups.setdefault(tuple(offsets), []).append(tid)
+        groups: dict[FusedCalls, list[int]] = {}
+        for tid, calls in (fused or {}).items():
+            if calls.waits or calls.beside:
+                groups.setdefault(calls, []).append(tid)
         comm = np.array([t.stream != Stream.COMPUTE and getattr(t, "kind", "") != "wait" for t in graph.tasks],
                         dtype=bool)
         return cls(arr[:, 0], arr[:, 1], roles(graph), {k: np.array(v) for k, v in groups.items()}, comm)
@@ -100,27 +110,31 @@ class SpanTable:
 
 
 def stage_terms(graph: Graph, spans: dict[int, tuple[float, float]], period_s: float,
-                fused: dict[int, tuple[tuple[float, float], ...]] | None = None) -> dict[str, float]:
+                fused: dict[int, FusedCalls] | None = None) -> dict[str, float]:
     """Per stage: compute, optimizer, tp, dp (and their exposed parts), pp transfer time and the bubble
-    (`fused`: the tp calls inside estimate's fused tasks, as offsets from each one's start)."""
+    (`fused`: the calls inside estimate's fused tasks)."""
     return table_terms(SpanTable.of(graph, spans, fused), period_s)
 
 
 def table_terms(table: SpanTable, period_s: float) -> dict[str, float]:
-    """`stage_terms` of a SpanTable: a fused task counts as the unfused chain it replaced (its tp calls as tp
-    spans, the compute between them as compute-stream spans)."""
+    """`stage_terms` of a SpanTable: a fused task counts as the unfused chain it replaced (its calls as tp spans,
+    the compute between the calls it waited for as compute-stream spans)."""
     start, end, role = table.start, table.end, table.role
     plain = (role == COMPUTE) | (role == OPTIMIZER)
     compute = float(np.sum((end - start)[role == COMPUTE]))
     tp_parts = [(start[role == TP], end[role == TP])]
     busy_parts = []
-    for offsets, ids in table.inner.items():
-        plain[ids] = False
+    for calls, ids in table.inner.items():
         s, e = start[ids][:, None], end[ids][:, None]
-        a, b = np.array(offsets).T
-        compute -= len(ids) * math.fsum(y - x for x, y in offsets)
-        tp_parts.append(((s + a).ravel(), (s + b).ravel()))
-        busy_parts.append((np.hstack([s, s + b]).ravel(), np.hstack([s + a, e]).ravel()))  # between the calls
+        for offsets in (calls.waits, calls.beside):
+            if offsets:
+                a, b = np.array(offsets).T
+                tp_parts.append(((s + a).ravel(), (s + b).ravel()))
+        if calls.waits:
+            plain[ids] = False
+            a, b = np.array(calls.waits).T
+            compute -= len(ids) * math.fsum(y - x for x, y in calls.waits)
+            busy_parts.append((np.hstack([s, s + b]).ravel(), np.hstack([s + a, e]).ravel()))  # between the waits
     busy = _joined([(start[plain], end[plain])] + busy_parts)
     tp = _joined(tp_parts)
     dp = (start[role == DP], end[role == DP])

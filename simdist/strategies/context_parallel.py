@@ -58,17 +58,20 @@ class CpAttention:
     def compute_s(self) -> float:
         return math.fsum(self.steps_s)
 
-    def timeline(self, exchange_s, call_s) -> tuple[float, tuple[tuple[float, float], ...]]:
-        """(seconds, the spans (offsets) the compute waits for communication) alone on the fabric:
-        `exchange_s(bytes)` and `call_s(op, bytes)` time one transfer step or call. Ring step k lasts
-        max(compute, transfer): the next step needs both the block received and this one's compute."""
-        t, waits = 0.0, []
+    def timeline(self, exchange_s, call_s) -> tuple[float, tuple[tuple[float, float], ...], tuple[tuple[float, float], ...]]:
+        """(seconds, the spans (offsets) the compute waits for communication, the spans transfers run beside the
+        compute) alone on the fabric: `exchange_s(bytes)` and `call_s(op, bytes)` time one transfer step or call.
+        Ring step k lasts max(compute, transfer): the next step needs both the block received and this one's
+        compute; its transfer runs beside the compute for min(compute, transfer) and is waited for after that."""
+        t, waits, beside = 0.0, [], []
         for c in self.before:
             d = call_s(c.op, c.size_bytes)
             waits.append((t, t + d))
             t += d
         for k, c in enumerate(self.steps_s):
             x = exchange_s(self.exchanges[k]) if k < len(self.exchanges) else 0.0
+            if x > 0:
+                beside.append((t, t + min(c, x)))
             if x > c:
                 waits.append((t + c, t + x))
             t += max(c, x)
@@ -76,7 +79,7 @@ class CpAttention:
             d = call_s(c.op, c.size_bytes)
             waits.append((t, t + d))
             t += d
-        return t, tuple(waits)
+        return t, tuple(waits), tuple(beside)
 
 
 def kv_block_bytes(shape: TransformerShape, micro_batch: int, cp: int, tp: int, element_bytes: float) -> float:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from simdist.collectives.schedule import CollectiveOp
 from simdist.graph.builder import GraphBuilder
+from simdist.graph.spans import FusedCalls
 from simdist.graph.tasks import Collective, Compute, Graph, Stream
 from simdist.layout import Axis
 from simdist.strategies.expert_layout import edp_group, expert_group
@@ -290,7 +291,7 @@ class _Fuse:
     def __init__(self, tp_time, interference: bool = False) -> None:
         self.tp_time = tp_time  # (group, op, size_bytes) -> seconds on the idle fabric
         self.interference = interference
-        self.tp_spans: dict[int, tuple[tuple[float, float], ...]] = {}
+        self.tp_spans: dict[int, FusedCalls] = {}
         self.folded: dict[tuple[int, int, bool], tuple] = {}  # (stage, chunk, forward) -> _fold's answer
         self.plain: dict[tuple[int, int, bool], bool] = {}  # (stage, chunk, forward) -> fusable's answer
 
@@ -316,24 +317,25 @@ class _Fuse:
                 items.append((None, seg.call))
         lastcall = max((k for k, (_, c) in enumerate(items) if c is not None and not hasattr(c, "cp")),
                        default=len(items))
-        parts, t, spans, n = [], 0.0, [], 0
+        parts, t, spans, beside, n = [], 0.0, [], [], 0
         for sec, call in items[:lastcall]:
             if call is None:
                 t += sec
             elif hasattr(call, "cp") and self.interference:  # its compute beside its transfers: not a chain
-                parts += [(t, tuple(spans))] * (n > 0) + [call]
-                t, spans, n = 0.0, [], -1
-            elif hasattr(call, "cp"):  # a cp core: its steps and calls alone on the fabric (the waits as spans)
-                d, waits = call.cp.timeline(lambda x: self.tp_time(cp_exchange_group(stage), P2P_OP, x),
-                                            lambda op, x: self.tp_time(cp_group(stage), op, x))
+                parts += [(t, FusedCalls(tuple(spans), tuple(beside)))] * (n > 0) + [call]
+                t, spans, beside, n = 0.0, [], [], -1
+            elif hasattr(call, "cp"):  # a cp core: its steps and calls alone on the fabric
+                d, waits, under = call.cp.timeline(lambda x: self.tp_time(cp_exchange_group(stage), P2P_OP, x),
+                                                   lambda op, x: self.tp_time(cp_group(stage), op, x))
                 spans += [(t + a, t + z) for a, z in waits]
+                beside += [(t + a, t + z) for a, z in under]
                 t += d
             else:
                 d = self.tp_time(call_group(stage, call), call.op, call.size_bytes)
                 spans.append((t, t + d))
                 t += d
             n += 1
-        parts += [(t, tuple(spans))] * (n > 0)
+        parts += [(t, FusedCalls(tuple(spans), tuple(beside)))] * (n > 0)
         return parts, items[lastcall:]
 
     def chain(self, b: GraphBuilder, tag: str, stage: int, key: tuple[int, bool], segs,
@@ -348,10 +350,10 @@ class _Fuse:
             if hasattr(part, "cp"):
                 last, deps = _cp_attention(b, stage, tag, -100 - k, part, deps)
                 continue
-            head_s, spans = part
+            head_s, calls = part
             last = b.add(Compute, f"{tag} {segs[0].name} .. (fused)", deps, Stream.COMPUTE, duration_s=head_s,
-                         kind=segs[0].kind, waits=spans)
-            self.tp_spans[last] = spans
+                         kind=segs[0].kind, waits=calls.waits)
+            self.tp_spans[last] = calls
             deps = [last]
         for k, (sec, call) in enumerate(rest):
             if call is not None and hasattr(call, "cp"):

@@ -138,15 +138,17 @@ def test_ring_step_lasts_max_of_attention_and_transfer() -> None:
     seconds = lambda size: size / 1e6  # noqa: E731 - 1 MB/s
     block = kv_block_bytes(TransformerShape(HIDDEN, HEADS, SEQ, KV_HEADS), 1, 4, 1, 2)
     x = block / 1e6
-    t, waits = fwd.timeline(seconds, None)
+    t, waits, _ = fwd.timeline(seconds, None)
     assert t == pytest.approx(3 * max(1.0, x) + 1.0)
     assert bwd.exchanges == (block, 2 * block, 2 * block, block)
-    t, _ = bwd.timeline(seconds, None)
+    t, _, _ = bwd.timeline(seconds, None)
     assert t == pytest.approx(2 * max(2.0, x) + 2 * max(2.0, 2 * x))
     hidden = CpAttention(CpCommType.P2P, (1.0, 1.0), (5e5,))
-    assert hidden.timeline(seconds, None) == (2.0, ())  # the transfer under the step
+    assert hidden.timeline(seconds, None) == (2.0, (), ((0.0, 0.5),))  # the transfer under the step
+    exposed = CpAttention(CpCommType.P2P, (1.0, 1.0), (3e6,))  # 3 s of transfer beside 1 s of compute
+    assert exposed.timeline(seconds, None) == (4.0, ((1.0, 3.0),), ((0.0, 1.0),))
     blocking = CpAttention(CpCommType.ALL_GATHER, (1.0,), before=(CpCall(P2P_OP, 1e6, "x"),))
-    assert blocking.timeline(None, lambda op, size: size / 1e6) == (2.0, ((0.0, 1.0),))
+    assert blocking.timeline(None, lambda op, size: size / 1e6) == (2.0, ((0.0, 1.0),), ())
 
 
 def test_all_gather_and_a2a_volumes() -> None:

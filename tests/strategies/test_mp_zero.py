@@ -200,9 +200,12 @@ def test_mfu_is_the_results_formula():
     {"training.parallelism": {"tp": 8, "pp": 2}, "training.sequence_parallel": True, "training.recompute": "full"},
     {"training.parallelism": {"tp": 4, "pp": 2, "dp": 2, "zero": 2}, "communication.overlap": False,
      "training.schedule": "interleaved", "training.virtual_stages": 2},
+    {"training.parallelism": {"tp": 2, "cp": 2, "pp": 2}, "training.sequence_parallel": True,
+     "workload.flash_attention": True},
 ])
 def test_fused_tp_chains_fold_to_the_unfused_result(changes):
-    """estimate folds each chunk's blocking tp chain into one task: the same iteration and breakdown terms."""
+    """estimate folds each chunk's blocking tp chain into one task: the same iteration and breakdown terms (a
+    context-parallel core's K/V transfers too, those hidden under its ring steps' compute included)."""
     from simdist.engine.context import build_context
     from simdist.graph.spans import stage_terms
     from simdist.engine.plans import fused_graphs
