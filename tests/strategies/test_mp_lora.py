@@ -178,3 +178,19 @@ def test_stage_activations_by_hand():
     a = _stage_memory(lora, build_mp_plan(lora))[0]
     b = _stage_memory(full, build_mp_plan(full))[0]
     assert a.activations_bytes - b.activations_bytes == pytest.approx(2 * 2 * S * 2 * (H + 4 * R), rel=1e-12)
+
+
+def test_with_tp_comm_overlap_the_adapter_gathers_its_own_input():
+    """Under tp_comm_overlap Transformer Engine's userbuffers gather the layernorm output for the base GEMM, so
+    NeMo / Megatron-Bridge leave return_layernorm_output_gathered off and A all_gathers its input itself
+    (gather_from_sequence_parallel_region: a reduce_scatter of its gradient in backward)."""
+    s = _load()
+    b = 1
+    tpp = tensor_parallel_plan(s.workload.model, s.cluster.node_groups[0].gpu, b, "bf16", TP, True,
+                               tp_comm_overlap=True)
+    got = {x.shard.name: sorted((c.op.value, c.phase.value, c.when.value, c.size_bytes) for c in x.collectives)
+           for x in tpp.layers}
+    rank, full = b * S * R * 2.0, b * S * H * 2.0
+    assert got["blocks.1.mlp.fc1.lora_a"] == sorted([("all_gather", "fwd", "before", full),
+                                                     ("all_gather", "fwd", "after", rank),
+                                                     ("reduce_scatter", "bwd", "after", full)])
