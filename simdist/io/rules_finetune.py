@@ -14,8 +14,9 @@ from dataclasses import replace
 from simdist.errors import Issue
 from simdist.finetune import is_attention_core, pack_documents
 from simdist.io.resolve_workload import resolve_model
-from simdist.io.rules_training import is_model_parallel
+from simdist.io.rules_training import bad_value, is_model_parallel
 from simdist.scenario import Scenario, WorkloadSpec
+from simdist.strategies.tensor_parallel import TpRole, layer_role
 from simdist.workload.lora import LoraSpec, apply_lora, expand_targets
 
 FULL_IS_TRAINING = ("'lora'; full fine-tuning trains every weight, which is what a run without training.finetune "
@@ -87,8 +88,8 @@ def finetune_model(m, workload: WorkloadSpec | None, issues: list[Issue]) -> Wor
 def finetune_issues(scenario: Scenario) -> list[Issue]:
     """LoRA (frozen layers in the model) with what the model-parallel plan does not yet price for frozen layers:
     context or expert parallelism (a mixture-of-experts model), ZeRO-3 under tp or pp (its per-unit gradient
-    reduce_scatter covers every weight), and an adapter rank the tp group cannot split (Megatron's
-    ColumnParallelLinear divides A's r outputs over tp)."""
+    reduce_scatter covers every weight), an adapter rank the tp group cannot split (Megatron's
+    ColumnParallelLinear divides A's r outputs over tp), and a frozen linear whose split width tp does not divide."""
     model = scenario.workload.model
     if model is None or not any(x.frozen for x in model.layers):
         return []
@@ -103,9 +104,26 @@ def finetune_issues(scenario: Scenario) -> list[Issue]:
         out.append(Issue("training.parallelism.zero", "3 with LoRA under tp or pp: not modelled (the pipeline's "
                          "ZeRO-3 reduce_scatters every weight's gradients per unit); use zero 0, 1 or 2, or tp and "
                          "pp 1 (data-parallel ZeRO-3 / FSDP prices LoRA)"))
+    if par.tp > 1:
+        out += _frozen_split_issues(model, par.tp)
     rank = next((x.grad_shapes[0][0] for x in model.layers if x.name.endswith(".lora_a")), None)
     if rank is not None and par.tp > 1 and rank % par.tp:
         out.append(Issue(f"{path}.rank", f"got {rank}; expected a multiple of tp ({par.tp}): Megatron-Bridge's "
                          "LoRA splits A's r outputs over the tp group beside linear_qkv and linear_fc1 "
                          "(ColumnParallelLinear)"))
     return out
+
+
+def _frozen_split_issues(model, tp: int) -> list[Issue]:
+    """A frozen block linear's split dimension tp does not divide (rules_parallel checks the trainable ones by
+    their gradient shapes, which a frozen layer lacks): its width read off its activations per token."""
+    tokens = model.tokens_per_sample or 1
+    for x in model.layers:
+        role = layer_role(x)
+        if not x.frozen or x.kind != "linear" or role not in (TpRole.COLUMN, TpRole.ROW):
+            continue
+        n = int(round((x.output_elems if role is TpRole.COLUMN else x.input_elems) / tokens))
+        if n % tp:
+            what = "output features" if role is TpRole.COLUMN else "input features"
+            return [bad_value("training.parallelism.tp", tp, f"a divisor of {x.name}'s {what} ({n})")]
+    return []

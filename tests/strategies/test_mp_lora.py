@@ -194,3 +194,16 @@ def test_with_tp_comm_overlap_the_adapter_gathers_its_own_input():
     assert got["blocks.1.mlp.fc1.lora_a"] == sorted([("all_gather", "fwd", "before", full),
                                                      ("all_gather", "fwd", "after", rank),
                                                      ("reduce_scatter", "bwd", "after", full)])
+
+
+def test_a_frozen_linear_tp_cannot_split_is_refused():
+    """As full training's rules refuse it (rules_parallel reads the trainable layers' gradient shapes, which a
+    frozen layer lacks): an MLP of 10,001 over tp 2, adapted or only frozen."""
+    from simdist.errors import ScenarioError
+    gpt = {"gpt": {"layers": LAYERS, "hidden": H, "heads": 32, "vocab": 32000, "ffn_hidden": 10001}}
+    for targets in (["linear_qkv"], ["all-linear"]):
+        with pytest.raises(ScenarioError) as err:
+            _load({"workload.model": gpt, "training.finetune": {"method": "lora", "rank": R,
+                                                                 "target_modules": targets}})
+        assert "training.parallelism.tp" in [i.path for i in err.value.issues]
+        assert "10001" in str(err.value)
