@@ -41,6 +41,7 @@ from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
                                                 tensor_parallel_plan)
 from simdist.strategies.update_cost import update_time
+from simdist.workload.lora import trainable_params
 
 _BLOCK = re.compile(r"^((?:blocks|encoder)\.\d+)\.")
 
@@ -410,7 +411,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
                 bwd = [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute")
                        for x in fwd] + bwd
             experts = [i for i in range(lo, hi) if own_edp and tpp.layers[i].shard.experts]
-            gb = sum(_trainable(tpp.layers[i].shard) for i in range(lo, hi)) * grad_bytes
+            gb = sum(trainable_params(tpp.layers[i].shard) for i in range(lo, hi)) * grad_bytes
             eb = sum(tpp.layers[i].shard.params for i in experts) * grad_bytes
             chunks.append(ChunkWork(vs, (lo, hi), tuple(fwd), tuple(bwd), float(gb - eb), float(eb)))
         params = float(sum(tpp.layers[i].shard.params for c in chunks for i in range(*c.layers)))
@@ -451,12 +452,6 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
                   global_batch, model.tokens_per_sample, (model_flops_per_sample(model) + extra) * global_batch, single,
                   warnings, zero, gathered_param_bytes(p, t.fp8_param_gather), grad_bytes,
                   t.tp_comm_overlap, mode, load, etp, own_edp)
-
-
-def _trainable(layer) -> int:
-    """Parameters that take gradients, reduction and optimizer states: none of a frozen layer's (LoRA's base;
-    the rule workload.lora.trainable_param_count applies to the whole model)."""
-    return 0 if layer.frozen else layer.params
 
 
 def _cp_cores(tpp: TensorParallelPlan, shape: TransformerShape | None, mode: CpCommType, cp: int,

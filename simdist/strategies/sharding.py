@@ -27,6 +27,7 @@ from simdist.memory import (MemoryEstimate, TransformerShape, check_fits, estima
 from simdist.scenario import PipelineSchedule, Recompute
 from simdist.strategies.pipeline_schedule import balance_stages
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model
+from simdist.workload.lora import trainable_params
 from simdist.workload.specs import ModelSpec
 
 _BLOCK = re.compile(r"^((?:blocks|encoder)\.\d+)\.")
@@ -191,8 +192,8 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
         if pp > 1 and reads_embed and embed is not None and embed not in mine:
             held.append(embed)  # its own copy of the embedding
         # LoRA: frozen weights are kept without gradients or optimizer states (memory.model_state_bytes)
-        params = float(sum(shard.layers[i].params for i in held if not shard.layers[i].frozen))
-        frozen = float(sum(shard.layers[i].params for i in held if shard.layers[i].frozen))
+        params = float(sum(trainable_params(shard.layers[i]) for i in held))
+        frozen = float(sum(shard.layers[i].params for i in held)) - params
         block_layers = [i for i in mine if shape is not None and _BLOCK.match(model.layers[i].name)]
         blocks = sum(1 for i in block_layers if roles[i] is TpRole.HEADS)
         per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,

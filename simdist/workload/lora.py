@@ -110,9 +110,15 @@ def apply_lora(model: ModelSpec, spec: LoraSpec) -> ModelSpec:
     return replace(model, name=f"{model.name}+lora-r{spec.rank}", layers=tuple(out))
 
 
+def trainable_params(layer: LayerSpec) -> int:
+    """A layer's parameters that take gradients, their reduction and optimizer states: none of a frozen layer's
+    (whole, or one tensor-parallel shard of it)."""
+    return 0 if layer.frozen else layer.params
+
+
 def trainable_param_count(model: ModelSpec) -> int:
     """Parameters that take gradients and optimizer states (all but frozen layers')."""
-    return sum(layer.params for layer in model.layers if not layer.frozen)
+    return sum(trainable_params(layer) for layer in model.layers)
 
 
 def frozen_param_count(model: ModelSpec) -> int:
