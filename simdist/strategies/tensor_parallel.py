@@ -244,7 +244,8 @@ def _collectives(i: int, layer: LayerSpec, role: TpRole, b: int, act: int, sp: b
             out = [c(AR, in_bytes, B, When.AFTER, "input gradient partial sums")] if dgrad else []
         else:  # a frozen layer has no weight gradient to re-gather its input for
             out = [c(AG, in_bytes, F, When.BEFORE, "input from sequence shards")]
-            out += [] if layer.frozen else [c(AG, in_bytes, B, When.BEFORE, "input re-gathered for the weight gradient")]
+            if not layer.frozen:
+                out.append(c(AG, in_bytes, B, When.BEFORE, "input re-gathered for the weight gradient"))
             out += [c(RS, in_bytes, B, When.AFTER, "input gradient partial sums to sequence shards")] if dgrad else []
     elif role is TpRole.VOCAB_LOSS:
         size = b * layer.output_elems * LOSS_REDUCTION_BYTES
