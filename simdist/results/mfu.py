@@ -15,15 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from simdist.hardware.specs import GpuSpec
-from simdist.workload.specs import ModelSpec
-
-TRAINING_FLOPS_PER_FORWARD = 3.0  # forward (1) + backward (2: input and weight gradients)
-
-
-def model_flops_per_sample(model: ModelSpec) -> float:
-    """Training FLOPs of one sample without recomputation: 3 x the model's forward FLOPs, less one forward of
-    each frozen layer (LoRA's base, LayerSpec.frozen), whose backward computes no weight gradient."""
-    return TRAINING_FLOPS_PER_FORWARD * model.fwd_flops - sum(x.fwd_flops for x in model.layers if x.frozen)
+from simdist.workload.specs import ModelSpec, model_flops_per_sample
 
 
 def mfu(model_flops_per_s_per_gpu: float, gpu: GpuSpec, precision: str) -> float:

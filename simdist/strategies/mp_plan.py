@@ -32,7 +32,6 @@ from simdist.graph.tasks import RankClass
 from simdist.layout import Layout, build_layout
 from simdist.low_precision import gathered_param_bytes
 from simdist.memory import TransformerShape
-from simdist.results.mfu import model_flops_per_sample
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
 from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_steps, shard_sequence
 from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
@@ -42,6 +41,7 @@ from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCol
                                                 tensor_parallel_plan)
 from simdist.strategies.update_cost import update_time
 from simdist.workload.lora import trainable_params
+from simdist.workload.specs import model_flops_per_sample
 
 _BLOCK = re.compile(r"^((?:blocks|encoder)\.\d+)\.")
 

@@ -134,3 +134,13 @@ class ModelSpec:
             for shape in reversed(self.layers[i].grad_shapes):
                 out.append((i, shape))
         return out
+
+
+TRAINING_FLOPS_PER_FORWARD = 3.0  # forward (1) + backward (2: input and weight gradients)
+
+
+def model_flops_per_sample(model: ModelSpec) -> float:
+    """Training FLOPs of one sample without recomputation (MFU's numerator, simdist.results.mfu): 3 x the model's
+    forward FLOPs, less one forward of each frozen layer (LoRA's base, LayerSpec.frozen), whose backward computes
+    no weight gradient."""
+    return TRAINING_FLOPS_PER_FORWARD * model.fwd_flops - sum(x.fwd_flops for x in model.layers if x.frozen)
