@@ -221,12 +221,24 @@ class BlockActivations:
     kept_bytes: float  # saved unless the whole layer is recomputed
     core_bytes: float  # the attention core's own (scores, softmax, dropout; flash: log-sum-exp), dropped by selective
     input_bytes: float  # the layer's input: all that full recomputation keeps
+    # parts of kept_bytes that Megatron-Core's recompute_modules drop (selective with the module listed):
+    norm_out_bytes: float = 0.0  # layernorm: the two norms' outputs, as the QKV and first MLP projections save them
+    qkv_bytes: float = 0.0  # mla_up_proj: Q, K and V, the up projections' outputs the attention core saves
+    mlp_bytes: float = 0.0  # mlp: the dense MLP's inside (activation inputs, down projection input)
 
-    def under(self, recompute: "Recompute | str") -> float:
+    def under(self, recompute: "Recompute | str", modules: tuple[str, ...] = ("core_attn",),
+              dense_mlp: bool = True) -> float:
+        """Bytes kept under `recompute`; selective drops each listed module's tensors (`mlp` only in a block
+        with a dense MLP, `dense_mlp`)."""
         rc = Recompute(recompute)
         if rc is Recompute.FULL:
             return self.input_bytes
-        return self.kept_bytes + (self.core_bytes if rc is Recompute.NONE else 0.0)
+        if rc is not Recompute.SELECTIVE:
+            return self.kept_bytes + self.core_bytes
+        dropped = {"layernorm": self.norm_out_bytes, "mla_up_proj": self.qkv_bytes,
+                   "mlp": self.mlp_bytes if dense_mlp else 0.0}
+        kept = self.kept_bytes - math.fsum(dropped[m] for m in dict.fromkeys(modules) if m != "core_attn")
+        return kept + (0.0 if "core_attn" in modules else self.core_bytes)
 
 
 def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
@@ -262,22 +274,26 @@ def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, se
     else:
         core = tokens * a * s * (A + (1 + A) * mask)
     per_rank = 1 / t if sequence_parallel else 1.0
+    mlp = tokens * f * (A * (2 if shape.mlp == "swiglu" else 1) + q)
     return BlockActivations(kept_bytes=whole * per_rank + split / t, core_bytes=core / t,
-                            input_bytes=tokens * h * A * per_rank)
+                            input_bytes=tokens * h * A * per_rank, norm_out_bytes=tokens * 2 * q * h * per_rank,
+                            qkv_bytes=tokens * A * (wq + wk + wv) / t, mlp_bytes=mlp / t)
 
 
 def layer_activation_bytes(shape: TransformerShape, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
                            recompute: "Recompute | str" = Recompute.NONE, activation_bytes: float = 2,
-                           gemm_input_bytes: float | None = None) -> float:
+                           gemm_input_bytes: float | None = None, modules: tuple[str, ...] = ("core_attn",),
+                           dense_mlp: bool = True) -> float:
     """Activation bytes one transformer layer keeps for backward on one tp rank (block_activations).
 
     GPT block, 16-bit (Korthikanti et al. 2022, Table 2): none sbh(10 + 24/t + 5as/(ht)), or sbh/t (34 + 5as/h)
     with sequence parallelism; selective (attention core recomputed) sbh(10 + 24/t), or 34sbh/t; full (layer
     input only) 2sbh, or 2sbh/t with sequence parallelism. Flash attention stores no s x s tensor: its core
-    keeps 4a bytes per token (the fp32 log-sum-exp) instead of 5as.
+    keeps 4a bytes per token (the fp32 log-sum-exp) instead of 5as. Selective with Megatron-Core's `modules`
+    drops each one's tensors (BlockActivations.under).
     """
     return block_activations(shape, micro_batch, tp, sequence_parallel, activation_bytes,
-                             gemm_input_bytes).under(recompute)
+                             gemm_input_bytes).under(recompute, modules, dense_mlp)
 
 
 def in_flight_micro_batches(schedule: "PipelineSchedule | str", pp: int, micro_batches: int, stage: int,

@@ -228,6 +228,8 @@ class TrainingSpec:
     moe_load_imbalance: float = 1.0  # the hottest expert's routed tokens over the mean per expert
     recompute: Recompute = Recompute.NONE
     recompute_every: int = 1  # recompute full: checkpoint one transformer block in this many
+    # recompute selective: Megatron-Core's recompute_modules (strategies/recompute_policy.py); () = core_attn
+    recompute_modules: tuple[str, ...] = ()
     virtual_stages: int = 1  # interleaved schedule: model chunks per pipeline rank
     hybrid_switch_iteration: int | None = None  # sync hybrid: the first bsp iteration (0-based), or
     hybrid_switch_fraction: float | None = None  # ... that fraction of the run's iterations

@@ -18,6 +18,7 @@ from simdist.io.resolve_failures import resolve_failures
 from simdist.io.rules_finetune import finetune_model
 from simdist.io.rules_nccl import ddp_average_issues, nccl_choice_issues, nccl_socket_issues
 from simdist.io.rules_precision import run_option_issues, with_run_options
+from simdist.io.rules_recompute import recompute_module_issues
 from simdist.io.schema import RunModel, ScenarioModel
 from simdist.scenario import (
     Backend, BatchSplit, Bucketing, CommunicationSpec, CpCommType, DdpAverage, CompressionMethod, CompressionSpec,
@@ -67,6 +68,7 @@ def _training(m: ScenarioModel, gpus: int | None, issues: list[Issue]) -> Traini
         placement_order=t.placement_order, sequence_parallel=t.sequence_parallel,
         tp_comm_overlap=t.tp_comm_overlap, fp8_param_gather=t.fp8_param_gather,
         recompute=Recompute(t.recompute), recompute_every=t.recompute_every,
+        recompute_modules=tuple(t.recompute_modules or ()),
         virtual_stages=t.virtual_stages,
         hybrid_switch_iteration=switch_it, hybrid_switch_fraction=switch_frac,
         rebalance_every=t.rebalance_every if t.rebalance_every is not None else TrainingSpec().rebalance_every,
@@ -129,6 +131,7 @@ def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:
     if t.recompute_every != 1 and Recompute(t.recompute) is not Recompute.FULL:
         issues.append(Issue("training.recompute_every", f"got {t.recompute_every}; it chooses which blocks "
                                                         "training.recompute: full checkpoints; expected 1 otherwise"))
+    issues += recompute_module_issues(t)
     for key, on in (("training.recompute", Recompute(t.recompute) is Recompute.SELECTIVE_OP),
                     ("training.recompute_every", t.recompute_every != 1)):
         if on and (par.tp > 1 or par.pp > 1):

@@ -12,6 +12,7 @@ import simdist.strategies.sharded_dp as sharded_dp
 import simdist.strategies.sharding as sharding
 import simdist.strategies.tensor_parallel as tensor_parallel
 from simdist.errors import Issue
+from simdist.io.rules_recompute import recompute_module_model_issues
 from simdist.io.rules_training import ZERO_KEY, bad_value, is_model_parallel
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
@@ -63,6 +64,7 @@ def pipeline_issues(scenario: Scenario) -> list[Issue]:
                                                             "(mixed clusters run data parallelism only)"))
     if Recompute(t.recompute) is not Recompute.NONE and mp_plan.transformer_shape(model) is None:
         out.append(bad_value("training.recompute", t.recompute.value, "none for a model without attention blocks"))
+    out += recompute_module_model_issues(s)
     replica = resolve_batch(s, data_parallel_degree(s)) * t.grad_accumulation  # (io.resolve: dp and the batch fit)
     if replica % t.micro_batch:
         out.append(bad_value("training.micro_batch", t.micro_batch, f"a divisor of the per-replica batch {replica}"))

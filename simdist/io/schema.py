@@ -333,6 +333,11 @@ class TrainingModel(Strict):
     recompute_every: PosInt = 1
     """recompute full: checkpoint one transformer block in N (blocks N, 2N, ...; torchtitan's selective layer AC,
     selective_ac_option N); ZeRO / FSDP runs without tp or pp (added key)."""
+    recompute_modules: list[str] | None = None
+    """recompute selective: Megatron-Core's --recompute-modules, the modules whose forward runs again in the
+    backward and whose saved tensors are dropped: core_attn (the default), layernorm, mla_up_proj (MLA models),
+    mlp (dense MLP blocks); moe_act, moe and shared_experts are refused (not modelled); model-parallel runs
+    (tp, pp, cp or ep > 1) (added key)."""
     virtual_stages: PosInt = 1
     """Interleaved schedule: model chunks per pipeline rank (>= 2 with schedule interleaved and pp > 1) (added key)."""
     cuda_graphs: StrictBool = False

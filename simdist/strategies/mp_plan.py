@@ -37,6 +37,7 @@ from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_
 from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
+from simdist.strategies.recompute_policy import recomputes_layer, selective_modules
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
                                                 tensor_parallel_plan)
 from simdist.strategies.update_cost import update_time
@@ -236,14 +237,15 @@ def pipeline_units(model) -> list[tuple[int, int]]:
 
 
 def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kind: str,
-              selective: bool = False, unit_of: list[int] | None = None,
+              redo: frozenset[int] = frozenset(), unit_of: list[int] | None = None,
               chunk_factor: list[float] | None = None,
               cp_core: dict[int, tuple[CpAttention, CpAttention]] | None = None) -> list[Segment]:
     """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse), and
     at ZeRO-3 unit boundaries (`unit_of`: layer -> stage unit). With `chunk_factor` (tp_comm_overlap: per
     layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment.
     With `cp_core` (context parallelism: the (forward, backward) of an attention core) each core is its own
-    segment, its forward again before its backward under selective recomputation."""
+    segment, its forward again before its backward when recomputed. `redo`: the layers whose forward runs again
+    just before their backward (selective recomputation's modules, recompute_policy.MODULE_LAYERS)."""
     out: list[Segment] = []
     acc, first, last, cur = 0.0, None, None, -1
     order = range(lo, hi) if phase is Phase.FWD else range(hi - 1, lo - 1, -1)
@@ -267,13 +269,15 @@ def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, ki
             if first is not None:
                 flush(None)
             fwd, bwd = cp_core[i]
-            atts = [fwd] if phase is Phase.FWD else ([fwd, bwd] if selective else [bwd])
+            atts = [fwd] if phase is Phase.FWD else ([fwd, bwd] if i in redo else [bwd])
             out += [Segment(a.compute_s, f"{kind} {names[i]} (cp {a.mode.value})", None, kind, cur, cp=a)
                     for a in atts]
             continue
         if chunk_factor is not None and calls and layer.role in (TpRole.COLUMN, TpRole.ROW):
             if first is not None:
                 flush(None)
+            if i in redo:  # its forward GEMM again (its forward collective is not repeated: docs)
+                out.append(Segment(layer.time.fwd_s, f"{kind} {names[i]} (recompute)", None, kind, cur))
             out += _overlapped(layer, calls, t, chunk_factor[i], f"{kind} {names[i]}", kind, cur, phase)
             continue
         for c in calls:
@@ -283,8 +287,8 @@ def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, ki
             first = i
         last = i
         acc += t
-        if selective and layer.role.value == "heads":
-            acc += layer.time.fwd_s  # the attention core recomputed before its backward
+        if i in redo:
+            acc += layer.time.fwd_s  # the module's forward recomputed before its backward
         for c in calls:
             if c.when is When.AFTER:
                 flush(c)
@@ -377,6 +381,8 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     own_edp = load is not None and (par.ep > 1 or etp != tp)
     rc = Recompute(t.recompute)
     assert rc is Recompute.NONE or shape is not None, "io.rules_parallel: recomputation needs attention blocks"
+    modules = selective_modules(rc, t.recompute_modules)
+    redo = frozenset(i for i, x in enumerate(model.layers) if recomputes_layer(x.name, modules))
     replica = resolve_batch(s, dp) * t.grad_accumulation
     assert replica % t.micro_batch == 0, "io.rules_parallel: micro-batches divide the per-replica batch"
     m = replica // t.micro_batch
@@ -405,7 +411,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
             vs = c * pp + st
             fwd = _segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors,
                             cp_core=cores)
-            bwd = _segments(tpp, lo, hi, Phase.BWD, names, "backward", selective=rc is Recompute.SELECTIVE,
+            bwd = _segments(tpp, lo, hi, Phase.BWD, names, "backward", redo=redo,
                             unit_of=uo, chunk_factor=factors, cp_core=cores)
             if rc is Recompute.FULL:
                 bwd = [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute")
@@ -437,7 +443,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     if rc is Recompute.FULL:
         extra = sum(x.fwd_flops for x in model.layers if _BLOCK.match(x.name))
     elif rc is Recompute.SELECTIVE:
-        extra = sum(x.fwd_flops for x in model.layers if x.name.endswith("attn.core"))
+        extra = sum(model.layers[i].fwd_flops for i in sorted(redo))
     # the same GPUs with no communication and no bubble: every stage busy m micro-batches, then its step
     step_s = max(m * math.fsum(c.fwd_s + c.bwd_s for c in x.chunks) + x.optimizer_s for x in stages)
     single = global_batch / step_s if step_s > 0 else 0.0

@@ -91,7 +91,8 @@ def _stage_memory(scenario: Scenario, plan: MpPlan):
         precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.grad_dp,
         tp=plan.tp, pp=plan.pp, zero=t.parallelism.zero, sequence_parallel=t.sequence_parallel,
         recompute=t.recompute, schedule=t.schedule, virtual_stages=plan.virtual_stages,
-        shape=shape, chunks=chunks, extra_buffer_bytes=buffers, fp8_param_gather=t.fp8_param_gather)
+        shape=shape, chunks=chunks, extra_buffer_bytes=buffers, fp8_param_gather=t.fp8_param_gather,
+        recompute_modules=t.recompute_modules)
     if plan.moe_load is None:
         return out
     return expert_stage_memory(out, model, chunks, plan.pp, gpu, ep=plan.ep, etp=plan.etp, dp=plan.grad_dp,

@@ -10,6 +10,11 @@ training.recompute mode, for the data-parallel plans (ZeRO / FSDP: sharded_dp).
   Llama block: k, o and w3 are recomputed) and of the attention kernel, and recomputes everything else (norms,
   the activation, residual adds). simdist fuses q, k and v into one `attn.qkv` layer and w1, w3 into
   `mlp.gate_up`; each is split into its matmuls by output width (q's width is the block's hidden size).
+
+`selective` with `training.recompute_modules` is Megatron-Core's --recompute-granularity selective
+--recompute-modules (transformer_config.py `recompute_modules`): each listed module's forward runs again before
+its backward and its saved tensors are dropped (memory.block_activations splits them per module). MODULE_LAYERS
+is the one place that says which layers of a block each module recomputes.
 """
 from __future__ import annotations
 
@@ -18,6 +23,35 @@ import math
 from simdist.scenario import Recompute
 
 _ELEMENTWISE = ("norm", "activation", "other")
+
+# Megatron-Core's recompute_modules that simdist's block model expresses -> the block layers (name suffixes after
+# "blocks.N.") whose forward each recomputes: core_attn the attention core; layernorm the input and pre-MLP norms
+# (their outputs discarded, CheckpointWithoutOutput); mla_up_proj MLA's up projection (attn.qkv after the latent
+# norms); mlp the dense MLP (checkpointed whole, its input kept).
+MODULE_LAYERS: dict[str, tuple[str, ...]] = {
+    "core_attn": ("attn.core",),
+    "layernorm": ("norm1", "norm2"),
+    "mla_up_proj": ("attn.qkv",),
+    "mlp": ("mlp.fc1", "mlp.gelu", "mlp.squared_relu", "mlp.fc2", "mlp.gate_up", "mlp.swiglu", "mlp.down"),
+}
+# Megatron-Core's other names, refused (io.resolve): their tensors live inside simdist's one `experts` layer
+UNMODELLED_MODULES = ("moe_act", "moe", "shared_experts")
+DEFAULT_MODULES = ("core_attn",)  # Megatron-Core's default, and `selective` without the key
+
+
+def selective_modules(recompute: Recompute, modules) -> tuple[str, ...]:
+    """The Megatron modules a run recomputes: the given list under selective (core_attn without one), else none."""
+    if Recompute(recompute) is not Recompute.SELECTIVE:
+        return ()
+    return tuple(modules) if modules else DEFAULT_MODULES
+
+
+def recomputes_layer(name: str, modules: tuple[str, ...]) -> bool:
+    """Whether block layer `name` (e.g. 'blocks.3.norm1') is one a listed module recomputes."""
+    parts = name.split(".", 2)
+    if len(parts) < 3 or parts[0] not in ("blocks", "encoder"):
+        return False
+    return any(parts[2] in MODULE_LAYERS[m] for m in modules)
 
 
 def checkpointed(position: int, recompute: Recompute, every: int) -> bool:

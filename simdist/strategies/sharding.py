@@ -26,6 +26,7 @@ from simdist.memory import (MemoryEstimate, TransformerShape, check_fits, estima
                             saved_gemm_input_bytes)
 from simdist.scenario import PipelineSchedule, Recompute
 from simdist.strategies.pipeline_schedule import balance_stages
+from simdist.strategies.recompute_policy import recomputes_layer, selective_modules
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model
 from simdist.workload.lora import trainable_params
 from simdist.workload.specs import ModelSpec
@@ -154,8 +155,11 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
                           shape: TransformerShape | None = None,
                           chunks: Sequence[tuple[int, int]] | None = None,
                           extra_buffer_bytes: float = 0.0,
-                          fp8_param_gather: bool = False) -> tuple[MemoryEstimate, ...]:
+                          fp8_param_gather: bool = False,
+                          recompute_modules: tuple[str, ...] = ()) -> tuple[MemoryEstimate, ...]:
     """Peak memory of a GPU on each pipeline rank (index = pp rank), for its tp shard of its layers.
+    Selective recomputation drops the tensors of Megatron-Core's `recompute_modules` (default core_attn;
+    recompute_policy), `mlp` in the blocks with a dense MLP only.
 
     `chunks` are the pp x v contiguous layer ranges (virtual stage k on rank k % pp); default: balanced by
     forward FLOPs. Transformer blocks use layer_activation_bytes (needs `shape`); other layers keep their
@@ -166,6 +170,7 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
     """
     rc = Recompute(recompute)
     assert shape is not None or rc is Recompute.NONE, "io.rules_parallel: recomputation needs attention blocks"
+    modules = selective_modules(rc, recompute_modules)
     v = virtual_stages
     shard = shard_model(model, tp, sequence_parallel)
     if chunks is None:
@@ -196,10 +201,15 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
         frozen = float(sum(shard.layers[i].params for i in held)) - params
         block_layers = [i for i in mine if shape is not None and _BLOCK.match(model.layers[i].name)]
         blocks = sum(1 for i in block_layers if roles[i] is TpRole.HEADS)
-        per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,
-                                           gemm_input) if shape else 0.0
+        per_layer = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act, gemm_input,
+                                           modules) if shape else 0.0
         others = set(mine) - set(block_layers)
         acts = blocks * per_layer + micro_batch * act * math.fsum(shard.layers[i].saved_elems for i in others)
+        if "mlp" in modules:  # blocks without a dense MLP (MoE blocks) keep their MLP's tensors
+            moe_blocks = blocks - len({_BLOCK.match(model.layers[i].name).group(1) for i in block_layers
+                                       if recomputes_layer(model.layers[i].name, ("mlp",))})
+            acts += moe_blocks * (layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,
+                                                         gemm_input, modules, dense_mlp=False) - per_layer)
         if rc is not Recompute.FULL:  # (full recomputation keeps each block's input only, adapters or not)
             acts += micro_batch * lora_saved_delta(model, shard, roles, block_layers, sequence_parallel, tp, act,
                                                    gemm_input)

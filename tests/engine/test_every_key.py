@@ -234,6 +234,8 @@ CASES: dict[str, tuple] = {
     "training.fp8_param_gather": (TRAIN, {**GPT, "cluster.nodes.0.gpu": "h100-sxm5-80gb", "workload.precision": "fp8",
                                           "training.parallelism": {"zero": 3}},
                                   {"training.fp8_param_gather": True}, "changes"),
+    "training.recompute_modules": (TRAIN, {**MP, "training.recompute": "selective"},
+                                   {"training.recompute_modules": ["core_attn", "mlp"]}, "changes"),
     "training.recompute_every": (TRAIN, {**MPW, "training.parallelism": {"zero": "fsdp"}, "training.recompute": "full"},
                                  {"training.recompute_every": 2}, "changes"),
     "training.virtual_stages": (TRAIN, {**MP, "training.schedule": "interleaved", "training.virtual_stages": 2},

@@ -1,0 +1,51 @@
+"""The rules of training.recompute_modules (Megatron-Core's --recompute-modules under --recompute-granularity
+selective): the names simdist's block model expresses (strategies.recompute_policy.MODULE_LAYERS), only with
+recompute selective, only on the model-parallel plan, and each module present in the model it recomputes."""
+from __future__ import annotations
+
+from simdist.errors import Issue
+from simdist.scenario import Recompute, Scenario
+from simdist.strategies.recompute_policy import MODULE_LAYERS, UNMODELLED_MODULES, recomputes_layer
+
+_KEY = "training.recompute_modules"
+
+
+def recompute_module_issues(t) -> list[Issue]:
+    """The key as given (schema's training model): refused unless recompute is selective on a model-parallel
+    layout, and for names simdist does not model or repeats."""
+    names = t.recompute_modules
+    if names is None:
+        return []
+    out = []
+    if Recompute(t.recompute) is not Recompute.SELECTIVE:
+        out.append(Issue(_KEY, f"got {names!r}; read only with training.recompute: selective (got "
+                               f"'{Recompute(t.recompute).value}')"))
+    p = t.parallelism
+    if p.tp == 1 and p.pp == 1 and p.cp == 1 and p.ep == 1:
+        out.append(Issue(_KEY, f"got {names!r}; modelled for model-parallel layouts (tp, pp, cp or ep > 1); "
+                               "ZeRO / FSDP data parallelism recomputes core_attn only (leave the key unset)"))
+    if not names:
+        out.append(Issue(_KEY, "got []; expected at least one module (unset: core_attn)"))
+    for n in names:
+        if n in UNMODELLED_MODULES:
+            out.append(Issue(_KEY, f"got '{n}'; not modelled (its tensors live inside simdist's single experts "
+                                   f"layer); expected some of {', '.join(MODULE_LAYERS)}"))
+        elif n not in MODULE_LAYERS:
+            out.append(Issue(_KEY, f"got '{n}'; expected Megatron-Core module names among "
+                                   f"{', '.join(MODULE_LAYERS)}"))
+    if len(set(names)) != len(names):
+        out.append(Issue(_KEY, f"got {names!r}; each module once"))
+    return out
+
+
+def recompute_module_model_issues(scenario: Scenario) -> list[Issue]:
+    """Each listed module recomputes something in this model: mla_up_proj needs multi-head latent attention,
+    mlp a block with a dense MLP (a MoE-only model has none)."""
+    model, out = scenario.workload.model, []
+    names = [x.name for x in model.layers]
+    for n in scenario.training.recompute_modules:
+        if n in MODULE_LAYERS and not any(recomputes_layer(x, (n,)) for x in names):
+            out.append(Issue(_KEY, f"got '{n}'; {model.name} has no layer it recomputes"))
+        if n == "mla_up_proj" and not any(x.endswith("attn.kv_down") for x in names):
+            out.append(Issue(_KEY, f"got 'mla_up_proj'; {model.name} has no multi-head latent attention"))
+    return out

@@ -1,0 +1,127 @@
+"""training.recompute_modules (Megatron-Core's --recompute-granularity selective --recompute-modules) against
+hand formulas: the tensors each module drops per block (Korthikanti et al. 2022's terms), the backward growing
+by exactly the listed modules' forward, `[core_attn]` equal to plain `selective`, and the io refusals."""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+from simdist.errors import ScenarioError
+from simdist.io.load import load_data
+from simdist.io.overrides import set_path
+from simdist.memory import TransformerShape, block_activations, layer_activation_bytes
+from simdist.scenario import Recompute
+from simdist.strategies.mp_plan import build_mp_plan, transformer_shape
+from simdist.strategies import rank_memory
+from simdist.strategies.tensor_parallel import tensor_parallel_plan
+
+S, B, H, A_HEADS, T = 2048, 1, 4096, 32, 4
+GPT = TransformerShape(hidden=H, heads=A_HEADS, seq_len=S)  # Korthikanti's block: 16-bit, GELU 4h, dropout
+NODE = {"count": 1, "gpu": "h100-sxm5-80gb", "gpus_per_node": 8, "intra_node": "nvswitch-h100",
+        "nic": {"bandwidth": "400 Gb/s", "latency": "2 us", "count": 8, "transport": "rdma"}}
+BASE = {"name": "rc-modules", "cluster": {"nodes": [NODE], "fabric": {"topology": "single_switch"}},
+        "workload": {"model": {"gpt": {"layers": 8, "hidden": 1024, "heads": 16, "vocab": 32000}}, "seq_len": 1024,
+                     "global_batch": 16, "precision": "bf16"},
+        "communication": {"strategy": "ring", "backend": "nccl"},
+        "training": {"parallelism": {"tp": 2, "pp": 2}, "optimizer": "adam", "recompute": "selective"},
+        "run": {"fidelity": "estimate"}}
+
+
+def _scenario(changes: dict | None = None):
+    data = copy.deepcopy(BASE)
+    for dotted, value in (changes or {}).items():
+        set_path(data, dotted.split("."), value)
+    return load_data(data)
+
+
+def _sbh(x: float, sp: bool = False) -> float:
+    """x in units of s b h bytes (Korthikanti's Table 2), per tp rank."""
+    return x / (S * B * H) * (T if sp else 1)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_each_module_drops_its_tensors_per_korthikanti(sp):
+    # GPT, 16-bit: 34 s b h / t with sequence parallelism; without it 10 s b h whole + 24 s b h / t.
+    # layernorm drops the QKV and fc1 inputs (2 x 2h, whole), mlp the GELU input and fc2 input (2 x 4h + 2 x 4h, / t)
+    acts = block_activations(GPT, B, T, sp)
+    whole = (lambda x: x / T) if sp else (lambda x: x)
+    core = 5 * A_HEADS * S / H / T
+    none = whole(10) + 24 / T + core
+    assert _sbh(acts.under(Recompute.NONE), sp) == pytest.approx(none * (T if sp else 1), rel=1e-12)
+    expect = {("core_attn",): none - core, ("layernorm",): none - whole(4), ("mlp",): none - 16 / T,
+              ("core_attn", "layernorm", "mlp"): none - core - whole(4) - 16 / T}
+    for modules, sbh in expect.items():
+        got = layer_activation_bytes(GPT, B, T, sp, Recompute.SELECTIVE, modules=modules)
+        assert _sbh(got, sp) == pytest.approx(sbh * (T if sp else 1), rel=1e-12), modules
+
+
+def test_mla_up_proj_drops_q_k_and_v():
+    shape = TransformerShape(hidden=H, heads=A_HEADS, seq_len=S, q_width=6144, k_width=6144, v_width=4096,
+                             out_width=4096, latent_width=2048, flash_attention=True)
+    acts = block_activations(shape, B, T, True)
+    dropped = acts.under(Recompute.NONE) - acts.under(Recompute.SELECTIVE, ("core_attn", "mla_up_proj"))
+    assert dropped == pytest.approx(S * B * 2 * (6144 + 6144 + 4096) / T + acts.core_bytes, rel=1e-12)
+
+
+def test_core_attn_alone_is_todays_selective_exactly():
+    plain, listed = _scenario(), _scenario({"training.recompute_modules": ["core_attn"]})
+    a, b = build_mp_plan(plain), build_mp_plan(listed)
+    assert [(c.fwd, c.bwd) for st in a.stages for c in st.chunks] == [(c.fwd, c.bwd) for st in b.stages
+                                                                       for c in st.chunks]
+    assert a.hardware_flops == b.hardware_flops
+    ma, mb = _stages(plain), _stages(listed)
+    assert [e.total_bytes for e in ma] == [e.total_bytes for e in mb]
+
+
+def _stages(scenario):
+    return rank_memory._stage_memory(scenario, build_mp_plan(scenario))
+
+
+def _bwd_s(plan) -> float:
+    return math.fsum(seg.compute_s for st in plan.stages for c in st.chunks for seg in c.bwd)
+
+
+@pytest.mark.parametrize("module, suffixes", [("layernorm", ("norm1", "norm2")),
+                                              ("mlp", ("mlp.fc1", "mlp.gelu", "mlp.fc2"))])
+def test_backward_grows_by_exactly_the_modules_forward(module, suffixes):
+    base = _scenario({"training.recompute_modules": ["core_attn"]})
+    more = _scenario({"training.recompute_modules": ["core_attn", module]})
+    model, t = base.workload.model, base.training
+    tpp = tensor_parallel_plan(model, base.cluster.node_groups[0].gpu, t.micro_batch, "bf16", 2, False,
+                               base.compute_calibration, heads=transformer_shape(model).heads,
+                               accumulation_bytes=4)
+    redo = math.fsum(tpp.layers[i].time.fwd_s for i, x in enumerate(model.layers)
+                     if x.name.split(".", 2)[-1] in suffixes and x.name.startswith("blocks."))
+    assert redo > 0
+    assert _bwd_s(build_mp_plan(more)) - _bwd_s(build_mp_plan(base)) == pytest.approx(redo, rel=1e-9)
+
+
+def test_the_stage_memory_drops_blocks_times_the_module_bytes():
+    base = _scenario({"training.recompute_modules": ["core_attn"]})
+    more = _scenario({"training.recompute_modules": ["core_attn", "layernorm", "mlp"]})
+    shape, plan = transformer_shape(base.workload.model), build_mp_plan(base)
+    acts = block_activations(shape, 1, 2, False)
+    for st, (a, b) in enumerate(zip(_stages(base), _stages(more))):
+        blocks = sum(1 for c in plan.stages[st].chunks for i in range(*c.layers)
+                     if base.workload.model.layers[i].name.endswith("attn.core"))
+        per_mb = blocks * (acts.norm_out_bytes + acts.mlp_bytes)
+        ratio = (a.activations_bytes - b.activations_bytes) / per_mb
+        assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"training.recompute": "full", "training.recompute_modules": ["core_attn"]}, "read only with"),
+    ({"training.recompute_modules": ["moe_act"]}, "not modelled"),
+    ({"training.recompute_modules": ["attention"]}, "expected Megatron-Core module names"),
+    ({"training.recompute_modules": ["mlp", "mlp"]}, "each module once"),
+    ({"training.recompute_modules": ["mla_up_proj"]}, "no multi-head latent attention"),
+    ({"training.parallelism": {"zero": 1}, "training.recompute_modules": ["core_attn"]}, "model-parallel layouts"),
+    ({"workload.model": "qwen3-30b-a3b", "training.recompute_modules": ["mlp"]}, "no layer it recomputes"),
+])
+def test_refusals_name_the_key(changes, words):
+    from simdist.engine.simulation import simulate
+    with pytest.raises(ScenarioError, match=words) as e:
+        simulate(_scenario(changes))
+    assert "training.recompute_modules" in str(e.value)
