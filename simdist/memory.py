@@ -198,6 +198,7 @@ class TransformerShape:
     v_width: int | None = None  # V: kv_heads x the value head width
     out_width: int | None = None  # the core's output, the projection's input: heads x the value head width
     latent_width: int = 0  # MLA's compressed query and key/value latents (q_lora_rank + kv_lora_rank)
+    routed_ffn: int = 0  # a MoE block's routed experts' activation width per token (top_k x expert ffn); 0: dense
 
     def __post_init__(self):
         if self.mlp not in ("gelu", "squared_relu", "swiglu"):
@@ -225,6 +226,7 @@ class BlockActivations:
     norm_out_bytes: float = 0.0  # layernorm: the two norms' outputs, as the QKV and first MLP projections save them
     qkv_bytes: float = 0.0  # mla_up_proj: Q, K and V, the up projections' outputs the attention core saves
     mlp_bytes: float = 0.0  # mlp: the dense MLP's inside (activation inputs, down projection input)
+    moe_act_bytes: float = 0.0  # moe_act: the routed experts' activation outputs (their down projections' inputs)
 
     def under(self, recompute: "Recompute | str", modules: tuple[str, ...] = ("core_attn",),
               dense_mlp: bool = True) -> float:
@@ -236,7 +238,7 @@ class BlockActivations:
         if rc is not Recompute.SELECTIVE:
             return self.kept_bytes + self.core_bytes
         dropped = {"layernorm": self.norm_out_bytes, "mla_up_proj": self.qkv_bytes,
-                   "mlp": self.mlp_bytes if dense_mlp else 0.0}
+                   "mlp": self.mlp_bytes if dense_mlp else 0.0, "moe_act": self.moe_act_bytes}
         kept = self.kept_bytes - math.fsum(dropped[m] for m in dict.fromkeys(modules) if m != "core_attn")
         return kept + (0.0 if "core_attn" in modules else self.core_bytes)
 
@@ -277,7 +279,8 @@ def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, se
     mlp = tokens * f * (A * (2 if shape.mlp == "swiglu" else 1) + q)
     return BlockActivations(kept_bytes=whole * per_rank + split / t, core_bytes=core / t,
                             input_bytes=tokens * h * A * per_rank, norm_out_bytes=tokens * 2 * q * h * per_rank,
-                            qkv_bytes=tokens * A * (wq + wk + wv) / t, mlp_bytes=mlp / t)
+                            qkv_bytes=tokens * A * (wq + wk + wv) / t, mlp_bytes=mlp / t,
+                            moe_act_bytes=tokens * shape.routed_ffn * q / t)
 
 
 def layer_activation_bytes(shape: TransformerShape, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,

@@ -66,7 +66,7 @@ def _rules(g: LayoutGrid):
             yield cp > 1, lambda i: "training.placement_order: with training.parallelism.cp > 1 it names cp too"
     if getattr(t, "cp_comm_type", None) is not None and _given_cp_comm(s):
         yield cp == 1, lambda i: "training.cp_comm_type: read only with training.parallelism.cp > 1"
-    yield (rc != _NONE) & (tp == 1) & (pp == 1) & (zero == 0), \
+    yield (rc != _NONE) & (tp == 1) & (pp == 1) & (cp == 1) & (g["ep"] == 1) & (zero == 0), \
         lambda i: f"training.recompute: got '{RECOMPUTES[rc[i]]}'; modelled for model-parallel layouts only"
     if t.recompute_every != 1:
         yield rc != _FULL, lambda i: "training.recompute_every: it chooses which blocks recompute full checkpoints"

@@ -125,9 +125,9 @@ def _model_parallel_keys(t, dp: int | None, issues: list[Issue]) -> None:
     if t.cp_comm_type is not None and par.cp == 1:
         issues.append(Issue("training.cp_comm_type", f"got {t.cp_comm_type!r}; read only with "
                                                      "training.parallelism.cp > 1"))
-    if Recompute(t.recompute) is not Recompute.NONE and par.tp == 1 and par.pp == 1 and par.zero == 0:
+    if Recompute(t.recompute) is not Recompute.NONE and max(par.tp, par.pp, par.cp, par.ep) == 1 and par.zero == 0:
         issues.append(Issue("training.recompute", f"got '{t.recompute}'; recomputation is modelled for model-parallel "
-                                                  "layouts only (tp, pp or zero); expected none"))
+                                                  "layouts only (tp, pp, cp, ep or zero); expected none"))
     if t.recompute_every != 1 and Recompute(t.recompute) is not Recompute.FULL:
         issues.append(Issue("training.recompute_every", f"got {t.recompute_every}; it chooses which blocks "
                                                         "training.recompute: full checkpoints; expected 1 otherwise"))

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from simdist.errors import Issue
 from simdist.scenario import Recompute, Scenario
-from simdist.strategies.recompute_policy import MODULE_LAYERS, UNMODELLED_MODULES, recomputes_layer
+from simdist.strategies.recompute_policy import (EXPERT_KERNEL_MODULES, MODULE_LAYERS, UNMODELLED_MODULES,
+                                                 recomputes_layer)
+
+_MODELLED = (*MODULE_LAYERS, *EXPERT_KERNEL_MODULES)
 
 _KEY = "training.recompute_modules"
 
@@ -28,11 +31,10 @@ def recompute_module_issues(t) -> list[Issue]:
         out.append(Issue(_KEY, "got []; expected at least one module (unset: core_attn)"))
     for n in names:
         if n in UNMODELLED_MODULES:
-            out.append(Issue(_KEY, f"got '{n}'; not modelled (its tensors live inside simdist's single experts "
-                                   f"layer); expected some of {', '.join(MODULE_LAYERS)}"))
-        elif n not in MODULE_LAYERS:
-            out.append(Issue(_KEY, f"got '{n}'; expected Megatron-Core module names among "
-                                   f"{', '.join(MODULE_LAYERS)}"))
+            out.append(Issue(_KEY, f"got '{n}'; not modelled (the whole MoE layer or its shared experts "
+                                   f"checkpointed); expected some of {', '.join(_MODELLED)}"))
+        elif n not in _MODELLED:
+            out.append(Issue(_KEY, f"got '{n}'; expected Megatron-Core module names among {', '.join(_MODELLED)}"))
     if len(set(names)) != len(names):
         out.append(Issue(_KEY, f"got {names!r}; each module once"))
     return out
@@ -40,12 +42,14 @@ def recompute_module_issues(t) -> list[Issue]:
 
 def recompute_module_model_issues(scenario: Scenario) -> list[Issue]:
     """Each listed module recomputes something in this model: mla_up_proj needs multi-head latent attention,
-    mlp a block with a dense MLP (a MoE-only model has none)."""
+    mlp a block with a dense MLP (a MoE-only model has none), moe_act routed experts."""
     model, out = scenario.workload.model, []
     names = [x.name for x in model.layers]
     for n in scenario.training.recompute_modules:
         if n in MODULE_LAYERS and not any(recomputes_layer(x, (n,)) for x in names):
             out.append(Issue(_KEY, f"got '{n}'; {model.name} has no layer it recomputes"))
+        if n in EXPERT_KERNEL_MODULES and not any(x.experts for x in model.layers):
+            out.append(Issue(_KEY, f"got '{n}'; {model.name} has no routed experts"))
         if n == "mla_up_proj" and not any(x.endswith("attn.kv_down") for x in names):
             out.append(Issue(_KEY, f"got 'mla_up_proj'; {model.name} has no multi-head latent attention"))
     return out

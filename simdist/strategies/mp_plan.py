@@ -37,7 +37,7 @@ from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_
 from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
-from simdist.strategies.recompute_policy import recomputes_layer, selective_modules
+from simdist.strategies.recompute_policy import recompute_flops, recompute_seconds, selective_modules
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
                                                 tensor_parallel_plan)
 from simdist.strategies.update_cost import update_time
@@ -208,8 +208,9 @@ def transformer_shape(model) -> TransformerShape | None:
     if mlp is None:  # a mixture-of-experts block: its tokens' SwiGLU activations through top_k + shared experts
         assert moe is not None and "experts" in block, f"{model.name}: a block without an MLP"
         mlp, ffn = "swiglu", (moe.top_k + moe.shared_experts) * moe.expert_ffn_hidden
+        routed = moe.top_k * moe.expert_ffn_hidden
     else:
-        ffn = int(round(block[f"mlp.{mlp}"].output_elems / s))
+        ffn, routed = int(round(block[f"mlp.{mlp}"].output_elems / s)), 0
     residual = block["attn.residual"]
     hidden = int(round(block["attn.proj"].output_elems / s))
     widths = [int(round(x)) for x in (q, k, v, out)]
@@ -218,7 +219,7 @@ def transformer_shape(model) -> TransformerShape | None:
                             ffn_hidden=ffn, mlp=mlp, dropout=any("dropout" in x.name for x in residual.fwd_kernels),
                             flash_attention=flash, **({} if plain else dict(zip(("q_width", "k_width", "v_width",
                                                                                   "out_width"), widths))),
-                            latent_width=int(round(latent)))
+                            latent_width=int(round(latent)), routed_ffn=routed)
 
 
 def pipeline_units(model) -> list[tuple[int, int]]:
@@ -237,16 +238,17 @@ def pipeline_units(model) -> list[tuple[int, int]]:
 
 
 def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kind: str,
-              redo: frozenset[int] = frozenset(), unit_of: list[int] | None = None,
+              redo: dict[int, float] | None = None, unit_of: list[int] | None = None,
               chunk_factor: list[float] | None = None,
               cp_core: dict[int, tuple[CpAttention, CpAttention]] | None = None) -> list[Segment]:
     """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse), and
     at ZeRO-3 unit boundaries (`unit_of`: layer -> stage unit). With `chunk_factor` (tp_comm_overlap: per
     layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment.
     With `cp_core` (context parallelism: the (forward, backward) of an attention core) each core is its own
-    segment, its forward again before its backward when recomputed. `redo`: the layers whose forward runs again
-    just before their backward (selective recomputation's modules, recompute_policy.MODULE_LAYERS)."""
+    segment, its forward again before its backward when recomputed. `redo`: layer -> the forward seconds run again
+    just before its backward (selective recomputation's modules, recompute_policy.recompute_seconds)."""
     out: list[Segment] = []
+    redo = redo or {}
     acc, first, last, cur = 0.0, None, None, -1
     order = range(lo, hi) if phase is Phase.FWD else range(hi - 1, lo - 1, -1)
 
@@ -277,7 +279,7 @@ def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, ki
             if first is not None:
                 flush(None)
             if i in redo:  # its forward GEMM again (its forward collective is not repeated: docs)
-                out.append(Segment(layer.time.fwd_s, f"{kind} {names[i]} (recompute)", None, kind, cur))
+                out.append(Segment(redo[i], f"{kind} {names[i]} (recompute)", None, kind, cur))
             out += _overlapped(layer, calls, t, chunk_factor[i], f"{kind} {names[i]}", kind, cur, phase)
             continue
         for c in calls:
@@ -288,7 +290,7 @@ def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, ki
         last = i
         acc += t
         if i in redo:
-            acc += layer.time.fwd_s  # the module's forward recomputed before its backward
+            acc += redo[i]  # the module's forward recomputed before its backward
         for c in calls:
             if c.when is When.AFTER:
                 flush(c)
@@ -382,7 +384,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     rc = Recompute(t.recompute)
     assert rc is Recompute.NONE or shape is not None, "io.rules_parallel: recomputation needs attention blocks"
     modules = selective_modules(rc, t.recompute_modules)
-    redo = frozenset(i for i, x in enumerate(model.layers) if recomputes_layer(x.name, modules))
+    redo = recompute_seconds(model, tpp, modules, gpu, t.micro_batch, precision, s.compute_calibration)
     replica = resolve_batch(s, dp) * t.grad_accumulation
     assert replica % t.micro_batch == 0, "io.rules_parallel: micro-batches divide the per-replica batch"
     m = replica // t.micro_batch
@@ -443,7 +445,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     if rc is Recompute.FULL:
         extra = sum(x.fwd_flops for x in model.layers if _BLOCK.match(x.name))
     elif rc is Recompute.SELECTIVE:
-        extra = sum(model.layers[i].fwd_flops for i in sorted(redo))
+        extra = recompute_flops(model, modules)
     # the same GPUs with no communication and no bubble: every stage busy m micro-batches, then its step
     step_s = max(m * math.fsum(c.fwd_s + c.bwd_s for c in x.chunks) + x.optimizer_s for x in stages)
     single = global_batch / step_s if step_s > 0 else 0.0

@@ -19,7 +19,9 @@ is the one place that says which layers of a block each module recomputes.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from simdist.compute import layer_times
 from simdist.scenario import Recompute
 
 _ELEMENTWISE = ("norm", "activation", "other")
@@ -34,8 +36,10 @@ MODULE_LAYERS: dict[str, tuple[str, ...]] = {
     "mla_up_proj": ("attn.qkv",),
     "mlp": ("mlp.fc1", "mlp.gelu", "mlp.squared_relu", "mlp.fc2", "mlp.gate_up", "mlp.swiglu", "mlp.down"),
 }
-# Megatron-Core's other names, refused (io.resolve): their tensors live inside simdist's one `experts` layer
-UNMODELLED_MODULES = ("moe_act", "moe", "shared_experts")
+# moe_act: the routed experts' activation function (a kernel inside simdist's one `experts` layer; output discarded)
+EXPERT_KERNEL_MODULES: dict[str, str] = {"moe_act": "activation"}
+# Megatron-Core's other names, refused (io.resolve): not modelled
+UNMODELLED_MODULES = ("moe", "shared_experts")
 DEFAULT_MODULES = ("core_attn",)  # Megatron-Core's default, and `selective` without the key
 
 
@@ -46,12 +50,46 @@ def selective_modules(recompute: Recompute, modules) -> tuple[str, ...]:
     return tuple(modules) if modules else DEFAULT_MODULES
 
 
+def expert_recompute_kernels(layer, modules: tuple[str, ...]) -> tuple:
+    """The kernels of a routed-experts layer that the listed modules recompute (moe_act: its activation)."""
+    kinds = {EXPERT_KERNEL_MODULES[m] for m in modules if m in EXPERT_KERNEL_MODULES}
+    if not layer.experts or not kinds:
+        return ()
+    return tuple(k for k in layer.fwd_kernels if k.kind in kinds)
+
+
+def recompute_seconds(model, tpp, modules: tuple[str, ...], gpu, micro_batch: int, precision: str,
+                      calibration) -> dict[int, float]:
+    """Layer index -> the forward seconds its backward runs again under the listed modules: a whole layer's
+    forward (MODULE_LAYERS), or an experts layer's recomputed kernels timed as compute.layer_times times them
+    (a layer of those kernels alone: their rooflines and launches, no weights)."""
+    out = {}
+    for i, x in enumerate(model.layers):
+        if recomputes_layer(x.name, modules):
+            out[i] = tpp.layers[i].time.fwd_s
+            continue
+        shard = tpp.layers[i].shard
+        kernels = expert_recompute_kernels(shard, modules)
+        if kernels:
+            alone = replace(shard, params=0, grad_shapes=(), fwd_kernels=kernels, bwd_kernels=(),
+                            fwd_flops=math.fsum(k.flops for k in kernels))
+            out[i] = layer_times(replace(model, layers=(alone,)), gpu, micro_batch, precision,
+                                 calibration)[0].fwd_s
+    return out
+
+
+def recompute_flops(model, modules: tuple[str, ...]) -> float:
+    """Forward FLOPs per sample the listed modules run again (hardware FLOPs' extra forward)."""
+    return math.fsum(x.fwd_flops if recomputes_layer(x.name, modules)
+                     else math.fsum(k.flops for k in expert_recompute_kernels(x, modules)) for x in model.layers)
+
+
 def recomputes_layer(name: str, modules: tuple[str, ...]) -> bool:
     """Whether block layer `name` (e.g. 'blocks.3.norm1') is one a listed module recomputes."""
     parts = name.split(".", 2)
     if len(parts) < 3 or parts[0] not in ("blocks", "encoder"):
         return False
-    return any(parts[2] in MODULE_LAYERS[m] for m in modules)
+    return any(parts[2] in MODULE_LAYERS.get(m, ()) for m in modules)
 
 
 def checkpointed(position: int, recompute: Recompute, every: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +16,7 @@ from simdist.memory import TransformerShape, block_activations, layer_activation
 from simdist.scenario import Recompute
 from simdist.strategies.mp_plan import build_mp_plan, transformer_shape
 from simdist.strategies import rank_memory
+from simdist.compute import layer_times
 from simdist.strategies.tensor_parallel import tensor_parallel_plan
 
 S, B, H, A_HEADS, T = 2048, 1, 4096, 32, 4
@@ -111,9 +113,45 @@ def test_the_stage_memory_drops_blocks_times_the_module_bytes():
         assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
 
 
+MOE = {"workload.model": "qwen3-30b-a3b", "workload.seq_len": 1024, "workload.global_batch": 16,
+       "training.parallelism": {"tp": 1, "pp": 1, "ep": 8}}
+
+
+def test_moe_act_drops_the_routed_experts_activation_outputs():
+    shape = TransformerShape(hidden=H, heads=A_HEADS, seq_len=S, mlp="swiglu", ffn_hidden=9 * 768, routed_ffn=8 * 768)
+    acts = block_activations(shape, B, T, True, 2, 1)  # fp8 recipe: the down projection saves a 1-byte copy
+    assert acts.under(Recompute.SELECTIVE, ("core_attn",)) - acts.under(Recompute.SELECTIVE, ("core_attn", "moe_act")) \
+        == pytest.approx(S * B * 8 * 768 * 1 / T, rel=1e-12)
+
+
+def test_moe_act_backward_grows_by_the_experts_activation_kernel():
+    base = _scenario({**MOE, "training.recompute_modules": ["core_attn"]})
+    more = _scenario({**MOE, "training.recompute_modules": ["core_attn", "moe_act"]})
+    plan = build_mp_plan(base)
+    # each experts layer as the plan runs it, timed with and without its activation kernel
+    from simdist.strategies.expert_parallel import expert_parallel_plan
+    model, t, gpu = base.workload.model, base.training, base.cluster.node_groups[0].gpu
+    tpp = tensor_parallel_plan(model, gpu, t.micro_batch, "bf16", 1, False, base.compute_calibration,
+                               heads=transformer_shape(model).heads, accumulation_bytes=4)
+    tpp, _ = expert_parallel_plan(tpp, model, gpu, "bf16", ep=8, etp=1, tokens=t.micro_batch * 1024,
+                                  hidden=transformer_shape(model).hidden, calibration=base.compute_calibration,
+                                  accumulation_bytes=4)
+    redo = 0.0
+    for x in tpp.layers:
+        if x.shard.experts:
+            rest = [k for k in x.shard.fwd_kernels if k.kind != "activation"]
+            lone = [x.shard, replace(x.shard, fwd_kernels=tuple(rest))]
+            times = layer_times(replace(model, layers=tuple(lone)), gpu, t.micro_batch, "bf16",
+                                base.compute_calibration)
+            redo += times[0].fwd_s - times[1].fwd_s
+    assert redo > 0
+    assert _bwd_s(build_mp_plan(more)) - _bwd_s(plan) == pytest.approx(redo, rel=1e-9)
+
+
 @pytest.mark.parametrize("changes, words", [
     ({"training.recompute": "full", "training.recompute_modules": ["core_attn"]}, "read only with"),
-    ({"training.recompute_modules": ["moe_act"]}, "not modelled"),
+    ({"training.recompute_modules": ["moe"]}, "not modelled"),
+    ({"training.recompute_modules": ["moe_act"]}, "no routed experts"),
     ({"training.recompute_modules": ["attention"]}, "expected Megatron-Core module names"),
     ({"training.recompute_modules": ["mlp", "mlp"]}, "each module once"),
     ({"training.recompute_modules": ["mla_up_proj"]}, "no multi-head latent attention"),
