@@ -51,12 +51,14 @@ def test_the_scenario_runs_the_rows_layout(case):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_the_published_layout_fits_as_it_ran(case):
-    """No case carries a memory stand-in: the Megatron-Bridge and NeMo rows ran without recomputation and
-    torchtitan's as its source states (selective per-op, or full where the table says full); each fits the memory model so."""
+    """No case carries a memory stand-in: the Megatron-Bridge and NeMo rows ran without recomputation unless the
+    config cites the recipe's recompute_num_layers (full, block method), and torchtitan's as its source states
+    (selective per-op, or full where the table says full); each fits the memory model so."""
     s = load_scenario(case.scenario.file, list(case.scenario.overrides))
     assert "recompute-stand-in" not in case.tags
     full = "Full activation checkpointing" in case.quote or "full AC" in case.quote
-    assert s.training.recompute.value == ("none" if case.source.get("repo") != "pytorch/torchtitan" else
+    recipe = "full" if "recompute_num_layers" in case.config else "none"
+    assert s.training.recompute.value == (recipe if case.source.get("repo") != "pytorch/torchtitan" else
                                           "full" if full else "selective_op")
     assert memory_infeasibility(s) is None
 
@@ -78,4 +80,7 @@ def test_the_moe_scenario_runs_the_rows_layout(case):
     assert (par.tp, par.pp, par.cp, par.ep) == (int(row["TP"]), int(row["PP"]), _int(row["CP"]), _int(row["EP"]))
     assert t.virtual_stages == _int(row["VP"])
     assert (w.global_batch, w.seq_len) == (int(row["GBS"]), _seq(row))
-    assert s.training.recompute.value == "none" and "recompute-stand-in" not in case.tags
+    # the recomputation the row's recipe sets, cited in its config (GPT-OSS 120B BF16 on GB200, B200, H100)
+    modules = ("layernorm", "moe_act") if "recompute_modules [layernorm, moe_act]" in case.config else ()
+    assert s.training.recompute.value == ("selective" if modules else "none")
+    assert s.training.recompute_modules == modules and "recompute-stand-in" not in case.tags
