@@ -25,7 +25,7 @@ from simdist.scenario import PipelineSchedule, Precision, Recompute
 import simdist.strategies.mp_plan as mp_plan
 
 _INTERLEAVED = SCHEDULES.index("interleaved")
-_NONE, _FULL = RECOMPUTES.index("none"), RECOMPUTES.index("full")
+_NONE, _FULL, _SELECTIVE = RECOMPUTES.index("none"), RECOMPUTES.index("full"), RECOMPUTES.index("selective")
 _SELECTIVE_OP = RECOMPUTES.index("selective_op") if "selective_op" in RECOMPUTES else -1
 
 
@@ -71,6 +71,13 @@ def _rules(g: LayoutGrid):
     if t.recompute_every != 1:
         yield rc != _FULL, lambda i: "training.recompute_every: it chooses which blocks recompute full checkpoints"
         yield (tp > 1) | (pp > 1), lambda i: "training.recompute_every: not modelled with tp or pp > 1"
+    if t.recompute_modules:  # io/rules_recompute.py recompute_module_issues
+        yield rc != _SELECTIVE, lambda i: (f"training.recompute_modules: got {list(t.recompute_modules)!r}; read only "
+                                           f"with training.recompute: selective (got '{RECOMPUTES[rc[i]]}')")
+        yield (tp == 1) & (pp == 1) & (cp == 1) & (g["ep"] == 1), \
+            lambda i: (f"training.recompute_modules: got {list(t.recompute_modules)!r}; modelled for model-parallel "
+                       "layouts (tp, pp, cp or ep > 1); ZeRO / FSDP data parallelism recomputes core_attn only (leave "
+                       "the key unset)")
     yield (rc == _SELECTIVE_OP) & ((tp > 1) | (pp > 1)), \
         lambda i: "training.recompute: selective_op is modelled for ZeRO / FSDP data parallelism, not with tp or pp"
     inter = sched == _INTERLEAVED

@@ -31,6 +31,7 @@ from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
 from simdist.strategies.context_parallel import ring_steps, shard_sequence
 from simdist.strategies.mp_plan import _BLOCK, _cp_cores, pipeline_units, transformer_shape
 from simdist.strategies.pipeline_schedule import balance_stages
+from simdist.strategies.recompute_policy import recomputes_layer, selective_modules
 from simdist.strategies.sharding import fsdp_units
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model, tensor_parallel_plan
 from simdist.strategies.update_cost import update_time
@@ -62,7 +63,7 @@ class _Layers:
 
     fwd: np.ndarray
     bwd: np.ndarray
-    heads_fwd: np.ndarray  # fwd where the layer is an attention core (selective recomputation repeats it)
+    heads_fwd: np.ndarray  # fwd where selective recomputation repeats the layer (its modules: the attention cores)
     params: np.ndarray  # tp rank's parameters (tensor_parallel_plan's shards)
     total: list[float]
     fwd_list: list[float]
@@ -98,6 +99,7 @@ class _Context:
         self.block = np.asarray([bool(self.shape is not None and _BLOCK.match(x.name)) for x in self.model.layers])
         self.grad_bytes = DTYPE_BYTES[s.workload.grad_dtype]
         self.cp_mode = CpCommType(s.training.cp_comm_type)
+        self.modules = selective_modules(Recompute.SELECTIVE, s.training.recompute_modules)  # under selective
         self._layers: dict = {}
         self._shards: dict = {}
         self._ranges: dict = {}
@@ -126,7 +128,8 @@ class _Context:
             mult = [steps if i in cores else 1 for i in range(len(tpp.layers))]
             self._layers[key] = _Layers(
                 np.asarray(fwd), np.asarray(bwd),
-                np.asarray([f if x.role.value == "heads" else 0.0 for f, x in zip(fwd, tpp.layers)]),
+                np.asarray([f if recomputes_layer(x.shard.name, self.modules) else 0.0
+                            for f, x in zip(fwd, tpp.layers)]),
                 np.asarray([float(x.shard.params) for x in tpp.layers]),
                 [x.time.total_s * k for x, k in zip(tpp.layers, mult)], [x.time.fwd_s * k for x, k in zip(tpp.layers, mult)])
         return self._layers[key]
@@ -232,7 +235,7 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     if cp > 1:  # rank_memory._stage_memory: the blocks' formula at s / cp, the attention's K/V buffers
         shape = replace(shape, cp=cp)
         cp_buffers = cp_buffer_bytes(ctx.cp_mode, shape, mb, cp, tp, act)
-    per_layer = layer_activation_bytes(shape, mb, tp, bool(sp), rc, act, gemm_input) if shape else 0.0
+    per_layer = layer_activation_bytes(shape, mb, tp, bool(sp), rc, act, gemm_input, ctx.modules) if shape else 0.0
     per_none = layer_activation_bytes(shape, mb, tp, bool(sp), Recompute.NONE, act, gemm_input) if shape else 0.0
     owner = np.empty(ctx.n, dtype=np.int64)
     for c, (lo, hi) in enumerate(ranges):

@@ -163,3 +163,49 @@ def test_refusals_name_the_key(changes, words):
     with pytest.raises(ScenarioError, match=words) as e:
         simulate(_scenario(changes))
     assert "training.recompute_modules" in str(e.value)
+
+
+def test_the_planners_layout_arrays_price_the_modules_as_the_plan_does():
+    """simdist plan's arrays (planner/layout_costs, io/layout_rules) on a space whose base lists modules: the
+    loader's verdict, memory and pipeline bound on every candidate, as test_layout_exact checks them."""
+    from simdist.errors import InfeasibleError
+    from simdist.io.sweep_load import load_point
+    from simdist.planner.axes import Axis, factors
+    from simdist.planner.bound import pipeline_bound_s
+    from simdist.planner.layout_costs import layout_costs
+    from simdist.planner.layout_space import build_grid, reference_scenario, step_indices
+    from simdist.strategies.rank_memory import check_memory
+    base = copy.deepcopy(BASE)
+    base["cluster"]["nodes"][0]["gpu"] = "a100-sxm4-40gb"
+    base["cluster"]["nodes"][0]["intra_node"] = "nvswitch-a100"
+    base["workload"] = {"model": "gpt3-1.3b", "seq_len": 2048, "global_batch": 32, "precision": "bf16"}
+    base["training"]["recompute_modules"] = ["core_attn", "layernorm", "mlp"]
+    axes = (Axis("training.parallelism.tp", (1, 2, 4)), Axis("training.parallelism.pp", (1, 2)),
+            Axis("training.micro_batch", (1, 8)), Axis("training.recompute", ("none", "selective")))
+    fs = factors(axes)
+    ref = reference_scenario(base, (), fs, load_point, ".", "t")
+    grid = build_grid(fs, ref, base, ())
+    reasons = load_point.invalid_layouts(grid)
+    costs = layout_costs(grid, reasons == "")
+    steps = step_indices(fs, grid.n)
+    checked = 0
+    for i in range(grid.n):
+        values = {k: v for f, s in zip(fs, steps) for k, v in f.items(int(s[i]))}
+        try:
+            scenario = load_point(base, (), values, ".", "t")
+        except ScenarioError:
+            assert reasons[i] != "", values
+            continue
+        assert reasons[i] == "", values
+        if not costs.covered[i]:
+            continue
+        try:
+            usage, fits = check_memory(scenario), True
+        except InfeasibleError:
+            fits = False
+        assert fits == bool(costs.fits[i]), values
+        if fits:
+            assert math.isclose(usage.per_gpu_bytes, costs.memory_bytes[i], rel_tol=1e-12), values
+        assert math.isclose(pipeline_bound_s(build_mp_plan(scenario)), costs.bound_s[i], rel_tol=1e-12), values
+        checked += 1
+    assert checked >= 5 and (reasons != "").any()
