@@ -64,7 +64,8 @@ def _steps(scenario: Any) -> Iterator[tuple[str, list[Changes]]]:
     yield "more tensor parallelism", split("training.parallelism.tp", par.tp)
     yield "more pipeline stages", split("training.parallelism.pp", par.pp)
     stronger = {"none": ["selective", "full"], "selective": ["full"], "selective_op": ["full"]}
-    yield "activation recomputation", [{"training.recompute": r}
+    modules = {"training.recompute_modules": None} if t.recompute_modules else {}  # selective's alone: full drops them
+    yield "activation recomputation", [{"training.recompute": r, **modules}
                                        for r in stronger.get(getattr(t.recompute, "value", t.recompute), [])]
     if par.tp > 1 or par.pp > 1:  # a pipeline's micro-batch
         yield "a smaller micro-batch", [{"training.micro_batch": m} for m in _halves(t.micro_batch)]

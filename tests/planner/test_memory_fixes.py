@@ -73,6 +73,22 @@ def test_a_model_parallel_scenario_halves_its_pipeline_micro_batch():
     assert fixes["more pipeline stages"].fits is False
 
 
+def test_full_recomputation_replaces_selectives_modules():
+    """A selective run with Megatron's recompute_modules that does not fit: the fix is full recomputation, which
+    takes no module list (the key alone would refuse it), and it fits."""
+    base = copy.deepcopy(GPT2XL)
+    base["workload"].pop("batch_per_gpu")
+    base["workload"]["global_batch"] = 2048
+    base["training"] = {"optimizer": "adam", "parallelism": {"pp": 2}, "micro_batch": 64, "recompute": "selective",
+                        "recompute_modules": ["layernorm"]}
+    scenario = _load(base)
+    assert _memory_error(scenario) is not None
+    recompute = {f.fix: f for f in memory_fixes(scenario, lambda ch: _load(base, ch), _memory_error)}[
+        "activation recomputation"]
+    assert recompute.changes == {"training.recompute": "full", "training.recompute_modules": None}
+    assert recompute.fits and _memory_error(_load(base, recompute.changes)) is None
+
+
 def test_run_and_estimate_name_the_fixes_under_an_out_of_memory_refusal(tmp_path):
     from click.testing import CliRunner
 
