@@ -55,6 +55,11 @@ CP = (Axis("training.parallelism.tp", (1, 2, 4)), Axis("training.parallelism.pp"
       Axis("training.parallelism.cp", (1, 2, 4)), Axis("training.parallelism.zero", (0, 1, 3)),
       Axis("training.recompute", ("none", "selective", "full")), Axis("training.micro_batch", (1, 4)))
 
+MODULES = {**BASE, "workload": {**BASE["workload"], "global_batch": 256},
+           "training": {**BASE["training"], "recompute_modules": ["core_attn", "layernorm", "mlp"]}}
+MODULE_AXES = (Axis("training.parallelism.tp", (1, 2, 4, 8)), Axis("training.parallelism.pp", (1, 2, 4, 8)),
+               Axis("training.micro_batch", (1, 8, 32)), Axis("training.recompute", ("none", "selective")))
+
 
 def _arrays(axes, base=BASE):
     fs = factors(axes)
@@ -64,8 +69,10 @@ def _arrays(axes, base=BASE):
     return fs, grid, reasons, layout_costs(grid, reasons == "")
 
 
-@pytest.mark.parametrize("axes, base", [(AXES, BASE), (INTERLEAVED, BASE), (CP, FLASH), (CP_EP, MOE)],
-                         ids=["tp-pp-zero-mb-recompute-sp", "schedules-vp-fp8", "cp", "moe-cp-ep-fp8"])
+@pytest.mark.parametrize("axes, base", [(AXES, BASE), (INTERLEAVED, BASE), (CP, FLASH), (CP_EP, MOE),
+                                        (MODULE_AXES, MODULES)],
+                         ids=["tp-pp-zero-mb-recompute-sp", "schedules-vp-fp8", "cp", "moe-cp-ep-fp8",
+                              "recompute-modules"])
 def test_layout_arrays_equal_the_scalar_functions(axes, base):
     """Validity on every candidate; memory, fit and bound on every candidate the arrays cover (a mixture of
     experts and ep are checked one by one by the plan, so only their validity comes from arrays)."""
