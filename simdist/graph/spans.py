@@ -126,15 +126,15 @@ def table_terms(table: SpanTable, period_s: float) -> dict[str, float]:
     busy_parts = []
     for calls, ids in table.inner.items():
         s, e = start[ids][:, None], end[ids][:, None]
-        for offsets in (calls.waits, calls.beside):
-            if offsets:
-                a, b = np.array(offsets).T
-                tp_parts.append(((s + a).ravel(), (s + b).ravel()))
         if calls.waits:
             plain[ids] = False
             a, b = np.array(calls.waits).T
             compute -= len(ids) * math.fsum(y - x for x, y in calls.waits)
+            tp_parts.append(((s + a).ravel(), (s + b).ravel()))
             busy_parts.append((np.hstack([s, s + b]).ravel(), np.hstack([s + a, e]).ravel()))  # between the waits
+        if calls.beside:
+            a, b = np.array(calls.beside).T
+            tp_parts.append(((s + a).ravel(), (s + b).ravel()))
     busy = _joined([(start[plain], end[plain])] + busy_parts)
     tp = _joined(tp_parts)
     dp = (start[role == DP], end[role == DP])
