@@ -4,8 +4,7 @@
   own, combined iteration-weighted (`run_phased`).
 - **the goodput timeline** (failures over `run.duration`): the timeline of simdist.failures fed with the
   iteration time of every cluster state it meets, each simulated once (failures/step_time.py, run here:
-  `state_step_time`, `run_goodput`);
-  `run.replicas` timelines (failures.montecarlo).
+  `state_step_time`, `run_goodput`); `run.replicas` timelines (failures.montecarlo).
 
 Hybrid: asynchronous (asp, the parameter-server path) for iterations [0, S), synchronous (bsp, the same
 parameter servers) from S on, with S = `training.hybrid_switch` (an iteration, or a share of
@@ -16,10 +15,8 @@ speeds (strategies/batch_split.py), from then on every k iterations (a steady ru
 phase runs as an ordinary steady-state run (at the scenario's fidelity, `run.iterations` and `run.warmup`),
 and the run's figures are the iteration-weighted combination: total time = sum over phases of iterations x
 iteration time, mean iteration time = total / N, throughput = N x global batch / total. The result keeps the
-last phase's breakdown and names every phase in `phases` and `sync.hybrid`.
-
-A failure state's scenario is the healthy one modified (failures/step_time.py); its degraded links are set
-here through the network model's capacity API.
+last phase's breakdown and names every phase in `phases` and `sync.hybrid`. A failure state's scenario is the
+healthy one modified (failures/step_time.py); its degraded links are set here through the network's capacity API.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from typing import Callable, Generator, Protocol
 
 import simpy
 
-from simdist.graph.spans import busy_s
+from simdist.graph.spans import busy_s, class_records
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Stream, Task
 from simdist.progress import Progress
 from simdist.results.records import StepRecord
@@ -54,9 +54,6 @@ class ExecLog:
 def same_time(a: float, b: float) -> bool:
     """Equal up to the rounding that absolute simulation time adds (relative 1e-9)."""
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
-
-
-_TRACK = {Stream.COMPUTE: "gpu", Stream.TP: "tp", Stream.P2P_SEND: "pp", Stream.P2P_RECV: "pp"}  # trace tracks
 
 
 class Executor:
@@ -188,7 +185,7 @@ class Executor:
         self.log.class_compute_busy_s[idx].append(compute)
         self.log.class_comm_busy_s[idx].append(comm)
         if self.record and (self.record_classes is None or idx in self.record_classes):
-            self._records(graph, it, spans)
+            self.log.records += class_records(graph, it, spans, self.max_tracked)
 
     def _task(self, env, graph: Graph, it: int, task: Task, spans, finished: Callable[[int], None]) -> Generator:
         t0 = env.now
@@ -282,16 +279,3 @@ class Executor:
                     proc.interrupt()
         return slows
 
-    # ---- records
-    def _records(self, graph: Graph, it: int, spans) -> None:
-        ranks = graph.rank_class.ranks
-        tracked = [r for r in ranks if r < self.max_tracked]
-        if ranks[0] not in tracked:
-            tracked.insert(0, ranks[0])
-        for t in graph.tasks:
-            if getattr(t, "kind", "") == "wait":
-                continue
-            s, e = spans[t.id]
-            prefix = _TRACK.get(t.stream, "comm")
-            for r in tracked:
-                self.log.records.append(StepRecord(f"{prefix}:{r}", t.name, s, e, it))

@@ -63,14 +63,6 @@ def link_records(ctx, links: tuple[LinkUtilization, ...]) -> tuple[StepRecord, .
     return tuple(StepRecord(f"link:{name}", "busy", s, e) for name in sorted(spans) for s, e in spans[name])
 
 
-
-
-
-
-
-
-
-
 def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ran) -> RunResult:
     """A dp x tp x pp run's RunResult: per stage its compute, bubble and tp / dp / pp communication from the
     task spans of the last iteration (averaged over the stages in the breakdown), MFU and tokens/s."""
@@ -88,8 +80,8 @@ def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ra
         "mfu": run_mfu(scenario, samples),
         "achieved_tflops_per_gpu": layout.hardware_flops / (ran.iteration_s * layout.layout.size) / 1e12,
         "links_used": link_assumptions(scenario.cluster),
-        "simulated_iterations": ran.simulated,
-        "inferred_iterations": ran.inferred,
+        "simulated_iterations": ran.simulated, "inferred_iterations": ran.inferred,
+        "iteration_by": ran.method,
     }
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=ran.iteration_s,
                      throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),

@@ -63,11 +63,8 @@ def result_header(scenario: Scenario, fidelity: Fidelity) -> dict:
 
 
 def with_cost(scenario: Scenario, result: RunResult) -> RunResult:
-    """The result with its `cost` key (simdist.results.cost): the one place every result is priced.
-
-    A training result gets its price per hour and per sample/token (per useful sample/token under
-    failures, from the goodput ratio); a benchmark result, which trains nothing, its price per hour only.
-    """
+    """The result with its `cost` key (simdist.results.cost), the one place every result is priced: per hour, and
+    for training per sample / token (per useful one under failures, from the goodput ratio)."""
     if scenario.workload.benchmark is not None:
         cost = Cost(cluster_price_per_hour(scenario))
     else:

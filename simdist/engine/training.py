@@ -15,8 +15,10 @@ from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
 from simdist.engine.outcomes import Outcome, breakdown, link_records, model_parallel_result, top_links
 from simdist.engine.plans import Plan, build
 from simdist.engine.state import Simulation, result_header
+from simdist.graph.spans import class_records, network_calls
 from simdist.input_pipeline import loader_bound
 from simdist.network.analytical import AnalyticalNetwork
+from simdist.network.replay import plan_replay
 from simdist.results.records import RunResult, StepRecord
 from simdist.results.summaries import node_groups, run_mfu, strategy_summary, throughput
 from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, SyncMode
@@ -42,15 +44,13 @@ def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     if plan.model_parallel:
         return model_parallel_result(scenario, fidelity, plan, run_lockstep(sim, plan))
     out = _run_async(sim, plan) if plan.asynchronous else _lockstep_outcome(sim, plan, run_lockstep(sim, plan))
-    layout = plan.layout
-    loader, gpu_out = None, out  # the breakdown stays the GPUs' (an input wait is not exposed communication)
+    layout, loader, gpu_out = plan.layout, None, out  # the breakdown stays the GPUs' (an input wait is not exposed)
     if scenario.workload.input_pipeline is not None:  # the host data loader bounds the step (simdist.input_pipeline)
         out, loader = _input_bound(scenario, layout, out)
     tp = throughput(layout, out.iteration_s)
     extra = {"links_used": link_assumptions(scenario.cluster),
              "compute_interference": {g.gpu.key: dict(g.gpu.comm_interference) for g in scenario.cluster.node_groups},
-             "simulated_iterations": out.simulated,
-             "inferred_iterations": out.inferred,
+             "simulated_iterations": out.simulated, "inferred_iterations": out.inferred,
              "statistical_efficiency": statistical_efficiency(sim.context, layout, tp.samples_per_s, with_baseline),
              "mfu": run_mfu(scenario, tp.samples_per_s)}
     if loader is not None:
@@ -86,32 +86,62 @@ class Ran:
     links: tuple = ()
     records: tuple[StepRecord, ...] = ()
     tables: tuple = ()  # estimate of a pipeline: per stage graph its spans (graph/spans.SpanTable), not `spans`
+    method: str = "executor"  # how the iteration was timed: "fold" (estimate), "fold_replayed" or "executor"
 
 
 def run_lockstep(sim: Simulation, plan: Plan) -> Ran:
     """The one estimate / simulate branch: the plan's graphs folded on closed-form times (`estimate`: one
     round, the rest repeat it) or run on the executor over the flow network (`simulate`: run.iterations, or
-    run.duration, of which steady repeats are inferred). A local-SGD round is `plan.period` iterations."""
-    run, ctx, k = sim.scenario.run, sim.context, plan.period
-    graphs = list(plan.graphs)
+    run.duration, of which steady repeats are inferred; a model-parallel iteration whose calls never share a
+    link while they run is the fold's, replayed). A local-SGD round is `plan.period` iterations."""
     if sim.fidelity != Fidelity.SIMULATE:
         if plan.graphs_for is not None:
             folded = fold_pipeline(plan.graphs_for, plan.layout, plan.time_of, plan.groups, plan.slowdown)
         else:
-            folded = fold(graphs, plan.time_of, plan.groups, plan.slowdown)
-        round_s = folded.end_s
-        total = run.iterations
-        if run.duration_s is not None:
-            total = max(1, math.ceil(run.duration_s / round_s - 1e-9)) * k if round_s > 0 else k
-        total = max(total, k)
-        return Ran(round_s / k, (round_s / k,) * total, k, total - k, folded.class_comm_busy_s[plan.critical_class] / k,
-                   {c: folded.end_s for c in folded.class_end_s}, dict(folded.class_compute_busy_s), folded.spans,
-                   tables=folded.tables)
-    bsp = plan.local_steps is None
+            folded = fold(list(plan.graphs), plan.time_of, plan.groups, plan.slowdown)
+        return _folded_run(folded, plan, sim.scenario.run)
+    return (_replayed(sim, plan) if plan.model_parallel else None) or execute(sim, plan)
+
+
+def _folded_run(folded, plan: Plan, run, simulated: int | None = None, links=(), records=(), how="fold") -> Ran:
+    """A folded round as run.iterations (or run.duration's worth of) iterations, `simulated` computed (k: a round),
+    the rest repeating it."""
+    k, round_s = plan.period, folded.end_s
+    total = run.iterations if run.duration_s is None else (
+        max(1, math.ceil(run.duration_s / round_s - 1e-9)) * k if round_s > 0 else k)
+    total, simulated = max(total, k), k if simulated is None else simulated
+    return Ran(round_s / k, (round_s / k,) * total, simulated, total - simulated,
+               folded.class_comm_busy_s[plan.critical_class] / k, {c: round_s for c in folded.class_end_s},
+               dict(folded.class_compute_busy_s), folded.spans, links, records, folded.tables, how)
+
+
+def _replayed(sim: Simulation, plan: Plan) -> Ran | None:
+    """`simulate` of a model-parallel plan whose calls never share a link while in flight: the executor would
+    give each call its time alone, so the fold's iteration is the simulated one (network/replay.py checks it);
+    its calls are replayed onto the network's records, the other iterations repeat it. None: the check fails."""
+    ctx, graphs = sim.context, list(plan.graphs)
+    if not hasattr(ctx.network, "replayed"):
+        return None
+    folded = fold(graphs, plan.time_of, plan.groups, plan.slowdown)
+    calls = [(plan.schedule_of(t, g), s, e) for t, g, s, e in network_calls(graphs, folded.spans)]
+    replay = plan_replay(ctx.network, calls, 1e-9 * folded.end_s)
+    if replay is None or folded.end_s <= 0:
+        return None
+    replay.onto(ctx.network)
+    sim.env.run(until=folded.end_s)
+    records = [r for g in graphs for r in class_records(g, 0, folded.spans[g.rank_class.index], plan.max_tracked)]
+    links = top_links(ctx)
+    return _folded_run(folded, plan, sim.scenario.run, 1, links, tuple(records) + link_records(ctx, links),
+                       "fold_replayed")
+
+
+def execute(sim: Simulation, plan: Plan) -> Ran:
+    """`simulate` on the executor over the flow network."""
+    run, ctx, k, bsp = sim.scenario.run, sim.context, plan.period, plan.local_steps is None
     ex = Executor(sim.env, ctx.network, plan.schedule_of, plan.groups, critical_class=plan.critical_class,
                   max_tracked=plan.max_tracked, slowdown=plan.slowdown)
     rounds = run.iterations if bsp else max(2, -(-run.iterations // k))
-    log = ex.run(graphs, None if run.duration_s is not None else rounds, run.duration_s)
+    log = ex.run(list(plan.graphs), None if run.duration_s is not None else rounds, run.duration_s)
     busy_log = log.class_comm_busy_s[plan.critical_class]
     if bsp:
         iteration_s = statistics.fmean(log.times[run.warmup:] or log.times[-1:])

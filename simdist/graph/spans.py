@@ -8,10 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdist.graph.tasks import Collective, Compute, Graph, Stream
+from simdist.graph.tasks import Collective, Compute, Graph, SendRecv, Stream
+from simdist.results.records import StepRecord
 
 OTHER, COMPUTE, OPTIMIZER, TP, DP, PP = range(6)  # a task's role in a stage's terms
 _GROUP_ROLE = {"tp": TP, "dp": DP}  # a collective's group prefix; any other group is a pipeline transfer
+_TRACK = {Stream.COMPUTE: "gpu", Stream.TP: "tp", Stream.P2P_SEND: "pp", Stream.P2P_RECV: "pp"}  # trace tracks
 
 
 def union_s(spans: list[tuple[float, float]]) -> float:
@@ -156,3 +158,38 @@ def table_terms(table: SpanTable, period_s: float) -> dict[str, float]:
 
 def _joined(parts) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def network_calls(graphs: list[Graph], spans: dict[int, dict[int, tuple[float, float]]]) -> list[tuple]:
+    """Every call of one iteration that moves bytes on the network, with its span: each collective once for its
+    group (its member classes share one span) and each send/recv between two endpoints, as (task, graph, start,
+    end)."""
+    out, seen = [], set()
+    for g in graphs:
+        mine = spans[g.rank_class.index]
+        for t in g.tasks:
+            if isinstance(t, Collective):
+                if (t.group, t.key) in seen:
+                    continue
+                seen.add((t.group, t.key))
+            elif not (isinstance(t, SendRecv) and t.src != t.dst):
+                continue
+            out.append((t, g, *mine[t.id]))
+    return out
+
+
+def class_records(graph: Graph, it: int, spans, max_tracked: int) -> list[StepRecord]:
+    """Trace records of one iteration of a class: its representative's tasks and those of its ranks below
+    `max_tracked`, a track per rank and stream."""
+    ranks = graph.rank_class.ranks
+    tracked = [r for r in ranks if r < max_tracked]
+    if ranks[0] not in tracked:
+        tracked.insert(0, ranks[0])
+    out = []
+    for t in graph.tasks:
+        if getattr(t, "kind", "") == "wait":
+            continue
+        s, e = spans[t.id]
+        prefix = _TRACK.get(t.stream, "comm")
+        out += [StepRecord(f"{prefix}:{r}", t.name, s, e, it) for r in tracked]
+    return out

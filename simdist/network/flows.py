@@ -19,7 +19,7 @@ from simdist.network.control import LinkControl
 from simdist.network.fabric import Fabric, Flight
 from simdist.network.paths import PathTable
 from simdist.network.steps import CompiledStep, StepCache, shared_steps
-from simdist.network.utilization import busy_spans, utilization_from_bytes
+from simdist.network.utilization import busy_spans, merged, utilization_from_bytes
 from simdist.topology.graph import Topology
 from simdist.topology.routing import Router
 
@@ -72,6 +72,7 @@ class FlowNetwork(LinkControl):
         self.fabric = Fabric(env, topology.links.capacity_Bps, record_intervals)
         self.fabric.on_stall = self._on_stall
         self._idle_times: dict[tuple, float] = {}  # schedule_time answers at the current capacities
+        self.replayed: list = []  # calls run on their own and added to the records (network/replay.py)
         self._watching = False
         self._init_control()
 
@@ -189,7 +190,12 @@ class FlowNetwork(LinkControl):
                 i = by_name.get(n)
             if i is not None:
                 wanted[i] = n
-        return busy_spans(self.fabric.intervals or [], wanted)
+        out = busy_spans(self.fabric.intervals or [], wanted)
+        for replay in self.replayed:
+            for link, (start, end) in replay.busy_spans(list(wanted)).items():
+                got = np.array(out.get(wanted[link], []), dtype=float).reshape(-1, 2)
+                out[wanted[link]] = merged(np.concatenate([got[:, 0], start]), np.concatenate([got[:, 1], end]))
+        return out
 
     def link_utilization(self, elapsed_s: float) -> dict[str, float]:
         """Fraction of each used directed link's capacity carried over `elapsed_s` seconds."""

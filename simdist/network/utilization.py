@@ -41,12 +41,21 @@ def busy_spans(intervals, link_names: dict[int, str]) -> dict[str, list[tuple[fl
             raw[link].append((iv.start_s, iv.end_s))
     out: dict[str, list[tuple[float, float]]] = {}
     for link, spans in raw.items():
-        merged: list[tuple[float, float]] = []
-        for s, e in sorted(spans):
-            if merged and s <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], e))
-            else:
-                merged.append((s, e))
-        if merged:
-            out[link_names[link]] = merged
+        if spans:
+            arr = np.array(spans, dtype=float)
+            out[link_names[link]] = merged(arr[:, 0], arr[:, 1])
     return out
+
+
+def merged(start: np.ndarray, end: np.ndarray) -> list[tuple[float, float]]:
+    """The union of the spans [start[i], end[i]] as sorted disjoint (start, end) pairs (touching spans merge)."""
+    if not start.size:
+        return []
+    order = np.lexsort((end, start))
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], s.size) - 1
+    return list(zip(s[first].tolist(), reach[last].tolist()))

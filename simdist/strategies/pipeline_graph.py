@@ -146,8 +146,8 @@ class _Dp:
             deps.append(self.last)
         return deps
 
-    def reduce(self, op: CollectiveOp, size_bytes: float, name: str, dep: int, key: str) -> None:
-        self.last = self.b.add(Collective, f"{name} ({self.group})", (dep,), Stream.COMM, group=self.group, op=op,
+    def reduce(self, op: CollectiveOp, size_bytes: float, name: str, deps: tuple[int, ...], key: str) -> None:
+        self.last = self.b.add(Collective, f"{name} ({self.group})", deps, Stream.COMM, group=self.group, op=op,
                                size_bytes=size_bytes, key=key)
         self.tail.append(self.last)
 
@@ -266,7 +266,7 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
         if unit_done.get(seg.unit) == i and last is not None:
             unit = st.units[seg.unit]
             dp.reduce(RS, unit.params * plan.grad_elem_bytes, f"{tag} {unit.name} gradients reduce_scatter",
-                      last, f"rs/{micro}/{seg.unit}")
+                      (last,), f"rs/{micro}/{seg.unit}")
     if last is None or deps != [last]:  # a trailing collective: the chunk ends when it does
         last = b.add(Compute, f"{tag} end", deps, Stream.COMPUTE, duration_s=0.0, kind="forward" if fwd
                      else "backward")
@@ -393,17 +393,19 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fu
         if plan.zero == 2 and plan.grad_dp > 1:  # sharded gradients: every micro-batch's buckets reduce_scatter
             for j, (size, ci) in enumerate(zip(st.grad_buckets, owners)):
                 if ci == task.chunk:
-                    dp.reduce(RS, size, f"B{task.micro}.c{ci} bucket{j} reduce_scatter", prev,
+                    dp.reduce(RS, size, f"B{task.micro}.c{ci} bucket{j} reduce_scatter", (prev,),
                               f"g{j}/{task.micro}")
     tail = [prev] if prev is not None else []
+    # without overlap the gradients are reduced once the schedule has returned, which waits for the stage's
+    # pipeline sends (Megatron-Core's p2p_communication waits on each request, then synchronises the device)
+    flushed = tuple(tail) + tuple(t.id for t in b.tasks if t.stream is Stream.P2P_SEND)[-1:]
     if plan.grad_dp > 1 and plan.zero in (0, 1):
         for j, (size, ci) in enumerate(zip(st.grad_buckets, owners)):
-            dep = chunk_done[ci] if plan.overlap else prev
-            dp.reduce(grad_op, size, f"bucket{j} {what}", dep, f"g{j}")
+            dp.reduce(grad_op, size, f"bucket{j} {what}", (chunk_done[ci],) if plan.overlap else flushed, f"g{j}")
     experts = st.expert_buckets if plan.expert_groups and plan.edp > 1 else ()
     for j, (size, ci) in enumerate(experts):  # the routed experts' gradients over edp (zero 0 or 1: the rules)
-        dep = chunk_done[ci] if plan.overlap else prev
-        dp.tail.append(b.add(Collective, f"experts bucket{j} {what} ({edp_group(index)})", (dep,), Stream.COMM,
+        deps = (chunk_done[ci],) if plan.overlap else flushed
+        dp.tail.append(b.add(Collective, f"experts bucket{j} {what} ({edp_group(index)})", deps, Stream.COMM,
                              group=edp_group(index), op=grad_op, size_bytes=size, key=f"e{j}"))
     opt = b.add(Compute, "optimizer" if plan.zero == 0 else "optimizer (shard)", tail + dp.tail,
                 Stream.COMPUTE, duration_s=st.optimizer_s, kind="optimizer")
