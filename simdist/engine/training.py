@@ -11,18 +11,19 @@ import statistics
 from dataclasses import dataclass, replace
 
 from simdist.engine.closed_form import ClosedFormTimes, fold, fold_pipeline
-from simdist.engine.executor import MAX_TRACKED_RANKS, Executor
+from simdist.engine.executor import MAX_TRACKED_RANKS, Executor, same_time
 from simdist.engine.outcomes import Outcome, breakdown, link_records, model_parallel_result, top_links
 from simdist.engine.plans import Plan, build
 from simdist.engine.state import Simulation, result_header
 from simdist.graph.spans import class_records, network_calls
 from simdist.input_pipeline import loader_bound
 from simdist.network.analytical import AnalyticalNetwork
-from simdist.network.replay import plan_replay
+from simdist.network.replay import PartlyAlone, contended
 from simdist.results.records import RunResult, StepRecord
 from simdist.results.summaries import node_groups, run_mfu, strategy_summary, throughput
-from simdist.scenario import CompressionMethod, CompressionSpec, Fidelity, Scenario, SyncMode
+from simdist.scenario import Fidelity, Scenario, SyncMode
 from simdist.strategies.async_ps import PsPolicy
+from simdist.strategies.baseline import baseline_scenario, is_baseline
 from simdist.strategies.data_parallel import bsp_graphs
 from simdist.strategies.interference import interference_of
 from simdist.strategies.local_sgd import local_compute_s
@@ -86,59 +87,71 @@ class Ran:
     links: tuple = ()
     records: tuple[StepRecord, ...] = ()
     tables: tuple = ()  # estimate of a pipeline: per stage graph its spans (graph/spans.SpanTable), not `spans`
-    method: str = "executor"  # how the iteration was timed: "fold" (estimate), "fold_replayed" or "executor"
+    method: str = "executor"  # how it was timed: "fold" (estimate), "fold_replayed", "partly_alone" or "executor"
 
 
 def run_lockstep(sim: Simulation, plan: Plan) -> Ran:
     """The one estimate / simulate branch: the plan's graphs folded on closed-form times (`estimate`: one
     round, the rest repeat it) or run on the executor over the flow network (`simulate`: run.iterations, or
-    run.duration, of which steady repeats are inferred; a model-parallel iteration whose calls never share a
-    link while they run is the fold's, replayed). A local-SGD round is `plan.period` iterations."""
+    run.duration, of which steady repeats are inferred; `_model_parallel`). A local-SGD round is `plan.period`."""
     if sim.fidelity != Fidelity.SIMULATE:
         if plan.graphs_for is not None:
             folded = fold_pipeline(plan.graphs_for, plan.layout, plan.time_of, plan.groups, plan.slowdown)
         else:
             folded = fold(list(plan.graphs), plan.time_of, plan.groups, plan.slowdown)
         return _folded_run(folded, plan, sim.scenario.run)
-    return (_replayed(sim, plan) if plan.model_parallel else None) or execute(sim, plan)
+    if plan.model_parallel and hasattr(sim.context.network, "replayed"):
+        return _model_parallel(sim, plan)
+    return _with_links(sim.context, execute(sim, plan))
 
 
-def _folded_run(folded, plan: Plan, run, simulated: int | None = None, links=(), records=(), how="fold") -> Ran:
-    """A folded round as run.iterations (or run.duration's worth of) iterations, `simulated` computed (k: a round),
-    the rest repeating it."""
+def _folded_run(folded, plan: Plan, run, simulated: int | None = None, records=(), how="fold") -> Ran:
+    """A folded round as run.iterations (or run.duration's) iterations, `simulated` computed, the rest repeats."""
     k, round_s = plan.period, folded.end_s
     total = run.iterations if run.duration_s is None else (
         max(1, math.ceil(run.duration_s / round_s - 1e-9)) * k if round_s > 0 else k)
     total, simulated = max(total, k), k if simulated is None else simulated
     return Ran(round_s / k, (round_s / k,) * total, simulated, total - simulated,
                folded.class_comm_busy_s[plan.critical_class] / k, {c: round_s for c in folded.class_end_s},
-               dict(folded.class_compute_busy_s), folded.spans, links, records, folded.tables, how)
+               dict(folded.class_compute_busy_s), folded.spans, (), records, folded.tables, how)
 
 
-def _replayed(sim: Simulation, plan: Plan) -> Ran | None:
-    """`simulate` of a model-parallel plan whose calls never share a link while in flight: the executor would
-    give each call its time alone, so the fold's iteration is the simulated one (network/replay.py checks it);
-    its calls are replayed onto the network's records, the other iterations repeat it. None: the check fails."""
+def _model_parallel(sim: Simulation, plan: Plan) -> Ran:
+    """`simulate` of a model-parallel plan. The fold times every call alone; schedules whose calls could contend
+    (network/replay.contended) run on the flow network, the others in their time alone, replayed onto its records
+    once the run confirms none of those shared a link in flight (else all run on a fresh cluster's flow network).
+    With none contending, the fold's iteration is the simulated one, the others repeat it (idle fabric between)."""
     ctx, graphs = sim.context, list(plan.graphs)
-    if not hasattr(ctx.network, "replayed"):
-        return None
+    calls = lambda spans: [(plan.schedule_of(t, g), s, e) for t, g, s, e in network_calls(graphs, spans)]  # noqa
     folded = fold(graphs, plan.time_of, plan.groups, plan.slowdown)
-    calls = [(plan.schedule_of(t, g), s, e) for t, g, s, e in network_calls(graphs, folded.spans)]
-    replay = plan_replay(ctx.network, calls, 1e-9 * folded.end_s)
-    if replay is None or folded.end_s <= 0:
-        return None
+    schedules, got, flows = contended(ctx.network, calls(folded.spans), tol := 1e-9 * folded.end_s)
+    if not flows and folded.end_s > 0:
+        got.replay(schedules, set(range(len(schedules.alone)))).onto(ctx.network)
+        sim.env.run(until=folded.end_s)
+        records = [r for g in graphs for r in class_records(g, 0, folded.spans[g.rank_class.index], plan.max_tracked)]
+        return _with_links(ctx, _folded_run(folded, plan, sim.scenario.run, 1, tuple(records), "fold_replayed"))
+    partly = PartlyAlone(ctx.network, schedules, flows)
+    ran = execute(sim, plan, partly)
+    steady = all(same_time(t, ran.times[0]) for t in ran.times[:ran.simulated])
+    offsets = [-sum(ran.times[i + 1:ran.simulated]) for i in range(ran.simulated)]  # iteration i against the last
+    replay = partly.confirmed(calls(ran.spans), offsets, tol) if steady else None
+    if replay is None:
+        fresh_plan, fresh = build(sim.scenario, Fidelity.SIMULATE)
+        return _with_links(fresh.context, execute(fresh, fresh_plan))
     replay.onto(ctx.network)
-    sim.env.run(until=folded.end_s)
-    records = [r for g in graphs for r in class_records(g, 0, folded.spans[g.rank_class.index], plan.max_tracked)]
+    return _with_links(ctx, replace(ran, method="partly_alone" if len(flows) < len(schedules.alone) else "executor"))
+
+
+def _with_links(ctx, ran: Ran) -> Ran:
+    """The run's busiest links and their busy spans in the trace."""
     links = top_links(ctx)
-    return _folded_run(folded, plan, sim.scenario.run, 1, links, tuple(records) + link_records(ctx, links),
-                       "fold_replayed")
+    return replace(ran, links=links, records=tuple(ran.records) + link_records(ctx, links))
 
 
-def execute(sim: Simulation, plan: Plan) -> Ran:
-    """`simulate` on the executor over the flow network."""
+def execute(sim: Simulation, plan: Plan, network=None) -> Ran:
+    """`simulate` on the executor over the flow network (or `network`, a model over it: replay.PartlyAlone)."""
     run, ctx, k, bsp = sim.scenario.run, sim.context, plan.period, plan.local_steps is None
-    ex = Executor(sim.env, ctx.network, plan.schedule_of, plan.groups, critical_class=plan.critical_class,
+    ex = Executor(sim.env, network or ctx.network, plan.schedule_of, plan.groups, critical_class=plan.critical_class,
                   max_tracked=plan.max_tracked, slowdown=plan.slowdown)
     rounds = run.iterations if bsp else max(2, -(-run.iterations // k))
     log = ex.run(list(plan.graphs), None if run.duration_s is not None else rounds, run.duration_s)
@@ -151,10 +164,8 @@ def execute(sim: Simulation, plan: Plan) -> Ran:
         iteration_s, comm = log.times[-1] / k, busy_log[-1] / k
         times = (iteration_s,) * (len(log.times) * k if run.duration_s is not None else max(1, run.iterations))
     busy = {c: statistics.fmean(v[run.warmup:] or v[-1:]) if bsp else v[-1] for c, v in log.class_compute_busy_s.items()}
-    links = top_links(ctx)
     return Ran(iteration_s, times, log.simulated * k, log.inferred * k, comm,
-               {c: iteration_s * k for c in log.class_end_s}, busy, ex.last_spans, links,
-               tuple(log.records) + link_records(ctx, links))
+               {c: iteration_s * k for c in log.class_end_s}, busy, ex.last_spans, (), tuple(log.records))
 
 
 def _lockstep_outcome(sim: Simulation, plan: Plan, ran: Ran) -> Outcome:
@@ -243,17 +254,6 @@ def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):
         return out, bound
     floor = bound.loader_s
     return replace(out, iteration_s=floor, times=tuple(max(t, floor) for t in out.times)), bound
-
-
-def is_baseline(scenario: Scenario) -> bool:
-    return scenario.training.sync == SyncMode.BSP and scenario.communication.compression.method == CompressionMethod.NONE
-
-
-def baseline_scenario(scenario: Scenario) -> Scenario:
-    """The same cluster, model and strategy under BSP without compression (the convergence reference)."""
-    return replace(scenario,
-                   training=replace(scenario.training, sync=SyncMode.BSP, convergence_factor=1.0),
-                   communication=replace(scenario.communication, compression=CompressionSpec()))
 
 
 def baseline_samples_per_s(ctx, scenario: Scenario) -> float:

@@ -82,35 +82,117 @@ class Replay:
         return {k: (np.concatenate([x for x, _ in v]), np.concatenate([y for _, y in v])) for k, v in out.items()}
 
 
-def plan_replay(network, calls: list[tuple[Schedule, float, float]], tolerance_s: float) -> Replay | None:
-    """The replay of `calls` ((schedule, start, end) each), or None when a call's span is not its schedule's time
-    alone or two calls sharing a link overlap in time (by more than `tolerance_s`)."""
-    index: dict[tuple, int] = {}
-    alone: list[Alone] = []
-    by_object: dict[int, tuple[Schedule, int]] = {}  # calls share memoised Schedule objects: keyed once each
-    keys = np.empty(len(calls), dtype=np.int64)
-    for i, (schedule, _, _) in enumerate(calls):
-        hit = by_object.get(id(schedule))
+class Schedules:
+    """The distinct schedules of an iteration's calls, each run alone once, and which of them share a link."""
+
+    def __init__(self, network) -> None:
+        self.network = network
+        self.alone: list[Alone] = []
+        self._index: dict[tuple, int] = {}
+        self._by_object: dict[int, tuple[Schedule, int]] = {}  # calls share memoised Schedule objects
+
+    def of(self, schedule: Schedule) -> int:
+        """The index of `schedule`'s distinct schedule (run alone the first time it is met)."""
+        hit = self._by_object.get(id(schedule))
         if hit is None:
-            key = network.steps.schedule_key(schedule)
-            if key not in index:
-                index[key] = len(alone)
-                alone.append(run_alone(network, schedule))
-            hit = by_object[id(schedule)] = (schedule, index[key])  # keeps `schedule` alive: its id stays its own
-        keys[i] = hit[1]
-    start = np.fromiter((c[1] for c in calls), dtype=float, count=len(calls))
-    end = np.fromiter((c[2] for c in calls), dtype=float, count=len(calls))
-    duration = np.array([a.duration_s for a in alone], dtype=float)
-    if np.any(np.abs(end - start - duration[keys]) > tolerance_s):
-        return None
-    members = [np.flatnonzero(keys == k) for k in range(len(alone))]
-    users: dict[int, list[int]] = {}
-    for k, a in enumerate(alone):
-        for link in a.busy:
-            users.setdefault(link, []).append(k)
-    pairs = {(a, b) for ks in {tuple(v) for v in users.values()} for i, a in enumerate(ks) for b in ks[i:]}
-    for a, b in sorted(pairs):  # (k, k): one schedule's own calls; then each pair that shares a link
-        both = members[a] if a == b else np.concatenate([members[a], members[b]])
-        if overlaps(start[both], end[both], tolerance_s):
+            key = self.network.steps.schedule_key(schedule)
+            if key not in self._index:
+                self._index[key] = len(self.alone)
+                self.alone.append(run_alone(self.network, schedule))
+            hit = self._by_object[id(schedule)] = (schedule, self._index[key])  # keeps `schedule`: its id stays
+        return hit[1]
+
+    def sharing(self) -> set[tuple[int, int]]:
+        """Pairs (a <= b) of distinct schedules with a directed link in common ((k, k): each that uses one)."""
+        users: dict[int, list[int]] = {}
+        for k, a in enumerate(self.alone):
+            for link in a.busy:
+                users.setdefault(link, []).append(k)
+        return {(a, b) for ks in {tuple(v) for v in users.values()} for i, a in enumerate(ks) for b in ks[i:]}
+
+
+@dataclass(frozen=True)
+class Calls:
+    """Calls as (schedule index, start, end) arrays."""
+
+    keys: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @classmethod
+    def of(cls, schedules: Schedules, calls: list[tuple[Schedule, float, float]]) -> "Calls":
+        keys = np.fromiter((schedules.of(c[0]) for c in calls), dtype=np.int64, count=len(calls))
+        return cls(keys, np.fromiter((c[1] for c in calls), dtype=float, count=len(calls)),
+                   np.fromiter((c[2] for c in calls), dtype=float, count=len(calls)))
+
+    def contending(self, schedules: Schedules, pairs, tolerance_s: float) -> set[int]:
+        """The schedules of `pairs` (sharing a link) whose calls overlap in time by more than `tolerance_s`."""
+        members = [np.flatnonzero(self.keys == k) for k in range(len(schedules.alone))]
+        out: set[int] = set()
+        for a, b in sorted(pairs):
+            both = members[a] if a == b else np.concatenate([members[a], members[b]])
+            if overlaps(self.start[both], self.end[both], tolerance_s):
+                out |= {a, b}
+        return out
+
+    def replay(self, schedules: Schedules, which: set[int], offsets_s=(0.0,)) -> Replay:
+        """The replay of the calls of the `which` schedules, in each iteration starting `offsets_s` later."""
+        ks = sorted(which)
+        return Replay(tuple(schedules.alone[k] for k in ks),
+                      tuple(np.concatenate([self.start[self.keys == k] + o for o in offsets_s]) for k in ks))
+
+
+def contended(network, calls: list[tuple[Schedule, float, float]],
+              tolerance_s: float) -> tuple[Schedules, Calls, set[int]]:
+    """The schedules of a fold's `calls` ((schedule, start, end) each) that must run on the flow network: every
+    schedule linked by shared links to one whose call's span is not its time alone (by more than `tolerance_s`)
+    or to two calls that share a link in flight. The empty set: every call ran alone (a full replay)."""
+    schedules = Schedules(network)
+    got = Calls.of(schedules, calls)
+    duration = np.array([a.duration_s for a in schedules.alone], dtype=float)
+    seeds = set(np.unique(got.keys[np.abs(got.end - got.start - duration[got.keys]) > tolerance_s]).tolist())
+    pairs = schedules.sharing()
+    seeds |= got.contending(schedules, pairs, tolerance_s)
+    linked: dict[int, set[int]] = {}
+    for a, b in pairs:
+        linked.setdefault(a, set()).add(b)
+        linked.setdefault(b, set()).add(a)
+    out, todo = set(), list(seeds)
+    while todo:  # the link-sharing component of each seed
+        k = todo.pop()
+        if k not in out:
+            out.add(k)
+            todo += linked.get(k, ())
+    return schedules, got, out
+
+
+class PartlyAlone:
+    """The executor's network model for a plan whose `flows` schedules contend: their calls on the flow network,
+    every other call in its time alone (replayed onto the network's records once `confirmed`)."""
+
+    def __init__(self, network, schedules: Schedules, flows: set[int]) -> None:
+        self.network, self.schedules, self.flows = network, schedules, flows
+
+    def run(self, env, schedule: Schedule):
+        k = self.schedules.of(schedule)
+        if k in self.flows:
+            yield from self.network.run(env, schedule)
+        else:
+            yield env.timeout(self.schedules.alone[k].duration_s)
+
+    def confirmed(self, calls: list[tuple[Schedule, float, float]], offsets_s, tolerance_s: float) -> Replay | None:
+        """The replay of the calls that ran alone (`calls`: one iteration as it ran; the others `offsets_s` from
+        its start), or None where one of them overlapped a call sharing one of its links in flight: the run is
+        then not the flow network's."""
+        got = Calls.of(self.schedules, calls)
+        alone = set(range(len(self.schedules.alone))) - self.flows
+        pairs = {(a, b) for a, b in self.schedules.sharing() if a in alone or b in alone}
+        if got.contending(self.schedules, pairs, tolerance_s):
             return None
-    return Replay(tuple(alone), tuple(start[m] for m in members))
+        return got.replay(self.schedules, alone, offsets_s)
+
+
+def plan_replay(network, calls: list[tuple[Schedule, float, float]], tolerance_s: float) -> Replay | None:
+    """The replay of `calls` ((schedule, start, end) each) when every one ran alone (`contended` finds none)."""
+    schedules, got, flows = contended(network, calls, tolerance_s)
+    return None if flows else got.replay(schedules, set(range(len(schedules.alone))))

@@ -1,6 +1,7 @@
-"""`simulate` of a model-parallel plan whose calls never share a link while in flight is the fold's iteration replayed
-onto the flow network (engine/training._replayed): the same result as the executor on the flow network, field by
-field (1e-9), its links and first iteration's trace included; where calls do contend, the executor runs."""
+"""`simulate` of a model-parallel plan (engine/training._model_parallel): where no two calls that share a link are in
+flight at once, the fold's iteration replayed onto the flow network; where some may be, those on the flow network
+and the others in their time alone, replayed. Either way the same result as every call on the flow network, field
+by field (1e-9), its links and trace included."""
 from __future__ import annotations
 
 import copy
@@ -44,10 +45,11 @@ def _scenario(changes: dict):
     return load_data(data)
 
 
-def _result(scenario, how):
+def _result(scenario, full: bool = False):
+    """(Ran, RunResult) of simulate as it runs, or (`full`) with every call on the flow network."""
     plan, sim = build(scenario, Fidelity.SIMULATE)
-    ran = how(sim, plan)
-    return ran, None if ran is None else model_parallel_result(scenario, Fidelity.SIMULATE, plan, ran)
+    ran = training._with_links(sim.context, training.execute(sim, plan)) if full else training.run_lockstep(sim, plan)
+    return ran, model_parallel_result(scenario, Fidelity.SIMULATE, plan, ran)
 
 
 def _same(a, b, path=""):
@@ -61,34 +63,34 @@ def _same(a, b, path=""):
     return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
 
 
-@pytest.mark.parametrize("name", list(ALONE))
-def test_replayed_equals_the_executor(name):
-    scenario = _scenario(ALONE[name])
-    replayed, by_fold = _result(scenario, training._replayed)
-    assert replayed is not None, "no two calls shared a link: the fold replays"
-    executed, by_executor = _result(scenario, training.execute)
-    a, b = by_fold.to_dict(), by_executor.to_dict()
-    assert (a.pop("iteration_by"), b.pop("iteration_by")) == ("fold_replayed", "executor")
-    assert (a.pop("simulated_iterations"), a.pop("inferred_iterations")) == (1, 2)
+def _equal(scenario, method: str) -> None:
+    ran, result = _result(scenario)
+    full, by_flows = _result(scenario, full=True)
+    a, b = result.to_dict(), by_flows.to_dict()
+    assert (a.pop("iteration_by"), b.pop("iteration_by")) == (method, "executor")
+    simulated = (a.pop("simulated_iterations"), a.pop("inferred_iterations"))
+    assert simulated == ((1, 2) if method == "fold_replayed" else (b["simulated_iterations"], b["inferred_iterations"]))
     b.pop("simulated_iterations"), b.pop("inferred_iterations")
     assert not _same(a, b)
-    first = [r for r in executed.records if r.iteration == 0 or (r.track.startswith("link:")
-                                                                 and r.end_s <= replayed.iteration_s * (1 + 1e-12))]
+    last = ran.iteration_s * simulated[0] * (1 + 1e-12)
+    want = [r for r in full.records if r.iteration < simulated[0] and (r.iteration >= 0 or r.end_s <= last)]
     key = lambda r: (r.track, r.start_s, r.name)  # noqa: E731
-    assert len(replayed.records) == len(first)
-    for x, y in zip(sorted(replayed.records, key=key), sorted(first, key=key)):
+    assert len(ran.records) == len(want)
+    for x, y in zip(sorted(ran.records, key=key), sorted(want, key=key)):
         assert (x.track, x.name, x.iteration) == (y.track, y.name, y.iteration)
         assert x.start_s == pytest.approx(y.start_s, rel=1e-9, abs=1e-15)
         assert x.end_s == pytest.approx(y.end_s, rel=1e-9, abs=1e-15)
 
 
-def test_calls_that_contend_run_on_the_executor():
-    """dp buckets reduced during the backward (overlap) share the NICs with the pipeline's sends: no replay, and
-    simulate is the executor's run (it differs from estimate, which times every call alone)."""
-    scenario = _scenario({"communication.overlap": True})
-    assert _result(scenario, training._replayed)[0] is None
-    plan, sim = build(scenario, Fidelity.SIMULATE)
-    assert training.run_lockstep(sim, plan).method == "executor"
+@pytest.mark.parametrize("name", list(ALONE))
+def test_replayed_equals_every_call_on_the_flow_network(name):
+    _equal(_scenario(ALONE[name]), "fold_replayed")
+
+
+def test_contending_calls_on_the_flow_network_and_the_others_alone_equal_every_call_on_it():
+    """dp buckets reduced during the backward (overlap) share the NICs with the pipeline's sends: those run on the
+    flow network, the tp calls on the NVSwitch in their time alone."""
+    _equal(_scenario({"communication.overlap": True}), "partly_alone")
 
 
 def test_without_overlap_the_gradients_wait_for_the_last_pipeline_send():
@@ -96,7 +98,7 @@ def test_without_overlap_the_gradients_wait_for_the_last_pipeline_send():
     all_reduce starts when its last send of gradients to stage 0 ends."""
     scenario = _scenario({})
     plan, sim = build(scenario, Fidelity.SIMULATE)
-    ran = training._replayed(sim, plan)
+    ran = training.run_lockstep(sim, plan)
     graph = plan.graphs[1]
     spans = ran.spans[graph.rank_class.index]
     sends = [t for t in graph.tasks if "send gradients" in t.name]
@@ -115,3 +117,23 @@ def test_the_gpt3_preset_simulates_as_it_estimates():
     assert sim.extra["iteration_by"] == "fold_replayed"
     assert sim.iteration_time_s == pytest.approx(est.iteration_time_s, rel=1e-6)
     assert sim.breakdown_s.pipeline_bubble == pytest.approx(est.breakdown_s.pipeline_bubble, rel=1e-6)
+
+
+def test_a_run_whose_alone_calls_met_a_call_on_their_links_is_run_again_on_the_flow_network(monkeypatch):
+    """Were too few schedules put on the flow network (here: none but the first that contends), the calls left
+    alone meet others on their links in flight; the run is not the flow network's, so every call runs again on
+    a fresh cluster's flow network."""
+    scenario = _scenario({"communication.overlap": True})
+    real = training.contended
+
+    def too_few(network, calls, tolerance_s):
+        schedules, got, flows = real(network, calls, tolerance_s)
+        return schedules, got, {min(flows)}
+
+    monkeypatch.setattr(training, "contended", too_few)
+    ran, result = _result(scenario)
+    monkeypatch.undo()
+    full, by_flows = _result(scenario, full=True)
+    assert ran.method == "executor"
+    a, b = result.to_dict(), by_flows.to_dict()
+    assert not _same(a, b)
