@@ -1,17 +1,15 @@
 """`estimate` of a lockstep iteration: the executor's rules folded over the graphs, with no events.
 
-Each task starts at the latest end of its dependencies and of the previous task on its stream; a
-collective starts when every member class has reached it and lasts its schedule's closed-form time
-on the analytical network (it alone on the fabric). Without contention this is exactly what the
-executor computes on the flow network, which is why estimate equals simulate there (1e-6).
+Each task starts at the latest end of its dependencies and of the previous task on its stream; a collective
+starts when every member class has reached it and lasts its schedule's time alone on the fabric. Without
+contention this is what the executor computes on the flow network (simulate replays it: network/replay.py).
 
 With compute-communication interference (`slowdown`), compute-stream work progresses at 1 / (1 + s)
 while collectives of its class run, so a compute task's end depends on collectives that begin while it
 runs, which may wait on work that this task delays (on another pipeline stage, say). That is a run in
 time order, not a fold: the one `Executor` runs the iteration, each collective and send/recv lasting its
-closed-form time (`ClosedFormTimes`), so estimate and simulate share every rule of interference. (Iterating
-a fold to its fixed point instead converges slowly: each pass carries the interference one dependency
-step down interleaved pipelines; docs/model-parallel.md, benchmarks/fold.py.)
+closed-form time (`ClosedFormTimes`), so estimate and simulate share every rule of interference. (A fold
+iterated to its fixed point converges slowly: docs/model-parallel.md, benchmarks/fold.py.)
 """
 from __future__ import annotations
 
@@ -26,6 +24,7 @@ from simdist.graph.periodic import fold_repeated
 from simdist.graph.spans import SpanTable, busy_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Task
 from simdist.strategies.pipeline_schedule import steady_sizes
+from simdist.topology.gcpause import gc_paused
 
 
 @dataclass
@@ -60,7 +59,8 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
         return times[k]
 
     if slowdown is None:
-        return _folded(graphs, _Worklist(graphs, cached, groups).run())
+        with gc_paused():  # a span per task, all surviving (topology/gcpause.py)
+            return _folded(graphs, _Worklist(graphs, cached, groups).run())
     ex = Executor(simpy.Environment(), ClosedFormTimes(cached), lambda task, graph: (task, graph), groups,
                   record=False, slowdown=slowdown)
     ex.run(graphs, 1, steady_skip=False)

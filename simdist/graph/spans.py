@@ -10,6 +10,7 @@ import numpy as np
 
 from simdist.graph.tasks import Collective, Compute, Graph, SendRecv, Stream
 from simdist.results.records import StepRecord
+from simdist.topology.gcpause import gc_paused
 
 OTHER, COMPUTE, OPTIMIZER, TP, DP, PP = range(6)  # a task's role in a stage's terms
 _GROUP_ROLE = {"tp": TP, "dp": DP}  # a collective's group prefix; any other group is a pipeline transfer
@@ -186,10 +187,11 @@ def class_records(graph: Graph, it: int, spans, max_tracked: int) -> list[StepRe
     if ranks[0] not in tracked:
         tracked.insert(0, ranks[0])
     out = []
-    for t in graph.tasks:
-        if getattr(t, "kind", "") == "wait":
-            continue
-        s, e = spans[t.id]
-        prefix = _TRACK.get(t.stream, "comm")
-        out += [StepRecord(f"{prefix}:{r}", t.name, s, e, it) for r in tracked]
+    with gc_paused():  # a record per task, all surviving (topology/gcpause.py)
+        for t in graph.tasks:
+            if getattr(t, "kind", "") == "wait":
+                continue
+            s, e = spans[t.id]
+            prefix = _TRACK.get(t.stream, "comm")
+            out += [StepRecord(f"{prefix}:{r}", t.name, s, e, it) for r in tracked]
     return out

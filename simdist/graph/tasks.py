@@ -12,6 +12,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from simdist.collectives.schedule import CollectiveOp, Group
+from simdist.topology.gcpause import gc_paused
 
 
 class Stream(StrEnum):
@@ -144,6 +145,10 @@ class Graph:
 
     @cached_property
     def _prerequisites(self) -> tuple[list[list[int]], list[int], list[int]]:
+        with gc_paused():  # a list per task, all surviving (topology/gcpause.py)
+            return self._lists()
+
+    def _lists(self) -> tuple[list[list[int]], list[int], list[int]]:
         after: list[list[int]] = [[] for _ in self.tasks]
         waiting, prev_on = [0] * len(self.tasks), [-1] * len(self.tasks)
         last: dict[Stream, int] = {}

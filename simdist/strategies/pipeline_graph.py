@@ -34,6 +34,7 @@ from simdist.strategies.expert_layout import edp_group, expert_group
 from simdist.strategies.expert_parallel import EpCollective
 from simdist.strategies.mp_plan import MpPlan, Overlap, StagePlan, chunk_of_bucket
 from simdist.strategies.pipeline_schedule import TaskKind
+from simdist.topology.gcpause import gc_paused
 
 P2P_OP = CollectiveOp.BROADCAST  # a point-to-point copy (one source); the schedule is built per boundary
 AG, RS = CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
@@ -422,7 +423,8 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fu
 
 
 def pipeline_graphs(plan: MpPlan, bucket_size_bytes: float) -> list[Graph]:
-    return [stage_graph(plan, st, bucket_size_bytes) for st in plan.stages]
+    with gc_paused():  # hundreds of thousands of tasks that all survive (topology/gcpause.py)
+        return [stage_graph(plan, st, bucket_size_bytes) for st in plan.stages]
 
 
 def fused_pipeline_graphs(plan: MpPlan, bucket_size_bytes: float, tp_time,
@@ -430,8 +432,9 @@ def fused_pipeline_graphs(plan: MpPlan, bucket_size_bytes: float, tp_time,
     """estimate's graphs with each chunk's tp chain fused (`_Fuse`) and, per graph, the tp spans inside its
     fused tasks (task id -> offsets)."""
     graphs, spans = [], []
-    for st in plan.stages:
-        fuse = _Fuse(tp_time, interference)
-        graphs.append(stage_graph(plan, st, bucket_size_bytes, fuse))
-        spans.append(fuse.tp_spans)
+    with gc_paused():
+        for st in plan.stages:
+            fuse = _Fuse(tp_time, interference)
+            graphs.append(stage_graph(plan, st, bucket_size_bytes, fuse))
+            spans.append(fuse.tp_spans)
     return graphs, spans
