@@ -6,8 +6,10 @@ median of N separate processes (N fixed up front, default 5), next to its target
 - `estimate`, its own time: the estimate call timed inside a process that has already loaded the scenario
   (start-up and loading excluded), target < 50 ms; also in CPU seconds (what it costs when a loaded machine
   stretches the wall time);
-- `simulate`, whole process (`simdist run FILE --set run.fidelity=simulate --json`), target < 5 s (minutes
-  today: --skip-simulate leaves it out);
+- `simulate`, whole process (`simdist run FILE --set run.fidelity=simulate --json`), target < 5 s, with how the
+  iteration was timed (`iteration_by`: the fold replayed where no two calls share a link in flight; only the
+  calls that can contend on the flow network otherwise); --skip-simulate leaves it out, --simulate-presets adds
+  Llama 3.1 405B on 1,024 H100 (no target) and on 8,192 H100 (target < 15 s), minutes each;
 - `plan` over a candidate space (--axis, repeatable; default 12 layouts of micro-batch, recomputation and
   ZeRO), whole process with no simulated confirmation, per candidate and scaled to 100,000 candidates
   (target < 60 s; the scaled figure is per-candidate cost times 100,000, not a measured 100,000-point plan).
@@ -19,7 +21,7 @@ Each per-layout cost is quoted against Calculon's 15 ms per layout on this machi
 `--phases` adds where the estimate's own CPU time goes: one process per run, each phase the median over runs of
 its cumulative CPU share under cProfile (the profiler slows Python code, so read shares, not seconds).
 Run: PYTHONPATH=. python benchmarks/model_parallel.py [--runs 5] [--skip-simulate] [--skip-plan] [--phases]
-     [--skip-other-presets]
+     [--skip-other-presets] [--simulate-presets]
      [--axis training.micro_batch=1,2 ...]
 """
 from __future__ import annotations
@@ -41,6 +43,7 @@ OTHER_PRESETS = [  # (file, what it is, its whole-process target or None, --set 
      ["cluster.nodes.0.count=1024", "training.parallelism.dp=64", "workload.global_batch=2048"]),
     ("deepseek-v3-ep64.yaml", "DeepSeek-V3, 1,024 H100, pp 16 dp 64 ep 64", None, []),
 ]
+SIMULATE_PRESETS = [OTHER_PRESETS[0][:2] + (None, []), OTHER_PRESETS[1][:2] + (15.0, OTHER_PRESETS[1][3])]
 CALCULON_S_PER_LAYOUT = 0.015
 TARGET_OWN_S, TARGET_WHOLE_S, TARGET_SIMULATE_S = 0.050, 0.5, 5.0
 TARGET_PLAN_S, PLAN_POINTS = 60.0, 100_000
@@ -143,9 +146,19 @@ def phase_rows(runs: int) -> None:
         print(f"  {phase:<72} {100 * statistics.median(values):5.1f} %")
 
 
-def simulate_row(runs: int) -> None:
-    walls = [_whole(CLI + ["run", str(PRESET), "--set", "run.fidelity=simulate", "--json"])[0] for _ in range(runs)]
-    _row("simulate, whole process", walls, TARGET_SIMULATE_S)
+def simulate_row(runs: int, preset: Path = PRESET, target_s: float | None = TARGET_SIMULATE_S,
+                 sets: list[str] = ()) -> None:
+    walls, its, how = [], set(), set()
+    for _ in range(runs):
+        wall, out = _whole(CLI + ["run", str(preset), "--set", "run.fidelity=simulate", "--json"]
+                           + [x for kv in sets for x in ("--set", kv)])
+        data = json.loads(out)
+        walls.append(wall)
+        its.add(data["iteration_time_s"])
+        how.add(data["iteration_by"])
+    assert len(its) == 1, f"simulate is not deterministic: {sorted(its)}"
+    print(f"simulate, iteration {its.pop():.6f} s ({', '.join(sorted(how))}):")
+    _row("simulate, whole process", walls, target_s)
 
 
 def plan_row(runs: int, axes: list[str]) -> None:
@@ -169,7 +182,9 @@ def plan_row(runs: int, axes: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="processes per row (fixed; the median is reported)")
-    parser.add_argument("--skip-simulate", action="store_true", help="leave out simulate (minutes per run today)")
+    parser.add_argument("--skip-simulate", action="store_true", help="leave out simulate")
+    parser.add_argument("--simulate-presets", action="store_true",
+                        help="also simulate Llama 3.1 405B on 1,024 and 8,192 H100 (minutes a run)")
     parser.add_argument("--skip-plan", action="store_true")
     parser.add_argument("--phases", action="store_true", help="where the estimate call's CPU time goes (cProfile)")
     parser.add_argument("--skip-other-presets", action="store_true", help="GPT-3 175B's rows only")
@@ -185,6 +200,9 @@ def main() -> None:
         phase_rows(args.runs)
     if not args.skip_simulate:
         simulate_row(args.runs)
+    for name, what, target_s, sets in SIMULATE_PRESETS if args.simulate_presets else []:
+        print(f"scenarios/presets/{name}{''.join(' --set ' + kv for kv in sets)}: {what}; median of {args.runs} processes")
+        simulate_row(args.runs, PRESET.parent / name, target_s, sets)
     if not args.skip_plan:
         plan_row(args.runs, args.axis or list(DEFAULT_AXES))
 
