@@ -113,3 +113,12 @@ def shifted_by_prescale(ready_s: Sequence[float], prescale_s: Sequence[float]) -
         total += extra
         out.append(ready + total)
     return tuple(out), total
+
+
+def grad_copy_back_s(bucket: Bucket, bytes_per_elem: float, memory_Bps: float, launch_s: float) -> float:
+    """DDP's copy of a bucket's reduced gradients back into each parameter's .grad (reducer.cpp finalize_backward:
+    per bucket in order, future_work->wait() makes the compute stream wait for the bucket's all-reduce, then
+    finalize_bucket_dense -> copy_bucket_to_grad, grad.copy_(bucket_view), one copy kernel per tensor; skipped only
+    with gradient_as_bucket_view=True, off by default): the bucket read and written once, 2 x bytes / HBM
+    bandwidth, plus one launch per tensor."""
+    return 2.0 * bucket.size_bytes(bytes_per_elem) / memory_Bps + len(bucket.shapes) * launch_s

@@ -5,7 +5,8 @@ and the backward in segments that end where a bucket becomes ready; each bucket'
 collectives on the data-parallel group and its decode run on the communication stream, in bucket
 order (NCCL runs the calls of one communicator in order), from the moment the bucket is ready
 (after the whole backward without overlap; Horovod's fusion cycle rounds the launch up to the
-next cycle tick, a 'wait' task); the optimizer step follows the last bucket. A collective starts
+next cycle tick, a 'wait' task); DDP then copies each reduced bucket into the parameters' .grad on the
+compute stream, in bucket order (reducer.cpp finalize_backward), and the optimizer step follows. A collective starts
 when every class has reached it, so the slowest class sets its start.
 """
 from __future__ import annotations
@@ -76,12 +77,25 @@ def bucket_exchange(b: GraphBuilder, plan: IterationPlan, cc: ClassCompute, j: i
     return last if last is not None else (deps[-1] if deps else -1)
 
 
+def grad_copy_back(b: GraphBuilder, plan: IterationPlan, cc: ClassCompute, backward_end: int, exchanged) -> int:
+    """DDP's finalize_backward on the compute stream after the backward: bucket by bucket in order, wait for its
+    exchange (`exchanged[j]`, its last task), then copy it into the parameters' .grad (cc.grad_copy_s[j]); returns
+    the last copy's id. A bucket reduced early is copied at once; a late one holds every copy after it."""
+    last = backward_end
+    for j, copy_s in enumerate(cc.grad_copy_s):
+        deps = (last,) if exchanged[j] < 0 else (last, exchanged[j])
+        last = b.add(Compute, f"bucket{plan.buckets[j].bucket.index} copy to grad", deps, Stream.COMPUTE,
+                     duration_s=copy_s, kind="grad_copy")
+    return last
+
+
 def bsp_graph(plan: IterationPlan, cc: ClassCompute) -> Graph:
     """One BSP iteration of one rank class."""
     b = GraphBuilder()
     fwd = forward_tasks(b, plan, cc)
     segments = backward_segments(b, plan, cc, (fwd,))
     tail = [segments[cc.bwd_s]]
+    exchanged = []
     for j, ready in enumerate(cc.ready_s):
         dep = segments[min(ready, cc.bwd_s)]
         launch = launch_offset(plan, ready)
@@ -89,8 +103,11 @@ def bsp_graph(plan: IterationPlan, cc: ClassCompute) -> Graph:
             dep = b.add(Compute, f"bucket{plan.buckets[j].bucket.index} fusion cycle", (dep,), None,
                         duration_s=launch - ready, kind="wait")
         last = bucket_exchange(b, plan, cc, j, (dep,))
+        exchanged.append(last)
         if last >= 0:
             tail.append(last)
+    if cc.grad_copy_s:
+        tail.append(grad_copy_back(b, plan, cc, segments[cc.bwd_s], exchanged))
     if cc.optimizer_s:
         b.add(Compute, "optimizer", tail, Stream.COMPUTE, duration_s=cc.optimizer_s, kind="optimizer")
     return b.build(cc.rank_class)

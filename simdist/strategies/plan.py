@@ -18,9 +18,11 @@ from simdist.compute import (DTYPE_BYTES, launch_overhead_s, layer_times, memory
 from simdist.graph.tasks import RankClass
 from simdist.hardware.specs import HOST_CPU_SERVER
 from simdist.input_pipeline import loader_samples_per_s
+from simdist.io.rules_tpu import TPU_VENDOR
 from simdist.scenario import Scenario, StrategyKind
 from simdist.strategies.batch_split import observed_slowdowns, split_batches
-from simdist.strategies.buckets import (Bucket, bucket_prescale_s, fusion_copy_s, make_buckets, negotiation_s,
+from simdist.strategies.buckets import (Bucket, bucket_prescale_s, fusion_copy_s, grad_copy_back_s, make_buckets,
+                                        negotiation_s,
                                         shifted_by_prescale)
 from simdist.strategies.stragglers import gpu_slowdowns
 from simdist.strategies.update_cost import micro_batch_processing_time, update_time
@@ -49,6 +51,7 @@ class ClassCompute:
     encode_s: tuple[float, ...]  # per bucket, the codec on this class's GPU
     decode_s: tuple[float, ...]
     fusion_copy_s: tuple[float, ...] = ()  # per bucket, Horovod's fusion-buffer copy, each way (buckets.fusion_copy_s)
+    grad_copy_s: tuple[float, ...] = ()  # per bucket, DDP's copy back into .grad after its exchange (grad_copy_back_s)
 
     @property
     def step_s(self) -> float:
@@ -114,6 +117,22 @@ def _fusion_copies(scenario: Scenario, buckets, plans, gpu) -> tuple[float, ...]
     cal = scenario.compute_calibration
     bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
     return tuple(fusion_copy_s(bk, sum(size for _, size in p.collectives), bw, launch) for bk, p in zip(buckets, plans))
+
+
+def _grad_copies(scenario: Scenario, buckets, grad_bytes: float, gpu, method: str, dp: int) -> tuple[float, ...]:
+    """DDP's copy of each reduced bucket back into the parameters' .grad on the compute stream, after the backward
+    (bucketing ddp on an all-reduce strategy: PyTorch's reducer, buckets.grad_copy_back_s, with or without a comm
+    hook). None on one GPU (trained without DDP: the single-GPU baseline) or where another framework reduces:
+    Horovod's fusion (its copy out of the fusion buffer is fusion_copy_s), a parameter server, ZeRO / FSDP (their
+    own sharded reduce-scatters, strategies/sharded_dp.py), DeepSpeed's 1-bit compressed all-reduce (in its
+    optimizer) or a TPU (XLA reduces in place)."""
+    comm = scenario.communication
+    if (dp <= 1 or comm.bucketing.value != "ddp" or comm.strategy == StrategyKind.PS or method == "onebit"
+            or scenario.training.parallelism.zero or gpu.vendor == TPU_VENDOR):
+        return ()
+    cal = scenario.compute_calibration
+    bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
+    return tuple(grad_copy_back_s(bk, grad_bytes, bw, launch) for bk in buckets)
 
 
 def _with_prescale(scenario: Scenario, buckets, grad_bytes: float, gpu, ready: list[float]
@@ -306,7 +325,8 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             local_optimizer_s=o * x, ready_s=ready,
             encode_s=tuple(c.encode_s for c in codec_cost[gpu.key]),
             decode_s=tuple(c.decode_s for c in codec_cost[gpu.key]),
-            fusion_copy_s=_fusion_copies(scenario, buckets, plans, gpu)))
+            fusion_copy_s=_fusion_copies(scenario, buckets, plans, gpu),
+            grad_copy_s=_grad_copies(scenario, buckets, grad_bytes, gpu, str(method), dp)))
         single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o), g)
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)
