@@ -45,6 +45,11 @@ class GpuSpec:
         ops on it, gloo's sums and socket copies share it)."""
         return self.vendor.strip().lower() == "cpu"
 
+    @property
+    def is_tpu(self) -> bool:
+        """A Google TPU chip (vendor google): XLA's collectives and no PyTorch DDP reducer."""
+        return self.vendor.strip().lower() == "google"
+
     def interference(self, op: str) -> float:
         """The compute slowdown s while a collective `op` of this GPU's rank runs (0: none)."""
         table = self.comm_interference

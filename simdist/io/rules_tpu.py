@@ -28,13 +28,12 @@ from simdist.hardware.specs import TopologyKind
 from simdist.layout import ORDER_KEY, Axis, parse_order
 from simdist.scenario import Backend, Scenario, StrategyKind
 
-TPU_VENDOR = "google"
 UNMODELLED_AXES = ("pp", "cp", "ep")
 
 
 def tpu_keys(scenario: Scenario) -> list[str]:
     """The catalog keys of the scenario's TPU node groups, in order."""
-    return list(dict.fromkeys(g.gpu.key for g in scenario.cluster.node_groups if g.gpu.vendor == TPU_VENDOR))
+    return list(dict.fromkeys(g.gpu.key for g in scenario.cluster.node_groups if g.gpu.is_tpu))
 
 
 def _precision_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
@@ -42,7 +41,7 @@ def _precision_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
     if w.model is None:
         return []
     lacking = [g.gpu.key for g in scenario.cluster.node_groups
-               if g.gpu.vendor == TPU_VENDOR and w.precision.value not in g.gpu.peak_flops]
+               if g.gpu.is_tpu and w.precision.value not in g.gpu.peak_flops]
     if not lacking:
         return []
     return [Issue("workload.precision", f"got {w.precision.value!r}; {', '.join(dict.fromkeys(lacking))} has no "

@@ -18,7 +18,6 @@ from simdist.compute import (DTYPE_BYTES, launch_overhead_s, layer_times, memory
 from simdist.graph.tasks import RankClass
 from simdist.hardware.specs import HOST_CPU_SERVER
 from simdist.input_pipeline import loader_samples_per_s
-from simdist.io.rules_tpu import TPU_VENDOR
 from simdist.scenario import Scenario, StrategyKind
 from simdist.strategies.batch_split import observed_slowdowns, split_batches
 from simdist.strategies.buckets import (Bucket, bucket_prescale_s, fusion_copy_s, grad_copy_back_s, make_buckets,
@@ -128,7 +127,7 @@ def _grad_copies(scenario: Scenario, buckets, grad_bytes: float, gpu, method: st
     optimizer) or a TPU (XLA reduces in place)."""
     comm = scenario.communication
     if (dp <= 1 or comm.bucketing.value != "ddp" or comm.strategy == StrategyKind.PS or method == "onebit"
-            or scenario.training.parallelism.zero or gpu.vendor == TPU_VENDOR):
+            or scenario.training.parallelism.zero or gpu.is_tpu):
         return ()
     cal = scenario.compute_calibration
     bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
