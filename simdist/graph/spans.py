@@ -163,9 +163,11 @@ def _joined(parts) -> tuple[np.ndarray, np.ndarray]:
 
 def network_calls(graphs: list[Graph], spans: dict[int, dict[int, tuple[float, float]]]) -> list[tuple]:
     """Every call of one iteration that moves bytes on the network, with its span: each collective once for its
-    group (its member classes share one span) and each send/recv between two endpoints, as (task, graph, start,
-    end)."""
-    out, seen = [], set()
+    group (its member classes share one span) and each send/recv between two endpoints, grouped by what they run
+    (a collective's group, op and size; a transfer's ends, size and shard): (a task, its graph, the starts and the
+    ends of those calls as arrays)."""
+    found: dict[tuple, tuple] = {}
+    seen = set()
     for g in graphs:
         mine = spans[g.rank_class.index]
         for t in g.tasks:
@@ -173,10 +175,13 @@ def network_calls(graphs: list[Graph], spans: dict[int, dict[int, tuple[float, f
                 if (t.group, t.key) in seen:
                     continue
                 seen.add((t.group, t.key))
-            elif not (isinstance(t, SendRecv) and t.src != t.dst):
+                what = (t.group, t.op, t.size_bytes, t.server_delay_s)
+            elif isinstance(t, SendRecv) and t.src != t.dst:
+                what = (t.src, t.dst, t.size_bytes, t.kind, t.shard)
+            else:
                 continue
-            out.append((t, g, *mine[t.id]))
-    return out
+            found.setdefault(what, (t, g, []))[2].append(mine[t.id])
+    return [(t, g, *np.array(got, dtype=float).reshape(-1, 2).T) for t, g, got in found.values()]
 
 
 def class_records(graph: Graph, it: int, spans, max_tracked: int) -> list[StepRecord]:

@@ -120,10 +120,13 @@ class Calls:
     end: np.ndarray
 
     @classmethod
-    def of(cls, schedules: Schedules, calls: list[tuple[Schedule, float, float]]) -> "Calls":
-        keys = np.fromiter((schedules.of(c[0]) for c in calls), dtype=np.int64, count=len(calls))
-        return cls(keys, np.fromiter((c[1] for c in calls), dtype=float, count=len(calls)),
-                   np.fromiter((c[2] for c in calls), dtype=float, count=len(calls)))
+    def of(cls, schedules: Schedules, calls: list[tuple]) -> "Calls":
+        """`calls`: (schedule, start, end), the start and end of one call or arrays of every call of it."""
+        starts = [np.atleast_1d(np.asarray(c[1], dtype=float)) for c in calls]
+        keys = [np.full(x.size, schedules.of(c[0]), dtype=np.int64) for c, x in zip(calls, starts)]
+        ends = [np.atleast_1d(np.asarray(c[2], dtype=float)) for c in calls]
+        join = lambda parts, kind: np.concatenate(parts) if parts else np.zeros(0, dtype=kind)  # noqa: E731
+        return cls(join(keys, np.int64), join(starts, float), join(ends, float))
 
     def contending(self, schedules: Schedules, pairs, tolerance_s: float) -> set[int]:
         """The schedules of `pairs` (sharing a link) whose calls overlap in time by more than `tolerance_s`."""
@@ -142,9 +145,8 @@ class Calls:
                       tuple(np.concatenate([self.start[self.keys == k] + o for o in offsets_s]) for k in ks))
 
 
-def contended(network, calls: list[tuple[Schedule, float, float]],
-              tolerance_s: float) -> tuple[Schedules, Calls, set[int]]:
-    """The schedules of a fold's `calls` ((schedule, start, end) each) that must run on the flow network: every
+def contended(network, calls: list[tuple], tolerance_s: float) -> tuple[Schedules, Calls, set[int]]:
+    """The schedules of a fold's `calls` ((schedule, starts, ends): Calls.of) that must run on the flow network: every
     schedule linked by shared links to one whose call's span is not its time alone (by more than `tolerance_s`)
     or to two calls that share a link in flight. The empty set: every call ran alone (a full replay)."""
     schedules = Schedules(network)
@@ -180,7 +182,7 @@ class PartlyAlone:
         else:
             yield env.timeout(self.schedules.alone[k].duration_s)
 
-    def confirmed(self, calls: list[tuple[Schedule, float, float]], offsets_s, tolerance_s: float) -> Replay | None:
+    def confirmed(self, calls: list[tuple], offsets_s, tolerance_s: float) -> Replay | None:
         """The replay of the calls that ran alone (`calls`: one iteration as it ran; the others `offsets_s` from
         its start), or None where one of them overlapped a call sharing one of its links in flight: the run is
         then not the flow network's."""
@@ -192,7 +194,7 @@ class PartlyAlone:
         return got.replay(self.schedules, alone, offsets_s)
 
 
-def plan_replay(network, calls: list[tuple[Schedule, float, float]], tolerance_s: float) -> Replay | None:
-    """The replay of `calls` ((schedule, start, end) each) when every one ran alone (`contended` finds none)."""
+def plan_replay(network, calls: list[tuple], tolerance_s: float) -> Replay | None:
+    """The replay of `calls` ((schedule, starts, ends): Calls.of) when every one ran alone (`contended` finds none)."""
     schedules, got, flows = contended(network, calls, tolerance_s)
     return None if flows else got.replay(schedules, set(range(len(schedules.alone))))
