@@ -1,11 +1,13 @@
-"""An iteration's calls, timed without the flow network, replayed onto it when none of them shared a link.
+"""An iteration's calls timed alone on the fabric, and what of them the flow network must still run.
 
-A fold times every collective and transfer as if it ran alone on the fabric. Where no two calls that share a
-directed link are ever in flight at once, and every call's span is the time its schedule takes alone, the flow
-network would give each call exactly its alone rates (max-min fairness only couples groups that share a link),
-so the executor's spans would be the fold's. `plan_replay` checks both conditions; `Replay` then carries what the
-flow network would have recorded: the bytes per link and, for a trace, when each link was busy (every call's
-run alone, shifted to its start). None where a check fails: the caller runs the executor instead.
+A fold times every collective and transfer as if it ran alone on the fabric, and max-min fairness couples only
+flow groups that share a directed link. `contended` runs each distinct schedule alone once and finds the
+schedules whose calls could meet another call on one of their links in flight (with every schedule that shares
+links with those). Where there are none, the flow network would give every call its time alone, so the fold's
+spans are the executor's and `Replay` carries what the flow network would have recorded: the bytes per link
+and, for a trace, when each link was busy (every call's run alone, shifted to its start). Otherwise the executor
+runs on `PartlyAlone`: the contended schedules' calls on the flow network, the others as fixed delays, which
+`PartlyAlone.confirmed` checks against the run's own spans before replaying them.
 """
 from __future__ import annotations
 
@@ -183,9 +185,9 @@ class PartlyAlone:
             yield env.timeout(self.schedules.alone[k].duration_s)
 
     def confirmed(self, calls: list[tuple], offsets_s, tolerance_s: float) -> Replay | None:
-        """The replay of the calls that ran alone (`calls`: one iteration as it ran; the others `offsets_s` from
-        its start), or None where one of them overlapped a call sharing one of its links in flight: the run is
-        then not the flow network's."""
+        """The replay of the calls that ran alone (`calls`: one iteration as it ran, Calls.of; every simulated
+        iteration's are these shifted by one of `offsets_s`), or None where one of them overlapped a call sharing
+        one of its links in flight: the run is then not the flow network's."""
         got = Calls.of(self.schedules, calls)
         alone = set(range(len(self.schedules.alone))) - self.flows
         pairs = {(a, b) for a, b in self.schedules.sharing() if a in alone or b in alone}
@@ -193,8 +195,3 @@ class PartlyAlone:
             return None
         return got.replay(self.schedules, alone, offsets_s)
 
-
-def plan_replay(network, calls: list[tuple], tolerance_s: float) -> Replay | None:
-    """The replay of `calls` ((schedule, starts, ends): Calls.of) when every one ran alone (`contended` finds none)."""
-    schedules, got, flows = contended(network, calls, tolerance_s)
-    return None if flows else got.replay(schedules, set(range(len(schedules.alone))))

@@ -7,7 +7,7 @@ import pytest
 import simpy
 
 from simdist.network.flows import FlowNetwork
-from simdist.network.replay import overlaps, plan_replay
+from simdist.network.replay import contended, overlaps
 from tests.network.topos import one_step, single_switch
 
 N, SIZE = 4, 1e9
@@ -19,6 +19,12 @@ def _net() -> FlowNetwork:
 
 def _alone_s(schedule) -> float:
     return _net().schedule_time(schedule)
+
+
+def plan_replay(net, calls, tolerance_s):
+    """The replay of every call, or None where `contended` finds some that must run on the flow network."""
+    schedules, got, flows = contended(net, calls, tolerance_s)
+    return None if flows else got.replay(schedules, set(range(len(schedules.alone))))
 
 
 def _ran(calls: list[tuple]) -> FlowNetwork:
@@ -72,3 +78,15 @@ def test_a_span_that_is_not_the_time_alone_is_not_replayed():
     a = one_step([(0, 1, SIZE)])
     ta = _alone_s(a)
     assert plan_replay(_net(), [(a, 0.0, 1.01 * ta)], 1e-12) is None
+
+
+def test_contended_schedules_are_the_link_sharing_components_of_the_calls_that_meet():
+    """a and b leave host 0 together (they meet on its uplink); c reaches host 2 later, on b's downlink, so it
+    shares b's component and runs on the flow network too; e (4 -> 5) shares nothing and keeps its time alone."""
+    net = FlowNetwork(simpy.Environment(), single_switch(6), record_intervals=True)
+    a, b, c, e = (one_step([pair]) for pair in [(0, 1, SIZE), (0, 2, SIZE), (3, 2, SIZE), (4, 5, SIZE)])
+    t = _alone_s(a)
+    schedules, _, flows = contended(net, [(a, 0.0, t), (b, 0.5 * t, 1.5 * t), (c, 5 * t, 6 * t), (e, 0.0, t)],
+                                    1e-12)
+    assert flows == {schedules.of(a), schedules.of(b), schedules.of(c)}
+    assert schedules.of(e) not in flows
