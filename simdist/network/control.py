@@ -28,8 +28,16 @@ class LinkControl:
 
     def _init_control(self) -> None:
         self._router = self.paths.router  # the router as configured, before dead links are taken out
+        self._built_router = self._router
         self._down: frozenset[tuple[str, str]] = frozenset()
         self._down_since: dict[tuple[str, str], float] = {}
+
+    @property
+    def pristine(self) -> bool:
+        """Whether no link has been failed, degraded or rerouted: the topology's own capacities and the router
+        the model was built with (a model built afresh for the same cluster is the same)."""
+        return self._router is self._built_router and np.array_equal(self.capacity_Bps,
+                                                                        self.topology.links.capacity_Bps)
 
     # -- what a model provides -------------------------------------------------------------------
     def _write_capacity(self, link_id: int, capacity_Bps: float) -> None:
