@@ -266,6 +266,7 @@ class CommunicationSpec:
     first_bucket_bytes: float | None = None  # None: the first bucket has bucket_size_bytes too
     bucketing: Bucketing = Bucketing.DDP
     ddp_average: DdpAverage = DdpAverage.IN_COPY  # where DDP divides by the world size (strategies/buckets.py)
+    gradient_as_bucket_view: bool = False  # DDP(gradient_as_bucket_view=True): .grad are views of the buckets
     fusion_cycle_s: float = 0.0  # Horovod-style tensor fusion cycle; 0 = launch when the bucket is full
     collnet: bool = False  # NCCL_COLLNET_ENABLE=1 over SHARP switches (collectives/collnet.py)
     nvls: bool = True  # NCCL_NVLS_ENABLE: NVLS / NVLSTree where the nodes' NVSwitch has them (collectives/nvls.py)

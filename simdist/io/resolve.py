@@ -222,7 +222,7 @@ def _communication(m: ScenarioModel, gpus: int | None, issues: list[Issue], serv
         ps_placement=PsPlacement(c.ps.placement), ps_aggregation=aggregation,
         ps_server=PsServer(c.ps.server), ps_partition_bytes=c.ps.partition, bucket_size_bytes=c.bucket_size,
         first_bucket_bytes=c.first_bucket_size, bucketing=Bucketing(c.bucketing), fusion_cycle_s=c.fusion_cycle,
-        ddp_average=DdpAverage(c.ddp_average),
+        ddp_average=DdpAverage(c.ddp_average), gradient_as_bucket_view=c.gradient_as_bucket_view,
         overlap=c.overlap, collnet=c.collnet, nvls=c.nvls, nccl_algo=c.nccl_algo, nccl_proto=c.nccl_proto,
         nccl_socket_threads=c.nccl_socket_threads,
         compression=CompressionSpec(CompressionMethod(comp.method), comp.ratio, comp.rank, comp.error_feedback),

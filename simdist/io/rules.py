@@ -9,6 +9,7 @@ problem at once. Below io/ the code raises only InfeasibleError (valid but canno
 from __future__ import annotations
 
 from simdist.errors import Issue
+from simdist.io.rules_ddp import grad_bucket_view_issues
 from simdist.io.rules_finetune import finetune_issues
 from simdist.io.rules_parallel import model_parallel_issues
 from simdist.io.rules_precision import precision_issues
@@ -87,4 +88,4 @@ def rules(scenario: Scenario) -> list[Issue]:
     return (replica_issues(scenario) + ps_placement_issues(scenario) + failure_run_issues(scenario)
             + relevance_issues(scenario, timeline) + training_issues(scenario, timeline)
             + model_parallel_issues(scenario) + precision_issues(scenario) + finetune_issues(scenario)
-            + tpu_issues(scenario))
+            + tpu_issues(scenario) + grad_bucket_view_issues(scenario))

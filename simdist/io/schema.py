@@ -418,6 +418,13 @@ class CommunicationModel(Strict):
     reducer, 2019-2020: 'Prescale bucket contents to turn the global sum into the global average', a div_ over each
     bucket as it fills, one kernel on the compute stream before its all-reduce). Read with bucketing ddp on an
     all-reduce strategy without compression (a comm hook skips the division) (added key)."""
+    gradient_as_bucket_view: StrictBool = False
+    """PyTorch DDP's gradient_as_bucket_view (distributed.py: 'gradients will be views pointing to different
+    offsets of allreduce communication buckets ... the saved memory size will be equal to the total gradients
+    size'): true drops the reducer's 'copy to grad' of each reduced bucket after the backward and the buckets'
+    flat copy of every gradient (memory part buffers); false, PyTorch's default, keeps both. Read where DDP's
+    reducer runs: bucketing ddp, an all-reduce strategy, dp > 1, bsp, no ZeRO / FSDP, tp, pp, cp or ep, no 1-bit
+    codec, no TPU (added key)."""
     fusion_cycle: Duration = 0.0
     """Horovod-style tensor fusion cycle, e.g. '5 ms': with bucketing fusion and overlap, each tick fuses the
     gradients ready by then (up to bucket_size) and launches them; '0 s' cuts buckets by size alone, each launched

@@ -124,10 +124,11 @@ def _grad_copies(scenario: Scenario, buckets, grad_bytes: float, gpu, method: st
     hook). None on one GPU (trained without DDP: the single-GPU baseline) or where another framework reduces:
     Horovod's fusion (its copy out of the fusion buffer is fusion_copy_s), a parameter server, ZeRO / FSDP (their
     own sharded reduce-scatters, strategies/sharded_dp.py), DeepSpeed's 1-bit compressed all-reduce (in its
-    optimizer) or a TPU (XLA reduces in place)."""
+    optimizer) or a TPU (XLA reduces in place). None either with communication.gradient_as_bucket_view: each .grad
+    is a view of its bucket (io.rules_ddp refuses the key wherever the reducer does not run)."""
     comm = scenario.communication
-    if (dp <= 1 or comm.bucketing.value != "ddp" or comm.strategy == StrategyKind.PS or method == "onebit"
-            or scenario.training.parallelism.zero or gpu.is_tpu):
+    if (comm.gradient_as_bucket_view or dp <= 1 or comm.bucketing.value != "ddp" or comm.strategy == StrategyKind.PS
+            or method == "onebit" or scenario.training.parallelism.zero or gpu.is_tpu):
         return ()
     cal = scenario.compute_calibration
     bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)

@@ -61,9 +61,11 @@ def _estimates(scenario: Scenario) -> list[tuple[int, MemoryEstimate]]:
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
     shapes = [s for _, s in model.gradients_backward_order()]
     codec = make_codec(scenario.communication.compression)
-    # DDP keeps its gradient buckets as a flat copy of every gradient (LoRA: the adapters'); codecs add
-    # error-feedback state
-    buffers = trainable_param_count(model) * grad_bytes + codec.error_feedback_bytes(shapes, grad_bytes, dp)
+    # DDP keeps its gradient buckets as a flat copy of every gradient (LoRA: the adapters') unless each .grad is a
+    # view of its bucket (communication.gradient_as_bucket_view: "the saved memory size will be equal to the total
+    # gradients size"); codecs add error-feedback state
+    bucket_copy = 0.0 if scenario.communication.gradient_as_bucket_view else trainable_param_count(model) * grad_bytes
+    buffers = bucket_copy + codec.error_feedback_bytes(shapes, grad_bytes, dp)
     return [(g, estimate_memory(model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
                                 t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=dp, extra_buffer_bytes=buffers))
             for g, batch in pairs]

@@ -271,6 +271,8 @@ CASES: dict[str, tuple] = {
                                 "changes"),
     "communication.fusion_cycle": (TRAIN, {}, {"communication.fusion_cycle": "20 ms"}, "changes"),
     "communication.ddp_average": (TRAIN, {}, {"communication.ddp_average": "per_bucket"}, "changes"),
+    # DDP's copy of each reduced bucket into .grad is gone, and the gradient buffer beside the buckets with it
+    "communication.gradient_as_bucket_view": (TRAIN, {}, {"communication.gradient_as_bucket_view": True}, "changes"),
     "communication.overlap": (TRAIN, {}, {"communication.overlap": False}, "changes"),
     "communication.collnet": (BENCH, {"communication.backend": "nccl"},
                               {"cluster.fabric.sharp": True, "communication.collnet": True}, "changes"),
