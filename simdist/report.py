@@ -200,7 +200,8 @@ def _ps_text(scenario: Scenario | None) -> str:
 _BREAKDOWN_TERMS = (  # (breakdown_s key, row label): docs/results.md explains each
     ("compute", "compute"), ("communication", "communication (busy)"),
     ("exposed_communication", "exposed communication (not hidden by compute)"),
-    ("compression", "compression"), ("optimizer", "optimizer"),
+    ("compression", "compression"), ("grad_copy", "copies of reduced buckets into .grad (DDP)"),
+    ("optimizer", "optimizer"),
     ("pipeline_bubble", "pipeline bubble (stage waits for inputs)"),
     ("tp_communication", "tensor-parallel communication"), ("dp_communication", "data-parallel communication"),
     ("pp_communication", "pipeline sends in flight"))

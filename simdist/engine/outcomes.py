@@ -35,20 +35,19 @@ class Outcome:
     class_period_s: dict[int, float] = field(default_factory=dict)  # per class: its iteration time
     class_compute_s: dict[int, float] = field(default_factory=dict)  # per class: compute-stream busy per iteration
     async_classes: bool = False  # classes are single workers (asp/ssp), not plan classes
+    grad_copy_s: float = 0.0  # DDP's copies of the reduced buckets into .grad (the compute stream's, not compute_s)
 
 
 def breakdown(out: Outcome, sharded: bool = False) -> Breakdown:
-    """Per-iteration seconds as plain floats; exposed communication is what compute and the optimizer do not
-    explain, capped at the communication time (the rest is codec time that overlap did not hide). Sharded
-    data parallelism (ZeRO / FSDP) adds `dp_communication`: its dp-group collectives (all of its communication)."""
+    """Per-iteration seconds as plain floats; exposed communication is what compute, DDP's copies into .grad and
+    the optimizer do not explain, capped at the communication time (the rest is codec time overlap did not hide).
+    Sharded data parallelism (ZeRO / FSDP) adds `dp_communication`: its dp-group collectives (all its communication)."""
     communication = max(0.0, float(out.comm_busy_s) - float(out.compression_s))
-    unexplained = max(0.0, float(out.iteration_s) - float(out.compute_s) - float(out.optimizer_s))
+    unexplained = max(0.0, float(out.iteration_s) - float(out.compute_s) - out.grad_copy_s - float(out.optimizer_s))
     return Breakdown(compute=float(out.compute_s), communication=communication,
-                     exposed_communication=min(unexplained, communication),
-                     compression=float(out.compression_s), optimizer=float(out.optimizer_s),
-                     dp_communication=communication if sharded else None)
-
-
+                     exposed_communication=min(unexplained, communication), compression=float(out.compression_s),
+                     optimizer=float(out.optimizer_s), dp_communication=communication if sharded else None,
+                     grad_copy=out.grad_copy_s or None)
 
 
 def top_links(ctx) -> tuple[LinkUtilization, ...]:

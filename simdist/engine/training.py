@@ -186,7 +186,8 @@ def _lockstep_outcome(sim: Simulation, plan: Plan, ran: Ran) -> Outcome:
                    compression_s=_codec_s(layout) / period, times=ran.times, simulated=ran.simulated,
                    inferred=ran.inferred, sync=sync, records=ran.records, links=ran.links,
                    class_period_s={c: p / period for c, p in ran.class_round_s.items()},
-                   class_compute_s={c: b / period for c, b in ran.class_compute_round_s.items()})
+                   class_compute_s={c: b / period for c, b in ran.class_compute_round_s.items()},
+                   grad_copy_s=max(math.fsum(c.grad_copy_s) for c in layout.classes) / period)
 
 
 def _codec_s(plan: IterationPlan) -> float:

@@ -54,6 +54,7 @@ class Breakdown(Record):
     compression: float = 0.0
     optimizer: float = 0.0
     dp_communication: float | None = None  # sharded data parallelism (ZeRO / FSDP): the dp group's collectives
+    grad_copy: float | None = None  # PyTorch DDP: its copies of the reduced buckets into .grad (compute stream)
 
 
 @dataclass(frozen=True)

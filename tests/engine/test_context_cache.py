@@ -52,6 +52,7 @@ VARIANTS = {
     "fusion_cycle_s": ({}, {"communication.fusion_cycle": "5 ms"}),
     "ddp_average": ({}, {"communication.ddp_average": "per_bucket"}),
     "overlap": ({}, {"communication.overlap": False}),
+    "gradient_as_bucket_view": ({}, {"communication.gradient_as_bucket_view": True}),
     "compression": ({}, {"communication.compression": {"method": "powersgd", "rank": 4}}),
     # CollNet needs SHARP switches, which are refused without it: the variant changes the fabric too
     # NVLS runs on third-generation NVSwitch nodes only: the base is H100 nodes, where NVLSTree is on
