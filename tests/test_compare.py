@@ -59,7 +59,13 @@ def test_compression_helps_on_10gbe_and_its_benefit_shrinks_with_bandwidth():
 
 
 def test_topk_encode_cost_loses_on_a_single_nvswitch_node():
-    table = breakeven(_scenario(DGX), [200 * GBPS], parse_methods("topk:0.01,fp16"))
+    """The codec's encode and decode cost more than the NVSwitch transfer they save. With each .grad a view of its
+    bucket: DDP's copies back into .grad after the backward would otherwise run beside top-k's decode (on the
+    communication stream) and not beside anything of the uncompressed ring, a 0.3 % edge that has nothing to do
+    with the codec's cost."""
+    dgx = copy.deepcopy(DGX)
+    dgx["communication"]["gradient_as_bucket_view"] = True
+    table = breakeven(_scenario(dgx), [200 * GBPS], parse_methods("topk:0.01,fp16"))
     assert table.status["topk:0.01"] == "never"
     assert table.speedup("topk:0.01")[0] < 1
     res = simulate(load_data({**copy.deepcopy(DGX), "communication": {"compression": {"method": "topk", "ratio": 0.01}}}))
