@@ -18,7 +18,7 @@ from simdist.compute import (DTYPE_BYTES, launch_overhead_s, layer_times, memory
 from simdist.graph.tasks import RankClass
 from simdist.hardware.specs import HOST_CPU_SERVER
 from simdist.input_pipeline import loader_samples_per_s
-from simdist.scenario import Scenario, StrategyKind
+from simdist.scenario import Scenario, StrategyKind, SyncMode
 from simdist.strategies.batch_split import observed_slowdowns, split_batches
 from simdist.strategies.buckets import (Bucket, bucket_prescale_s, fusion_copy_s, grad_copy_back_s, make_buckets,
                                         negotiation_s,
@@ -118,17 +118,38 @@ def _fusion_copies(scenario: Scenario, buckets, plans, gpu) -> tuple[float, ...]
     return tuple(fusion_copy_s(bk, sum(size for _, size in p.collectives), bw, launch) for bk, p in zip(buckets, plans))
 
 
-def _grad_copies(scenario: Scenario, buckets, grad_bytes: float, gpu, method: str, dp: int) -> tuple[float, ...]:
+def no_ddp_reducer(scenario: Scenario) -> str | None:
+    """Why PyTorch DDP's reducer (its buckets, their copies back into .grad) does not run in `scenario`, or None
+    where it does: bsp data parallelism over more than one rank with bucketing ddp on an all-reduce strategy.
+    The one rule for the copies (`_grad_copies`) and for io.rules_ddp's refusal of gradient_as_bucket_view."""
+    t, comm, p = scenario.training, scenario.communication, scenario.training.parallelism
+    if scenario.workload.benchmark is not None:
+        return "a benchmark has no gradient buckets"
+    if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1:
+        return "tp, pp, cp or ep > 1 runs Megatron-Core's DDP, whose gradients already live in its contiguous buffer"
+    if p.zero:
+        return "ZeRO / FSDP reduce-scatter their own flat gradient buffers, not DDP's buckets"
+    if comm.strategy is StrategyKind.PS:
+        return "parameter servers are not DDP's reducer"
+    if str(comm.bucketing) != "ddp":
+        return f"bucketing '{comm.bucketing}' is Horovod's fusion buffer, not DDP's reducer"
+    if t.sync is not SyncMode.BSP:
+        return f"training.sync {t.sync.value} is modelled without DDP's reducer (bsp only)"
+    if str(comm.compression.method) == "onebit":
+        return "DeepSpeed's 1-bit all-reduce runs in its optimizer, not DDP's reducer"
+    if any(g.gpu.is_tpu for g in scenario.cluster.node_groups):
+        return "XLA reduces a TPU's gradients in place; DDP's reducer does not run"
+    if data_parallel_degree(scenario) <= 1:
+        return "one data-parallel rank trains without DDP"
+    return None
+
+
+def _grad_copies(scenario: Scenario, buckets, grad_bytes: float, gpu) -> tuple[float, ...]:
     """DDP's copy of each reduced bucket back into the parameters' .grad on the compute stream, after the backward
-    (bucketing ddp on an all-reduce strategy: PyTorch's reducer, buckets.grad_copy_back_s, with or without a comm
-    hook). None on one GPU (trained without DDP: the single-GPU baseline) or where another framework reduces:
-    Horovod's fusion (its copy out of the fusion buffer is fusion_copy_s), a parameter server, ZeRO / FSDP (their
-    own sharded reduce-scatters, strategies/sharded_dp.py), DeepSpeed's 1-bit compressed all-reduce (in its
-    optimizer) or a TPU (XLA reduces in place). None either with communication.gradient_as_bucket_view: each .grad
-    is a view of its bucket (io.rules_ddp refuses the key wherever the reducer does not run)."""
-    comm = scenario.communication
-    if (comm.gradient_as_bucket_view or dp <= 1 or comm.bucketing.value != "ddp" or comm.strategy == StrategyKind.PS
-            or method == "onebit" or scenario.training.parallelism.zero or gpu.is_tpu):
+    (PyTorch's reducer, buckets.grad_copy_back_s, with or without a comm hook), wherever the reducer runs
+    (`no_ddp_reducer`): not on one GPU (trained without DDP: the single-GPU baseline) nor where another framework
+    reduces. None either with communication.gradient_as_bucket_view: each .grad is a view of its bucket."""
+    if scenario.communication.gradient_as_bucket_view or no_ddp_reducer(scenario) is not None:
         return ()
     cal = scenario.compute_calibration
     bw, launch = memory_bandwidth_Bps(gpu, cal), launch_overhead_s(cal)
@@ -326,7 +347,7 @@ def build_plan(scenario: Scenario, codec_spec=None) -> IterationPlan:
             encode_s=tuple(c.encode_s for c in codec_cost[gpu.key]),
             decode_s=tuple(c.decode_s for c in codec_cost[gpu.key]),
             fusion_copy_s=_fusion_copies(scenario, buckets, plans, gpu),
-            grad_copy_s=_grad_copies(scenario, buckets, grad_bytes, gpu, str(method), dp)))
+            grad_copy_s=_grad_copies(scenario, buckets, grad_bytes, gpu)))
         single += len(ranks) * single_gpu_rate(scenario, b * k, x * (k * (f + bw) + o), g)
     server_gpu = scenario.cluster.node_groups[0].gpu  # a PS server is modelled as a machine of the first group
     if comm.ps_server == "cpu":  # ... or its update streams through host memory (communication.ps.server)

@@ -111,3 +111,12 @@ def test_accepted_with_a_comm_hook():
     hook = {"communication.compression": {"method": "powersgd", "rank": 4}}
     assert (run_with(TRAIN, {**hook, "communication.gradient_as_bucket_view": True}).iteration_time_s
             < run_with(TRAIN, hook).iteration_time_s)
+
+
+def test_local_sgd_runs_without_ddps_reducer_have_no_copies_and_no_copy_term():
+    """Local SGD's rounds run without DDP's reducer (plan.no_ddp_reducer, the rule the refusal reads too): its plan
+    carries no copies, so the breakdown has no grad_copy term taken out of the iteration."""
+    scenario = _load("training.sync=local_sgd")
+    assert all(c.grad_copy_s == () for c in build_plan(scenario).classes)
+    assert simulate(scenario).breakdown_s.grad_copy is None
+    assert simulate(_load()).breakdown_s.grad_copy > 0  # the same cluster under bsp pays them
