@@ -23,10 +23,10 @@ from simdist.strategies.async_ps import PsExchange, worker_graphs
 from simdist.strategies.data_parallel import bsp_graphs
 from simdist.strategies.interference import Slowdown, interference_of, model_parallel_interference
 from simdist.strategies.local_sgd import round_graphs
-from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel
+from simdist.strategies.mp_plan import MpPlan, build_mp_plan
 from simdist.strategies.pipeline_graph import fused_pipeline_graphs, pipeline_graphs
 from simdist.strategies.pipeline_schedule import with_micro_batches
-from simdist.strategies.plan import IterationPlan, build_plan
+from simdist.strategies.plan import IterationPlan, build_plan, is_model_parallel
 from simdist.strategies.rank_memory import check_memory
 from simdist.strategies.sharded_dp import ShardedPlan, build_sharded_plan, sharded_graphs
 

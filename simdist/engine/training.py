@@ -130,8 +130,8 @@ def _model_parallel(sim: Simulation, plan: Plan) -> Ran:
         sim.env.run(until=folded.end_s)
         records = [r for g in graphs for r in class_records(g, 0, folded.spans[g.rank_class.index], plan.max_tracked)]
         return _with_links(ctx, _folded_run(folded, plan, sim.scenario.run, 1, tuple(records), "fold_replayed"))
-    partly = PartlyAlone(ctx.network, schedules, flows)
-    ran = execute(sim, plan, partly if len(flows) < len(schedules.alone) else None)  # all contend: the plain network
+    partly, some_alone = PartlyAlone(ctx.network, schedules, flows), len(flows) < len(schedules.alone)
+    ran = execute(sim, plan, partly if some_alone else None)  # all contend: the plain network
     steady = all(same_time(t, ran.times[0]) for t in ran.times[:ran.simulated])
     offsets = [-sum(ran.times[i + 1:ran.simulated]) for i in range(ran.simulated)]  # iteration i against the last
     replay = partly.confirmed(calls(ran.spans), offsets, tol) if steady else None
@@ -139,7 +139,7 @@ def _model_parallel(sim: Simulation, plan: Plan) -> Ran:
         fresh_plan, fresh = build(sim.scenario, Fidelity.SIMULATE)
         return _with_links(fresh.context, execute(fresh, fresh_plan))
     replay.onto(ctx.network)
-    return _with_links(ctx, replace(ran, method="partly_alone" if len(flows) < len(schedules.alone) else "executor"))
+    return _with_links(ctx, replace(ran, method="partly_alone" if some_alone else "executor"))
 
 
 def _with_links(ctx, ran: Ran) -> Ran:

@@ -19,10 +19,11 @@ from simdist.io.rules_parallel import (context_parallel_issues, expert_parallel_
                                        zero_model_issues)
 from simdist.io.rules_precision import precision_issues
 from simdist.io.rules_relevance import relevance_issues
-from simdist.io.rules_training import is_model_parallel, parallelism_issues, sharded_issues
+from simdist.io.rules_training import parallelism_issues, sharded_issues
 from simdist.planner.layout_space import RECOMPUTES, SCHEDULES, LayoutGrid, replica_batch
 from simdist.scenario import PipelineSchedule, Precision, Recompute
 import simdist.strategies.mp_plan as mp_plan
+from simdist.strategies.plan import is_model_parallel
 
 _INTERLEAVED = SCHEDULES.index("interleaved")
 _NONE, _FULL, _SELECTIVE = RECOMPUTES.index("none"), RECOMPUTES.index("full"), RECOMPUTES.index("selective")

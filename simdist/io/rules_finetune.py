@@ -14,8 +14,9 @@ from dataclasses import replace
 from simdist.errors import Issue
 from simdist.finetune import is_attention_core, pack_documents
 from simdist.io.resolve_workload import resolve_model
-from simdist.io.rules_training import bad_value, is_model_parallel
+from simdist.io.rules_training import bad_value
 from simdist.scenario import Scenario, WorkloadSpec
+from simdist.strategies.plan import is_model_parallel
 from simdist.strategies.tensor_parallel import TpRole, layer_role
 from simdist.workload.lora import LoraSpec, apply_lora, expand_targets
 

@@ -13,9 +13,9 @@ import simdist.strategies.sharding as sharding
 import simdist.strategies.tensor_parallel as tensor_parallel
 from simdist.errors import Issue
 from simdist.io.rules_recompute import recompute_module_model_issues
-from simdist.io.rules_training import ZERO_KEY, bad_value, is_model_parallel
+from simdist.io.rules_training import ZERO_KEY, bad_value
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
-from simdist.strategies.plan import data_parallel_degree, resolve_batch
+from simdist.strategies.plan import data_parallel_degree, is_model_parallel, resolve_batch
 
 TP_KEY = "training.parallelism.tp"
 CP_KEY = "training.parallelism.cp"

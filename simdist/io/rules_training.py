@@ -11,7 +11,7 @@ from simdist.errors import Issue
 from simdist.input_pipeline import loader_samples_per_s
 from simdist.scenario import (BatchSplit, CommunicationSpec, CompressionMethod, CompressionSpec, FailureKind,
                               RecoveryPolicy, Scenario, StrategyKind, SyncMode)
-from simdist.strategies.plan import data_parallel_degree
+from simdist.strategies.plan import data_parallel_degree, is_model_parallel
 
 ZERO_KEY = "training.parallelism.zero"
 SHARDED_STRATEGIES = (StrategyKind.RING, StrategyKind.HALVING_DOUBLING, StrategyKind.TORUS3D)
@@ -20,11 +20,6 @@ SHARDED_STRATEGIES = (StrategyKind.RING, StrategyKind.HALVING_DOUBLING, Strategy
 def bad_value(path: str, value: object, expected: str) -> Issue:
     """The common shape: `path: got 'value'; expected ...` (as ScenarioError.bad_value words it)."""
     return Issue(path, f"got {value!r}; expected {expected}")
-
-
-def is_model_parallel(scenario: Scenario) -> bool:
-    p = scenario.training.parallelism
-    return p.tp != 1 or p.pp != 1 or p.cp != 1 or p.ep != 1
 
 
 def parallelism_issues(scenario: Scenario) -> list[Issue]:

@@ -34,8 +34,7 @@ def symmetric_fabric(scenario, topology, network) -> bool:
         return False
     if len(topology.endpoints) != sum(g.count * g.gpus_per_node for g in cluster.node_groups):
         return False  # parameter-server hosts
-    if getattr(network, "steps", None) is not shared_steps(topology) or \
-            not np.array_equal(network.capacity_Bps, topology.links.capacity_Bps):
+    if getattr(network, "steps", None) is not shared_steps(topology) or not network.pristine:
         return False  # a failure state's routes or a degraded link
     router = shared_router(topology)
     graph, dist = router.graph, router.distances

@@ -172,11 +172,6 @@ class MpPlan:
         return self.layout.dp
 
 
-def is_model_parallel(scenario: Scenario) -> bool:
-    p = scenario.training.parallelism
-    return p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1
-
-
 def transformer_shape(model) -> TransformerShape | None:
     """The first block's shape read off its layers (None without an attention core): hidden, heads, sequence
     length, the attention's widths (the core's operands: Q, K and V, its output; K/V heads from them), MLA's

@@ -21,8 +21,7 @@ from simdist.input_pipeline import loader_samples_per_s
 from simdist.scenario import Scenario, StrategyKind, SyncMode
 from simdist.strategies.batch_split import observed_slowdowns, split_batches
 from simdist.strategies.buckets import (Bucket, bucket_prescale_s, fusion_copy_s, grad_copy_back_s, make_buckets,
-                                        negotiation_s,
-                                        shifted_by_prescale)
+                                        negotiation_s, shifted_by_prescale)
 from simdist.strategies.stragglers import gpu_slowdowns
 from simdist.strategies.update_cost import micro_batch_processing_time, update_time
 from simdist.workload.lora import trainable_param_count
@@ -118,16 +117,22 @@ def _fusion_copies(scenario: Scenario, buckets, plans, gpu) -> tuple[float, ...]
     return tuple(fusion_copy_s(bk, sum(size for _, size in p.collectives), bw, launch) for bk, p in zip(buckets, plans))
 
 
+def is_model_parallel(scenario: Scenario) -> bool:
+    """Whether tp, pp, cp or ep is above 1 (the model-parallel plan, strategies/mp_plan.py, runs it)."""
+    p = scenario.training.parallelism
+    return p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1
+
+
 def no_ddp_reducer(scenario: Scenario) -> str | None:
     """Why PyTorch DDP's reducer (its buckets, their copies back into .grad) does not run in `scenario`, or None
     where it does: bsp data parallelism over more than one rank with bucketing ddp on an all-reduce strategy.
     The one rule for the copies (`_grad_copies`) and for io.rules_ddp's refusal of gradient_as_bucket_view."""
-    t, comm, p = scenario.training, scenario.communication, scenario.training.parallelism
+    t, comm = scenario.training, scenario.communication
     if scenario.workload.benchmark is not None:
         return "a benchmark has no gradient buckets"
-    if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1:
+    if is_model_parallel(scenario):
         return "tp, pp, cp or ep > 1 runs Megatron-Core's DDP, whose gradients already live in its contiguous buffer"
-    if p.zero:
+    if t.parallelism.zero:
         return "ZeRO / FSDP reduce-scatter their own flat gradient buffers, not DDP's buckets"
     if comm.strategy is StrategyKind.PS:
         return "parameter servers are not DDP's reducer"

@@ -13,8 +13,8 @@ from simdist.scenario import Scenario
 from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
 from simdist.strategies.context_parallel import shard_sequence
 from simdist.strategies.expert_parallel import expert_stage_memory
-from simdist.strategies.mp_plan import MpPlan, build_mp_plan, is_model_parallel, transformer_shape
-from simdist.strategies.plan import data_parallel_degree, rank_batches, rank_groups
+from simdist.strategies.mp_plan import MpPlan, build_mp_plan, transformer_shape
+from simdist.strategies.plan import data_parallel_degree, is_model_parallel, rank_batches, rank_groups
 from simdist.strategies.sharded_dp import sharded_memory
 from simdist.strategies.sharding import check_stages_fit, model_parallel_memory
 from simdist.workload.lora import trainable_param_count

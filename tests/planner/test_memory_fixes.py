@@ -10,7 +10,8 @@ from simdist.strategies.rank_memory import check_memory
 from simdist.errors import InfeasibleError
 from simdist.io.sweep_load import load_point
 from simdist.planner.memory_fixes import memory_fixes
-from simdist.strategies.mp_plan import build_mp_plan, is_model_parallel
+from simdist.strategies.mp_plan import build_mp_plan
+from simdist.strategies.plan import is_model_parallel
 
 ROOT = Path(__file__).resolve().parents[2]
 GPT2XL = yaml.safe_load((ROOT / "scenarios" / "planner" / "gpt2xl-token-budget.yaml").read_text())
