@@ -8,6 +8,7 @@ so `import simdist` loads neither the schema (pydantic, yaml) nor the engine.
 """
 __version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it (tool.setuptools.dynamic)
 
+import gc as _gc
 import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
@@ -54,12 +55,43 @@ class _LazyLoader(_importlib_util.LazyLoader):
         return getattr(self.loader, name)
 
 
+class _CollectorPaused:
+    """A simdist module's loader whose module code runs with Python's cyclic garbage collector paused.
+
+    Importing simdist (with numpy, pydantic and simpy under it) makes ~70k objects, classes, functions
+    and validators that live as long as the process; every collection their allocation triggers walks
+    them again (~0.01 s at start-up, and the first full collection at 1,024 GPUs another ~0.015 s).
+    The outermost simdist import runs with the collector off, then moves every object it finds
+    straight to the oldest generation (gc.freeze, then gc.unfreeze: nothing is pinned, a full
+    collection still examines them all) and turns the collector back on. A collector the user has
+    turned off stays off. docs/performance.md, "Start-up and the 1,024-GPU point"."""
+
+    def __init__(self, loader) -> None:
+        self.loader = loader
+
+    def __getattr__(self, name: str):
+        return getattr(self.loader, name)
+
+    def exec_module(self, module) -> None:
+        if not _gc.isenabled():  # inside an outer simdist import, or the user's choice
+            self.loader.exec_module(module)
+            return
+        _gc.disable()
+        try:
+            self.loader.exec_module(module)
+        finally:
+            _gc.freeze()
+            _gc.unfreeze()
+            _gc.enable()
+
+
 class _LazyFinder:
-    """A meta-path finder that hands the other finders' spec of a lazy module a LazyLoader."""
+    """A meta-path finder that wraps the loader of the other finders' spec of every simdist module (not
+    packages) in _CollectorPaused, and that of a lazy module in a LazyLoader too."""
 
     @staticmethod
     def find_spec(name: str, path=None, target=None):
-        if not name.startswith("simdist.") or not _is_lazy(name):
+        if not name.startswith("simdist."):
             return None
         for finder in _sys.meta_path:
             find = getattr(finder, "find_spec", None)
@@ -68,7 +100,9 @@ class _LazyFinder:
             spec = find(name, path, target)
             if spec is not None:
                 if spec.submodule_search_locations is None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _LazyLoader(spec.loader)
+                    spec.loader = _CollectorPaused(spec.loader)
+                    if _is_lazy(name):
+                        spec.loader = _LazyLoader(spec.loader)
                 return spec
         return None
 

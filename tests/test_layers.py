@@ -319,3 +319,20 @@ def test_lazy_modules_load_on_first_use():
     assert out.stdout.split() == ["False"] * 4 + ["False", "True", "True"]
     run = subprocess.run([sys.executable, "-m", "simdist.validation.worker", "--help"], capture_output=True, text=True)
     assert run.returncode == 0 and "usage" in run.stdout
+
+
+def test_simdist_imports_run_with_the_collector_paused_and_pin_nothing():
+    """simdist/__init__.py's finder runs every simdist module's code with the cyclic collector off (no
+    collection while the schema, pydantic and numpy import), then turns it back on with nothing frozen; a
+    collector the user turned off stays off."""
+    code = ("import gc, simdist\n"
+            "seen = []\n"
+            "gc.callbacks.append(lambda phase, info: seen.append(info['generation']) if phase == 'start' else None)\n"
+            "import simdist.io.schema\n"
+            "print(len(seen), gc.isenabled(), gc.get_freeze_count())\n"
+            "gc.disable()\n"
+            "import simdist.engine.simulation as s\n"
+            "s.simulate\n"
+            "print(gc.isenabled())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "True", "0", "False"]
