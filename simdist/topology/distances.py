@@ -46,6 +46,7 @@ class Distances:
         self._nh_local: dict[tuple, tuple[str, ...]] = {}
         self._nh_core: dict[tuple, tuple[str, ...]] = {}
         self._fixed: dict[tuple[int, str, str], tuple[str, ...] | None] = {}
+        self._fixed_ids: dict[tuple[str, str], tuple[int, ...] | None] = {}  # fixed_local's answers by vertex pair
 
     @property
     def twins(self) -> "TwinMetric | None":
@@ -314,7 +315,11 @@ class Distances:
 
     def fixed_local(self, m: str, s: str, t: str) -> tuple[int, ...] | None:
         """The path between two vertices of machine m when it has no equal-cost branch (so no hash can
-        change it): found once per machine template and local pair, then only its link ids are looked up."""
+        change it): found once per machine template and local pair, its link ids once per vertex pair (a
+        ring's channels cross the same GPU pairs)."""
+        hit = self._fixed_ids.get((s, t), False)
+        if hit is not False:
+            return hit
         tid = self.template(m)
         ln = self._lname
         key = (tid, ln[s], ln[t])
@@ -330,8 +335,10 @@ class Distances:
                 hops = self.local_next(tid, local, ("t", tid, ln[t], lv), lv)
                 names = names + [hops[0]] if len(hops) == 1 else None
             names = self._fixed[key] = tuple(names) if names is not None else None
-        if names is None:
-            return None
-        index = self._links.index
-        prefix = m + "/"
-        return tuple(index[(prefix + a, prefix + b)] for a, b in zip(names, names[1:]))
+        ids = None
+        if names is not None:
+            index = self._links.index
+            prefix = m + "/"
+            ids = tuple(index[(prefix + a, prefix + b)] for a, b in zip(names, names[1:]))
+        self._fixed_ids[(s, t)] = ids
+        return ids
