@@ -59,7 +59,7 @@ def fold(graphs: list[Graph], time_of: Callable[[Task, Graph], float], groups: d
         return times[k]
 
     if slowdown is None:
-        with gc_paused():  # a span per task, all surviving (topology/gcpause.py)
+        with gc_paused(lasts_the_run=True):  # a span per task, all surviving (topology/gcpause.py)
             return _folded(graphs, _Worklist(graphs, cached, groups).run())
     ex = Executor(simpy.Environment(), ClosedFormTimes(cached), lambda task, graph: (task, graph), groups,
                   record=False, slowdown=slowdown)

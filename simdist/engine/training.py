@@ -15,7 +15,7 @@ from simdist.engine.executor import MAX_TRACKED_RANKS, Executor, same_time
 from simdist.engine.outcomes import Outcome, breakdown, link_records, model_parallel_result, top_links
 from simdist.engine.plans import Plan, build
 from simdist.engine.state import Simulation, result_header
-from simdist.graph.spans import class_records, network_calls
+from simdist.graph.spans import network_calls, run_records
 from simdist.input_pipeline import loader_bound
 from simdist.network.analytical import AnalyticalNetwork
 from simdist.network.replay import PartlyAlone, contended
@@ -128,7 +128,7 @@ def _model_parallel(sim: Simulation, plan: Plan) -> Ran:
     if not flows and folded.end_s > 0:
         got.replay(schedules, set(range(len(schedules.alone)))).onto(ctx.network)
         sim.env.run(until=folded.end_s)
-        records = [r for g in graphs for r in class_records(g, 0, folded.spans[g.rank_class.index], plan.max_tracked)]
+        records = run_records(graphs, folded.spans, plan.max_tracked)
         return _with_links(ctx, _folded_run(folded, plan, sim.scenario.run, 1, tuple(records), "fold_replayed"))
     partly, some_alone = PartlyAlone(ctx.network, schedules, flows), len(flows) < len(schedules.alone)
     ran = execute(sim, plan, partly if some_alone else None)  # all contend: the plain network

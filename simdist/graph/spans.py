@@ -200,3 +200,9 @@ def class_records(graph: Graph, it: int, spans, max_tracked: int) -> list[StepRe
             prefix = _TRACK.get(t.stream, "comm")
             out += [StepRecord(f"{prefix}:{r}", t.name, s, e, it) for r in tracked]
     return out
+
+
+def run_records(graphs: list[Graph], spans: dict[int, dict], max_tracked: int) -> list[StepRecord]:
+    """Every class's records of iteration 0 from its spans (by class index), which last the run."""
+    with gc_paused(lasts_the_run=True):  # topology/gcpause.py
+        return [r for g in graphs for r in class_records(g, 0, spans[g.rank_class.index], max_tracked)]

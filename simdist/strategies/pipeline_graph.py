@@ -423,7 +423,7 @@ def stage_graph(plan: MpPlan, st: StagePlan, bucket_size_bytes: float, fuse: _Fu
 
 
 def pipeline_graphs(plan: MpPlan, bucket_size_bytes: float) -> list[Graph]:
-    with gc_paused():  # hundreds of thousands of tasks that all survive (topology/gcpause.py)
+    with gc_paused(lasts_the_run=True):  # hundreds of thousands of tasks that all survive (topology/gcpause.py)
         return [stage_graph(plan, st, bucket_size_bytes) for st in plan.stages]
 
 
@@ -432,7 +432,7 @@ def fused_pipeline_graphs(plan: MpPlan, bucket_size_bytes: float, tp_time,
     """estimate's graphs with each chunk's tp chain fused (`_Fuse`) and, per graph, the tp spans inside its
     fused tasks (task id -> offsets)."""
     graphs, spans = [], []
-    with gc_paused():
+    with gc_paused(lasts_the_run=True):
         for st in plan.stages:
             fuse = _Fuse(tp_time, interference)
             graphs.append(stage_graph(plan, st, bucket_size_bytes, fuse))
