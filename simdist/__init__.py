@@ -38,8 +38,8 @@ LAZY_MODULES = (
     # what io.rules_parallel reads only for tensor, pipeline and sharded data parallelism
     "simdist.strategies.mp_plan", "simdist.strategies.sharded_dp", "simdist.strategies.sharding",
     "simdist.strategies.tensor_parallel",
-    # the model-parallel groups a data-parallel run never builds
-    "simdist.engine.mp_groups",
+    # the model-parallel groups a data-parallel run never builds, and the layout of their ranks
+    "simdist.engine.mp_groups", "simdist.layout",
 )
 
 
@@ -49,10 +49,24 @@ def _is_lazy(module: str) -> bool:
 
 
 class _LazyLoader(_importlib_util.LazyLoader):
-    """LazyLoader that still answers the wrapped loader's other calls (`python -m` asks for get_code)."""
+    """LazyLoader that still answers the wrapped loader's other calls (`python -m` asks for get_code), and
+    whose module stays unloaded when a second module imports it: the import system reads `__spec__` of a
+    module it finds in sys.modules, and importlib's lazy module would run its code on that read."""
 
     def __getattr__(self, name: str):
         return getattr(self.loader, name)
+
+    def exec_module(self, module) -> None:
+        super().exec_module(module)
+        lazy = type(module)  # importlib's lazy module class, whose first attribute read runs the module
+
+        def read(self, attr: str):
+            if attr == "__spec__":
+                return object.__getattribute__(self, "__spec__")
+            object.__setattr__(self, "__class__", lazy)  # importlib's class from here on
+            return lazy.__getattribute__(self, attr)
+
+        module.__class__ = type(lazy.__name__, (lazy,), {"__getattribute__": read})
 
 
 class _CollectorPaused:

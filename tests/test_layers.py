@@ -336,3 +336,18 @@ def test_simdist_imports_run_with_the_collector_paused_and_pin_nothing():
             "print(gc.isenabled())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "True", "0", "False"]
+
+
+def test_a_lazy_module_imported_twice_stays_unloaded_until_read():
+    """A second `import x as y` of a lazy module (the import system reads its `__spec__`) does not run it; the
+    first attribute read does."""
+    code = ("import sys, simdist\n"
+            "import simdist.strategies.tensor_parallel as a\n"
+            "import simdist.strategies.tensor_parallel as b\n"
+            "from simdist.strategies import tensor_parallel as c\n"
+            "kind = lambda: type(sys.modules['simdist.strategies.tensor_parallel']).__name__\n"
+            "print(kind(), a is b is c)\n"
+            "a.TpRole\n"
+            "print(kind(), b.TpRole is c.TpRole)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["_LazyModule", "True", "module", "True"]

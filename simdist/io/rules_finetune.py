@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import simdist.strategies.tensor_parallel as tensor_parallel  # lazy (simdist.LAZY_MODULES): read only under tp > 1
 from simdist.errors import Issue
 from simdist.finetune import is_attention_core, pack_documents
 from simdist.io.resolve_workload import resolve_model
 from simdist.io.rules_training import bad_value
 from simdist.scenario import Scenario, WorkloadSpec
 from simdist.strategies.plan import is_model_parallel
-from simdist.strategies.tensor_parallel import TpRole, layer_role
 from simdist.workload.lora import LoraSpec, apply_lora, expand_targets
 
 FULL_IS_TRAINING = ("'lora'; full fine-tuning trains every weight, which is what a run without training.finetune "
@@ -120,11 +120,12 @@ def _frozen_split_issues(model, tp: int) -> list[Issue]:
     their gradient shapes, which a frozen layer lacks): its width read off its activations per token."""
     tokens = model.tokens_per_sample or 1
     for x in model.layers:
-        role = layer_role(x)
-        if not x.frozen or x.kind != "linear" or role not in (TpRole.COLUMN, TpRole.ROW):
+        role = tensor_parallel.layer_role(x)
+        column, row = tensor_parallel.TpRole.COLUMN, tensor_parallel.TpRole.ROW
+        if not x.frozen or x.kind != "linear" or role not in (column, row):
             continue
-        n = int(round((x.output_elems if role is TpRole.COLUMN else x.input_elems) / tokens))
+        n = int(round((x.output_elems if role is column else x.input_elems) / tokens))
         if n % tp:
-            what = "output features" if role is TpRole.COLUMN else "input features"
+            what = "output features" if role is column else "input features"
             return [bad_value("training.parallelism.tp", tp, f"a divisor of {x.name}'s {what} ({n})")]
     return []

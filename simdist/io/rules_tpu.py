@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 
+import simdist.layout as layout  # lazy (simdist.LAZY_MODULES): read only for TPUs with tp > 1
 from simdist.collectives.torus3d import grid_dims
 from simdist.topology.direct import default_dims
 from simdist.errors import Issue
 from simdist.hardware.specs import TopologyKind
-from simdist.layout import ORDER_KEY, Axis, parse_order
 from simdist.scenario import Backend, Scenario, StrategyKind
 
 UNMODELLED_AXES = ("pp", "cp", "ep")
@@ -71,10 +71,10 @@ def _parallel_issues(scenario: Scenario, tpus: list[str]) -> list[Issue]:
         if scenario.cluster.fabric.topology != TopologyKind.TORUS3D:
             out.append(Issue("training.parallelism.tp", f"got {p.tp}; model parallelism on TPUs runs over the ICI "
                                                         "torus: use a torus3d fabric"))
-        if parse_order(t.placement_order)[0] != Axis.TP:
-            out.append(Issue(ORDER_KEY, f"got {t.placement_order!r}; on TPUs the model-parallel axis is the innermost "
-                                        "(each tp group tp consecutive chips along the torus's last dimension, the "
-                                        "data axis the rest): start the order with tp"))
+        if layout.parse_order(t.placement_order)[0] != layout.Axis.TP:
+            out.append(Issue(layout.ORDER_KEY, f"got {t.placement_order!r}; on TPUs the model-parallel axis is the "
+                                               "innermost (each tp group tp consecutive chips along the torus's last "
+                                               "dimension, the data axis the rest): start the order with tp"))
     return out
 
 

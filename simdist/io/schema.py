@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, ValidationInfo, field_validator
 
+import simdist.layout as layout  # lazy (simdist.LAZY_MODULES): read only when training.placement_order is given
 from simdist.collectives.schedule import CollectiveOp
 from simdist.io.fields import (
     SIMDIST_ERROR, Duration, Fraction, Key, NonNegInt, PosFloat, PosInt, PositiveDuration, Size, StrictBool,
@@ -22,7 +23,6 @@ from simdist.io.schema_failures import (  # noqa: F401 - re-exported
     FailureDistribution, FailureEventModel, FailureKind, FailuresModel, MaintenanceModel, RandomFailuresModel,
     RecoveryModel, RecoveryPolicy,
 )
-from simdist.layout import order_is_valid, parse_order
 from simdist.scenario import (
     PsAggregation, PsServer, Backend, BatchSplit, CompressionMethod, Fidelity, GradClipping, GradProcessing,
     LossScaling, Optimizer, OptimizerKernels, PipelineSchedule, Precision,
@@ -357,10 +357,10 @@ class TrainingModel(Strict):
             return v
 
         parts = [p.strip() for p in v.split(",")]
-        if not order_is_valid(parts):
+        if not layout.order_is_valid(parts):
             raise fail(f"got {v!r}; expected the three axes tp, dp and pp (or the four tp, cp, dp, pp) once each, "
                        "innermost first, e.g. 'tp,dp,pp'")
-        return ",".join(a.value for a in parse_order(v))
+        return ",".join(a.value for a in layout.parse_order(v))
 
 
 class HierarchicalModel(Strict):
