@@ -123,9 +123,10 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-# start-up phases in the order the child reaches them (each the CPU seconds since the previous one); the
-# third-party packages are imported first, one by one, only so their share can be told apart: the modules
-# loaded, and so the total, are the same as the simdist imports alone would load
+# start-up phases in the order the phases child reaches them (each the CPU seconds since the previous one);
+# the third-party packages are imported first, one by one, only so their share can be told apart: the modules
+# loaded are the same as the simdist imports alone would load, but imported outside simdist's modules they
+# run with the cyclic collector on (simdist's own imports pause it), so the timed start-up is another child's
 STARTUP_PHASES = (
     ("interpreter", "interpreter, site (the venv's editable-install finder), this script's imports (json, tempfile)"),
     ("numpy", "numpy (one OpenBLAS thread: `import simdist` sets OPENBLAS_NUM_THREADS=1 first)"),
@@ -141,17 +142,21 @@ STARTUP_PHASES = (
 )
 
 
-def _startup() -> dict:
-    """Child process: imports, load, topology and the routes of one ring all_reduce at 512 GPUs."""
+def _startup(phases: bool = False) -> dict:
+    """Child process: imports, load, topology and the routes of one ring all_reduce at 512 GPUs; with `phases`,
+    numpy, pydantic and simpy are imported first, each on its own (STARTUP_PHASES)."""
     marks = [_cpu()]
     import simdist  # noqa: F401 - light; first, so numpy starts with the BLAS threads simdist asks for
-    import numpy  # noqa: F401
-    marks.append(_cpu())
-    import pydantic  # noqa: F401
-    import pydantic.fields  # noqa: F401
-    marks.append(_cpu())
-    import simpy  # noqa: F401
-    marks.append(_cpu())
+    if phases:
+        import numpy  # noqa: F401
+        marks.append(_cpu())
+        import pydantic  # noqa: F401
+        import pydantic.fields  # noqa: F401
+        marks.append(_cpu())
+        import simpy  # noqa: F401
+        marks.append(_cpu())
+    else:
+        marks += [marks[-1]] * 3
     # no PyYAML phase: simdist imports it only to parse a text that io.yaml_cache does not hold yet
     import simdist.io.schema  # noqa: F401
     marks.append(_cpu())
@@ -219,18 +224,20 @@ def run_point(spec: str, timeout_s: float) -> dict:
 
 def run_startup(repeats: int = 9) -> dict:
     """Start-up at 512 GPUs, median over `repeats` fresh processes: launch -> scenario loaded, and
-    launch -> topology built and the ring's routes compiled."""
+    launch -> topology built and the ring's routes compiled; the CPU by phase from as many processes of the
+    phases child, run in turn with them."""
     loaded, done, cpu, loaded_cpu = [], [], [], []
     phases: dict[str, list[float]] = {k: [] for k, _ in STARTUP_PHASES}
     for _ in range(repeats):
         r, launch, error = _child(["--startup-child"], 120)
-        if r is None:
-            return {"error": error}
+        p, _, error_p = _child(["--startup-phases-child"], 120)
+        if r is None or p is None:
+            return {"error": error or error_p}
         loaded.append(r["loaded_epoch"] - launch)
         done.append(r["done_epoch"] - launch)
         cpu.append(r["cpu_s"])
         loaded_cpu.append(r["loaded_cpu_s"])
-        for k, v in r["phases"].items():
+        for k, v in p["phases"].items():
             phases[k].append(v)
     mid = repeats // 2
     return {"load_s": sorted(loaded)[mid], "startup_s": sorted(done)[mid], "min_s": min(done), "max_s": max(done),
@@ -376,8 +383,8 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         print(json.dumps(_point(sys.argv[2])))
         return
-    if sys.argv[1:] == ["--startup-child"]:
-        print(json.dumps(_startup()))
+    if sys.argv[1:] in (["--startup-child"], ["--startup-phases-child"]):
+        print(json.dumps(_startup(phases=sys.argv[1] == "--startup-phases-child")))
         return
     import argparse
 
@@ -389,7 +396,8 @@ def main() -> None:
     parser.add_argument("--targets", action="store_true", help="only the rows and sizes issue 10's targets name")
     parser.add_argument("--ps-targets", action="store_true",
                         help="the sharded-PS rows (ResNet-50 and GPT-2 XL) at every size, against the ring's targets")
-    parser.add_argument("--startup", action="store_true", help="time the start-up at 512 GPUs (9 processes)")
+    parser.add_argument("--startup", action="store_true",
+                        help="time the start-up at 512 GPUs (9 processes, 9 more by phase)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     parser.add_argument("--profile", help="model:strategy:fabric:variant:gpus: cProfile one point in this process")
     parser.add_argument("--no-bytecode", action="store_true",
@@ -399,14 +407,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10, help="processes per checkout with --versus")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--startup-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--startup-phases-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     global KEEP_NO_BYTECODE
     KEEP_NO_BYTECODE = args.no_bytecode
     if args.child:
         print(json.dumps(_point(args.child)))
         return
-    if args.startup_child:
-        print(json.dumps(_startup()))
+    if args.startup_child or args.startup_phases_child:
+        print(json.dumps(_startup(phases=args.startup_phases_child)))
         return
     if args.profile:
         import cProfile
