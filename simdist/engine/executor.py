@@ -192,7 +192,10 @@ class Executor:
         if self.policy is not None:
             yield from self.policy.before(env, graph, task, it)
         if isinstance(task, (Compute, HostWork)):
-            yield from self._work(env, graph, task)
+            if self.slowdown is not None and isinstance(task, Compute) and task.stream == Stream.COMPUTE:
+                yield from self._work(env, graph, task)
+            elif task.duration_s > 0:  # nothing re-times it (_work's loop, once)
+                yield env.timeout(task.duration_s)
         elif isinstance(task, Collective):
             done, started = self._join(env, graph, task, it)
             yield done
@@ -225,20 +228,16 @@ class Executor:
             self._interfere(task, False, on)
         done.succeed()
 
-    def _work(self, env, graph: Graph, task) -> Generator:
-        """Busy for the task's duration. With interference, compute-stream work progresses at 1 / (1 + s) while
-        its class has collectives running (s: the largest slowdown of those running), re-timed (an Interrupt)
-        whenever that changes."""
-        proc = env.active_process
-        c = graph.rank_class.index
-        sensitive = self.slowdown is not None and isinstance(task, Compute) and task.stream == Stream.COMPUTE
-        computing = self._computing.setdefault(c, set()) if sensitive else None
-        if computing is not None:
-            computing.add(proc)
+    def _work(self, env, graph: Graph, task: Compute) -> Generator:
+        """Compute-stream work under interference: it progresses at 1 / (1 + s) while its class has collectives
+        running (s: the largest slowdown of those running), re-timed (an Interrupt) whenever that changes."""
+        proc, c = env.active_process, graph.rank_class.index
+        computing = self._computing.setdefault(c, set())
+        computing.add(proc)
         done, t0, reached = 0.0, env.now, {0.0: 0.0}  # seconds of work done at the full rate; when each part ended
         try:
             while done < task.duration_s:
-                upto, fixed = task.segment_at(done) if sensitive else (task.duration_s, True)
+                upto, fixed = task.segment_at(done)
                 t, rate = env.now, 1.0 if fixed else self._rate(c)  # a fused tp call's wait runs at its own time
                 try:
                     yield env.timeout((upto - done) / rate)
@@ -248,9 +247,8 @@ class Executor:
                 if done == upto:
                     reached[upto] = env.now - t0
         finally:
-            if computing is not None:
-                computing.discard(proc)
-        if sensitive and task.waits and not same_time(env.now - t0, task.duration_s):  # slowed between its waits
+            computing.discard(proc)
+        if task.waits and not same_time(env.now - t0, task.duration_s):  # slowed between its waits
             self.waits_ran.setdefault(c, {})[task.id] = tuple((reached[a], reached[a] + b - a) for a, b in task.waits)
 
     def _rate(self, c: int) -> float:
