@@ -60,11 +60,8 @@ class DirectedLinks:
         """Edges in graph.edges() order (each node's neighbours in insertion order, an edge once),
         both directions of each numbered consecutively; a link class's figures are read once."""
         ends: list[tuple[str, str]] = []
-        cap: list[float] = []
-        lat: list[float] = []
-        figures: dict[tuple[int, int], tuple[float, float]] = {}  # (id(link), multiplicity) -> (cap, lat)
-        flow_cap: list[float] = []
-        stream_cap: list[float] = []
+        rows: list[tuple[float, float, float, float]] = []  # per edge: capacity, latency, flow cap, stream cap
+        figures: dict[tuple[int, int], tuple[float, float, float, float]] = {}  # (id(link), multiplicity) -> row
         seen: set = set()
         adj = getattr(graph, "_adj", None) or graph.adj  # the graph's own dict of dicts: no view per row
         for u, nbrs in adj.items():
@@ -72,24 +69,20 @@ class DirectedLinks:
                 if v in seen:
                     continue
                 link: LinkSpec = data["link"]
-                mult = data.get("multiplicity", 1)
-                fig = figures.get((id(link), mult))
-                if fig is None:
-                    fig = figures[(id(link), mult)] = (link.effective_Bps * mult, link.latency_s)
+                key = (id(link), data.get("multiplicity", 1))
+                row = figures.get(key)
+                if row is None:
+                    row = figures[key] = (link.effective_Bps * key[1], link.latency_s,
+                                          link.flow_cap_Bps or np.inf, link.stream_cap_Bps or np.inf)
                 ends.append((u, v))
                 ends.append((v, u))
-                flow_cap += [link.flow_cap_Bps or np.inf] * 2
-                stream_cap += [link.stream_cap_Bps or np.inf] * 2
-                cap.append(fig[0])
-                cap.append(fig[0])
-                lat.append(fig[1])
-                lat.append(fig[1])
+                rows.append(row)
             seen.add(u)
-        caps = np.array(flow_cap, dtype=float)
-        streams = np.array(stream_cap, dtype=float)
-        return cls(tuple(ends), np.array(cap, dtype=float), np.array(lat, dtype=float),
-                   dict(zip(ends, range(len(ends)))), caps if np.isfinite(caps).any() else None,
-                   streams if np.isfinite(streams).any() else None)
+        columns = np.array(rows, dtype=float).reshape(-1, 4).T
+        cap, lat, flow_cap, stream_cap = (np.repeat(c, 2) for c in columns)  # once per direction, each its own array
+        return cls(tuple(ends), cap, lat, dict(zip(ends, range(len(ends)))),
+                   flow_cap if np.isfinite(flow_cap).any() else None,
+                   stream_cap if np.isfinite(stream_cap).any() else None)
 
 
 @dataclass
