@@ -111,8 +111,8 @@ class Router:
     def paths_flat(self, pairs) -> tuple[list[int], list[int]]:
         """path(src, dst, 0) of every (src, dst) pair, in order: (all their link ids, one path after
         another; each path's number of links). A whole step's routes without a tuple per pair."""
-        if self.classes is not None:
-            return self.classes.paths_flat(pairs, self.path)
+        if self.classes is not None:  # a pair the class routes decline takes the rest of path() at once
+            return self.classes.paths_flat(pairs, self._path_unclassed)
         flat: list[int] = []
         lengths: list[int] = []
         for src, dst in pairs:
@@ -130,6 +130,10 @@ class Router:
             hit = self.classes.pair(src, dst, flow_key)
             if hit is not None:
                 return hit
+        return self._path_unclassed(src, dst, flow_key)
+
+    def _path_unclassed(self, src: int, dst: int, flow_key: int) -> tuple[int, ...]:
+        """path(src, dst, flow_key) for src != dst once the class routes (if any) have declined the pair."""
         eps = self.topology.endpoints
         s, t = eps[src], eps[dst]
         m = self._machine[s]
