@@ -199,6 +199,7 @@ class TransformerShape:
     out_width: int | None = None  # the core's output, the projection's input: heads x the value head width
     latent_width: int = 0  # MLA's compressed query and key/value latents (q_lora_rank + kv_lora_rank)
     routed_ffn: int = 0  # a MoE block's routed experts' activation width per token (top_k x expert ffn); 0: dense
+    shared_ffn: int = 0  # a MoE block's shared experts' width per token (shared experts x expert ffn); 0: none
 
     def __post_init__(self):
         if self.mlp not in ("gelu", "squared_relu", "swiglu"):
@@ -227,18 +228,20 @@ class BlockActivations:
     qkv_bytes: float = 0.0  # mla_up_proj: Q, K and V, the up projections' outputs the attention core saves
     mlp_bytes: float = 0.0  # mlp: the dense MLP's inside (activation inputs, down projection input)
     moe_act_bytes: float = 0.0  # moe_act: the routed experts' activation outputs (their down projections' inputs)
+    shared_mlp_bytes: float = 0.0  # shared_experts: the shared experts' SwiGLU inputs and down projection's input
 
     def under(self, recompute: "Recompute | str", modules: tuple[str, ...] = ("core_attn",),
               dense_mlp: bool = True) -> float:
         """Bytes kept under `recompute`; selective drops each listed module's tensors (`mlp` only in a block
-        with a dense MLP, `dense_mlp`)."""
+        with a dense MLP, `dense_mlp`; `shared_experts` only in one without)."""
         rc = Recompute(recompute)
         if rc is Recompute.FULL:
             return self.input_bytes
         if rc is not Recompute.SELECTIVE:
             return self.kept_bytes + self.core_bytes
         dropped = {"layernorm": self.norm_out_bytes, "mla_up_proj": self.qkv_bytes,
-                   "mlp": self.mlp_bytes if dense_mlp else 0.0, "moe_act": self.moe_act_bytes}
+                   "mlp": self.mlp_bytes if dense_mlp else 0.0, "moe_act": self.moe_act_bytes,
+                   "shared_experts": 0.0 if dense_mlp else self.shared_mlp_bytes}
         kept = self.kept_bytes - math.fsum(dropped[m] for m in dict.fromkeys(modules) if m != "core_attn")
         return kept + (0.0 if "core_attn" in modules else self.core_bytes)
 
@@ -254,7 +257,8 @@ def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, se
     split); these are whole on every tp rank, sequence-sharded (/t) with sequence parallelism. Split over tp
     (/t): Q, K, V (A (w_q + w_k + w_v), shape.widths(): A h (1 + 2 kv/a) when a head is h / a wide), the
     attention output as the projection's input (q w_o), the MLP activation's inputs (A f; SwiGLU's gate and up
-    2A f) and the down projection's input (q f). The attention core adds, /t: without flash attention the
+    2A f) and the down projection's input (q f), of which a MoE block's shared experts hold f_s (2A + q) (f_s: their
+    width, `shape.shared_ffn`; dropped by the shared_experts module). The attention core adds, /t: without flash attention the
     softmax output (A as), its dropout mask and output (as (1 + A)); with flash attention the fp32 log-sum-exp
     (4a) and, where the projection saved a quantized copy, the bf16 output the kernel's backward reads (A w_o).
     GPT (A = q = 2, f = 4h, dropout) gives sbh (34 + 5as/h), Korthikanti's Table 2. Context parallelism
@@ -280,7 +284,8 @@ def block_activations(shape: TransformerShape, micro_batch: int, tp: int = 1, se
     return BlockActivations(kept_bytes=whole * per_rank + split / t, core_bytes=core / t,
                             input_bytes=tokens * h * A * per_rank, norm_out_bytes=tokens * 2 * q * h * per_rank,
                             qkv_bytes=tokens * A * (wq + wk + wv) / t, mlp_bytes=mlp / t,
-                            moe_act_bytes=tokens * shape.routed_ffn * q / t)
+                            moe_act_bytes=tokens * shape.routed_ffn * q / t,
+                            shared_mlp_bytes=tokens * shape.shared_ffn * (2 * A + q) / t)
 
 
 def layer_activation_bytes(shape: TransformerShape, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,

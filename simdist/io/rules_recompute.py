@@ -31,8 +31,9 @@ def recompute_module_issues(t) -> list[Issue]:
         out.append(Issue(_KEY, "got []; expected at least one module (unset: core_attn)"))
     for n in names:
         if n in UNMODELLED_MODULES:
-            out.append(Issue(_KEY, f"got '{n}'; not modelled (the whole MoE layer or its shared experts "
-                                   f"checkpointed); expected some of {', '.join(_MODELLED)}"))
+            out.append(Issue(_KEY, f"got '{n}'; not modelled (the whole MoE layer checkpointed: its recomputed "
+                                   f"forward runs the token dispatch and combine again); expected some of "
+                                   f"{', '.join(_MODELLED)}"))
         elif n not in _MODELLED:
             out.append(Issue(_KEY, f"got '{n}'; expected Megatron-Core module names among {', '.join(_MODELLED)}"))
     if len(set(names)) != len(names):
@@ -42,7 +43,8 @@ def recompute_module_issues(t) -> list[Issue]:
 
 def recompute_module_model_issues(scenario: Scenario) -> list[Issue]:
     """Each listed module recomputes something in this model: mla_up_proj needs multi-head latent attention,
-    mlp a block with a dense MLP (a MoE-only model has none), moe_act routed experts."""
+    mlp a block with a dense MLP (a MoE-only model has none), shared_experts a MoE block with shared experts,
+    moe_act routed experts."""
     model, out = scenario.workload.model, []
     names = [x.name for x in model.layers]
     for n in scenario.training.recompute_modules:

@@ -214,7 +214,8 @@ def transformer_shape(model) -> TransformerShape | None:
                             ffn_hidden=ffn, mlp=mlp, dropout=any("dropout" in x.name for x in residual.fwd_kernels),
                             flash_attention=flash, **({} if plain else dict(zip(("q_width", "k_width", "v_width",
                                                                                   "out_width"), widths))),
-                            latent_width=int(round(latent)), routed_ffn=routed)
+                            latent_width=int(round(latent)), routed_ffn=routed,
+                            shared_ffn=moe.shared_experts * moe.expert_ffn_hidden if moe is not None else 0)
 
 
 def pipeline_units(model) -> list[tuple[int, int]]:

@@ -29,17 +29,20 @@ _ELEMENTWISE = ("norm", "activation", "other")
 # Megatron-Core's recompute_modules that simdist's block model expresses -> the block layers (name suffixes after
 # "blocks.N.") whose forward each recomputes: core_attn the attention core; layernorm the input and pre-MLP norms
 # (their outputs discarded, CheckpointWithoutOutput); mla_up_proj MLA's up projection (attn.qkv after the latent
-# norms); mlp the dense MLP (checkpointed whole, its input kept).
+# norms); mlp the dense MLP (checkpointed whole, its input kept); shared_experts a MoE block's shared experts (their
+# SwiGLU MLP checkpointed whole, its input kept: Megatron-Core's MoELayer.shared_experts_compute).
 MODULE_LAYERS: dict[str, tuple[str, ...]] = {
     "core_attn": ("attn.core",),
     "layernorm": ("norm1", "norm2"),
     "mla_up_proj": ("attn.qkv",),
     "mlp": ("mlp.fc1", "mlp.gelu", "mlp.squared_relu", "mlp.fc2", "mlp.gate_up", "mlp.swiglu", "mlp.down"),
+    "shared_experts": ("shared_experts",),
 }
 # moe_act: the routed experts' activation function (a kernel inside simdist's one `experts` layer; output discarded)
 EXPERT_KERNEL_MODULES: dict[str, str] = {"moe_act": "activation"}
-# Megatron-Core's other names, refused (io.resolve): not modelled
-UNMODELLED_MODULES = ("moe", "shared_experts")
+# Megatron-Core's other name, refused (io.rules_recompute): the whole MoE layer checkpointed, whose recomputed forward
+# runs the token dispatch and combine again, which the plan's backward does not price
+UNMODELLED_MODULES = ("moe",)
 DEFAULT_MODULES = ("core_attn",)  # Megatron-Core's default, and `selective` without the key
 
 

@@ -205,7 +205,8 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
                                            modules) if shape else 0.0
         others = set(mine) - set(block_layers)
         acts = blocks * per_layer + micro_batch * act * math.fsum(shard.layers[i].saved_elems for i in others)
-        if "mlp" in modules:  # blocks without a dense MLP (MoE blocks) keep their MLP's tensors
+        if "mlp" in modules or "shared_experts" in modules:  # blocks without a dense MLP (MoE blocks) keep their
+            # MLP's tensors and drop their shared experts' (memory.BlockActivations.under)
             moe_blocks = blocks - len({_BLOCK.match(model.layers[i].name).group(1) for i in block_layers
                                        if recomputes_layer(model.layers[i].name, ("mlp",))})
             acts += moe_blocks * (layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,

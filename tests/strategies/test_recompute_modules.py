@@ -148,10 +148,54 @@ def test_moe_act_backward_grows_by_the_experts_activation_kernel():
     assert _bwd_s(build_mp_plan(more)) - _bwd_s(plan) == pytest.approx(redo, rel=1e-9)
 
 
+def test_shared_experts_drops_their_swiglu_and_down_projection_inputs():
+    # A = 2 (bf16), q = 1 (an fp8 recipe's saved copy): f_s (2A + q) per token over t ranks, in MoE blocks only
+    shape = TransformerShape(hidden=H, heads=A_HEADS, seq_len=S, mlp="swiglu", ffn_hidden=9 * 2048,
+                             routed_ffn=8 * 2048, shared_ffn=2048)
+    acts = block_activations(shape, B, T, True, 2, 1)
+    kept = acts.under(Recompute.SELECTIVE, ("core_attn",), dense_mlp=False)
+    assert kept - acts.under(Recompute.SELECTIVE, ("core_attn", "shared_experts"), dense_mlp=False) \
+        == pytest.approx(S * B * 2048 * (2 * 2 + 1) / T, rel=1e-12)
+    assert acts.under(Recompute.SELECTIVE, ("core_attn", "shared_experts")) \
+        == acts.under(Recompute.SELECTIVE, ("core_attn",))  # a dense block has no shared experts to drop
+
+
+SHARED = {"workload.model": "deepseek-v3", "workload.seq_len": 1024, "workload.global_batch": 64,
+          "workload.precision": "bf16", "training.parallelism": {"tp": 1, "pp": 8, "ep": 8},
+          "cluster.nodes.0.count": 8}
+
+
+def test_shared_experts_backward_grows_by_their_forward_and_memory_drops_by_hand():
+    base = _scenario({**SHARED, "training.recompute_modules": ["core_attn"]})
+    more = _scenario({**SHARED, "training.recompute_modules": ["core_attn", "shared_experts"]})
+    plan, model = build_mp_plan(base), base.workload.model
+    redo = math.fsum(seg.compute_s for st in build_mp_plan(more).stages for c in st.chunks for seg in c.bwd) \
+        - _bwd_s(plan)
+    stage_of = {i: k for k, st in enumerate(plan.stages) for c in st.chunks for i in range(*c.layers)}
+    shared = [i for i, x in enumerate(model.layers) if x.name.endswith(".shared_experts")]
+    # the shared experts' forward as the tp plan times them (a dense SwiGLU MLP, not an experts layer: ep leaves it)
+    t, gpu = base.training, base.cluster.node_groups[0].gpu
+    tpp = tensor_parallel_plan(model, gpu, t.micro_batch, "bf16", 1, False, base.compute_calibration,
+                               heads=transformer_shape(model).heads, accumulation_bytes=4)
+    assert shared and redo == pytest.approx(math.fsum(tpp.layers[i].time.fwd_s for i in shared), rel=1e-9)
+    # memory: each stage drops (its MoE blocks) x f_s (2A + q) per token x the micro-batches it holds in flight
+    f_s = model.moe.shared_experts * model.moe.expert_ffn_hidden
+    per_block = 1024 * f_s * (2 * 2 + 2)
+    for k, (a, b) in enumerate(zip(_stages(base), _stages(more))):
+        blocks = sum(1 for i in shared if stage_of[i] == k)
+        drop = a.activations_bytes - b.activations_bytes
+        if blocks == 0:
+            assert drop == 0
+            continue
+        ratio = drop / (blocks * per_block)
+        assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
+
+
 @pytest.mark.parametrize("changes, words", [
     ({"training.recompute": "full", "training.recompute_modules": ["core_attn"]}, "read only with"),
     ({"training.recompute_modules": ["moe"]}, "not modelled"),
     ({"training.recompute_modules": ["moe_act"]}, "no routed experts"),
+    ({**MOE, "training.recompute_modules": ["shared_experts"]}, "no layer it recomputes"),
     ({"training.recompute_modules": ["attention"]}, "expected Megatron-Core module names"),
     ({"training.recompute_modules": ["mlp", "mlp"]}, "each module once"),
     ({"training.recompute_modules": ["mla_up_proj"]}, "no multi-head latent attention"),
