@@ -78,7 +78,8 @@ class _CollectorPaused:
     The outermost simdist import runs with the collector off, then moves every object it finds
     straight to the oldest generation (gc.freeze, then gc.unfreeze: nothing is pinned, a full
     collection still examines them all) and turns the collector back on. A collector the user has
-    turned off stays off. docs/performance.md, "Start-up and the 1,024-GPU point"."""
+    turned off stays off, and objects frozen already (a run's, the user's) stay frozen: the import then only
+    pauses it. docs/performance.md, "Where the time goes"."""
 
     def __init__(self, loader) -> None:
         self.loader = loader
@@ -94,8 +95,9 @@ class _CollectorPaused:
         try:
             self.loader.exec_module(module)
         finally:
-            _gc.freeze()
-            _gc.unfreeze()
+            if not _gc.get_freeze_count():
+                _gc.freeze()
+                _gc.unfreeze()
             _gc.enable()
 
 

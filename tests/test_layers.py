@@ -323,19 +323,26 @@ def test_lazy_modules_load_on_first_use():
 
 def test_simdist_imports_run_with_the_collector_paused_and_pin_nothing():
     """simdist/__init__.py's finder runs every simdist module's code with the cyclic collector off (no
-    collection while the schema, pydantic and numpy import), then turns it back on with nothing frozen; a
-    collector the user turned off stays off."""
+    collection while the schema, pydantic and numpy import), then turns it back on with nothing frozen; objects
+    frozen before (a run's, the user's) stay frozen; a collector the user turned off stays off."""
     code = ("import gc, simdist\n"
             "seen = []\n"
             "gc.callbacks.append(lambda phase, info: seen.append(info['generation']) if phase == 'start' else None)\n"
             "import simdist.io.schema\n"
             "print(len(seen), gc.isenabled(), gc.get_freeze_count())\n"
+            "frozen = [[]]\n"
+            "gc.freeze()\n"
+            "kept = gc.get_freeze_count()\n"
+            "import simdist.io.load as load\n"
+            "load.load_scenario\n"
+            "print(gc.get_freeze_count() == kept)\n"
+            "gc.unfreeze()\n"
             "gc.disable()\n"
             "import simdist.engine.simulation as s\n"
             "s.simulate\n"
             "print(gc.isenabled())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["0", "True", "0", "False"]
+    assert out.stdout.split() == ["0", "True", "0", "True", "False"]
 
 
 def test_a_lazy_module_imported_twice_stays_unloaded_until_read():
