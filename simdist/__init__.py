@@ -40,6 +40,8 @@ LAZY_MODULES = (
     "simdist.strategies.tensor_parallel",
     # the model-parallel groups a data-parallel run never builds, and the layout of their ranks
     "simdist.engine.mp_groups", "simdist.layout",
+    # a result's records and its pricing, which building a cluster does not read
+    "simdist.results.records", "simdist.results.cost",
 )
 
 

@@ -11,9 +11,9 @@ import simpy
 from simdist import __version__
 from simdist.engine.context import FabricContext, context_key
 from simdist.engine.context_cache import estimate_context, run_context
+import simdist.results.cost as pricing  # lazy (simdist.LAZY_MODULES): read only once a run has a result
+import simdist.results.records as records
 from simdist.network.analytical import AnalyticalNetwork
-from simdist.results.cost import cluster_price_per_hour, cost_summary
-from simdist.results.records import Cost, RunResult
 from simdist.scenario import Fidelity, Scenario
 
 
@@ -62,13 +62,13 @@ def result_header(scenario: Scenario, fidelity: Fidelity) -> dict:
             "gpus": scenario.cluster.num_gpus}
 
 
-def with_cost(scenario: Scenario, result: RunResult) -> RunResult:
+def with_cost(scenario: Scenario, result: records.RunResult) -> records.RunResult:
     """The result with its `cost` key (simdist.results.cost), the one place every result is priced: per hour, and
     for training per sample / token (per useful one under failures, from the goodput ratio)."""
     if scenario.workload.benchmark is not None:
-        cost = Cost(cluster_price_per_hour(scenario))
+        cost = records.Cost(pricing.cluster_price_per_hour(scenario))
     else:
         tp = result.throughput
         ratio = result.goodput.ratio if result.goodput else None
-        cost = cost_summary(scenario, tp.samples_per_s if tp else None, tp.tokens_per_s if tp else None, ratio)
+        cost = pricing.cost_summary(scenario, tp.samples_per_s if tp else None, tp.tokens_per_s if tp else None, ratio)
     return replace(result, cost=cost)
