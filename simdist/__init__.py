@@ -40,6 +40,13 @@ LAZY_MODULES = (
     "simdist.strategies.tensor_parallel",
     # the model-parallel groups a data-parallel run never builds, and the layout of their ranks
     "simdist.engine.mp_groups", "simdist.layout",
+    # the model-parallel plan's graphs, schedules and memory, which a data-parallel run never reads
+    "simdist.strategies.pipeline_graph", "simdist.strategies.pipeline_schedule",
+    "simdist.strategies.context_parallel", "simdist.strategies.expert_parallel", "simdist.graph.periodic",
+    "simdist.network.replay",
+    # the failure timeline's models, which only a run with failures reads
+    "simdist.failures.costs", "simdist.failures.equivalence", "simdist.failures.montecarlo", "simdist.failures.state",
+    "simdist.failures.step_time",
     # a result's records and its pricing, which building a cluster does not read
     "simdist.results.records", "simdist.results.cost",
 )

@@ -19,11 +19,11 @@ from typing import Callable
 import numpy as np
 import simpy
 
+import simdist.graph.periodic as periodic  # lazy (simdist.LAZY_MODULES), as pipeline_schedule: pipelines only
+import simdist.strategies.pipeline_schedule as pipeline_schedule
 from simdist.engine.executor import Executor
-from simdist.graph.periodic import fold_repeated
 from simdist.graph.spans import SpanTable, busy_s
 from simdist.graph.tasks import Collective, Compute, Graph, HostWork, ProcessGroup, SendRecv, Task
-from simdist.strategies.pipeline_schedule import steady_sizes
 from simdist.topology.gcpause import gc_paused
 
 
@@ -81,8 +81,8 @@ def fold_pipeline(graphs_for: Callable, plan, time_of: Callable[[Task, Graph], f
                 [{**f, **{t: replace(f[t], waits=w) for t, w in ran.get(g.rank_class.index, {}).items()}}
                  for g, f in zip(graphs, fused)])
 
-    sizes = steady_sizes(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages)
-    found = fold_repeated(graphs_for, plan.micro_batches, sizes, spans_of, slowdown)
+    sizes = pipeline_schedule.steady_sizes(plan.schedule, plan.pp, plan.micro_batches, plan.virtual_stages)
+    found = periodic.fold_repeated(graphs_for, plan.micro_batches, sizes, spans_of, slowdown)
     if found is None:
         graphs, fused = graphs_for(plan.micro_batches)
         found = graphs, [SpanTable.of(g, s, f) for g, s, f in zip(graphs, *spans_of(graphs, fused))]

@@ -26,12 +26,12 @@ from functools import partial
 
 from simdist.engine.context_cache import run_context, shared_topology
 from simdist.engine.training import run_steady
-from simdist.failures.costs import job_spec, recovery_costs
-from simdist.failures.equivalence import DeadLinkEquivalence
-from simdist.failures.montecarlo import model_summary, run_replicas
-from simdist.failures.state import ClusterState, JobSpec
-from simdist.failures.step_time import StateStepTime
-from simdist.failures.targets import failure_targets
+import simdist.failures.costs as failure_costs  # lazy (simdist.LAZY_MODULES), as the failure modules below: timelines only
+import simdist.failures.equivalence as equivalence
+import simdist.failures.montecarlo as montecarlo
+import simdist.failures.state as failure_state
+import simdist.failures.step_time as step_times
+import simdist.failures.targets as failure_targets
 from simdist.progress import Progress
 from simdist.results.records import FailureModel, PhaseRow, PhasesSummary, RunResult, StepRecord, Throughput
 from simdist.scenario import BatchSplit, Fidelity, Scenario, SyncMode
@@ -88,9 +88,9 @@ def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
                    strategy=strategy, sync=sync, extra=extra, phases=summary, iterations=times)
 
 
-def state_step_time(scenario: Scenario, fidelity: Fidelity, job: JobSpec) -> StateStepTime:
+def state_step_time(scenario: Scenario, fidelity: Fidelity, job: failure_state.JobSpec) -> step_times.StateStepTime:
     """The failure states' step times (failures.step_time), each state's steady scenario run here at `fidelity`."""
-    return StateStepTime(scenario, job, partial(_state_iteration_s, fidelity=fidelity))
+    return step_times.StateStepTime(scenario, job, partial(_state_iteration_s, fidelity=fidelity))
 
 
 def _state_iteration_s(scenario: Scenario, links, fidelity: Fidelity) -> float:
@@ -137,19 +137,19 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     healthy = healthy_scenario(scenario)
     ctx = run_context(healthy, fidelity)
     base = run_training(healthy, fidelity, context=ctx)
-    facts = failure_targets(shared_topology(scenario.cluster))
+    facts = failure_targets.failure_targets(shared_topology(scenario.cluster))
     dp = data_parallel_degree(scenario)  # tp x pp GPUs hold one replica: the batch splits over dp replicas
     bpg = resolve_batch(scenario, dp)
     k = scenario.training.grad_accumulation
-    job = job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts, scenario.cluster.num_gpus // dp)
+    job = failure_costs.job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts, scenario.cluster.num_gpus // dp)
     step_time = state_step_time(scenario, fidelity, job)
     if group_states and scenario.training.sync == SyncMode.BSP:
-        step_time.equivalence = DeadLinkEquivalence(ctx.topology, ctx.schedules_run())
+        step_time.equivalence = equivalence.DeadLinkEquivalence(ctx.topology, ctx.schedules_run())
     balanced = () if job.rebalance_every else None
     for keep in (True, False):  # the healthy state is the run just made
-        step_time.cache[step_time.key(ClusterState(keep_global_batch=keep, balanced_for=balanced))] = float(
+        step_time.cache[step_time.key(failure_state.ClusterState(keep_global_batch=keep, balanced_for=balanced))] = float(
             base.iteration_time_s)
-    costs = recovery_costs(scenario)
+    costs = failure_costs.recovery_costs(scenario)
     bar = Progress(scenario.run.replicas, label="replicas")
 
     def states_note() -> None:
@@ -163,13 +163,13 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     step_time.on_simulated = states_note
 
     try:
-        goodput, tallies = run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
+        goodput, tallies = montecarlo.run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
                                         scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP,
                                         on_replica=replica_done)
     finally:
         bar.close()
-    goodput = replace(goodput, model=model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP),
-                      healthy_iteration_time_s=step_time(ClusterState(keep_global_batch=True, balanced_for=balanced)),
+    goodput = replace(goodput, model=montecarlo.model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP),
+                      healthy_iteration_time_s=step_time(failure_state.ClusterState(keep_global_batch=True, balanced_for=balanced)),
                       states_simulated=step_time.simulated, states_grouped=step_time.grouped,
                       unrunnable_states=step_time.unrunnable)
     job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
@@ -180,5 +180,5 @@ def failure_model(scenario: Scenario) -> FailureModel:
     """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
     Young/Daly interval, closed form): what a sweep plot marks."""
     assert scenario.failures is not None, "the failure model of a scenario with failures"
-    return model_summary(scenario.failures, failure_targets(shared_topology(scenario.cluster)), recovery_costs(scenario),
+    return montecarlo.model_summary(scenario.failures, failure_targets.failure_targets(shared_topology(scenario.cluster)), failure_costs.recovery_costs(scenario),
                          scenario.training.sync == SyncMode.BSP)

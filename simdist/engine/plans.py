@@ -13,8 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import simdist.engine.mp_groups as mp_groups  # lazy (simdist.LAZY_MODULES), as the model-parallel modules below
+import simdist.strategies.mp_plan as mp_plan
+import simdist.strategies.pipeline_graph as pipeline_graph
+import simdist.strategies.pipeline_schedule as pipeline_schedule
+import simdist.strategies.sharded_dp as sharded_dp
 from simdist.engine.executor import MAX_TRACKED_RANKS
-from simdist.engine.mp_groups import LayoutGroups
 from simdist.engine.state import Simulation
 from simdist.graph.tasks import Collective, Graph, ProcessGroup
 from simdist.results.records import MemoryUsage
@@ -23,12 +27,8 @@ from simdist.strategies.async_ps import PsExchange, worker_graphs
 from simdist.strategies.data_parallel import bsp_graphs
 from simdist.strategies.interference import Slowdown, interference_of, model_parallel_interference
 from simdist.strategies.local_sgd import round_graphs
-from simdist.strategies.mp_plan import MpPlan, build_mp_plan
-from simdist.strategies.pipeline_graph import fused_pipeline_graphs, pipeline_graphs
-from simdist.strategies.pipeline_schedule import with_micro_batches
 from simdist.strategies.plan import IterationPlan, build_plan, is_model_parallel
 from simdist.strategies.rank_memory import check_memory
-from simdist.strategies.sharded_dp import ShardedPlan, build_sharded_plan, sharded_graphs
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Plan:
     needs them (`graphs` is then empty).
     """
 
-    layout: IterationPlan | MpPlan
+    layout: IterationPlan | mp_plan.MpPlan
     memory: MemoryUsage
     graphs: tuple[Graph, ...]
     groups: dict[str, ProcessGroup]
@@ -54,7 +54,7 @@ class Plan:
     asynchronous: bool = False
     critical_class: int = 0
     max_tracked: int = MAX_TRACKED_RANKS
-    sharded: ShardedPlan | None = None
+    sharded: sharded_dp.ShardedPlan | None = None
     graphs_for: Callable | None = None
 
     @property
@@ -64,7 +64,7 @@ class Plan:
 
     @property
     def model_parallel(self) -> bool:
-        return isinstance(self.layout, MpPlan)
+        return not isinstance(self.layout, IterationPlan)
 
 
 def build(scenario: Scenario, fidelity: Fidelity, context=None) -> tuple[Plan, Simulation]:
@@ -84,8 +84,8 @@ def _data_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pla
     groups = ctx.process_groups()
     sharded, local_steps, asynchronous = None, None, t.sync in (SyncMode.ASP, SyncMode.SSP)
     if t.parallelism.zero:
-        sharded = build_sharded_plan(scenario, layout)
-        layout, graphs = sharded.plan, sharded_graphs(sharded)
+        sharded = sharded_dp.build_sharded_plan(scenario, layout)
+        layout, graphs = sharded.plan, sharded_dp.sharded_graphs(sharded)
     elif asynchronous:
         simulated = fidelity == Fidelity.SIMULATE
         exchange = PsExchange(ctx.group.ranks, contended=not simulated)
@@ -105,7 +105,7 @@ def _data_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pla
 def _model_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Plan, Simulation]:
     """dp x tp x pp: the stages' graphs on the layout's tp, dp and pp groups (engine/mp_groups.py); estimate
     builds them on demand, each chunk's blocking tp chain fused (`fused_graphs`)."""
-    layout = build_mp_plan(scenario)
+    layout = mp_plan.build_mp_plan(scenario)
     memory = check_memory(scenario, layout)
     sim = Simulation(scenario, fidelity, context)
     groups = sim.context.layout_groups(layout.layout, layout)
@@ -113,18 +113,20 @@ def _model_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pl
     bucket_bytes = scenario.communication.bucket_size_bytes
     if fidelity != Fidelity.SIMULATE:  # with interference the executor runs them on closed-form times
         def graphs_for(m: int):
-            return fused_graphs(with_micro_batches(layout, m), groups, bucket_bytes, slowdown is not None)
+            return fused_graphs(pipeline_schedule.with_micro_batches(layout, m), groups, bucket_bytes,
+                                slowdown is not None)
         return Plan(layout, memory, (), groups.groups, groups.schedule_of, groups.time_of, slowdown, max_tracked=0,
                     graphs_for=graphs_for), sim
-    return Plan(layout, memory, tuple(pipeline_graphs(layout, bucket_bytes)), groups.groups, groups.schedule_of,
-                groups.time_of, slowdown, max_tracked=0), sim
+    graphs = tuple(pipeline_graph.pipeline_graphs(layout, bucket_bytes))
+    return Plan(layout, memory, graphs, groups.groups, groups.schedule_of, groups.time_of, slowdown, max_tracked=0), sim
 
 
-def fused_graphs(plan: MpPlan, groups: LayoutGroups, bucket_size_bytes: float, interference: bool = False):
+def fused_graphs(plan: mp_plan.MpPlan, groups: mp_groups.LayoutGroups, bucket_size_bytes: float,
+                 interference: bool = False):
     """estimate's graphs with each chunk's blocking tp chain folded into one task (exact: the chain is
     sequential on the stage's own class; pipeline_graph._Fuse; `interference`: cp cores stay unfused), timed
     by the groups' closed forms; and per graph the tp calls inside each fused task."""
     def tp_time(group: str, op, size_bytes: float) -> float:  # LayoutGroups.time_of keeps each call's time
         return groups.time_of(Collective(id=0, name="", group=group, op=op, size_bytes=size_bytes), None)
 
-    return fused_pipeline_graphs(plan, bucket_size_bytes, tp_time, interference)
+    return pipeline_graph.fused_pipeline_graphs(plan, bucket_size_bytes, tp_time, interference)

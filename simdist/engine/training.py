@@ -17,8 +17,8 @@ from simdist.engine.plans import Plan, build
 from simdist.engine.state import Simulation, result_header
 from simdist.graph.spans import network_calls, run_records
 from simdist.input_pipeline import loader_bound
+import simdist.network.replay as call_replay  # lazy (simdist.LAZY_MODULES): model-parallel simulate only
 from simdist.network.analytical import AnalyticalNetwork
-from simdist.network.replay import PartlyAlone, contended
 from simdist.results.records import RunResult, StepRecord
 from simdist.results.summaries import node_groups, run_mfu, strategy_summary, throughput
 from simdist.scenario import Fidelity, Scenario, SyncMode
@@ -124,13 +124,13 @@ def _model_parallel(sim: Simulation, plan: Plan) -> Ran:
     ctx, graphs = sim.context, list(plan.graphs)
     calls = lambda spans: [(plan.schedule_of(t, g), s, e) for t, g, s, e in network_calls(graphs, spans)]  # noqa
     folded = fold(graphs, plan.time_of, plan.groups, plan.slowdown)
-    schedules, got, flows = contended(ctx.network, calls(folded.spans), tol := 1e-9 * folded.end_s)
+    schedules, got, flows = call_replay.contended(ctx.network, calls(folded.spans), tol := 1e-9 * folded.end_s)
     if not flows and folded.end_s > 0:
         got.replay(schedules, set(range(len(schedules.alone)))).onto(ctx.network)
         sim.env.run(until=folded.end_s)
         records = run_records(graphs, folded.spans, plan.max_tracked)
         return _with_links(ctx, _folded_run(folded, plan, sim.scenario.run, 1, tuple(records), "fold_replayed"))
-    partly, some_alone = PartlyAlone(ctx.network, schedules, flows), len(flows) < len(schedules.alone)
+    partly, some_alone = call_replay.PartlyAlone(ctx.network, schedules, flows), len(flows) < len(schedules.alone)
     ran = execute(sim, plan, partly if some_alone else None)  # all contend: the plain network
     steady = all(same_time(t, ran.times[0]) for t in ran.times[:ran.simulated])
     offsets = [-sum(ran.times[i + 1:ran.simulated]) for i in range(ran.simulated)]  # iteration i against the last

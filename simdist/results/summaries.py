@@ -10,7 +10,7 @@ from simdist.results.mfu import cluster_mfu
 from simdist.results.records import (NodeGroupRow, ParallelismSummary, ShardingSummary, StageRow, StrategySummary,
                                      Throughput)
 from simdist.scenario import Scenario
-from simdist.strategies.mp_plan import MpPlan
+import simdist.strategies.mp_plan as mp_plan  # lazy (simdist.LAZY_MODULES): model-parallel runs only
 from simdist.strategies.plan import IterationPlan
 
 
@@ -28,11 +28,11 @@ def throughput(plan: IterationPlan, iteration_s: float) -> Throughput:
     return Throughput(samples_per_s=samples, tokens_per_s=tokens)
 
 
-def strategy_summary(scenario: Scenario, layout: "IterationPlan | MpPlan", sharded=None) -> StrategySummary:
+def strategy_summary(scenario: Scenario, layout: "IterationPlan | mp_plan.MpPlan", sharded=None) -> StrategySummary:
     """The run's strategy: what every parallelism reports, a ZeRO / FSDP run's `sharding` (`sharded`: its
     strategies.sharded_dp.ShardedPlan), a data-parallel run's codec as it ran (`compression_ran`)."""
     comm, sharding = scenario.communication, None
-    if isinstance(layout, MpPlan):
+    if not isinstance(layout, IterationPlan):
         return StrategySummary(comm.strategy.value, scenario.workload.model.name, comm.backend.value,
                                max(len(s.grad_buckets) for s in layout.stages) if layout.grad_dp > 1 else 0,
                                comm.bucket_size_bytes, comm.overlap, "none", layout.global_batch, layout.micro_batch,
@@ -90,7 +90,7 @@ def node_groups(scenario: Scenario, plan: IterationPlan, out) -> tuple[NodeGroup
     return tuple(rows)
 
 
-def parallelism_summary(scenario: Scenario, plan: MpPlan, terms: list[dict]) -> ParallelismSummary:
+def parallelism_summary(scenario: Scenario, plan: mp_plan.MpPlan, terms: list[dict]) -> ParallelismSummary:
     """Layout, schedule, chunks and per-stage times (the trace has one track per stage and group)."""
     t = scenario.training
     stages = tuple(StageRow(st.rank_class.index, tuple(tuple(c.layers) for c in st.chunks), st.params,

@@ -7,8 +7,8 @@ from typing import Callable
 
 from simdist.compute import comm_slowdown
 from simdist.scenario import Scenario, StrategyKind
-from simdist.strategies.mp_plan import MpPlan
-from simdist.strategies.pipeline_graph import P2P_OP
+import simdist.strategies.mp_plan as mp_plan  # lazy (simdist.LAZY_MODULES): model-parallel runs only
+import simdist.strategies.pipeline_graph as pipeline_graph
 
 Slowdown = Callable[[int, str], float]
 
@@ -23,7 +23,7 @@ def interference_of(scenario: Scenario, graphs) -> Slowdown | None:
     return comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [gr.rank_class for gr in graphs])
 
 
-def runs_beside_compute(scenario: Scenario, plan: MpPlan) -> bool:
+def runs_beside_compute(scenario: Scenario, plan: mp_plan.MpPlan) -> bool:
     """Whether any collective of a stage can run while its compute does: tp_comm_overlap's, or with
     communication.overlap the dp buckets of a chunk finished before the stage's last backward (interleaved
     chunks), ZeRO-2's every-micro-batch reduce_scatters or ZeRO-3's prefetched gathers. Otherwise the tp
@@ -33,7 +33,7 @@ def runs_beside_compute(scenario: Scenario, plan: MpPlan) -> bool:
     return plan.overlap and plan.grad_dp > 1 and (plan.virtual_stages > 1 or plan.zero >= 2)
 
 
-def model_parallel_interference(scenario: Scenario, plan: MpPlan) -> Slowdown | None:
+def model_parallel_interference(scenario: Scenario, plan: mp_plan.MpPlan) -> Slowdown | None:
     """Interference of the stage classes for their tp and dp collectives (as `interference_of`); pipeline
     sends and receives are none: point-to-point copies (NIC DMA, NVLink copy engines) without reduction
     kernels on the GPU, as the parameter-server exchange is treated."""
@@ -42,4 +42,5 @@ def model_parallel_interference(scenario: Scenario, plan: MpPlan) -> Slowdown | 
     base = comm_slowdown([g.gpu for g in scenario.cluster.node_groups], [st.rank_class for st in plan.stages])
     if base is None:
         return None
-    return lambda index, op: 0.0 if op == P2P_OP.value else base(index, op)
+    p2p = pipeline_graph.P2P_OP.value
+    return lambda index, op: 0.0 if op == p2p else base(index, op)

@@ -10,21 +10,20 @@ from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES
 from simdist.memory import MemoryEstimate, check_fits, estimate_memory
 from simdist.results.records import MemoryUsage
 from simdist.scenario import Scenario
-from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
-from simdist.strategies.context_parallel import shard_sequence
-from simdist.strategies.expert_parallel import expert_stage_memory
-from simdist.strategies.mp_plan import MpPlan, build_mp_plan, transformer_shape
+import simdist.strategies.context_parallel as context_parallel  # lazy (simdist.LAZY_MODULES), as the three below:
+import simdist.strategies.expert_parallel as expert_parallel  # what only model-parallel or ZeRO runs read
+import simdist.strategies.mp_plan as mp_plan
+import simdist.strategies.sharded_dp as sharded_dp
+import simdist.strategies.sharding as sharding
 from simdist.strategies.plan import data_parallel_degree, is_model_parallel, rank_batches, rank_groups
-from simdist.strategies.sharded_dp import sharded_memory
-from simdist.strategies.sharding import check_stages_fit, model_parallel_memory
 from simdist.workload.lora import trainable_param_count
 
 
-def check_memory(scenario: Scenario, layout: MpPlan | None = None) -> MemoryUsage:
+def check_memory(scenario: Scenario, layout: mp_plan.MpPlan | None = None) -> MemoryUsage:
     """Per-GPU memory of the tightest rank class (node group at its own batch, or pipeline stage); raises
     InfeasibleError (exit 3) with the numbers when one does not fit. `layout`: a model-parallel run's plan."""
     if is_model_parallel(scenario):
-        worst = check_stages_fit(_stage_memory(scenario, layout or build_mp_plan(scenario)))
+        worst = sharding.check_stages_fit(_stage_memory(scenario, layout or mp_plan.build_mp_plan(scenario)))
     else:
         worst = None
         for _, est in _estimates(scenario):
@@ -54,10 +53,10 @@ def _estimates(scenario: Scenario) -> list[tuple[int, MemoryEstimate]]:
     dp = data_parallel_degree(scenario)
     pairs = sorted(set(zip(rank_groups(scenario), rank_batches(scenario, dp))))
     if t.parallelism.zero:
-        return [(g, sharded_memory(model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value,
-                                   t.optimizer.value, w.grad_dtype.value, t.parallelism.zero, dp, t.recompute,
-                                   scenario.communication.bucket_size_bytes, t.recompute_every,
-                                   t.fp8_param_gather)) for g, batch in pairs]
+        return [(g, sharded_dp.sharded_memory(
+            model, scenario.cluster.node_groups[g].gpu, batch, w.precision.value, t.optimizer.value,
+            w.grad_dtype.value, t.parallelism.zero, dp, t.recompute, scenario.communication.bucket_size_bytes,
+            t.recompute_every, t.fp8_param_gather)) for g, batch in pairs]
     grad_bytes = DTYPE_BYTES[w.grad_dtype]
     shapes = [s for _, s in model.gradients_backward_order()]
     codec = make_codec(scenario.communication.compression)
@@ -71,7 +70,7 @@ def _estimates(scenario: Scenario) -> list[tuple[int, MemoryEstimate]]:
             for g, batch in pairs]
 
 
-def _stage_memory(scenario: Scenario, plan: MpPlan):
+def _stage_memory(scenario: Scenario, plan: mp_plan.MpPlan):
     """Every pipeline stage's memory per GPU (strategies.sharding.model_parallel_memory). With context
     parallelism each rank holds s / cp tokens' activations (the model cut by context_parallel.shard_sequence,
     the blocks' formula at s / cp) and the attention's communication buffers; the model states are sharded by
@@ -81,14 +80,14 @@ def _stage_memory(scenario: Scenario, plan: MpPlan):
     for st in plan.stages:
         for c in st.chunks:
             chunks[c.virtual_stage] = c.layers
-    shape, model, buffers = transformer_shape(w.model), w.model, zero_buffer_bytes(scenario, plan)
+    shape, model, buffers = mp_plan.transformer_shape(w.model), w.model, zero_buffer_bytes(scenario, plan)
     if plan.cp > 1:
         shape = replace(shape, cp=plan.cp)
-        model = shard_sequence(model, plan.cp, plan.cp_comm_type)
+        model = context_parallel.shard_sequence(model, plan.cp, plan.cp_comm_type)
         act = ACTIVATION_BYTES[s.cluster.node_groups[0].gpu.runs_as(w.precision.value)]
-        buffers += cp_buffer_bytes(plan.cp_comm_type, shape, plan.micro_batch, plan.cp, plan.tp, act)
+        buffers += context_parallel.buffer_bytes(plan.cp_comm_type, shape, plan.micro_batch, plan.cp, plan.tp, act)
     gpu = s.cluster.node_groups[0].gpu
-    out = model_parallel_memory(
+    out = sharding.model_parallel_memory(
         model, gpu, micro_batch=plan.micro_batch, micro_batches=plan.micro_batches,
         precision=w.precision.value, optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value, dp=plan.grad_dp,
         tp=plan.tp, pp=plan.pp, zero=t.parallelism.zero, sequence_parallel=t.sequence_parallel,
@@ -97,12 +96,13 @@ def _stage_memory(scenario: Scenario, plan: MpPlan):
         recompute_modules=t.recompute_modules)
     if plan.moe_load is None:
         return out
-    return expert_stage_memory(out, model, chunks, plan.pp, gpu, ep=plan.ep, etp=plan.etp, dp=plan.grad_dp,
-                               edp=plan.edp, zero=t.parallelism.zero, precision=w.precision.value,
-                               optimizer=t.optimizer.value, grad_dtype=w.grad_dtype.value)
+    return expert_parallel.expert_stage_memory(
+        out, model, chunks, plan.pp, gpu, ep=plan.ep, etp=plan.etp, dp=plan.grad_dp, edp=plan.edp,
+        zero=t.parallelism.zero, precision=w.precision.value, optimizer=t.optimizer.value,
+        grad_dtype=w.grad_dtype.value)
 
 
-def zero_buffer_bytes(scenario: Scenario, plan: MpPlan) -> float:
+def zero_buffer_bytes(scenario: Scenario, plan: mp_plan.MpPlan) -> float:
     """Gradients ZeRO holds unsharded beside its 1/dp shard: at stage 3 the largest unit's before their
     reduce_scatter (as sharded_dp.sharded_memory counts them), at stage 2 one bucket being reduced
     (DeepSpeed's reduce bucket: a micro-batch's gradients are reduced bucket by bucket and freed). Stage 1

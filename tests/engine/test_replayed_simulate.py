@@ -124,13 +124,13 @@ def test_a_run_whose_alone_calls_met_a_call_on_their_links_is_run_again_on_the_f
     alone meet others on their links in flight; the run is not the flow network's, so every call runs again on
     a fresh cluster's flow network."""
     scenario = _scenario({"communication.overlap": True})
-    real = training.contended
+    real = training.call_replay.contended
 
     def too_few(network, calls, tolerance_s):
         schedules, got, flows = real(network, calls, tolerance_s)
         return schedules, got, {min(flows)}
 
-    monkeypatch.setattr(training, "contended", too_few)
+    monkeypatch.setattr(training.call_replay, "contended", too_few)
     ran, result = _result(scenario)
     monkeypatch.undo()
     full, by_flows = _result(scenario, full=True)

@@ -53,9 +53,9 @@ def _estimate(overrides: list[str], monkeypatch, repeat: bool) -> tuple[dict, li
         found.append(out is not None)
         return out
 
-    monkeypatch.setattr(closed_form, "fold_repeated", spy)
+    monkeypatch.setattr(closed_form.periodic, "fold_repeated", spy)
     if not repeat:
-        monkeypatch.setattr(closed_form, "steady_sizes", lambda *a: [])
+        monkeypatch.setattr(closed_form.pipeline_schedule, "steady_sizes", lambda *a: [])
     out = simulate(load_scenario(PRESET, overrides), "estimate").to_dict()
     monkeypatch.undo()
     out.pop("simdist_version", None)
