@@ -226,14 +226,16 @@ class BlockActivations:
     # parts of kept_bytes that Megatron-Core's recompute_modules drop (selective with the module listed):
     norm_out_bytes: float = 0.0  # layernorm: the two norms' outputs, as the QKV and first MLP projections save them
     qkv_bytes: float = 0.0  # mla_up_proj: Q, K and V, the up projections' outputs the attention core saves
-    mlp_bytes: float = 0.0  # mlp: the dense MLP's inside (activation inputs, down projection input)
+    mlp_bytes: float = 0.0  # mlp: the dense MLP's inside (activation inputs, down projection input); moe: a MoE
+    # block's (its routed and shared experts', f = (top_k + shared experts) x expert ffn)
     moe_act_bytes: float = 0.0  # moe_act: the routed experts' activation outputs (their down projections' inputs)
     shared_mlp_bytes: float = 0.0  # shared_experts: the shared experts' SwiGLU inputs and down projection's input
 
     def under(self, recompute: "Recompute | str", modules: tuple[str, ...] = ("core_attn",),
               dense_mlp: bool = True) -> float:
         """Bytes kept under `recompute`; selective drops each listed module's tensors (`mlp` only in a block
-        with a dense MLP, `dense_mlp`; `shared_experts` only in one without)."""
+        with a dense MLP, `dense_mlp`; `shared_experts` and `moe` only in one without: `moe` the whole MoE layer's
+        inside, which holds moe_act's and shared_experts' tensors, dropped once)."""
         rc = Recompute(recompute)
         if rc is Recompute.FULL:
             return self.input_bytes
@@ -241,7 +243,10 @@ class BlockActivations:
             return self.kept_bytes + self.core_bytes
         dropped = {"layernorm": self.norm_out_bytes, "mla_up_proj": self.qkv_bytes,
                    "mlp": self.mlp_bytes if dense_mlp else 0.0, "moe_act": self.moe_act_bytes,
-                   "shared_experts": 0.0 if dense_mlp else self.shared_mlp_bytes}
+                   "shared_experts": 0.0 if dense_mlp else self.shared_mlp_bytes,
+                   "moe": 0.0 if dense_mlp else self.mlp_bytes}
+        if "moe" in modules and not dense_mlp:  # the checkpointed MoE layer keeps its input only
+            dropped["moe_act"] = dropped["shared_experts"] = 0.0
         kept = self.kept_bytes - math.fsum(dropped[m] for m in dict.fromkeys(modules) if m != "core_attn")
         return kept + (0.0 if "core_attn" in modules else self.core_bytes)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from simdist.errors import Issue
 from simdist.scenario import Recompute, Scenario
-from simdist.strategies.recompute_policy import (EXPERT_KERNEL_MODULES, MODULE_LAYERS, UNMODELLED_MODULES,
+from simdist.strategies.recompute_policy import (EXPERT_KERNEL_MODULES, MODULE_LAYERS, MOE_LAYER_MODULE,
                                                  recomputes_layer)
 
-_MODELLED = (*MODULE_LAYERS, *EXPERT_KERNEL_MODULES)
+_MODELLED = (*MODULE_LAYERS, *EXPERT_KERNEL_MODULES, MOE_LAYER_MODULE)
 
 _KEY = "training.recompute_modules"
 
@@ -30,11 +30,7 @@ def recompute_module_issues(t) -> list[Issue]:
     if not names:
         out.append(Issue(_KEY, "got []; expected at least one module (unset: core_attn)"))
     for n in names:
-        if n in UNMODELLED_MODULES:
-            out.append(Issue(_KEY, f"got '{n}'; not modelled (the whole MoE layer checkpointed: its recomputed "
-                                   f"forward runs the token dispatch and combine again); expected some of "
-                                   f"{', '.join(_MODELLED)}"))
-        elif n not in _MODELLED:
+        if n not in _MODELLED:
             out.append(Issue(_KEY, f"got '{n}'; expected Megatron-Core module names among {', '.join(_MODELLED)}"))
     if len(set(names)) != len(names):
         out.append(Issue(_KEY, f"got {names!r}; each module once"))
@@ -44,13 +40,13 @@ def recompute_module_issues(t) -> list[Issue]:
 def recompute_module_model_issues(scenario: Scenario) -> list[Issue]:
     """Each listed module recomputes something in this model: mla_up_proj needs multi-head latent attention,
     mlp a block with a dense MLP (a MoE-only model has none), shared_experts a MoE block with shared experts,
-    moe_act routed experts."""
+    moe_act and moe (the whole MoE layer) routed experts."""
     model, out = scenario.workload.model, []
     names = [x.name for x in model.layers]
     for n in scenario.training.recompute_modules:
         if n in MODULE_LAYERS and not any(recomputes_layer(x, (n,)) for x in names):
             out.append(Issue(_KEY, f"got '{n}'; {model.name} has no layer it recomputes"))
-        if n in EXPERT_KERNEL_MODULES and not any(x.experts for x in model.layers):
+        if (n in EXPERT_KERNEL_MODULES or n == MOE_LAYER_MODULE) and not any(x.experts for x in model.layers):
             out.append(Issue(_KEY, f"got '{n}'; {model.name} has no routed experts"))
         if n == "mla_up_proj" and not any(x.endswith("attn.kv_down") for x in names):
             out.append(Issue(_KEY, f"got 'mla_up_proj'; {model.name} has no multi-head latent attention"))

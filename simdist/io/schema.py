@@ -336,8 +336,9 @@ class TrainingModel(Strict):
     recompute_modules: list[str] | None = None
     """recompute selective: Megatron-Core's --recompute-modules, the modules whose forward runs again in the
     backward and whose saved tensors are dropped: core_attn (the default), layernorm, mla_up_proj (MLA models),
-    mlp (dense MLP blocks), shared_experts (a MoE block's shared experts), moe_act (the routed experts' activation);
-    moe is refused (not modelled); model-parallel runs (tp, pp, cp or ep > 1) (added key)."""
+    mlp (dense MLP blocks), shared_experts (a MoE block's shared experts), moe_act (the routed experts' activation),
+    moe (the whole MoE layer, its token dispatch and combine included; MoE models); model-parallel runs (tp, pp, cp
+    or ep > 1) (added key)."""
     virtual_stages: PosInt = 1
     """Interleaved schedule: model chunks per pipeline rank (>= 2 with schedule interleaved and pp > 1) (added key)."""
     cuda_graphs: StrictBool = False

@@ -5,7 +5,8 @@ transformer blocks are cut into pp x v contiguous chunks balanced by their cost 
 the embedding joining the first chunk and the head the last, so every boundary carries b x s x h
 activations); each chunk's forward and backward per micro-batch are compute segments separated by the
 Megatron tp collectives (strategies.tensor_parallel), with full recomputation repeating the chunk's forward
-(and its collectives) before its backward, and selective recomputation the attention cores only. Pipeline
+(and its collectives) before its backward, and selective recomputation Megatron-Core's modules (default the
+attention cores; `moe` a MoE layer's forward, its token dispatch and combine included, before its backward). Pipeline
 sends use Megatron's scatter/gather (Narayanan et al. 2021, section 4.1): with tp > 1 each tp rank sends its
 1/tp slice and the receiving tp group all_gathers it over the node's links (sequence parallelism keeps the
 activations sequence-sharded, so no gather). Every stage's dp gradients are all_reduced in buckets after its
@@ -37,7 +38,8 @@ from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_
 from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
-from simdist.strategies.recompute_policy import recompute_flops, recompute_seconds, selective_modules
+from simdist.strategies.recompute_policy import (moe_layer_spans, recompute_flops, recompute_seconds,
+                                                 selective_modules)
 from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
                                                 tensor_parallel_plan)
 from simdist.strategies.update_cost import update_time
@@ -236,15 +238,19 @@ def pipeline_units(model) -> list[tuple[int, int]]:
 def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kind: str,
               redo: dict[int, float] | None = None, unit_of: list[int] | None = None,
               chunk_factor: list[float] | None = None,
-              cp_core: dict[int, tuple[CpAttention, CpAttention]] | None = None) -> list[Segment]:
+              cp_core: dict[int, tuple[CpAttention, CpAttention]] | None = None,
+              moe_spans: dict[int, int] | None = None) -> list[Segment]:
     """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse), and
     at ZeRO-3 unit boundaries (`unit_of`: layer -> stage unit). With `chunk_factor` (tp_comm_overlap: per
     layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment.
     With `cp_core` (context parallelism: the (forward, backward) of an attention core) each core is its own
     segment, its forward again before its backward when recomputed. `redo`: layer -> the forward seconds run again
-    just before its backward (selective recomputation's modules, recompute_policy.recompute_seconds)."""
+    just before its backward (selective recomputation's modules, recompute_policy.recompute_seconds). `moe_spans`:
+    checkpointed MoE layers ([start, end) as start -> end, recompute_policy.moe_layer_spans), whose forward segments,
+    collectives included, run again when the backward reaches them (Megatron-Core's MoELayer under `moe`)."""
     out: list[Segment] = []
     redo = redo or {}
+    moe_last = {hi - 1: lo for lo, hi in (moe_spans or {}).items()} if phase is Phase.BWD else {}
     acc, first, last, cur = 0.0, None, None, -1
     order = range(lo, hi) if phase is Phase.FWD else range(hi - 1, lo - 1, -1)
 
@@ -261,6 +267,12 @@ def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, ki
             if first is not None:
                 flush(None)
             cur = u
+        if i in moe_last:
+            assert lo <= moe_last[i], "pipeline_units: chunks are cut between blocks"
+            if first is not None:
+                flush(None)
+            out += _as_recompute(_segments(tpp, moe_last[i], i + 1, Phase.FWD, names, "forward", unit_of=unit_of,
+                                           chunk_factor=chunk_factor, cp_core=cp_core))
         calls = [c for c in layer.collectives if c.phase is phase]
         t = layer.time.fwd_s if phase is Phase.FWD else layer.time.bwd_s
         if cp_core and i in cp_core:
@@ -293,6 +305,11 @@ def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, ki
     if first is not None or acc:
         flush(None)
     return [s for s in out if s.compute_s > 0 or s.call is not None]
+
+
+def _as_recompute(segments: list[Segment]) -> list[Segment]:
+    """Forward segments run again before a backward (recomputation), named and kinded so."""
+    return [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute") for x in segments]
 
 
 def _overlapped(layer, calls, t: float, factor: float, label: str, kind: str, unit: int,
@@ -381,6 +398,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     assert rc is Recompute.NONE or shape is not None, "io.rules_parallel: recomputation needs attention blocks"
     modules = selective_modules(rc, t.recompute_modules)
     redo = recompute_seconds(model, tpp, modules, gpu, t.micro_batch, precision, s.compute_calibration)
+    moe_spans = moe_layer_spans(model, modules)
     replica = resolve_batch(s, dp) * t.grad_accumulation
     assert replica % t.micro_batch == 0, "io.rules_parallel: micro-batches divide the per-replica batch"
     m = replica // t.micro_batch
@@ -410,10 +428,9 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
             fwd = _segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors,
                             cp_core=cores)
             bwd = _segments(tpp, lo, hi, Phase.BWD, names, "backward", redo=redo,
-                            unit_of=uo, chunk_factor=factors, cp_core=cores)
+                            unit_of=uo, chunk_factor=factors, cp_core=cores, moe_spans=moe_spans)
             if rc is Recompute.FULL:
-                bwd = [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute")
-                       for x in fwd] + bwd
+                bwd = _as_recompute(fwd) + bwd
             experts = [i for i in range(lo, hi) if own_edp and tpp.layers[i].shard.experts]
             gb = sum(trainable_params(tpp.layers[i].shard) for i in range(lo, hi)) * grad_bytes
             eb = sum(tpp.layers[i].shard.params for i in experts) * grad_bytes

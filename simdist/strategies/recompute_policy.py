@@ -40,9 +40,12 @@ MODULE_LAYERS: dict[str, tuple[str, ...]] = {
 }
 # moe_act: the routed experts' activation function (a kernel inside simdist's one `experts` layer; output discarded)
 EXPERT_KERNEL_MODULES: dict[str, str] = {"moe_act": "activation"}
-# Megatron-Core's other name, refused (io.rules_recompute): the whole MoE layer checkpointed, whose recomputed forward
-# runs the token dispatch and combine again, which the plan's backward does not price
-UNMODELLED_MODULES = ("moe",)
+# moe: the whole MoE layer (Megatron-Core's MoELayer.forward under tensor_parallel.checkpoint, its input kept): the
+# block's router, routed and shared experts run their forward again, collectives included (the token dispatch and
+# combine), when the backward reaches them (moe_layer_spans; strategies.mp_plan inserts them there). A module
+# checkpointed inside it (shared_experts, moe_act) recomputes once more in its own backward, as nested checkpoints do.
+MOE_LAYER_MODULE = "moe"
+MOE_LAYER_PARTS = ("router", "experts", "shared_experts")
 DEFAULT_MODULES = ("core_attn",)  # Megatron-Core's default, and `selective` without the key
 
 
@@ -82,9 +85,27 @@ def recompute_seconds(model, tpp, modules: tuple[str, ...], gpu, micro_batch: in
 
 
 def recompute_flops(model, modules: tuple[str, ...]) -> float:
-    """Forward FLOPs per sample the listed modules run again (hardware FLOPs' extra forward)."""
-    return math.fsum(x.fwd_flops if recomputes_layer(x.name, modules)
-                     else math.fsum(k.flops for k in expert_recompute_kernels(x, modules)) for x in model.layers)
+    """Forward FLOPs per sample the listed modules run again (hardware FLOPs' extra forward); under `moe` the MoE
+    layers' whole forward once more besides any module recomputed inside them."""
+    moe = {i for lo, hi in moe_layer_spans(model, modules).items() for i in range(lo, hi)}
+    return math.fsum((x.fwd_flops if recomputes_layer(x.name, modules)
+                      else math.fsum(k.flops for k in expert_recompute_kernels(x, modules)))
+                     + (x.fwd_flops if i in moe else 0.0) for i, x in enumerate(model.layers))
+
+
+def moe_layer_spans(model, modules: tuple[str, ...]) -> dict[int, int]:
+    """Under `moe`: each MoE layer as [start, end) layer indices (start -> end), a block's router, routed experts
+    and shared experts in a row; {} without `moe` in the modules."""
+    if MOE_LAYER_MODULE not in modules:
+        return {}
+    spans: dict[str, list[int]] = {}
+    for i, x in enumerate(model.layers):
+        parts = x.name.split(".", 2)
+        if len(parts) == 3 and parts[0] in ("blocks", "encoder") and parts[2] in MOE_LAYER_PARTS:
+            spans.setdefault(f"{parts[0]}.{parts[1]}", []).append(i)
+    for ids in spans.values():
+        assert ids == list(range(ids[0], ids[-1] + 1)), "workload.moe: a MoE layer's parts follow each other"
+    return {ids[0]: ids[-1] + 1 for ids in spans.values()}
 
 
 def recomputes_layer(name: str, modules: tuple[str, ...]) -> bool:

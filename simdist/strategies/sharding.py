@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Sequence
 
@@ -26,7 +26,7 @@ from simdist.memory import (MemoryEstimate, TransformerShape, check_fits, estima
                             saved_gemm_input_bytes)
 from simdist.scenario import PipelineSchedule, Recompute
 from simdist.strategies.pipeline_schedule import balance_stages
-from simdist.strategies.recompute_policy import recomputes_layer, selective_modules
+from simdist.strategies.recompute_policy import selective_modules
 from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model
 from simdist.workload.lora import trainable_params
 from simdist.workload.specs import ModelSpec
@@ -159,7 +159,8 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
                           recompute_modules: tuple[str, ...] = ()) -> tuple[MemoryEstimate, ...]:
     """Peak memory of a GPU on each pipeline rank (index = pp rank), for its tp shard of its layers.
     Selective recomputation drops the tensors of Megatron-Core's `recompute_modules` (default core_attn;
-    recompute_policy), `mlp` in the blocks with a dense MLP only.
+    recompute_policy), `mlp` in the blocks with a dense MLP only, `shared_experts` and `moe` in MoE blocks only;
+    a MoE block counts at its own MLP width (moe_block_shape: DeepSeek-V3's first blocks are dense).
 
     `chunks` are the pp x v contiguous layer ranges (virtual stage k on rank k % pp); default: balanced by
     forward FLOPs. Transformer blocks use layer_activation_bytes (needs `shape`); other layers keep their
@@ -205,20 +206,26 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
                                            modules) if shape else 0.0
         others = set(mine) - set(block_layers)
         acts = blocks * per_layer + micro_batch * act * math.fsum(shard.layers[i].saved_elems for i in others)
-        if "mlp" in modules or "shared_experts" in modules:  # blocks without a dense MLP (MoE blocks) keep their
-            # MLP's tensors and drop their shared experts' (memory.BlockActivations.under)
-            moe_blocks = blocks - len({_BLOCK.match(model.layers[i].name).group(1) for i in block_layers
-                                       if recomputes_layer(model.layers[i].name, ("mlp",))})
-            acts += moe_blocks * (layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, rc, act,
-                                                         gemm_input, modules, dense_mlp=False) - per_layer)
+        moe_blocks = len({_BLOCK.match(model.layers[i].name).group(1) for i in block_layers
+                          if model.layers[i].experts})
+        moe_shape, moe_layer = shape, per_layer
+        if moe_blocks:  # MoE blocks keep their MLP's tensors under `mlp`, drop their shared experts' under
+            # `shared_experts` and their MoE layer's inside under `moe` (memory.BlockActivations.under)
+            moe_shape = moe_block_shape(shape, model.moe)
+            moe_layer = layer_activation_bytes(moe_shape, micro_batch, tp, sequence_parallel, rc, act, gemm_input,
+                                               modules, dense_mlp=False)
+            acts += moe_blocks * (moe_layer - per_layer)
         if rc is not Recompute.FULL:  # (full recomputation keeps each block's input only, adapters or not)
             acts += micro_batch * lora_saved_delta(model, shard, roles, block_layers, sequence_parallel, tp, act,
                                                    gemm_input)
         live = max((shard.layers[i].input_elems + shard.layers[i].output_elems for i in mine), default=0.0)
         transient = micro_batch * act * live
         if blocks and rc is not Recompute.NONE:  # the layer being recomputed holds its full activations
-            transient += layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, Recompute.NONE, act,
-                                                gemm_input) - per_layer
+            dense = layer_activation_bytes(shape, micro_batch, tp, sequence_parallel, Recompute.NONE, act,
+                                           gemm_input) - per_layer if blocks > moe_blocks else 0.0
+            moe = layer_activation_bytes(moe_shape, micro_batch, tp, sequence_parallel, Recompute.NONE, act,
+                                         gemm_input) - moe_layer if moe_blocks else 0.0
+            transient += max(dense, moe)
         here = [u for u in units if set(u.layers) <= set(mine)]
         gathered = zero3_live_param_bytes(here, param_bytes)
         flight = in_flight_micro_batches(schedule, pp, micro_batches, r, v)
@@ -230,6 +237,14 @@ def model_parallel_memory(model: ModelSpec, gpu: GpuSpec, *, micro_batch: int, m
             gathered_param_bytes=gathered, extra_buffer_bytes=extra_buffer_bytes,
             what=f"pipeline stage {r}" if pp > 1 else ""))
     return tuple(out)
+
+
+def moe_block_shape(shape: TransformerShape, moe) -> TransformerShape:
+    """A MoE block's shape: its tokens' SwiGLU activations through top_k routed and the shared experts (the block
+    formula's MLP width), whatever block the model's shape was read from (mp_plan.transformer_shape: the first)."""
+    f = moe.expert_ffn_hidden
+    return replace(shape, mlp="swiglu", ffn_hidden=(moe.top_k + moe.shared_experts) * f, routed_ffn=moe.top_k * f,
+                   shared_ffn=moe.shared_experts * f)
 
 
 def lora_saved_delta(model: ModelSpec, shard: ModelSpec, roles, block_layers, sequence_parallel: bool, tp: int,

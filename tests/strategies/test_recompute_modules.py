@@ -191,9 +191,134 @@ def test_shared_experts_backward_grows_by_their_forward_and_memory_drops_by_hand
         assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
 
 
+def test_moe_drops_the_moe_layers_inside_once():
+    # a MoE block's MLP side, f = (top_k + shared) f_e wide: SwiGLU's gate and up (2A f) and the down projections'
+    # inputs (q f) over t ranks; moe_act's (top_k f_e q) and shared_experts' (f_s (2A + q)) parts are inside it
+    k, shared, fe = 8, 1, 2048
+    shape = TransformerShape(hidden=H, heads=A_HEADS, seq_len=S, mlp="swiglu", ffn_hidden=(k + shared) * fe,
+                             routed_ffn=k * fe, shared_ffn=shared * fe)
+    acts = block_activations(shape, B, T, True, 2, 1)
+    kept = acts.under(Recompute.SELECTIVE, ("core_attn",), dense_mlp=False)
+    moe = acts.under(Recompute.SELECTIVE, ("core_attn", "moe"), dense_mlp=False)
+    assert kept - moe == pytest.approx(S * B * (k + shared) * fe * (2 * 2 + 1) / T, rel=1e-12)
+    for extra in (("moe_act",), ("shared_experts",), ("moe_act", "shared_experts")):
+        assert acts.under(Recompute.SELECTIVE, ("core_attn", "moe", *extra), dense_mlp=False) == moe
+        assert acts.under(Recompute.SELECTIVE, ("core_attn", *extra, "moe"), dense_mlp=False) == moe
+    assert acts.under(Recompute.SELECTIVE, ("core_attn", "moe")) == acts.under(Recompute.SELECTIVE, ("core_attn",))
+
+
+def _moe_layers(model) -> list[int]:
+    return [i for i, x in enumerate(model.layers) if x.name.split(".")[-1] in ("router", "experts", "shared_experts")]
+
+
+def _forward_calls_in_backward(plan) -> list:
+    """The forward collectives (tp or expert) the plan's backward segments carry, over all stages and chunks."""
+    from simdist.strategies.tensor_parallel import Phase
+    return [seg.call for st in plan.stages for c in st.chunks for seg in c.bwd
+            if seg.call is not None and seg.call.phase is Phase.FWD]
+
+
+def test_moe_backward_reruns_the_moe_layers_forward_with_its_dispatch_and_combine():
+    base = _scenario({**SHARED, "training.recompute_modules": ["core_attn"]})
+    more = _scenario({**SHARED, "training.recompute_modules": ["core_attn", "moe"]})
+    model, t, gpu = base.workload.model, base.training, base.cluster.node_groups[0].gpu
+    plan, again = build_mp_plan(base), build_mp_plan(more)
+    # the MoE layers as the plan times them: tp 1, then expert parallelism (ep 8: each GPU 32 of 256 experts)
+    from simdist.strategies.expert_parallel import expert_parallel_plan
+    tpp = tensor_parallel_plan(model, gpu, t.micro_batch, "bf16", 1, False, base.compute_calibration,
+                               heads=transformer_shape(model).heads, accumulation_bytes=4)
+    tpp, _ = expert_parallel_plan(tpp, model, gpu, "bf16", ep=8, etp=1, tokens=1024, hidden=7168,
+                                  calibration=base.compute_calibration, accumulation_bytes=4)
+    layers = _moe_layers(model)
+    assert len(layers) == 3 * (61 - 3)  # DeepSeek-V3: blocks 3..60 are MoE blocks (router, experts, shared)
+    redo = math.fsum(tpp.layers[i].time.fwd_s for i in layers)
+    assert _bwd_s(again) - _bwd_s(plan) == pytest.approx(redo, rel=1e-9)
+    # the dispatch and combine all-to-alls run again: 2 per MoE block, T k h A = 1024 x 8 x 7168 x 2 bytes each
+    assert _forward_calls_in_backward(plan) == []
+    calls = _forward_calls_in_backward(again)
+    assert len(calls) == 2 * 58 and {c.size_bytes for c in calls} == {1024 * 8 * 7168 * 2}
+    assert sorted(c.what.split(" ", 1)[1] for c in calls) == ["combine all_to_all"] * 58 + ["dispatch all_to_all"] * 58
+    # each just before its own layer's backward: the recomputed forward precedes the experts' combine backward
+    for st in again.stages:
+        for c in st.chunks:
+            names = [seg.name for seg in c.bwd]
+            for j, seg in enumerate(c.bwd):
+                if seg.kind == "recompute" and seg.name.endswith(".shared_experts"):
+                    assert c.bwd[j + 1].name.startswith("backward " + seg.name.split(" ", 1)[1].split("..")[0])
+            assert sum(1 for n in names if n.startswith("recompute")) in (0, 3 * sum(
+                1 for i in range(*c.layers) if model.layers[i].experts))
+    # hardware FLOPs: the MoE layers' forward once more per sample (router 2 s h E, experts and shared experts
+    # 6 s h f_e per routed or shared expert a token runs, plus their elementwise work)
+    per_sample = math.fsum(model.layers[i].fwd_flops for i in layers)
+    gemms = 58 * 2 * 1024 * 7168 * (256 + 3 * 2048 * (8 + 1))
+    assert gemms / per_sample == pytest.approx(1.0, abs=0.01)
+    assert again.hardware_flops - plan.hardware_flops == pytest.approx(64 * per_sample, rel=1e-12)
+
+
+def test_moe_memory_drops_each_moe_blocks_mlp_side_by_hand():
+    base = _scenario({**SHARED, "training.recompute_modules": ["core_attn"]})
+    more = _scenario({**SHARED, "training.recompute_modules": ["core_attn", "moe"]})
+    every = _scenario({**SHARED, "training.recompute_modules": ["core_attn", "moe", "moe_act", "shared_experts"]})
+    plan, model = build_mp_plan(base), base.workload.model
+    stage_of = {i: k for k, st in enumerate(plan.stages) for c in st.chunks for i in range(*c.layers)}
+    experts = [i for i, x in enumerate(model.layers) if x.experts]
+    per_block = 1024 * (8 + 1) * 2048 * (2 * 2 + 2)  # s (top_k + shared) f_e (2A + q), bf16, tp 1
+    for k, (a, b, c) in enumerate(zip(_stages(base), _stages(more), _stages(every))):
+        assert c.activations_bytes == b.activations_bytes  # moe_act's and shared_experts' tensors dropped once
+        blocks = sum(1 for i in experts if stage_of[i] == k)
+        drop = a.activations_bytes - b.activations_bytes
+        if blocks == 0:
+            assert drop == 0
+            continue
+        ratio = drop / (blocks * per_block)
+        assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
+
+
+def test_moe_act_drops_in_the_moe_blocks_of_a_model_whose_first_blocks_are_dense():
+    # DeepSeek-V3's blocks 0-2 are dense: each MoE block still drops top_k f_e q = 8 x 2048 x 2 bytes per token
+    base = _scenario({**SHARED, "training.recompute_modules": ["core_attn"]})
+    more = _scenario({**SHARED, "training.recompute_modules": ["core_attn", "moe_act"]})
+    plan, model = build_mp_plan(base), base.workload.model
+    stage_of = {i: k for k, st in enumerate(plan.stages) for c in st.chunks for i in range(*c.layers)}
+    experts = [i for i, x in enumerate(model.layers) if x.experts]
+    for k, (a, b) in enumerate(zip(_stages(base), _stages(more))):
+        blocks = sum(1 for i in experts if stage_of[i] == k)
+        ratio = (a.activations_bytes - b.activations_bytes) / (blocks * 1024 * 8 * 2048 * 2)
+        assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
+
+
+def test_moe_with_a_module_inside_recomputes_that_module_twice():
+    # nested checkpoints (Megatron-Core's CheckpointFunction): the MoE layer's recompute runs the shared experts'
+    # checkpointed forward, whose own backward runs it again
+    one = _scenario({**SHARED, "training.recompute_modules": ["core_attn", "moe"]})
+    two = _scenario({**SHARED, "training.recompute_modules": ["core_attn", "moe", "shared_experts"]})
+    model, t, gpu = one.workload.model, one.training, one.cluster.node_groups[0].gpu
+    tpp = tensor_parallel_plan(model, gpu, t.micro_batch, "bf16", 1, False, one.compute_calibration,
+                               heads=transformer_shape(model).heads, accumulation_bytes=4)
+    shared = [i for i, x in enumerate(model.layers) if x.name.endswith(".shared_experts")]
+    assert _bwd_s(build_mp_plan(two)) - _bwd_s(build_mp_plan(one)) == pytest.approx(
+        math.fsum(tpp.layers[i].time.fwd_s for i in shared), rel=1e-9)
+
+
+def test_moe_under_expert_tensor_parallelism_reruns_the_etp_gather_and_scatter():
+    # qwen3-30b-a3b (no shared experts) on 8 GPUs: pp 2, tp 2 with sequence parallelism, ep 2, etp 2 (dp 2, edp 1)
+    ctx = {**MOE, "workload.seq_len": 512, "cluster.nodes.0.gpu": "h200-sxm-141gb",
+           "training.parallelism": {"tp": 2, "pp": 2, "ep": 2, "etp": 2, "zero": 1},
+           "training.sequence_parallel": True}
+    plan = build_mp_plan(_scenario({**ctx, "training.recompute_modules": ["core_attn", "moe"]}))
+    calls = _forward_calls_in_backward(plan)
+    # per MoE block: dispatch and combine all-to-alls of T k h A (T = b s / tp = 256 tokens, k 8, h 2048, A 2) and
+    # the etp all-gather and reduce-scatter of the gathered rows, etp x that
+    routed = 256 * 8 * 2048 * 2
+    blocks = 48
+    ops = sorted((c.op.value, c.size_bytes) for c in calls)
+    assert ops == sorted([("all_to_all", routed)] * 2 * blocks + [("all_gather", 2 * routed)] * blocks
+                         + [("reduce_scatter", 2 * routed)] * blocks)
+
+
 @pytest.mark.parametrize("changes, words", [
     ({"training.recompute": "full", "training.recompute_modules": ["core_attn"]}, "read only with"),
-    ({"training.recompute_modules": ["moe"]}, "not modelled"),
+    ({"training.recompute_modules": ["moe"]}, "no routed experts"),
     ({"training.recompute_modules": ["moe_act"]}, "no routed experts"),
     ({**MOE, "training.recompute_modules": ["shared_experts"]}, "no layer it recomputes"),
     ({"training.recompute_modules": ["attention"]}, "expected Megatron-Core module names"),
