@@ -14,7 +14,8 @@ training.recompute mode, for the data-parallel plans (ZeRO / FSDP: sharded_dp).
 `selective` with `training.recompute_modules` is Megatron-Core's --recompute-granularity selective
 --recompute-modules (transformer_config.py `recompute_modules`): each listed module's forward runs again before
 its backward and its saved tensors are dropped (memory.block_activations splits them per module). MODULE_LAYERS
-is the one place that says which layers of a block each module recomputes.
+says which layers of a block each module recomputes, EXPERT_KERNEL_MODULES which kernels of the experts layer, and
+MOE_LAYER_PARTS which layers `moe` (the whole MoE layer, collectives included) runs again.
 """
 from __future__ import annotations
 

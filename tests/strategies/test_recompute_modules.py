@@ -316,6 +316,18 @@ def test_moe_under_expert_tensor_parallelism_reruns_the_etp_gather_and_scatter()
                          + [("reduce_scatter", 2 * routed)] * blocks)
 
 
+def test_moe_under_tp_reruns_the_shared_experts_sequence_parallel_calls():
+    # DeepSeek-V3 on 128 GPUs: tp 2 with sequence parallelism, pp 8, ep 8, etp 1 (plan only: no memory check)
+    ctx = {**SHARED, "training.parallelism": {"tp": 2, "pp": 8, "ep": 8, "etp": 1}, "training.sequence_parallel": True,
+           "cluster.nodes.0.count": 16, "workload.global_batch": 128}
+    calls = _forward_calls_in_backward(build_mp_plan(_scenario({**ctx, "training.recompute_modules": ["moe"]})))
+    # per MoE block: dispatch and combine of T k h A (T = s / tp = 512), the shared experts' all-gather of their
+    # input and reduce-scatter of their output, s h A each
+    routed, shared = 512 * 8 * 7168 * 2, 1024 * 7168 * 2
+    assert sorted((c.op.value, c.size_bytes) for c in calls) == sorted(
+        [("all_to_all", routed)] * 2 * 58 + [("all_gather", shared)] * 58 + [("reduce_scatter", shared)] * 58)
+
+
 @pytest.mark.parametrize("changes, words", [
     ({"training.recompute": "full", "training.recompute_modules": ["core_attn"]}, "read only with"),
     ({"training.recompute_modules": ["moe"]}, "no routed experts"),
