@@ -81,6 +81,18 @@ def _stages(scenario):
     return rank_memory._stage_memory(scenario, build_mp_plan(scenario))
 
 
+def _assert_drops_per_block(before, after, block_stages: list[int], per_block: float) -> None:
+    """Each stage's activations drop by (its blocks) x `per_block` x the micro-batches it holds in flight (a
+    whole number, at least 1); a stage without such blocks drops nothing."""
+    for k, (a, b) in enumerate(zip(before, after)):
+        blocks, drop = block_stages.count(k), a.activations_bytes - b.activations_bytes
+        if blocks == 0:
+            assert drop == 0
+            continue
+        ratio = drop / (blocks * per_block)
+        assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1
+
+
 def _bwd_s(plan) -> float:
     return math.fsum(seg.compute_s for st in plan.stages for c in st.chunks for seg in c.bwd)
 
@@ -181,14 +193,7 @@ def test_shared_experts_backward_grows_by_their_forward_and_memory_drops_by_hand
     # memory: each stage drops (its MoE blocks) x f_s (2A + q) per token x the micro-batches it holds in flight
     f_s = model.moe.shared_experts * model.moe.expert_ffn_hidden
     per_block = 1024 * f_s * (2 * 2 + 2)
-    for k, (a, b) in enumerate(zip(_stages(base), _stages(more))):
-        blocks = sum(1 for i in shared if stage_of[i] == k)
-        drop = a.activations_bytes - b.activations_bytes
-        if blocks == 0:
-            assert drop == 0
-            continue
-        ratio = drop / (blocks * per_block)
-        assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
+    _assert_drops_per_block(_stages(base), _stages(more), [stage_of[i] for i in shared], per_block)
 
 
 def test_moe_drops_the_moe_layers_inside_once():
@@ -263,15 +268,9 @@ def test_moe_memory_drops_each_moe_blocks_mlp_side_by_hand():
     stage_of = {i: k for k, st in enumerate(plan.stages) for c in st.chunks for i in range(*c.layers)}
     experts = [i for i, x in enumerate(model.layers) if x.experts]
     per_block = 1024 * (8 + 1) * 2048 * (2 * 2 + 2)  # s (top_k + shared) f_e (2A + q), bf16, tp 1
-    for k, (a, b, c) in enumerate(zip(_stages(base), _stages(more), _stages(every))):
-        assert c.activations_bytes == b.activations_bytes  # moe_act's and shared_experts' tensors dropped once
-        blocks = sum(1 for i in experts if stage_of[i] == k)
-        drop = a.activations_bytes - b.activations_bytes
-        if blocks == 0:
-            assert drop == 0
-            continue
-        ratio = drop / (blocks * per_block)
-        assert ratio == pytest.approx(round(ratio), rel=1e-12) and round(ratio) >= 1  # x micro-batches in flight
+    fewer = _stages(more)
+    assert [c.activations_bytes for c in _stages(every)] == [b.activations_bytes for b in fewer]  # dropped once
+    _assert_drops_per_block(_stages(base), fewer, [stage_of[i] for i in experts], per_block)
 
 
 def test_moe_act_drops_in_the_moe_blocks_of_a_model_whose_first_blocks_are_dense():
