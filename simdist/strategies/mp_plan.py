@@ -14,7 +14,7 @@ last backward micro-batch, then the optimizer steps its shard (LoRA: frozen base
 or optimizer work: only the adapters'; tensor_parallel places the adapters); with ZeRO (training.parallelism.zero) the
 stage's dp group shards them instead (pipeline_graph), the optimizer stepping 1/dp, and at stage 3 the segments
 are also cut at the units (blocks) whose parameters are gathered. With training.tp_comm_overlap each block
-GEMM and its sequence-parallel collectives become one overlapped segment (`_overlapped`). With context
+GEMM and its sequence-parallel collectives become one overlapped segment (strategies/chunk_segments.py). With context
 parallelism (training.parallelism.cp) every layer runs on s / cp tokens and each attention core becomes one
 segment carrying its ring steps or cp collectives (strategies.context_parallel); the dense gradients are
 reduced (and ZeRO shards) over dp x cp ranks.
@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import dataclass
 
-from simdist.collectives.schedule import CollectiveOp
 from simdist.compute import (ACTIVATION_BYTES, DTYPE_BYTES, GEMM_KINDS,
                              gemm_shrink_factor)
 from simdist.graph.tasks import RankClass
@@ -34,44 +32,19 @@ from simdist.layout import Layout, build_layout
 from simdist.low_precision import gathered_param_bytes
 from simdist.memory import TransformerShape
 from simdist.scenario import CpCommType, PipelineSchedule, Recompute, Scenario
+from simdist.strategies.chunk_segments import Overlap, Segment, as_recompute, segments  # noqa: F401 (Overlap: users)
 from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_steps, shard_sequence
 from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
 from simdist.strategies.recompute_policy import (moe_layer_spans, recompute_flops, recompute_seconds,
                                                  selective_modules)
-from simdist.strategies.tensor_parallel import (Phase, TensorParallelPlan, TpCollective, TpRole, When,
-                                                tensor_parallel_plan)
+from simdist.strategies.tensor_parallel import Phase, TensorParallelPlan, TpRole, tensor_parallel_plan
 from simdist.strategies.update_cost import update_time
 from simdist.workload.lora import trainable_params
 from simdist.workload.specs import model_flops_per_sample
 
 _BLOCK = re.compile(r"^((?:blocks|encoder)\.\d+)\.")
-
-
-class Overlap(StrEnum):
-    """How a segment's tp collective runs against its compute (training.tp_comm_overlap)."""
-
-    NONE = ""  # compute, then the collective; the next segment waits for it
-    RING_AG = "ring_ag"  # the all_gather as tp - 1 ring exchanges, each beside the GEMM chunk of the piece it has
-    RING_RS = "ring_rs"  # the GEMM in tp chunks, each chunk's partial sums sent on beside the next chunk's GEMM
-    BULK = "bulk"  # the whole collective beside the whole compute (a column GEMM's dgrad and wgrad in backward)
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Compute of `compute_s` seconds (layers `name`), then the tp collective `call` (None: none); with
-    `overlap` the call runs beside the compute instead (`compute_s` is then the chunked GEMMs' total).
-    `unit`: the stage's ZeRO-3 unit whose gathered parameters the compute needs (-1: none). `cp`: an attention
-    core under context parallelism (its ring steps or cp collectives; `compute_s` is their compute)."""
-
-    compute_s: float
-    name: str
-    call: TpCollective | None = None
-    kind: str = "forward"
-    unit: int = -1
-    overlap: Overlap = Overlap.NONE
-    cp: CpAttention | None = None
 
 
 @dataclass(frozen=True)
@@ -235,100 +208,6 @@ def pipeline_units(model) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
-def _segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kind: str,
-              redo: dict[int, float] | None = None, unit_of: list[int] | None = None,
-              chunk_factor: list[float] | None = None,
-              cp_core: dict[int, tuple[CpAttention, CpAttention]] | None = None,
-              moe_spans: dict[int, int] | None = None) -> list[Segment]:
-    """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse), and
-    at ZeRO-3 unit boundaries (`unit_of`: layer -> stage unit). With `chunk_factor` (tp_comm_overlap: per
-    layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment.
-    With `cp_core` (context parallelism: the (forward, backward) of an attention core) each core is its own
-    segment, its forward again before its backward when recomputed. `redo`: layer -> the forward seconds run again
-    just before its backward (selective recomputation's modules, recompute_policy.recompute_seconds). `moe_spans`:
-    checkpointed MoE layers ([start, end) as start -> end, recompute_policy.moe_layer_spans), whose forward segments,
-    collectives included, run again when the backward reaches them (Megatron-Core's MoELayer under `moe`)."""
-    out: list[Segment] = []
-    redo = redo or {}
-    moe_last = {hi - 1: lo for lo, hi in (moe_spans or {}).items()} if phase is Phase.BWD else {}
-    acc, first, last, cur = 0.0, None, None, -1
-    order = range(lo, hi) if phase is Phase.FWD else range(hi - 1, lo - 1, -1)
-
-    def flush(call):
-        nonlocal acc, first
-        label = f"{kind} {names[first]}..{names[last]}" if first is not None else f"{kind}"
-        out.append(Segment(acc, label, call, kind, cur))
-        acc, first = 0.0, None
-
-    for i in order:
-        layer = tpp.layers[i]
-        u = unit_of[i] if unit_of is not None else -1
-        if u != cur:
-            if first is not None:
-                flush(None)
-            cur = u
-        if i in moe_last:
-            assert lo <= moe_last[i], "pipeline_units: chunks are cut between blocks"
-            if first is not None:
-                flush(None)
-            out += _as_recompute(_segments(tpp, moe_last[i], i + 1, Phase.FWD, names, "forward", unit_of=unit_of,
-                                           chunk_factor=chunk_factor, cp_core=cp_core))
-        calls = [c for c in layer.collectives if c.phase is phase]
-        t = layer.time.fwd_s if phase is Phase.FWD else layer.time.bwd_s
-        if cp_core and i in cp_core:
-            if first is not None:
-                flush(None)
-            fwd, bwd = cp_core[i]
-            atts = [fwd] if phase is Phase.FWD else ([fwd, bwd] if i in redo else [bwd])
-            out += [Segment(a.compute_s, f"{kind} {names[i]} (cp {a.mode.value})", None, kind, cur, cp=a)
-                    for a in atts]
-            continue
-        if chunk_factor is not None and calls and layer.role in (TpRole.COLUMN, TpRole.ROW):
-            if first is not None:
-                flush(None)
-            if i in redo:  # its forward GEMM again (its forward collective is not repeated: docs)
-                out.append(Segment(redo[i], f"{kind} {names[i]} (recompute)", None, kind, cur))
-            out += _overlapped(layer, calls, t, chunk_factor[i], f"{kind} {names[i]}", kind, cur, phase)
-            continue
-        for c in calls:
-            if c.when is When.BEFORE:
-                flush(c)
-        if first is None:
-            first = i
-        last = i
-        acc += t
-        if i in redo:
-            acc += redo[i]  # the module's forward recomputed before its backward
-        for c in calls:
-            if c.when is When.AFTER:
-                flush(c)
-    if first is not None or acc:
-        flush(None)
-    return [s for s in out if s.compute_s > 0 or s.call is not None]
-
-
-def _as_recompute(segments: list[Segment]) -> list[Segment]:
-    """Forward segments run again before a backward (recomputation), named and kinded so."""
-    return [replace(x, name=x.name.replace("forward", "recompute", 1), kind="recompute") for x in segments]
-
-
-def _overlapped(layer, calls, t: float, factor: float, label: str, kind: str, unit: int,
-                phase: Phase) -> list[Segment]:
-    """A block GEMM with its sequence-parallel collectives overlapped (Transformer Engine's userbuffers, as
-    Megatron-LM's --tp-comm-overlap configures them): the forward all_gather before a column GEMM and the
-    backward all_gather before a row GEMM run as ring exchanges beside the GEMM chunks, the forward
-    reduce_scatter after a row GEMM is pipelined with them; a column GEMM's backward runs its input
-    re-gather beside the dgrad GEMM and its input-gradient reduce_scatter beside the wgrad GEMM (bulk)."""
-    if len(calls) == 2:  # column backward: all_gather (for wgrad) before, reduce_scatter (of dgrad) after
-        ag, rs = sorted(calls, key=lambda c: c.when is When.AFTER)
-        half = t / 2  # dgrad and wgrad: one forward's FLOPs each
-        return [Segment(half, f"{label} dgrad", ag, kind, unit, Overlap.BULK),
-                Segment(half, f"{label} wgrad", rs, kind, unit, Overlap.BULK)]
-    (c,) = calls
-    mode = Overlap.RING_AG if c.op is CollectiveOp.ALL_GATHER else Overlap.RING_RS
-    return [Segment(t / factor, label, c, kind, unit, mode)]
-
-
 def _stage_units(tpp: TensorParallelPlan, model, chunks: list[tuple[int, int, int]]) -> tuple[
         tuple["StageUnit", ...], dict[int, int]]:
     """ZeRO-3 units of one stage's chunks ((chunk, lo, hi)): each block, and per chunk its other layers with
@@ -425,12 +304,12 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
         chunks = []
         for c, lo, hi in spans:
             vs = c * pp + st
-            fwd = _segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors,
+            fwd = segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors,
                             cp_core=cores)
-            bwd = _segments(tpp, lo, hi, Phase.BWD, names, "backward", redo=redo,
+            bwd = segments(tpp, lo, hi, Phase.BWD, names, "backward", redo=redo,
                             unit_of=uo, chunk_factor=factors, cp_core=cores, moe_spans=moe_spans)
             if rc is Recompute.FULL:
-                bwd = _as_recompute(fwd) + bwd
+                bwd = as_recompute(fwd) + bwd
             experts = [i for i in range(lo, hi) if own_edp and tpp.layers[i].shard.experts]
             gb = sum(trainable_params(tpp.layers[i].shard) for i in range(lo, hi)) * grad_bytes
             eb = sum(tpp.layers[i].shard.params for i in experts) * grad_bytes
