@@ -50,8 +50,7 @@ from simdist.engine.composite import healthy_scenario, is_phased
 from simdist.results.cost import cluster_price_per_hour
 from simdist.scenario import SyncMode
 from simdist.strategies.mp_plan import build_mp_plan
-from simdist.strategies.plan import is_model_parallel
-from simdist.strategies.plan import build_plan
+from simdist.strategies.plan import build_plan, is_model_parallel
 from simdist.strategies.sharded_dp import build_sharded_plan
 
 COMPUTE_FREE_PREFIXES = ("communication.", "failures")  # axis keys that never change a rank's compute ...

@@ -133,7 +133,7 @@ def test_a_run_whose_alone_calls_met_a_call_on_their_links_is_run_again_on_the_f
     monkeypatch.setattr(training.call_replay, "contended", too_few)
     ran, result = _result(scenario)
     monkeypatch.undo()
-    full, by_flows = _result(scenario, full=True)
+    _, by_flows = _result(scenario, full=True)
     assert ran.method == "executor"
     a, b = result.to_dict(), by_flows.to_dict()
     assert not _same(a, b)
