@@ -20,6 +20,7 @@ from simdist.collectives.schedule import Group, Schedule, Step, Transfer
 from simdist.graph.tasks import ProcessGroup
 from simdist.layout import Layout
 from simdist.network.congruence import GroupClasses
+from simdist.network.lockstep import lockstep_unions
 from simdist.strategies.expert_layout import EP_KINDS, busy_link_time_s, stage_expert_groups, uneven_all_to_all
 from simdist.strategies.pipeline_graph import (RING_EXCHANGE, boundary_pairs, pp_group, stage_groups,
                                                tp_exchange_group, tp_group)
@@ -104,6 +105,13 @@ class LayoutGroups:
         for g in subs[1:]:
             chains += _moved(first, dict(zip(subs[0].ranks, g.ranks)))
         return replace(first, chains=tuple(chains))
+
+    def merge_lockstep(self, calls) -> None:
+        """The union schedules of `calls` (every collective of a simulated run) with their copies that move in
+        lockstep merged, one chain per orbit (network/lockstep.py): the same times, a fraction of the events."""
+        for task in calls:
+            self.schedule_of(task, None)
+        self._cache.update(lockstep_unions(self.ctx.network, self._cache, self.axis_groups))
 
     def _one(self, group: Group, op, size_bytes: float, kind: str) -> Schedule:
         """One group's schedule by the scenario's backend (tp groups run rings: the strategy is dp's)."""

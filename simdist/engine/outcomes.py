@@ -75,13 +75,10 @@ def model_parallel_result(scenario: Scenario, fidelity: Fidelity, plan: Plan, ra
                      dp_communication=mean["dp"], pp_communication=mean["pp"])
     samples = layout.global_batch / ran.iteration_s
     tokens = samples * layout.tokens_per_sample if layout.tokens_per_sample else None
-    extra = {
-        "mfu": run_mfu(scenario, samples),
-        "achieved_tflops_per_gpu": layout.hardware_flops / (ran.iteration_s * layout.layout.size) / 1e12,
-        "links_used": link_assumptions(scenario.cluster),
-        "simulated_iterations": ran.simulated, "inferred_iterations": ran.inferred,
-        "iteration_by": ran.method,
-    }
+    extra = {"mfu": run_mfu(scenario, samples),
+             "achieved_tflops_per_gpu": layout.hardware_flops / (ran.iteration_s * layout.layout.size) / 1e12,
+             "links_used": link_assumptions(scenario.cluster), "simulated_iterations": ran.simulated,
+             "inferred_iterations": ran.inferred, "iteration_by": ran.method}
     return RunResult(**result_header(scenario, fidelity), iteration_time_s=ran.iteration_s,
                      throughput=Throughput(samples_per_s=samples, tokens_per_s=tokens),
                      scaling_efficiency=samples / layout.single_gpu_samples_per_s, breakdown_s=bd, memory=plan.memory,

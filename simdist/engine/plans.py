@@ -118,6 +118,7 @@ def _model_parallel(scenario: Scenario, fidelity: Fidelity, context) -> tuple[Pl
         return Plan(layout, memory, (), groups.groups, groups.schedule_of, groups.time_of, slowdown, max_tracked=0,
                     graphs_for=graphs_for), sim
     graphs = tuple(pipeline_graph.pipeline_graphs(layout, bucket_bytes))
+    groups.merge_lockstep(t for g in graphs for t in g.tasks if isinstance(t, Collective))
     return Plan(layout, memory, graphs, groups.groups, groups.schedule_of, groups.time_of, slowdown, max_tracked=0), sim
 
 

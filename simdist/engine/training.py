@@ -183,16 +183,11 @@ def _lockstep_outcome(sim: Simulation, plan: Plan, ran: Ran) -> Outcome:
         optimizer = max(c.local_optimizer_s for c in layout.classes)
         compute = local_compute_s(layout, period) / period - optimizer
     return Outcome(iteration_s=ran.iteration_s, comm_busy_s=ran.comm_s, compute_s=compute, optimizer_s=optimizer,
-                   compression_s=_codec_s(layout) / period, times=ran.times, simulated=ran.simulated,
+                   compression_s=layout.codec_s / period, times=ran.times, simulated=ran.simulated,
                    inferred=ran.inferred, sync=sync, records=ran.records, links=ran.links,
                    class_period_s={c: p / period for c, p in ran.class_round_s.items()},
                    class_compute_s={c: b / period for c, b in ran.class_compute_round_s.items()},
                    grad_copy_s=max(math.fsum(c.grad_copy_s) for c in layout.classes) / period)
-
-
-def _codec_s(plan: IterationPlan) -> float:
-    c = plan.slowest
-    return sum(c.encode_s) + sum(c.decode_s)
 
 
 def _run_async(sim: Simulation, run_plan: Plan) -> Outcome:
@@ -238,7 +233,7 @@ def _run_async(sim: Simulation, run_plan: Plan) -> Outcome:
             busy[r] = statistics.fmean(v[run.warmup:] or v[-1:])
     records = tuple(sorted(log.records, key=lambda r: (r.start_s, r.track)))
     return Outcome(iteration_s=iteration_s, comm_busy_s=comm_busy, compute_s=compute, optimizer_s=plan.optimizer_s,
-                   compression_s=_codec_s(plan), times=tuple(per_iter), simulated=log.simulated, inferred=0,
+                   compression_s=plan.codec_s, times=tuple(per_iter), simulated=log.simulated, inferred=0,
                    sync=sync, records=records, links=top_links(ctx) if simulated else (),
                    class_period_s=dict(enumerate(per_iter)), class_compute_s=busy, async_classes=True)
 
@@ -253,8 +248,7 @@ def _input_bound(scenario: Scenario, plan: IterationPlan, out: Outcome):
     bound = loader_bound(scenario.workload.input_pipeline, gpus, samples, out.iteration_s)
     if not bound.bound:
         return out, bound
-    floor = bound.loader_s
-    return replace(out, iteration_s=floor, times=tuple(max(t, floor) for t in out.times)), bound
+    return replace(out, iteration_s=bound.loader_s, times=tuple(max(t, bound.loader_s) for t in out.times)), bound
 
 
 def baseline_samples_per_s(ctx, scenario: Scenario) -> float:

@@ -77,6 +77,11 @@ class IterationPlan:
         return max(self.classes, key=lambda c: (self.micro_steps * c.step_s + c.optimizer_s, -c.rank_class.index))
 
     @property
+    def codec_s(self) -> float:
+        """The slowest class's encode and decode seconds per iteration."""
+        return sum(self.slowest.encode_s) + sum(self.slowest.decode_s)
+
+    @property
     def fwd_s(self) -> float:
         return max(c.fwd_s for c in self.classes)
 
