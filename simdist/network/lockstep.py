@@ -125,8 +125,12 @@ def _multiset_ids(owner: np.ndarray, value: np.ndarray, owners: int) -> np.ndarr
 def _refine(network, slots, unit_chain, pairs, transfer_unit, sizes) -> np.ndarray:
     """Each unit's class in the coarsest equitable partition refining the initial colours (module docstring)."""
     links = network.topology.links
-    flat, lengths = network.paths.link_arrays(pairs)
+    pair_ids, pair_of = np.unique(np.asarray(pairs, dtype=np.int64), axis=0, return_inverse=True)
+    pair_of = pair_of.ravel()
+    flat, lengths = network.paths.link_arrays([tuple(p) for p in pair_ids.tolist()])  # each distinct pair once
+    starts, lengths = (np.cumsum(lengths) - lengths)[pair_of], lengths[pair_of]  # per transfer, into flat
     transfer_of = np.repeat(np.arange(len(pairs)), lengths)
+    flat = flat[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(transfer_of.size)]
     latency = np.bincount(transfer_of, weights=links.latency_s[flat], minlength=len(pairs))
     units = len(slots)
     lat_max = np.full(units, -1.0)
