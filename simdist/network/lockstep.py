@@ -84,7 +84,7 @@ def _units(keys: list, unions: dict):
                         if whole and t:
                             unit = len(slots) - 1
                         else:
-                            slot = slot_of.setdefault((q, c, j, 0 if whole else t), len(slot_of))
+                            slot = slot_of.setdefault((q, c, j), len(slot_of))
                             slots.append(slot)
                             unit_copy.append(copy_id)
                             unit_chain.append(chain_id)

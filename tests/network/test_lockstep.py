@@ -14,6 +14,7 @@ from simdist.graph.tasks import Collective
 from simdist.io.load import load_data
 from simdist.io.overrides import set_path
 from simdist.scenario import Fidelity
+from tests.engine.test_every_key import MOE, TRAIN
 from tests.engine.test_replayed_simulate import _same
 
 NIC = {"bandwidth": "200 Gb/s", "latency": "2 us", "transport": "rdma", "count": 8}
@@ -39,16 +40,23 @@ CASES = {
 }
 
 
-def _scenario(changes: dict):
-    data = copy.deepcopy(BASE)
+EXPERTS = {**MOE, "cluster.nodes.0.count": 2, "workload.global_batch": 32, "run.fidelity": "simulate",
+           "training.parallelism": {"pp": 2, "ep": 4, "zero": 1}}  # Qwen3-30B-A3B: 2 ep groups a stage
+
+
+def _scenario(changes: dict, base: dict = BASE):
+    data = copy.deepcopy(base)
     for dotted, value in changes.items():
-        set_path(data, dotted.split("."), value)
+        set_path(data, dotted.split("."), copy.deepcopy(value))
     return load_data(data)
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", list(CASES) + ["expert parallel", "expert parallel, a hot expert"])
 def test_merged_copies_give_the_same_run(case, monkeypatch):
-    scenario = _scenario(CASES[case])
+    """Every field of the result, trace and links included (1e-9); the expert all-to-alls' independent flows
+    are coloured one by one, their copies merged where every flow finds its like."""
+    hot = {"training.moe_load_imbalance": 3.0} if "hot" in case else {}
+    scenario = _scenario(CASES[case]) if case in CASES else _scenario({**EXPERTS, **hot}, TRAIN)
     merged = simulate(scenario).to_dict()
     monkeypatch.setattr(mp_groups.LayoutGroups, "merge_lockstep", lambda self, calls: None)
     alone = simulate(scenario).to_dict()
