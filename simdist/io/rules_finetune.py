@@ -88,8 +88,7 @@ def finetune_model(m, workload: WorkloadSpec | None, issues: list[Issue]) -> Wor
 
 def finetune_issues(scenario: Scenario) -> list[Issue]:
     """LoRA (frozen layers in the model) with what the model-parallel plan does not yet price for frozen layers:
-    context or expert parallelism (a mixture-of-experts model), ZeRO-3 under tp or pp (its per-unit gradient
-    reduce_scatter covers every weight), an adapter rank the tp group cannot split (Megatron's
+    context or expert parallelism (a mixture-of-experts model), an adapter rank the tp group cannot split (Megatron's
     ColumnParallelLinear divides A's r outputs over tp), and a frozen linear whose split width tp does not divide."""
     model = scenario.workload.model
     if model is None or not any(x.frozen for x in model.layers):
@@ -101,10 +100,6 @@ def finetune_issues(scenario: Scenario) -> list[Issue]:
         out.append(Issue(path, "LoRA with context parallelism (cp > 1) or a mixture-of-experts model: not "
                          "modelled (the plan does not yet place adapters beside cp's attention or the experts); "
                          "run LoRA with tp, pp and dp (cp 1) on a dense model"))
-    if par.zero == 3:
-        out.append(Issue("training.parallelism.zero", "3 with LoRA under tp or pp: not modelled (the pipeline's "
-                         "ZeRO-3 reduce_scatters every weight's gradients per unit); use zero 0, 1 or 2, or tp and "
-                         "pp 1 (data-parallel ZeRO-3 / FSDP prices LoRA)"))
     if par.tp > 1:
         out += _frozen_split_issues(model, par.tp)
     rank = next((x.grad_shapes[0][0] for x in model.layers if x.name.endswith(".lora_a")), None)

@@ -41,18 +41,19 @@ def segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kin
               redo: dict[int, float] | None = None, unit_of: list[int] | None = None,
               chunk_factor: list[float] | None = None,
               cp_core: dict[int, tuple[CpAttention, CpAttention]] | None = None,
-              moe_spans: dict[int, int] | None = None) -> list[Segment]:
+              rerun: dict[int, tuple[int, ...]] | None = None) -> list[Segment]:
     """Compute cut at the tp collectives of layers lo..hi-1 in `phase` (backward runs them in reverse), and
     at ZeRO-3 unit boundaries (`unit_of`: layer -> stage unit). With `chunk_factor` (tp_comm_overlap: per
     layer, the efficiency of its GEMM cut into tp chunks) each block GEMM becomes one overlapped segment.
     With `cp_core` (context parallelism: the (forward, backward) of an attention core) each core is its own
     segment, its forward again before its backward when recomputed. `redo`: layer -> the forward seconds run again
-    just before its backward (selective recomputation's modules, recompute_policy.recompute_seconds). `moe_spans`:
-    checkpointed MoE layers ([start, end) as start -> end, recompute_policy.moe_layer_spans), whose forward segments,
-    collectives included, run again when the backward reaches them (Megatron-Core's MoELayer under `moe`)."""
+    just before its backward (selective recomputation's modules, recompute_policy.recompute_seconds). `rerun`:
+    modules checkpointed whole (last layer -> first layers, outermost first: recompute_policy.rerun_spans), whose
+    forward segments, tp collectives included, run again when the backward reaches them (Megatron-Core's
+    tensor_parallel.checkpoint around MoELayer under `moe`, the MLP under `mlp`, the shared experts)."""
     out: list[Segment] = []
     redo = redo or {}
-    moe_last = {hi - 1: lo for lo, hi in (moe_spans or {}).items()} if phase is Phase.BWD else {}
+    rerun_at = (rerun or {}) if phase is Phase.BWD else {}
     acc, first, last, cur = 0.0, None, None, -1
     order = range(lo, hi) if phase is Phase.FWD else range(hi - 1, lo - 1, -1)
 
@@ -69,12 +70,13 @@ def segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kin
             if first is not None:
                 flush(None)
             cur = u
-        if i in moe_last:
-            assert lo <= moe_last[i], "pipeline_units: chunks are cut between blocks"
+        if i in rerun_at:
             if first is not None:
                 flush(None)
-            out += as_recompute(segments(tpp, moe_last[i], i + 1, Phase.FWD, names, "forward", unit_of=unit_of,
-                                           chunk_factor=chunk_factor, cp_core=cp_core))
+            for start in rerun_at[i]:
+                assert lo <= start, "pipeline_units: chunks are cut between blocks"
+                out += as_recompute(segments(tpp, start, i + 1, Phase.FWD, names, "forward", unit_of=unit_of,
+                                               chunk_factor=chunk_factor, cp_core=cp_core))
         calls = [c for c in layer.collectives if c.phase is phase]
         t = layer.time.fwd_s if phase is Phase.FWD else layer.time.bwd_s
         if cp_core and i in cp_core:
@@ -88,7 +90,7 @@ def segments(tpp: TensorParallelPlan, lo: int, hi: int, phase: Phase, names, kin
         if chunk_factor is not None and calls and layer.role in (TpRole.COLUMN, TpRole.ROW):
             if first is not None:
                 flush(None)
-            if i in redo:  # its forward GEMM again (its forward collective is not repeated: docs)
+            if i in redo:  # its forward GEMM again (a module checkpointed whole reruns its collectives: rerun)
                 out.append(Segment(redo[i], f"{kind} {names[i]} (recompute)", None, kind, cur))
             out += _overlapped(layer, calls, t, chunk_factor[i], f"{kind} {names[i]}", kind, cur, phase)
             continue

@@ -37,7 +37,7 @@ from simdist.strategies.context_parallel import CpAttention, cp_attention, ring_
 from simdist.strategies.expert_parallel import ExpertLoad, expert_buckets, expert_parallel_plan
 from simdist.strategies.pipeline_schedule import Orders, balance_stages, boundary_bytes, schedule_order
 from simdist.strategies.plan import data_parallel_degree, resolve_batch
-from simdist.strategies.recompute_policy import (moe_layer_spans, recompute_flops, recompute_seconds,
+from simdist.strategies.recompute_policy import (recompute_flops, recompute_seconds, rerun_spans,
                                                  selective_modules)
 from simdist.strategies.tensor_parallel import Phase, TensorParallelPlan, TpRole, tensor_parallel_plan
 from simdist.strategies.update_cost import update_time
@@ -75,6 +75,7 @@ class StageUnit:
     name: str
     params: float  # of one tp rank
     chunk: int
+    trainable: float  # of those, the ones with gradients (all but a frozen base's under LoRA)
 
 
 @dataclass(frozen=True)
@@ -224,9 +225,10 @@ def _stage_units(tpp: TensorParallelPlan, model, chunks: list[tuple[int, int, in
             if key not in own:
                 own[key] = len(units)
                 units.append(StageUnit(key.replace(f".{c}", f" (chunk {c})") if key.startswith("root.") else key,
-                                       0.0, c))
-            j = own[key]
-            units[j] = StageUnit(units[j].name, units[j].params + tpp.layers[i].shard.params, c)
+                                       0.0, c, 0.0))
+            j, shard = own[key], tpp.layers[i].shard
+            units[j] = StageUnit(units[j].name, units[j].params + shard.params, c,
+                                 units[j].trainable + trainable_params(shard))
             unit_of[i] = j
         prev = None
         for i in range(lo, hi):  # forward fill, then the leading ones from the first unit
@@ -277,7 +279,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
     assert rc is Recompute.NONE or shape is not None, "io.rules_parallel: recomputation needs attention blocks"
     modules = selective_modules(rc, t.recompute_modules)
     redo = recompute_seconds(model, tpp, modules, gpu, t.micro_batch, precision, s.compute_calibration)
-    moe_spans = moe_layer_spans(model, modules)
+    rerun = rerun_spans(model, modules)
     replica = resolve_batch(s, dp) * t.grad_accumulation
     assert replica % t.micro_batch == 0, "io.rules_parallel: micro-batches divide the per-replica batch"
     m = replica // t.micro_batch
@@ -307,7 +309,7 @@ def build_mp_plan(scenario: Scenario) -> MpPlan:
             fwd = segments(tpp, lo, hi, Phase.FWD, names, "forward", unit_of=uo, chunk_factor=factors,
                             cp_core=cores)
             bwd = segments(tpp, lo, hi, Phase.BWD, names, "backward", redo=redo,
-                            unit_of=uo, chunk_factor=factors, cp_core=cores, moe_spans=moe_spans)
+                            unit_of=uo, chunk_factor=factors, cp_core=cores, rerun=rerun)
             if rc is Recompute.FULL:
                 bwd = as_recompute(fwd) + bwd
             experts = [i for i in range(lo, hi) if own_edp and tpp.layers[i].shard.experts]

@@ -264,9 +264,9 @@ def _chunk(b: GraphBuilder, plan: MpPlan, st: StagePlan, kind: TaskKind, micro: 
                 deps = [b.add(Collective, f"{tag} {seg.call.op.value} {seg.call.what} ({grp})", deps,
                               Stream.TP, group=grp, op=seg.call.op, size_bytes=seg.call.size_bytes,
                               key=f"{tag}.{i}")]
-        if unit_done.get(seg.unit) == i and last is not None:
-            unit = st.units[seg.unit]
-            dp.reduce(RS, unit.params * plan.grad_elem_bytes, f"{tag} {unit.name} gradients reduce_scatter",
+        if unit_done.get(seg.unit) == i and last is not None and st.units[seg.unit].trainable > 0:
+            unit = st.units[seg.unit]  # (a unit of frozen weights only, under LoRA, has no gradients)
+            dp.reduce(RS, unit.trainable * plan.grad_elem_bytes, f"{tag} {unit.name} gradients reduce_scatter",
                       (last,), f"rs/{micro}/{seg.unit}")
     if last is None or deps != [last]:  # a trailing collective: the chunk ends when it does
         last = b.add(Compute, f"{tag} end", deps, Stream.COMPUTE, duration_s=0.0, kind="forward" if fwd

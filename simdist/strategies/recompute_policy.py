@@ -47,6 +47,10 @@ EXPERT_KERNEL_MODULES: dict[str, str] = {"moe_act": "activation"}
 # checkpointed inside it (shared_experts, moe_act) recomputes once more in its own backward, as nested checkpoints do.
 MOE_LAYER_MODULE = "moe"
 MOE_LAYER_PARTS = ("router", "experts", "shared_experts")
+# mlp and shared_experts are checkpointed whole (tensor_parallel.checkpoint around the module's forward, its input
+# kept), so their forward runs again with its tp collectives (sequence parallelism's all-gather before the first
+# GEMM and reduce-scatter after the last, or the all-reduce) when the backward reaches them (rerun_spans).
+WHOLE_MODULES = ("mlp", "shared_experts")
 DEFAULT_MODULES = ("core_attn",)  # Megatron-Core's default, and `selective` without the key
 
 
@@ -70,7 +74,7 @@ def recompute_seconds(model, tpp, modules: tuple[str, ...], gpu, micro_batch: in
     """Layer index -> the forward seconds its backward runs again under the listed modules: a whole layer's
     forward (MODULE_LAYERS), or an experts layer's recomputed kernels timed as compute.layer_times times them
     (a layer of those kernels alone: their rooflines and launches, no weights)."""
-    out = {}
+    out, modules = {}, tuple(m for m in modules if m not in WHOLE_MODULES)  # those rerun as spans (rerun_spans)
     for i, x in enumerate(model.layers):
         if recomputes_layer(x.name, modules):
             out[i] = tpp.layers[i].time.fwd_s
@@ -107,6 +111,26 @@ def moe_layer_spans(model, modules: tuple[str, ...]) -> dict[int, int]:
     for ids in spans.values():
         assert ids == list(range(ids[0], ids[-1] + 1)), "workload.moe: a MoE layer's parts follow each other"
     return {ids[0]: ids[-1] + 1 for ids in spans.values()}
+
+
+def rerun_spans(model, modules: tuple[str, ...]) -> dict[int, tuple[int, ...]]:
+    """Checkpointed modules whose forward, tp collectives included, runs again when the backward reaches their last
+    layer: last layer index -> the spans' first layers, outermost first (a MoE layer under `moe` holds its shared
+    experts' own checkpoint, which then runs once more: nested checkpoints). The spans: `moe`'s MoE layers
+    (moe_layer_spans) and, when listed, each block's dense MLP (`mlp`) and shared experts (`shared_experts`)."""
+    spans = list(moe_layer_spans(model, modules).items())
+    for m in WHOLE_MODULES:
+        blocks: dict[str, list[int]] = {}
+        for i, x in enumerate(model.layers):
+            if m in modules and recomputes_layer(x.name, (m,)):
+                blocks.setdefault(x.name.rsplit(".", 2)[0] if m == "mlp" else x.name, []).append(i)
+        for ids in blocks.values():
+            assert ids == list(range(ids[0], ids[-1] + 1)), "workload: a block's MLP layers follow each other"
+            spans.append((ids[0], ids[-1] + 1))
+    out: dict[int, tuple[int, ...]] = {}
+    for lo, hi in sorted(spans):
+        out[hi - 1] = out.get(hi - 1, ()) + (lo,)
+    return out
 
 
 def recomputes_layer(name: str, modules: tuple[str, ...]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -112,6 +113,25 @@ def test_backward_grows_by_exactly_the_modules_forward(module, suffixes):
     assert _bwd_s(build_mp_plan(more)) - _bwd_s(build_mp_plan(base)) == pytest.approx(redo, rel=1e-9)
 
 
+@pytest.mark.parametrize("sp", [False, True])
+def test_mlp_reruns_its_forward_tp_collectives(sp):
+    """Megatron-Core checkpoints the MLP whole (tensor_parallel.checkpoint(self.mlp, ...)), so its recomputed
+    forward runs the MLP's tp collectives again before its backward: per block (8) the all-reduce of fc2's output,
+    or with sequence parallelism the all-gather of fc1's input and the reduce-scatter of fc2's output, each of
+    s b h x 2 bytes (1,024 tokens x 1,024 x bf16), and nothing else."""
+    def calls(plan):
+        return Counter((seg.call.op.value, seg.call.size_bytes, seg.kind) for st in plan.stages for c in st.chunks
+                       for seg in c.bwd if seg.call is not None)
+
+    sp_key = {"training.sequence_parallel": sp}
+    base = calls(build_mp_plan(_scenario({**sp_key, "training.recompute_modules": ["core_attn"]})))
+    more = calls(build_mp_plan(_scenario({**sp_key, "training.recompute_modules": ["core_attn", "mlp"]})))
+    size = 1024 * 1024 * 2.0
+    want = ({("all_gather", size, "recompute"): 8, ("reduce_scatter", size, "recompute"): 8} if sp
+            else {("all_reduce", size, "recompute"): 8})
+    assert more - base == Counter(want) and not base - more
+
+
 def test_the_stage_memory_drops_blocks_times_the_module_bytes():
     base = _scenario({"training.recompute_modules": ["core_attn"]})
     more = _scenario({"training.recompute_modules": ["core_attn", "layernorm", "mlp"]})
@@ -194,6 +214,23 @@ def test_shared_experts_backward_grows_by_their_forward_and_memory_drops_by_hand
     f_s = model.moe.shared_experts * model.moe.expert_ffn_hidden
     per_block = 1024 * f_s * (2 * 2 + 2)
     _assert_drops_per_block(_stages(base), _stages(more), [stage_of[i] for i in shared], per_block)
+
+
+def test_shared_experts_rerun_their_forward_tp_collectives_once_more_inside_moe():
+    """DeepSeek-V3 at tp 2 with sequence parallelism: the checkpointed shared experts' recomputed forward gathers
+    their input and reduce-scatters their output again in each of the 58 MoE blocks (1,024 tokens x 7,168 x bf16);
+    under `moe` as well, their own checkpoint inside the MoE layer's runs them once more (nested checkpoints)."""
+    def calls(modules):
+        plan = build_mp_plan(_scenario({**SHARED, "training.parallelism": {"tp": 2, "pp": 8, "ep": 8},
+                                        "training.sequence_parallel": True, "cluster.nodes.0.count": 16,
+                                        "training.recompute_modules": ["core_attn", *modules]}))
+        return Counter((seg.call.op.value, seg.call.size_bytes, seg.kind) for st in plan.stages for c in st.chunks
+                       for seg in c.bwd if seg.call is not None)
+
+    size = 1024 * 7168 * 2
+    want = Counter({("all_gather", size, "recompute"): 58, ("reduce_scatter", size, "recompute"): 58})
+    assert calls(["shared_experts"]) - calls([]) == want
+    assert calls(["moe", "shared_experts"]) - calls(["moe"]) == want
 
 
 def test_moe_drops_the_moe_layers_inside_once():
