@@ -96,10 +96,9 @@ def finetune_issues(scenario: Scenario) -> list[Issue]:
     par, out, path = scenario.training.parallelism, [], "training.finetune"
     if not is_model_parallel(scenario):
         return []
-    if par.cp > 1 or par.ep > 1 or model.moe is not None:
-        out.append(Issue(path, "LoRA with context parallelism (cp > 1) or a mixture-of-experts model: not "
-                         "modelled (the plan does not yet place adapters beside cp's attention or the experts); "
-                         "run LoRA with tp, pp and dp (cp 1) on a dense model"))
+    if par.ep > 1 or model.moe is not None:
+        out.append(Issue(path, "LoRA on a mixture-of-experts model (or with ep > 1): not modelled (the plan does "
+                         "not place adapters beside the experts); run LoRA on a dense model"))
     if par.tp > 1:
         out += _frozen_split_issues(model, par.tp)
     rank = next((x.grad_shapes[0][0] for x in model.layers if x.name.endswith(".lora_a")), None)

@@ -348,8 +348,8 @@ class TrainingModel(Strict):
     finetune: FinetuneModel | None = None
     """{method: lora, rank, target_modules}: LoRA fine-tuning, the base weights frozen (no gradients or optimizer
     states; their backward computes input gradients only) and rank-r adapters trained; data parallel with or
-    without ZeRO / FSDP, or with tp and pp (ZeRO 0-2; docs/model-parallel.md, "LoRA under tensor and pipeline
-    parallelism"); refused with cp > 1 or a mixture-of-experts model (docs/model.md, "Fine-tuning") (added key)."""
+    without ZeRO / FSDP, or with tp, pp and cp (ZeRO 0-3; docs/model-parallel.md, "LoRA under tensor and pipeline
+    parallelism"); refused on a mixture-of-experts model (docs/model.md, "Fine-tuning") (added key)."""
 
     @field_validator("placement_order")
     @classmethod

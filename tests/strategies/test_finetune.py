@@ -112,7 +112,7 @@ def test_zero1_reduces_and_gathers_the_adapters_only():
 
 
 @pytest.mark.parametrize("changes, path", [
-    ({"training.parallelism": {"cp": 2}}, "training.finetune"),
+    ({"training.parallelism": {"ep": 2}}, "training.finetune"),
     ({"training.parallelism": {"tp": 2}, "training.finetune": {"method": "lora", "rank": 3}},
      "training.finetune.rank"),
     ({"training.finetune": {"method": "full"}}, "training.finetune.method"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import Counter
 
 import pytest
 
@@ -115,6 +116,28 @@ def test_zero3_gathers_the_whole_base_and_reduces_the_adapters_gradients_only():
         return sim.iteration_time_s / est.iteration_time_s - 1
 
     assert 0 < gap(False) < 0.02 and gap(False) == pytest.approx(gap(True), abs=0.002)  # as full fine-tuning's
+
+
+def test_context_parallelism_halves_every_tp_call_and_keeps_the_adapters_states():
+    """cp 2 (dp 1) against cp 1 (dp 2) on tp 2 x pp 2: each rank runs half the tokens, so every tp call, the
+    base's and the adapters' rank-r ones, carries half the bytes; the stage's gradients stay its adapters' share
+    (cp shards no weight); the activations shrink; simulate equals estimate."""
+    def calls(plan):
+        return Counter((seg.call.op, seg.call.size_bytes) for st in plan.stages for c in st.chunks
+                       for seg in c.fwd + c.bwd if seg.call is not None)
+
+    one = _load({"training.parallelism": {"tp": TP, "pp": PP, "dp": 2, "cp": 1}})
+    two = _load({"training.parallelism": {"tp": TP, "pp": PP, "dp": 1, "cp": 2}})
+    a, b = build_mp_plan(one), build_mp_plan(two)
+    assert calls(b) == Counter({(op, size / 2): n for (op, size), n in calls(a).items()})
+    assert (AR, R * (S / 2) * 2.0) in calls(b)  # an adapter's rank-r partial sums: r x s / cp tokens x bf16
+    for x, y in zip(a.stages, b.stages):
+        assert math.fsum(c.grad_bytes for c in y.chunks) == math.fsum(c.grad_bytes for c in x.chunks) \
+            == 2 * ADAPTERS / (TP * PP)
+    for x, y in zip(_stage_memory(one, a), _stage_memory(two, b)):
+        assert y.activations_bytes < x.activations_bytes
+    sim = simulate(_load({"training.parallelism": {"tp": TP, "pp": PP, "dp": 1, "cp": 2}, "run.fidelity": "simulate"}))
+    assert sim.iteration_time_s == pytest.approx(simulate(two).iteration_time_s, rel=1e-4)
 
 
 def test_frozen_linear_backward_is_its_input_gradient_only():
