@@ -23,11 +23,10 @@ def run_benchmark(scenario: Scenario, fidelity: Fidelity) -> RunResult:
         algbw = size / t if t > 0 else 0.0
         rows.append(CollectiveRow(op=bench.op.value, size_bytes=size, time_s=t, algbw_GBps=algbw / 1e9,
                                   busbw_GBps=algbw * bus_factor(bench.op, n) / 1e9, algorithm=schedule.algorithm))
-    last = rows[-1] if rows else None
     links = ()
-    if last is not None:  # which links the largest size loads most (the one that sets busbw)
+    if rows:  # which links the largest size loads most (the one that sets busbw)
         # schedule_time ran each size in a private environment; play the largest on the shared one
-        ctx.env.process(ctx.network.run(ctx.env, ctx.schedule(bench.op, last.size_bytes)))
+        ctx.env.process(ctx.network.run(ctx.env, ctx.schedule(bench.op, rows[-1].size_bytes)))
         ctx.env.run()
         links = top_links(ctx)
     return RunResult(**result_header(scenario, fidelity), collectives=tuple(rows), links=links,

@@ -57,9 +57,8 @@ def run_phased(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = Tru
     parts = phases(scenario)
     results = {}
     for _, _, s in parts:
-        key = s.training
-        if key not in results:
-            results[key] = run_steady(s, fidelity, with_baseline=with_baseline)
+        if s.training not in results:
+            results[s.training] = run_steady(s, fidelity, with_baseline=with_baseline)
     n = scenario.run.iterations
     total = math.fsum(count * results[s.training].iteration_time_s for _, count, s in parts)
     last = results[parts[-1][2].training]

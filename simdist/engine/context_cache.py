@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from simdist.engine.context import (
-    BuiltCluster, FabricContext, build_cluster, build_context, cluster_key, context_key, server_topology_args,
-)
+from simdist.engine.context import (BuiltCluster, FabricContext, build_cluster, build_context, cluster_key,
+                                   context_key, server_topology_args)
 from simdist.hardware.specs import ClusterSpec, NicSpec
 from simdist.scenario import Fidelity, Scenario
 from simdist.topology.build import build_topology

@@ -196,13 +196,15 @@ class Executor:
                 yield from self._work(env, graph, task)
             elif task.duration_s > 0:  # nothing re-times it (_work's loop, once)
                 yield env.timeout(task.duration_s)
+        elif isinstance(task, Collective) and self._members.get(task.group, 1) == 1:
+            t0 = env.now  # no other class to wait for: it starts now, in this process
+            yield from self._collective(env, graph, task)
         elif isinstance(task, Collective):
             done, started = self._join(env, graph, task, it)
             yield done
             t0 = started[0]
-        elif isinstance(task, SendRecv):
-            if task.src != task.dst:
-                yield from self.network.run(env, self.schedule_of(task, graph))
+        elif isinstance(task, SendRecv) and task.src != task.dst:
+            yield from self.network.run(env, self.schedule_of(task, graph))
         if self.policy is not None:
             self.policy.after(graph, task, it)
         spans[task.id] = (t0, env.now)
@@ -221,12 +223,13 @@ class Executor:
             env.process(self._collective(env, graph, task, entry[1]))
         return entry[1], entry[2]
 
-    def _collective(self, env, graph: Graph, task: Collective, done: simpy.Event) -> Generator:
+    def _collective(self, env, graph: Graph, task: Collective, done: simpy.Event | None = None) -> Generator:
         on = self._interfere(task, True) if self.slowdown is not None else ()
         yield from self.network.run(env, self.schedule_of(task, graph))
         if on:
             self._interfere(task, False, on)
-        done.succeed()
+        if done is not None:
+            done.succeed()
 
     def _work(self, env, graph: Graph, task: Compute) -> Generator:
         """Compute-stream work under interference: it progresses at 1 / (1 + s) while its class has collectives
