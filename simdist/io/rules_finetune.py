@@ -88,7 +88,7 @@ def finetune_model(m, workload: WorkloadSpec | None, issues: list[Issue]) -> Wor
 
 def finetune_issues(scenario: Scenario) -> list[Issue]:
     """LoRA (frozen layers in the model) with what the model-parallel plan does not yet price for frozen layers:
-    context or expert parallelism (a mixture-of-experts model), an adapter rank the tp group cannot split (Megatron's
+    expert parallelism or a mixture-of-experts model, an adapter rank the tp group cannot split (Megatron's
     ColumnParallelLinear divides A's r outputs over tp), and a frozen linear whose split width tp does not divide."""
     model = scenario.workload.model
     if model is None or not any(x.frozen for x in model.layers):

@@ -7,8 +7,8 @@ steps carry every copy's transfers: the same times for a fraction of the flow gr
 
 Interchangeable is decided on the run's whole set of calls (each call's union, keyed as the caller keys it), by
 colour refinement of a bipartite graph: units (one copy's chain step, or one transfer of an independent step)
-and the directed links they cross, with how many times. Units start coloured by their call, chain, step and
-transfer position, their bytes and path latencies; links by capacity, latency and per-flow caps. Each round a
+and the directed links they cross, with how many times. Units start coloured by their call, chain and step,
+their bytes and path latencies; links by capacity, latency and per-flow caps. Each round a
 unit's colour takes the multiset of (link colour, count) it crosses and the colours of its whole chain, and a
 link's the multiset of (unit colour, count) crossing it, until no class splits. The result is an equitable
 partition: every unit of a class crosses each link class the same number of times, and every link of a class
@@ -68,8 +68,8 @@ def merged(copies: list[tuple]) -> tuple:
 
 
 def _units(keys: list, unions: dict):
-    """Every unit as (slot: call, chain, step and transfer position), its copy and chain ids, and every transfer's
-    (src, dst), unit and bytes per repetition x repeat."""
+    """Every unit's slot (its call, chain and step), copy and chain ids, and every transfer's (src, dst), unit and
+    bytes (per repetition x repeat)."""
     slots, unit_copy, unit_chain, pairs, transfer_unit, sizes = [], [], [], [], [], []
     slot_of: dict[tuple, int] = {}
     copy_id = chain_id = 0

@@ -73,7 +73,8 @@ def recompute_seconds(model, tpp, modules: tuple[str, ...], gpu, micro_batch: in
                       calibration) -> dict[int, float]:
     """Layer index -> the forward seconds its backward runs again under the listed modules: a whole layer's
     forward (MODULE_LAYERS), or an experts layer's recomputed kernels timed as compute.layer_times times them
-    (a layer of those kernels alone: their rooflines and launches, no weights)."""
+    (a layer of those kernels alone: their rooflines and launches, no weights). Not the modules checkpointed
+    whole (WHOLE_MODULES, `moe`), which rerun as forward segments with their collectives (rerun_spans)."""
     out, modules = {}, tuple(m for m in modules if m not in WHOLE_MODULES)  # those rerun as spans (rerun_spans)
     for i, x in enumerate(model.layers):
         if recomputes_layer(x.name, modules):
