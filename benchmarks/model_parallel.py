@@ -9,7 +9,7 @@ median of N separate processes (N fixed up front, default 5), next to its target
 - `simulate`, whole process (`simdist run FILE --set run.fidelity=simulate --json`), target < 5 s, with how the
   iteration was timed (`iteration_by`: the fold replayed where no two calls share a link in flight; only the
   calls that can contend on the flow network otherwise); --skip-simulate leaves it out, --simulate-presets adds
-  Llama 3.1 405B on 1,024 H100 (no target) and on 8,192 H100 (target < 15 s), minutes each;
+  Llama 3.1 405B on 1,024 H100 (no target) and on 8,192 H100 (target < 15 s), about 10 and 20 s each;
 - `plan` over a candidate space (--axis, repeatable; default 12 layouts of micro-batch, recomputation and
   ZeRO), whole process with no simulated confirmation, per candidate and scaled to 100,000 candidates
   (target < 60 s; the scaled figure is per-candidate cost times 100,000, not a measured 100,000-point plan).

@@ -38,7 +38,8 @@ def lockstep_unions(network, built: dict, groups: dict) -> dict:
 
 def lockstep_schedules(network, unions: dict) -> dict:
     """{key: the union with each orbit of copies merged} for the keys where some copies merge; `unions` maps a
-    call's key to (its union schedule, the number of copies: its chains are each copy's, copy after copy)."""
+    call's key to (its union schedule, the number of copies: its chains are each copy's, copy after copy; the
+    copies on disjoint ranks, as a union's groups are, so a merged step gives no rank more transfers)."""
     keys = list(unions)
     slots, unit_copy, unit_chain, pairs, transfer_unit, sizes = _units(keys, unions)
     if not transfer_unit:
