@@ -77,8 +77,9 @@ def _unions(scenario):
 
 
 def test_a_symmetric_layout_runs_one_copy_per_orbit():
-    """On one switch every tp group, pipeline pair and cp ring of a stage is interchangeable with the others:
-    each union runs as its first copy's chains, whatever the number of copies."""
+    """On one switch of identical machines the copies of a stage's tp, pipeline and cp calls fall in at most two
+    kinds (GPU positions whose routes to their NICs differ): each union runs as at most two chains, where it had
+    one per copy (8 tp groups, 32 pipeline pairs a boundary)."""
     unions = _unions(_scenario({"cluster.nodes.0.count": 8, "training.parallelism.dp": 4}))
     single = {name: chains for name, (chains, copies) in unions.items() if copies > 1}
     assert single and all(chains <= 2 for chains in single.values()), single
