@@ -37,6 +37,14 @@ CASES = {
     "oversubscribed fat tree": {"cluster.nodes.0.count": 8, "training.parallelism.dp": 4,
                                 "cluster.fabric": {"topology": "fat_tree", "nodes_per_leaf": 2, "oversubscription": 4,
                                                    "link": {"bandwidth": "200 Gb/s", "latency": "1 us"}}},
+    "tp across two nodes, fat tree": {"cluster.nodes.0.count": 8, "training.parallelism": {"tp": 16, "pp": 2, "dp": 2},
+                                      "cluster.fabric": {"topology": "fat_tree", "nodes_per_leaf": 2,
+                                                         "oversubscription": 2,
+                                                         "link": {"bandwidth": "100 Gb/s", "latency": "1 us"}}},
+    "dp innermost, interleaved": {"cluster.nodes.0.count": 8,
+                                  "training.parallelism": {"tp": 2, "pp": 2, "dp": 8, "cp": 2},
+                                  "training.placement_order": "dp,tp,cp,pp", "training.schedule": "interleaved",
+                                  "training.virtual_stages": 2},
 }
 
 
