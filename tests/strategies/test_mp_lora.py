@@ -115,7 +115,8 @@ def test_zero3_gathers_the_whole_base_and_reduces_the_adapters_gradients_only():
                     for f in ("estimate", "simulate"))
         return sim.iteration_time_s / est.iteration_time_s - 1
 
-    assert 0 < gap(False) < 0.02 and gap(False) == pytest.approx(gap(True), abs=0.002)  # as full fine-tuning's
+    lora_gap, full_gap = gap(False), gap(True)  # deterministic runs, each once
+    assert 0 < lora_gap < 0.02 and lora_gap == pytest.approx(full_gap, abs=0.002)  # as full fine-tuning's
 
 
 def test_context_parallelism_halves_every_tp_call_and_keeps_the_adapters_states():
@@ -129,8 +130,9 @@ def test_context_parallelism_halves_every_tp_call_and_keeps_the_adapters_states(
     one = _load({"training.parallelism": {"tp": TP, "pp": PP, "dp": 2, "cp": 1}})
     two = _load({"training.parallelism": {"tp": TP, "pp": PP, "dp": 1, "cp": 2}})
     a, b = build_mp_plan(one), build_mp_plan(two)
-    assert calls(b) == Counter({(op, size / 2): n for (op, size), n in calls(a).items()})
-    assert (AR, R * (S / 2) * 2.0) in calls(b)  # an adapter's rank-r partial sums: r x s / cp tokens x bf16
+    halved = calls(b)
+    assert halved == Counter({(op, size / 2): n for (op, size), n in calls(a).items()})
+    assert (AR, R * (S / 2) * 2.0) in halved  # an adapter's rank-r partial sums: r x s / cp tokens x bf16
     for x, y in zip(a.stages, b.stages):
         assert math.fsum(c.grad_bytes for c in y.chunks) == math.fsum(c.grad_bytes for c in x.chunks) \
             == 2 * ADAPTERS / (TP * PP)
