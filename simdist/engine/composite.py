@@ -26,7 +26,7 @@ from functools import partial
 
 from simdist.engine.context_cache import run_context, shared_topology
 from simdist.engine.training import run_steady
-import simdist.failures.costs as failure_costs  # lazy (simdist.LAZY_MODULES), as the failure modules below: timelines only
+import simdist.failures.costs as failure_costs  # lazy (simdist.LAZY_MODULES), as the ones below: timelines only
 import simdist.failures.equivalence as equivalence
 import simdist.failures.montecarlo as montecarlo
 import simdist.failures.state as failure_state
@@ -139,15 +139,16 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
     facts = failure_targets.failure_targets(shared_topology(scenario.cluster))
     dp = data_parallel_degree(scenario)  # tp x pp GPUs hold one replica: the batch splits over dp replicas
     bpg = resolve_batch(scenario, dp)
-    k = scenario.training.grad_accumulation
-    job = failure_costs.job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts, scenario.cluster.num_gpus // dp)
+    k, bsp = scenario.training.grad_accumulation, scenario.training.sync == SyncMode.BSP
+    job = failure_costs.job_spec(scenario, scenario.run.duration_s, bpg * dp * k, bpg, k, facts,
+                                 scenario.cluster.num_gpus // dp)
     step_time = state_step_time(scenario, fidelity, job)
-    if group_states and scenario.training.sync == SyncMode.BSP:
+    if group_states and bsp:
         step_time.equivalence = equivalence.DeadLinkEquivalence(ctx.topology, ctx.schedules_run())
     balanced = () if job.rebalance_every else None
-    for keep in (True, False):  # the healthy state is the run just made
-        step_time.cache[step_time.key(failure_state.ClusterState(keep_global_batch=keep, balanced_for=balanced))] = float(
-            base.iteration_time_s)
+    states = [failure_state.ClusterState(keep_global_batch=keep, balanced_for=balanced) for keep in (True, False)]
+    for state in states:  # the healthy state, the first keeping the global batch, is the run just made
+        step_time.cache[step_time.key(state)] = float(base.iteration_time_s)
     costs = failure_costs.recovery_costs(scenario)
     bar = Progress(scenario.run.replicas, label="replicas")
 
@@ -163,14 +164,12 @@ def run_goodput(scenario: Scenario, fidelity: Fidelity, group_states: bool = Tru
 
     try:
         goodput, tallies = montecarlo.run_replicas(job, scenario.failures, facts, costs, step_time, scenario.run.seed,
-                                        scenario.run.replicas, reroute=scenario.training.sync == SyncMode.BSP,
-                                        on_replica=replica_done)
+                                                   scenario.run.replicas, reroute=bsp, on_replica=replica_done)
     finally:
         bar.close()
-    goodput = replace(goodput, model=montecarlo.model_summary(scenario.failures, facts, costs, scenario.training.sync == SyncMode.BSP),
-                      healthy_iteration_time_s=step_time(failure_state.ClusterState(keep_global_batch=True, balanced_for=balanced)),
-                      states_simulated=step_time.simulated, states_grouped=step_time.grouped,
-                      unrunnable_states=step_time.unrunnable)
+    goodput = replace(goodput, model=montecarlo.model_summary(scenario.failures, facts, costs, bsp),
+                      healthy_iteration_time_s=step_time(states[0]), states_simulated=step_time.simulated,
+                      states_grouped=step_time.grouped, unrunnable_states=step_time.unrunnable)
     job_track = tuple(StepRecord("job (replica 0)", what, start, end) for what, start, end in tallies[0].segments)
     return replace(base, goodput=goodput, records=base.records + job_track)
 
@@ -179,5 +178,6 @@ def failure_model(scenario: Scenario) -> FailureModel:
     """The analytical figures of a failure scenario without simulating it (job MTBF between interruptions,
     Young/Daly interval, closed form): what a sweep plot marks."""
     assert scenario.failures is not None, "the failure model of a scenario with failures"
-    return montecarlo.model_summary(scenario.failures, failure_targets.failure_targets(shared_topology(scenario.cluster)), failure_costs.recovery_costs(scenario),
-                         scenario.training.sync == SyncMode.BSP)
+    facts = failure_targets.failure_targets(shared_topology(scenario.cluster))
+    return montecarlo.model_summary(scenario.failures, facts, failure_costs.recovery_costs(scenario),
+                                    scenario.training.sync == SyncMode.BSP)
