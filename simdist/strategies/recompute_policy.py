@@ -104,14 +104,7 @@ def moe_layer_spans(model, modules: tuple[str, ...]) -> dict[int, int]:
     and shared experts in a row; {} without `moe` in the modules."""
     if MOE_LAYER_MODULE not in modules:
         return {}
-    spans: dict[str, list[int]] = {}
-    for i, x in enumerate(model.layers):
-        parts = x.name.split(".", 2)
-        if len(parts) == 3 and parts[0] in ("blocks", "encoder") and parts[2] in MOE_LAYER_PARTS:
-            spans.setdefault(f"{parts[0]}.{parts[1]}", []).append(i)
-    for ids in spans.values():
-        assert ids == list(range(ids[0], ids[-1] + 1)), "workload.moe: a MoE layer's parts follow each other"
-    return {ids[0]: ids[-1] + 1 for ids in spans.values()}
+    return dict(_block_spans(model, lambda parts: parts[2] in MOE_LAYER_PARTS))
 
 
 def rerun_spans(model, modules: tuple[str, ...]) -> dict[int, tuple[int, ...]]:
@@ -121,17 +114,25 @@ def rerun_spans(model, modules: tuple[str, ...]) -> dict[int, tuple[int, ...]]:
     (moe_layer_spans) and, when listed, each block's dense MLP (`mlp`) and shared experts (`shared_experts`)."""
     spans = list(moe_layer_spans(model, modules).items())
     for m in WHOLE_MODULES:
-        blocks: dict[str, list[int]] = {}
-        for i, x in enumerate(model.layers):
-            if m in modules and recomputes_layer(x.name, (m,)):
-                blocks.setdefault(x.name.rsplit(".", 2)[0] if m == "mlp" else x.name, []).append(i)
-        for ids in blocks.values():
-            assert ids == list(range(ids[0], ids[-1] + 1)), "workload: a block's MLP layers follow each other"
-            spans.append((ids[0], ids[-1] + 1))
+        if m in modules:
+            spans += _block_spans(model, lambda parts: parts[2] in MODULE_LAYERS[m])
     out: dict[int, tuple[int, ...]] = {}
     for lo, hi in sorted(spans):
         out[hi - 1] = out.get(hi - 1, ()) + (lo,)
     return out
+
+
+def _block_spans(model, belongs) -> list[tuple[int, int]]:
+    """Per transformer block, the [start, end) of its layers whose name parts (block kind, index, rest) `belongs`
+    says are the module's; they follow each other in the block."""
+    blocks: dict[str, list[int]] = {}
+    for i, x in enumerate(model.layers):
+        parts = x.name.split(".", 2)
+        if len(parts) == 3 and parts[0] in ("blocks", "encoder") and belongs(parts):
+            blocks.setdefault(f"{parts[0]}.{parts[1]}", []).append(i)
+    for ids in blocks.values():
+        assert ids == list(range(ids[0], ids[-1] + 1)), "workload: a module's layers in a block follow each other"
+    return [(ids[0], ids[-1] + 1) for ids in blocks.values()]
 
 
 def recomputes_layer(name: str, modules: tuple[str, ...]) -> bool:
