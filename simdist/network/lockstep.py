@@ -25,12 +25,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from simdist.network.flows import FlowNetwork
+
 
 def lockstep_unions(network, built: dict, groups: dict) -> dict:
     """{(group name, op, size): its union with each orbit of copies merged} for the unions in `built` (keyed so,
     beside other entries) whose copies (`groups[name]`, one per group) merge; {} unless `network` is a flow network
     with its own routes and capacities and one path per connection."""
-    if not (hasattr(network, "fabric") and network.pristine and network.paths.spread == 1):
+    if not (isinstance(network, FlowNetwork) and network.pristine and network.paths.spread == 1):
         return {}
     return lockstep_schedules(network, {key: (s, len(groups[key[0]])) for key, s in built.items()
                                         if len(key) == 3 and len(s.chains) % len(groups[key[0]]) == 0})
