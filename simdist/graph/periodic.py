@@ -41,7 +41,13 @@ def _prerequisites(g: Graph) -> list[tuple[int, ...]]:
 
 def insertion(short: Graph, long: Graph, pb: list[tuple[int, ...]]) -> tuple[int, int] | None:
     """(q, n): `long` is `short` with n tasks inserted at q (tasks after them waiting on the inserted ones as they
-    waited on the n before q in `short`), or None (`pb`: `long`'s prerequisites)."""
+    waited on the n before q in `short`), or None (`pb`: `long`'s prerequisites); the largest such q, the block
+    starting anywhere in a repeating run.
+
+    Task i >= q of `short` must have the shape of task i + n of `long`, and each prerequisite y of that task must
+    be the matching one of task i: y itself where y < q, y - n where y >= q. So a prerequisite equal in both
+    asks q > y, one n apart asks q <= y, and any other rules out every q <= i: each task allows an interval of
+    q, and q is valid when every task from q on allows it. One pass from the end keeps that intersection."""
     a, b = [_shape(t) for t in short.tasks], [_shape(t) for t in long.tasks]
     pa = _prerequisites(short)
     n = len(b) - len(a)
@@ -50,9 +56,23 @@ def insertion(short: Graph, long: Graph, pb: list[tuple[int, ...]]) -> tuple[int
     top = 0
     while top < len(a) and a[top] == b[top] and pa[top] == pb[top]:
         top += 1
-    for q in range(top, max(n, top - n) - 1, -1):  # the block may start anywhere in a repeating run
-        if all(a[i] == b[i + n] and pa[i] == tuple(y if y < q else y - n for y in pb[i + n])
-               for i in range(q, len(a))):
+    lowest = max(n, top - n)
+    lo, hi = -1, len(b)  # the q every task from q on allows: lo < q <= hi
+    for q in range(len(a), lowest - 1, -1):
+        if q < len(a):  # take in task q
+            mine, theirs = pa[q], pb[q + n]
+            if a[q] != b[q + n] or len(mine) != len(theirs):
+                return None
+            for x, y in zip(mine, theirs):
+                if x == y:
+                    lo = max(lo, y)
+                elif x == y - n:
+                    hi = min(hi, y)
+                else:
+                    return None
+            if lo >= hi:
+                return None
+        if q <= top and lo < q <= hi:
             return q, n
     return None
 

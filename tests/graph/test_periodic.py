@@ -115,3 +115,42 @@ def test_steady_sizes_leave_a_block_to_repeat():
     assert steady_sizes("1f1b", 16, 38) == [(18, 19)]
     for short, long in steady_sizes("interleaved", 4, 64, 2):
         assert short % 4 == 0 and long - short == 4
+
+
+def _insertion_by_definition(short, long, pb):
+    """`insertion` as its docstring defines it, every q tried in turn over every task (quadratic)."""
+    a, b = [periodic._shape(t) for t in short.tasks], [periodic._shape(t) for t in long.tasks]
+    pa = periodic._prerequisites(short)
+    n = len(b) - len(a)
+    if n <= 0:
+        return None
+    top = 0
+    while top < len(a) and a[top] == b[top] and pa[top] == pb[top]:
+        top += 1
+    for q in range(top, max(n, top - n) - 1, -1):
+        if all(a[i] == b[i + n] and pa[i] == tuple(y if y < q else y - n for y in pb[i + n])
+               for i in range(q, len(a))):
+            return q, n
+    return None
+
+
+@pytest.mark.parametrize("name", list(REPEATS) + list(WHOLE))
+def test_the_one_pass_insertion_finds_what_trying_every_position_finds(name, monkeypatch):
+    """On every stage graph these layouts build, and on each pair with a task's prerequisites perturbed (a block
+    that no longer lines up), the one-pass alignment gives the quadratic definition's answer."""
+    seen = []
+    real = periodic.insertion
+
+    def both(short, long, pb):
+        got = real(short, long, pb)
+        seen.append(got)
+        assert got == _insertion_by_definition(short, long, pb)
+        for y in (len(pb) - 1, len(pb) // 2, len(pb) - len(short.tasks)):  # one task waits on task 0 too
+            bent = list(pb)
+            bent[y] = tuple(sorted({0, *pb[y]}))
+            assert real(short, long, bent) == _insertion_by_definition(short, long, bent)
+        return got
+
+    monkeypatch.setattr(periodic, "insertion", both)
+    simulate(load_scenario(PRESET, (REPEATS | WHOLE)[name]), "estimate")
+    assert name in WHOLE or any(x is not None for x in seen)
