@@ -34,9 +34,22 @@ def _shape(t) -> tuple:
 
 
 def _prerequisites(g: Graph) -> list[tuple[int, ...]]:
-    """Per task: its dependencies and the previous task on its stream, sorted."""
+    """Per task: its dependencies and the previous task on its stream, sorted, keeping of those on one stream only
+    the latest: a stream runs its tasks in order, so it ends after the others (ZeRO 2's optimizer step, which
+    waits for every micro-batch's reduce_scatter, waits in effect for the last)."""
     prev = g.prerequisites()[2]
-    return [tuple(sorted(set(t.deps) | ({prev[t.id]} if prev[t.id] >= 0 else set()))) for t in g.tasks]
+    tasks = g.tasks
+    out = []
+    for t in tasks:
+        pre = set(t.deps) | ({prev[t.id]} if prev[t.id] >= 0 else set())
+        if len(pre) > 1:
+            latest: dict = {}
+            for d in pre:
+                key = tasks[d].stream if tasks[d].stream is not None else ("unordered", d)
+                latest[key] = max(d, latest.get(key, -1))
+            pre = set(latest.values())
+        out.append(tuple(sorted(pre)))
+    return out
 
 
 def insertion(short: Graph, long: Graph, pb: list[tuple[int, ...]]) -> tuple[int, int] | None:

@@ -1,7 +1,8 @@
 """estimate of a pipeline repeats a shorter run's steady state (graph/periodic.py) and gives what folding the whole
-graphs gives (1e-9), on 1F1B and interleaved schedules with sequence parallelism, dp, ZeRO 1 with overlapped buckets
-and uneven stages, with compute-communication interference too; where the graphs do not grow by a repeating block (GPipe, ZeRO 2's per-micro-batch gradients
-that the optimizer waits for) it folds the whole graphs."""
+graphs gives (1e-9), on 1F1B and interleaved schedules with sequence parallelism, dp, ZeRO 1 with overlapped buckets,
+ZeRO 2 and 3 (whose optimizer waits for every micro-batch's gradients, in effect for the last on their stream) and
+uneven stages, with compute-communication interference too; where the graphs do not grow by a repeating block
+(GPipe) it folds the whole graphs."""
 from __future__ import annotations
 
 import math
@@ -36,10 +37,15 @@ REPEATS = {
     # a ring exchange of tp_comm_overlap runs beside the compute of the block before it: before the inserted
     # block, where nothing moves, that is no obstacle to the repeat
     "tp_comm_overlap, sequence parallel": SMALL + ["training.sequence_parallel=true", "training.tp_comm_overlap=true"],
+    # the optimizer waits for every micro-batch's reduce_scatter: on one stream, in effect for the last
+    "zero 2, dp 2": DP2 + ["training.parallelism.zero=2"],
+    "zero 2, interleaved, selective recomputation": DP2 + ["training.parallelism.zero=2", "workload.global_batch=128",
+                                                         "training.schedule=interleaved", "training.virtual_stages=2",
+                                                         "training.recompute=selective"],
+    "zero 3, dp 2": DP2 + ["training.parallelism.zero=3", "communication.bucket_size=25 MB"],
 }
 WHOLE = {
     "gpipe": SMALL + ["training.schedule=gpipe"],
-    "zero 2, dp 2": DP2 + ["training.parallelism.zero=2"],
 }
 
 
