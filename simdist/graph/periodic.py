@@ -38,16 +38,21 @@ def _prerequisites(g: Graph) -> list[tuple[int, ...]]:
     the latest: a stream runs its tasks in order, so it ends after the others (ZeRO 2's optimizer step, which
     waits for every micro-batch's reduce_scatter, waits in effect for the last)."""
     prev = g.prerequisites()[2]
-    tasks = g.tasks
+    streams = [t.stream for t in g.tasks]
     out = []
-    for t in tasks:
-        pre = set(t.deps) | ({prev[t.id]} if prev[t.id] >= 0 else set())
+    for t in g.tasks:
+        before = prev[t.id]
+        pre = set(t.deps)
+        if before >= 0:
+            pre.add(before)
         if len(pre) > 1:
             latest: dict = {}
             for d in pre:
-                key = tasks[d].stream if tasks[d].stream is not None else ("unordered", d)
-                latest[key] = max(d, latest.get(key, -1))
-            pre = set(latest.values())
+                key = streams[d] if streams[d] is not None else ("unordered", d)
+                if latest.get(key, -1) < d:
+                    latest[key] = d
+            if len(latest) < len(pre):
+                pre = set(latest.values())
         out.append(tuple(sorted(pre)))
     return out
 
