@@ -43,6 +43,20 @@ def _moved(schedule: Schedule, mapping: dict[int, int]) -> tuple:
                  for chain in schedule.chains)
 
 
+def group_schedule(ctx, group: Group, op, size_bytes: float, kind: str) -> Schedule:
+    """One group's schedule by the scenario's backend (tp groups run rings: the strategy is dp's)."""
+    comm = ctx.scenario.communication
+    want = comm.strategy.value if kind == "dp" else "ring"
+    requested = want if supports(op, want, group.size) else "ring"
+    channels = ring_channels(ctx.topology, group.nodes)
+    extra = ctx.nccl_tuning(from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls)) \
+        if comm.backend.value == "nccl" else {}
+    return build_backend_schedule(comm.backend.value, op, size_bytes, group, requested=requested,
+                                  intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
+                                  channels=channels, node_orders=group_node_orders(ctx.topology, group, channels),
+                                  **extra)
+
+
 class LayoutGroups:
     """The layout's groups by stage on one FabricContext, and the memoised union schedules of their calls."""
 
@@ -98,7 +112,7 @@ class LayoutGroups:
             chains = tuple((Step((Transfer(g.ranks[0], g.ranks[1], float(size_bytes)),), label="p2p"),)
                            for g in subs if g.ranks[0] != g.ranks[1])
             return Schedule(op, "p2p", float(size_bytes), chains)
-        first = self._one(subs[0], op, size_bytes, self.groups[name].kind)
+        first = group_schedule(self.ctx, subs[0], op, size_bytes, self.groups[name].kind)
         if self.groups[name].kind in EP_KINDS:  # the dispatcher's all-to-all with the expert load's matrix
             first = uneven_all_to_all(first, subs[0], self.groups[name].kind, self.plan.moe_load)
         chains = list(first.chains)
@@ -112,20 +126,6 @@ class LayoutGroups:
         for task in calls:
             self.schedule_of(task, None)
         self._cache.update(lockstep_unions(self.ctx.network, self._cache, self.axis_groups))
-
-    def _one(self, group: Group, op, size_bytes: float, kind: str) -> Schedule:
-        """One group's schedule by the scenario's backend (tp groups run rings: the strategy is dp's)."""
-        ctx, comm = self.ctx, self.ctx.scenario.communication
-        want = comm.strategy.value if kind == "dp" else "ring"
-        requested = want if supports(op, want, group.size) else "ring"
-        channels = ring_channels(ctx.topology, group.nodes)
-        extra = {}
-        if comm.backend.value == "nccl":
-            extra = ctx.nccl_tuning(from_topology(ctx.topology, group, collnet=comm.collnet, nvls_enabled=comm.nvls))
-        return build_backend_schedule(comm.backend.value, op, size_bytes, group, requested=requested,
-                                      intra=comm.hierarchical_intra.value, inter=comm.hierarchical_inter.value,
-                                      channels=channels, node_orders=group_node_orders(ctx.topology, group, channels),
-                                      **extra)
 
     def time_of(self, task, graph) -> float:
         """The call alone on the idle fabric (closed form on the context's analytical network), once per class."""

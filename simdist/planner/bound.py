@@ -26,7 +26,8 @@ Bounded here, each by the plan its engine builds:
   segments (recomputation included) for every micro-batch, then its optimizer step, so an iteration of
   `global_batch` samples takes at least the busiest stage's `micro_batches x sum over chunks (fwd_s + bwd_s)
   + optimizer_s` (tp collectives, pipeline sends, bubbles and dp exchanges only add), and the rate is at most
-  global_batch over that;
+  global_batch over that (a layout plan's arrays also count the pipeline's fill and drain and each stage's
+  blocking tp calls at their floor: `pipeline_bound_s`, `tp_floor`);
 * failures: a result under failures reports the healthy run's rate (`engine/composite.py healthy_scenario`,
   the scenario without its failures) and a goodput ratio <= 1 (useful time over wall time), so the healthy
   scenario's bound bounds both the rate and the useful rate (rate x ratio) the goodput objective ranks by.
@@ -43,12 +44,18 @@ candidate whose plan cannot be built (it is estimated and gets its reason).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 from simdist.engine.composite import healthy_scenario, is_phased
+from simdist.engine.context_cache import estimate_context
+from simdist.engine.mp_groups import endpoint_group, group_schedule
+from simdist.layout import Axis, build_layout
+from simdist.network.congruence import GroupClasses
 from simdist.results.cost import cluster_price_per_hour
 from simdist.scenario import SyncMode
+from simdist.strategies.chunk_segments import Overlap
+from simdist.strategies.expert_parallel import EpCollective
 from simdist.strategies.mp_plan import build_mp_plan
 from simdist.strategies.plan import build_plan, is_model_parallel
 from simdist.strategies.sharded_dp import build_sharded_plan
@@ -91,7 +98,10 @@ def _healthy(scenario: Any) -> Any:
     return healthy_scenario(scenario)
 
 
-def pipeline_bound_s(mp) -> float:
+TpFloor = Callable[[int, Any, float], float]  # (stage, op, bytes) -> seconds, at most what estimate charges
+
+
+def pipeline_bound_s(mp, tp_floor: TpFloor | None = None) -> float:
     """A lower bound on a model-parallel iteration (an MpPlan) that counts the pipeline's fill and drain.
 
     Stage r runs all its chunks' forward and backward segments for every micro-batch (W_r each) on one compute
@@ -101,16 +111,67 @@ def pipeline_bound_s(mp) -> float:
     the stages before it run, chunk 0 of each at least (T_r = sum over i < r of b_i,0), then stage 0's
     optimizer step. So the iteration takes at least max over r of
     H_r + m W_r + max(optimizer_r, T_r + optimizer_0); communication only adds. With identical stages of one
-    chunk this is 1F1B's (m + pp - 1)(f + b) plus the step; it is never below `compute_bound`'s busiest stage."""
+    chunk this is 1F1B's (m + pp - 1)(f + b) plus the step; it is never below `compute_bound`'s busiest stage.
+    With `tp_floor` (`tp_floor`'s) W_r also counts the stage's blocking tp calls, each at its floor: a
+    segment's compute waits for the call before it (pipeline_graph._chunk), so the stage's compute stream is
+    idle while one runs."""
     stages = mp.stages
     head = tail = 0.0
     best = 0.0
     for r, st in enumerate(stages):
-        work = mp.micro_batches * math.fsum(c.fwd_s + c.bwd_s for c in st.chunks)
+        calls = math.fsum(tp_floor(r, x.call.op, x.call.size_bytes) for c in st.chunks for x in (*c.fwd, *c.bwd)
+                          if _blocking_tp(x)) if tp_floor is not None else 0.0
+        work = mp.micro_batches * (math.fsum(c.fwd_s + c.bwd_s for c in st.chunks) + calls)
         best = max(best, head + work + max(st.optimizer_s, tail + stages[0].optimizer_s))
         head += st.chunks[0].fwd_s
         tail += st.chunks[0].bwd_s
     return best
+
+
+def _blocking_tp(segment) -> bool:
+    """A segment whose tp collective runs after its compute on the stage's tp group (not beside it, not an
+    expert group's dispatch)."""
+    return segment.call is not None and segment.overlap is Overlap.NONE and not isinstance(segment.call, EpCollective)
+
+
+def tp_floor(scenario: Any) -> TpFloor:
+    """Per pipeline stage, the seconds of a tp call on the stage's first tp group alone on the idle fabric, on
+    the analytical network and context that estimate uses. Estimate charges the union of the stage's tp groups
+    at once (engine/mp_groups.py), and static congestion only adds load on shared links, so this never exceeds
+    it; memoised per congruence class of the group (network/congruence.py), op and size."""
+    t = scenario.training
+    par = t.parallelism
+    ctx = estimate_context(scenario)
+    layout = build_layout(scenario.cluster, par.dp, par.tp, par.pp, t.placement_order, par.cp)
+    groups = layout.joint_groups((Axis.TP,))
+    firsts = []
+    for stage in range(layout.pp):
+        mine = {g[stage] for g in layout.pp_groups()}
+        firsts.append(endpoint_group(ctx.topology, next(g for g in groups if g[0] in mine)))
+    net, memo = ctx.analytical(), {}
+    classes = GroupClasses(ctx.scenario, ctx.topology, net)  # congruent groups take the same time
+
+    def floor(stage: int, op, size_bytes: float) -> float:
+        key = (classes.of(f"tp floor {stage}", "tp", [firsts[stage]]), op, size_bytes)
+        if key not in memo:
+            memo[key] = net.schedule_time(group_schedule(ctx, firsts[stage], op, size_bytes, "tp"))
+        return memo[key]
+    return floor
+
+
+def layout_tp_floors(reference: Any) -> Callable[[int, int, int, int], TpFloor]:
+    """`tp_floor` of each (tp, pp, dp, cp) layout of `reference` (its cluster, placement and communication),
+    built once per layout: what planner/layout_costs.py counts the blocking tp calls with."""
+    memo: dict[tuple, TpFloor] = {}
+
+    def floors(tp: int, pp: int, dp: int, cp: int) -> TpFloor:
+        key = (tp, pp, dp, cp)
+        if key not in memo:
+            t = reference.training
+            par = replace(t.parallelism, tp=tp, pp=pp, dp=dp, cp=cp)
+            memo[key] = tp_floor(replace(reference, training=replace(t, parallelism=par)))
+        return memo[key]
+    return floors
 
 
 def compute_bound(scenario: Any) -> ClassBound | None:

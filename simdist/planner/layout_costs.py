@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -31,9 +31,9 @@ from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
 from simdist.strategies.context_parallel import ring_steps, shard_sequence
 from simdist.strategies.mp_plan import _BLOCK, _cp_cores, pipeline_units, transformer_shape
 from simdist.strategies.pipeline_schedule import balance_stages
-from simdist.strategies.recompute_policy import recomputes_layer, selective_modules
+from simdist.strategies.recompute_policy import recomputes_layer, rerun_spans, selective_modules
 from simdist.strategies.sharding import fsdp_units
-from simdist.strategies.tensor_parallel import TpRole, layer_role, shard_model, tensor_parallel_plan
+from simdist.strategies.tensor_parallel import Phase, TpRole, layer_role, shard_model, tensor_parallel_plan
 from simdist.strategies.update_cost import update_time
 
 PARTS = ("weights", "gradients", "optimizer_states", "activations", "buffers", "workspace")
@@ -67,6 +67,8 @@ class _Layers:
     params: np.ndarray  # tp rank's parameters (tensor_parallel_plan's shards)
     total: list[float]
     fwd_list: list[float]
+    fwd_calls: list[tuple]  # per layer its forward's tp calls as (op, bytes) (an attention core under cp: none)
+    bwd_calls: list[tuple]
 
 
 @dataclass
@@ -100,6 +102,7 @@ class _Context:
         self.grad_bytes = DTYPE_BYTES[s.workload.grad_dtype]
         self.cp_mode = CpCommType(s.training.cp_comm_type)
         self.modules = selective_modules(Recompute.SELECTIVE, s.training.recompute_modules)  # under selective
+        self.rerun = rerun_spans(self.model, self.modules)  # under selective: modules rerun with their tp calls
         self._layers: dict = {}
         self._shards: dict = {}
         self._ranges: dict = {}
@@ -131,7 +134,9 @@ class _Context:
                 np.asarray([f if recomputes_layer(x.shard.name, self.modules) else 0.0
                             for f, x in zip(fwd, tpp.layers)]),
                 np.asarray([float(x.shard.params) for x in tpp.layers]),
-                [x.time.total_s * k for x, k in zip(tpp.layers, mult)], [x.time.fwd_s * k for x, k in zip(tpp.layers, mult)])
+                [x.time.total_s * k for x, k in zip(tpp.layers, mult)], [x.time.fwd_s * k for x, k in zip(tpp.layers, mult)],
+                *[[() if i in cores else tuple((c.op, c.size_bytes) for c in x.collectives if c.phase is phase)
+                   for i, x in enumerate(tpp.layers)] for phase in (Phase.FWD, Phase.BWD)])
         return self._layers[key]
 
     def shard(self, tp: int, sp: bool, cp: int) -> _Shard:
@@ -174,8 +179,10 @@ class _Context:
         return self._states[k]
 
 
-def layout_costs(g: LayoutGrid, valid: np.ndarray) -> LayoutCosts:
-    """Memory and compute bound of every valid candidate this module covers (`covered`); NaN elsewhere."""
+def layout_costs(g: LayoutGrid, valid: np.ndarray, tp_floors: Callable | None = None) -> LayoutCosts:
+    """Memory and compute bound of every valid candidate this module covers (`covered`); NaN elsewhere.
+    `tp_floors(tp, pp, dp, cp)`: that layout's bound.tp_floor, whose blocking tp calls the bound then counts
+    (bound.pipeline_bound_s); None: compute alone."""
     s = g.reference
     ctx = _Context(s)
     n = g.n
@@ -197,7 +204,8 @@ def layout_costs(g: LayoutGrid, valid: np.ndarray) -> LayoutCosts:
         bounds_at = np.searchsorted(inverse[order], np.arange(len(distinct) + 1))
         for j, key in enumerate(distinct):
             members = idx[order[bounds_at[j]:bounds_at[j + 1]]]
-            _class(ctx, g, tuple(int(x) for x in key), members, dp, zero, replica, mem, fits, parts, failing, bound)
+            _class(ctx, g, tuple(int(x) for x in key), members, dp, zero, replica, mem, fits, parts, failing, bound,
+                   tp_floors)
     gb = replica * np.maximum(dp, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(bound > 0, gb / bound, np.nan)
@@ -206,7 +214,7 @@ def layout_costs(g: LayoutGrid, valid: np.ndarray) -> LayoutCosts:
 
 
 def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all, zero_all, replica_all,
-           mem, fits, parts, failing, bound) -> None:
+           mem, fits, parts, failing, bound, tp_floors: Callable | None) -> None:
     """One class of candidates (same tp, micro-batch, precision, sp, recompute, pp, v, schedule): its stages
     once, then each candidate's dp, ZeRO stage and micro-batch count."""
     tp, mb, pi, sp, ri, pp, v, si, cp = key
@@ -264,6 +272,14 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     extra3 = _largest_unit(ctx, lay, ranges) * ctx.grad_bytes if any3 else 0.0
     dps = dp_all[members]
     m = replica_all[members] // mb
+    tp_s = np.zeros((pp, members.size))  # per stage and candidate: a micro-batch's blocking tp calls at their floor
+    if tp_floors is not None and tp > 1:
+        calls = [_stage_calls(lay, [ranges[c] for c in range(r, pp * v, pp)], full, ctx.rerun if selective else {})
+                 for r in range(pp)]
+        for d in np.unique(dps):
+            floor = tp_floors(tp, pp, int(d), cp)
+            for r in range(pp):
+                tp_s[r, dps == d] = math.fsum(n * floor(r, op, size) for (op, size), n in calls[r].items())
     best = np.full(members.size, -np.inf)
     first_fail = np.full(members.size, -1, dtype=np.int64)
     worst = np.full(members.size, -np.inf)
@@ -275,7 +291,7 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
         shard = [math.ceil(plan_params / d) if z else int(plan_params) for d, z in zip(grad_dp, zeros)]
         opt = np.asarray([ctx.update_s(precision, x) for x in shard])
         opt0 = opt if opt0 is None else opt0
-        best = np.maximum(best, head[r] + m * work + np.maximum(opt, tail[r] + opt0))
+        best = np.maximum(best, head[r] + m * (work + tp_s[r]) + np.maximum(opt, tail[r] + opt0))
         wgs = np.asarray([ctx.states(params, run, int(z), int(d), qcopy) for d, z in zip(grad_dp, zeros)])
         flight = _in_flight(schedule, pp, m, r, v)
         activations = acts * flight
@@ -293,6 +309,23 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     parts[members] = out_parts
     failing[members] = first_fail
     bound[members] = best
+
+
+def _stage_calls(lay: _Layers, spans, full: bool, rerun: dict) -> dict[tuple, int]:
+    """The blocking tp calls of a stage's chunks per micro-batch, (op, bytes) -> count, as mp_plan's segments
+    have them: every layer's forward and backward calls, the forward's again under full recomputation, and under
+    selective recomputation those of each module checkpointed whole (recompute_policy.rerun_spans)."""
+    out: dict[tuple, int] = {}
+    for lo, hi in spans:
+        ids = [*range(lo, hi), *(range(lo, hi) if full else ())]
+        ids += [j for last, starts in rerun.items() if lo <= last < hi for start in starts for j in range(start, last + 1)]
+        for i in range(lo, hi):
+            for c in lay.bwd_calls[i]:
+                out[c] = out.get(c, 0) + 1
+        for i in ids:
+            for c in lay.fwd_calls[i]:
+                out[c] = out.get(c, 0) + 1
+    return out
 
 
 def _in_flight(schedule: str, pp: int, m: np.ndarray, stage: int, v: int) -> np.ndarray:

@@ -8,10 +8,12 @@
    constraint on their inputs are pruned; nothing about them is estimated.
 3. The rest are estimated in order of their bound's score, in rounds on the plan's worker processes, until the
    k-th best feasible estimate (k = max(top, confirm)) is strictly better than the next candidate's bound and an
-   estimated candidate is faster than it at no higher price. The compute bound never exceeds a candidate's
-   estimated rate (communication, bubbles and waits only add time), so every candidate left is worse than the
-   k-th: the top k and the Pareto front are those of estimating every candidate. Each estimate is checked
-   against its bound; one above it (which would be a bug) stops the pruning and every candidate is estimated.
+   estimated candidate is faster than it at no higher price. The bound (compute, the pipeline's fill and
+   drain, and the blocking tp calls at their floor: bound.pipeline_bound_s) never exceeds a candidate's
+   estimated rate (the rest of the communication, bubbles and waits only add time), so every candidate left is
+   worse than the k-th: the top k and the Pareto front are those of estimating every candidate. Each estimate
+   is checked against its bound; one above it (which would be a bug) stops the pruning and every candidate is
+   estimated.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import numpy as np
 
 from simdist.errors import InfeasibleError, ScenarioError
 from simdist.planner.axes import Point, space_size, values_key
-from simdist.planner.bound import ClassBound, compute_bound
+from simdist.planner.bound import ClassBound, compute_bound, layout_tp_floors
 from simdist.planner.candidates import MEMORY_TEXT
 from simdist.planner.evaluate import _conjuncts
 from simdist.planner.layout_costs import PARTS, LayoutCosts, layout_costs
@@ -69,7 +71,7 @@ def search_layouts(spec: PlanSpec, job, run: Callable, rows: dict, jobs: int, me
     grid = build_grid(fs, ref, job.base, job.overrides)
     reasons = rules(grid)
     valid = reasons == ""
-    costs = layout_costs(grid, valid)
+    costs = layout_costs(grid, valid, layout_tp_floors(ref))
     n = grid.n
     steps = step_indices(fs, n)
 

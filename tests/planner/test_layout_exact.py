@@ -1,6 +1,7 @@
 """The layout search's arrays equal the run's own functions on every candidate of a small space: validity (the
-loader), memory per GPU and whether it fits (rank_memory.check_memory), the pipeline bound (bound.pipeline_bound_s
-on build_mp_plan) and that it never exceeds the estimate; and the pruned plan's top 10 is the exhaustive one's."""
+loader), memory per GPU and whether it fits (rank_memory.check_memory), the pipeline bound with its blocking tp calls
+(bound.pipeline_bound_s on build_mp_plan and bound.tp_floor) and that it never exceeds the estimate; and the pruned
+plan's top 10 is the exhaustive one's."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ from simdist.errors import InfeasibleError, ScenarioError
 from simdist.io.sweep_load import load_point
 from simdist.planner import plan as planner_plan
 from simdist.planner.axes import Axis, factors
-from simdist.planner.bound import pipeline_bound_s
+from simdist.planner.bound import layout_tp_floors, pipeline_bound_s, tp_floor
 from simdist.planner.layout_costs import layout_costs
 from simdist.planner.layout_space import build_grid, reference_scenario, step_indices
 from simdist.planner.objective import PlanSpec
@@ -66,7 +67,7 @@ def _arrays(axes, base=BASE):
     ref = reference_scenario(base, (), fs, load_point, ".", "t")
     grid = build_grid(fs, ref, base, ())
     reasons = load_point.invalid_layouts(grid)
-    return fs, grid, reasons, layout_costs(grid, reasons == "")
+    return fs, grid, reasons, layout_costs(grid, reasons == "", layout_tp_floors(ref))
 
 
 @pytest.mark.parametrize("axes, base", [(AXES, BASE), (INTERLEAVED, BASE), (CP, FLASH), (CP_EP, MOE),
@@ -98,7 +99,7 @@ def test_layout_arrays_equal_the_scalar_functions(axes, base):
         if fits:
             assert math.isclose(usage.per_gpu_bytes, costs.memory_bytes[i], rel_tol=1e-12), values
         mp = build_mp_plan(scenario)
-        assert math.isclose(pipeline_bound_s(mp), costs.bound_s[i], rel_tol=1e-12), values
+        assert math.isclose(pipeline_bound_s(mp, tp_floor(scenario)), costs.bound_s[i], rel_tol=1e-12), values
         checked += 1
     if base is MOE:
         assert checked == 0 and 20 < (reasons == "").sum() < grid.n
@@ -111,6 +112,10 @@ def test_pipeline_bound_never_exceeds_the_estimate(axes, base, every):
     fs, grid, reasons, costs = _arrays(axes, base)
     steps = step_indices(fs, grid.n)
     idx = np.flatnonzero(costs.covered & costs.fits)
+    compute_only = layout_costs(grid, reasons == "").bound_s[idx]  # the blocking tp calls add to every tp > 1
+    split = grid["tp"][idx] > 1
+    assert (costs.bound_s[idx][split] > compute_only[split]).all() and split.any()
+    assert (costs.bound_s[idx][~split] == compute_only[~split]).all()
     for i in idx[::every]:
         values = {k: v for f, s in zip(fs, steps) for k, v in f.items(int(s[i]))}
         result = simulate(load_point(base, (), values, ".", "t"), fidelity="estimate", baseline=False)
