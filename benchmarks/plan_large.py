@@ -3,11 +3,12 @@ as medians of whole processes, against issue 33's target (< 60 s) and Calculon's
 
 Rows (each the median of N separate processes, N fixed up front, default 5):
 - `prune`: the array phase alone in a fresh process (loading the plan, the grid, the loader's rules, memory per
-  GPU and the pipeline bound of every candidate: planner/layout_space.py, io/layout_rules.py,
-  planner/layout_costs.py), wall and CPU seconds, with the candidates it leaves to estimate;
+  GPU and the pipeline bound of every candidate with its blocking tp calls: planner/layout_space.py,
+  io/layout_rules.py, planner/layout_costs.py, planner/bound.py), wall and CPU seconds, with the candidates it
+  leaves to estimate;
 - `plan`: `simdist plan FILE --json --confirm C` whole, wall and CPU seconds (its worker processes included),
   the candidates it estimated and skipped by the bound, and the top 10 (the same in every run, or the row says
-  so). `--skip-plan` leaves it out: today each estimate costs about a second and the bound leaves hundreds.
+  so). `--skip-plan` leaves it out.
 Run: PYTHONPATH=. python benchmarks/plan_large.py [--runs 5] [--skip-plan] [--confirm 0] [--file FILE]
 """
 from __future__ import annotations
@@ -31,14 +32,16 @@ PRUNE = """
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 from simdist.io.sweep_load import load_point, plan_spec, read_sweep_file
+from simdist.planner.bound import layout_tp_floors
 from simdist.planner.layout_costs import layout_costs
 from simdist.planner.layout_space import build_grid, reference_scenario
 base, block, folder, name = read_sweep_file(sys.argv[1], "plan")
 spec = plan_spec(block)
 fs = spec.factors
-grid = build_grid(fs, reference_scenario(base, (), fs, load_point, str(folder), name), base, ())
+ref = reference_scenario(base, (), fs, load_point, str(folder), name)
+grid = build_grid(fs, ref, base, ())
 valid = load_point.invalid_layouts(grid) == ""
-costs = layout_costs(grid, valid)
+costs = layout_costs(grid, valid, layout_tp_floors(ref))
 print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "candidates": grid.n,
                   "valid": int(valid.sum()), "fit": int((valid & costs.fits).sum()),
                   "one_by_one": int((valid & ~costs.covered).sum())}))

@@ -91,6 +91,13 @@ class ComputeCalibration:
         if self.fp8_recipe not in FP8_RECIPES:
             raise ValueError(f"fp8_recipe: got {self.fp8_recipe!r}; expected one of {', '.join(FP8_RECIPES)}")
 
+    def __hash__(self) -> int:
+        """By value, its tables' items included (so per-layer costs can be memoised on it: tensor_parallel)."""
+        return hash((tuple(sorted((g, tuple(sorted(t.items()))) for g, t in self.efficiency.items())),
+                     tuple(sorted(self.kind_factor.items())), tuple(sorted(self.memory_efficiency.items())),
+                     self.launch_overhead_s, tuple(sorted(self.codec_factor.items())), self.fp8_recipe,
+                     self.fp8_attention, self.cuda_graphs))
+
 
 _NO_CALIBRATION = ComputeCalibration()
 

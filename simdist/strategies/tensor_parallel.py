@@ -19,6 +19,7 @@ first trainable layer (compute.first_trainable_layer).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, replace
@@ -290,6 +291,7 @@ def _lora_collectives(c, role: TpRole, out_bytes: float, in_bytes: float, sp: bo
     return out + [c(AR, in_bytes, B, When.AFTER, "rank-r input gradient partial sums")]
 
 
+@functools.lru_cache(maxsize=16)  # by value: a plan's or sweep's candidates of one (tp, micro-batch, ...) share it
 def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, precision: str, tp: int,
                          sequence_parallel: bool = False, calibration: ComputeCalibration | None = None,
                          heads: int | None = None, kv_heads: int | None = None,
@@ -303,6 +305,8 @@ def tensor_parallel_plan(model: ModelSpec, gpu: GpuSpec, micro_batch: int, preci
     and no collectives. `reference`: the model whose matrices the efficiency describes when `model` is already
     cut (context parallelism's s / cp tokens): every GEMM then runs at the shrink factor against it.
     `tp_comm_overlap`: training.tp_comm_overlap, which changes where LoRA's adapters gather their input.
+    Memoised on its arguments' values (all frozen): the candidates of a plan that differ only in dp, ZeRO or the
+    schedule pay each layer's shard, time and collectives once per process.
     """
     for count, what in ((heads, "attention heads"), (kv_heads, "key/value heads")):
         assert count is None or tp == 1 or count % tp == 0, f"io.rules_parallel: tp {tp} divides the {count} {what}"

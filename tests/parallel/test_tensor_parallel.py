@@ -148,3 +148,29 @@ def test_layer_costs_feed_the_stage_balancer(xl) -> None:
     assert len(costs) == len(xl.layers) and sum(costs) == pytest.approx(plan.fwd_s + plan.bwd_s)
     per_stage = stage_costs(costs, balance_stages(costs, 4))
     assert max(per_stage) < 1.1 * sum(costs) / 4
+
+
+def test_layouts_that_differ_in_dp_or_zero_share_the_per_layer_costs() -> None:
+    """The per-layer plan is memoised on its arguments' values: estimating a layout again with another dp, ZeRO
+    stage or bucket size builds no new one, and a calibration equal by value hits the same entry."""
+    from dataclasses import replace
+
+    from simdist.compute_rates import ComputeCalibration
+    from simdist.engine.simulation import simulate
+    from simdist.io.load import load_scenario
+
+    base = ["workload.model=gpt3-1.3b", "cluster.nodes.0.count=2", "training.parallelism.tp=2",
+            "training.parallelism.pp=2", "workload.global_batch=64", "training.micro_batch=4"]
+    preset = "scenarios/presets/megatron-gpt3-175b.yaml"
+    tensor_parallel_plan.cache_clear()
+    first = simulate(load_scenario(preset, base + ["training.parallelism.dp=4"]), "estimate").iteration_time_s
+    assert tensor_parallel_plan.cache_info().misses == 1
+    for more in (["training.parallelism.dp=4", "training.parallelism.zero=1"],
+                 ["training.parallelism.dp=4", "communication.bucket_size=25 MB"]):
+        simulate(load_scenario(preset, base + more), "estimate")
+    assert tensor_parallel_plan.cache_info().misses == 1 and tensor_parallel_plan.cache_info().hits == 2
+    again = simulate(load_scenario(preset, base + ["training.parallelism.dp=4"]), "estimate").iteration_time_s
+    assert again == first
+    a = ComputeCalibration(efficiency={"a100-sxm4-80gb": {"fp16": 0.5}}, kind_factor={"linear": 1.1})
+    b = replace(a, efficiency={"a100-sxm4-80gb": {"fp16": 0.5}})
+    assert a == b and hash(a) == hash(b) and hash(a) != hash(ComputeCalibration())
