@@ -143,10 +143,10 @@ def tp_floor(scenario: Any) -> TpFloor:
     par = t.parallelism
     ctx = estimate_context(scenario)
     layout = build_layout(scenario.cluster, par.dp, par.tp, par.pp, t.placement_order, par.cp)
-    groups = layout.joint_groups((Axis.TP,))
+    groups, pipelines = layout.joint_groups((Axis.TP,)), layout.pp_groups()
     firsts = []
     for stage in range(layout.pp):
-        mine = {g[stage] for g in layout.pp_groups()}
+        mine = {g[stage] for g in pipelines}
         firsts.append(endpoint_group(ctx.topology, next(g for g in groups if g[0] in mine)))
     net, memo = ctx.analytical(), {}
     classes = GroupClasses(ctx.scenario, ctx.topology, net)  # congruent groups take the same time
