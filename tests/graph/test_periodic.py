@@ -124,20 +124,18 @@ def test_steady_sizes_leave_a_block_to_repeat():
 
 
 def _insertion_by_definition(short, long, pb):
-    """`insertion` as its docstring defines it, every q tried in turn over every task (quadratic)."""
-    a, b = [periodic._shape(t) for t in short.tasks], [periodic._shape(t) for t in long.tasks]
-    pa = periodic._prerequisites(short)
-    n = len(b) - len(a)
-    if n <= 0:
-        return None
-    top = 0
-    while top < len(a) and a[top] == b[top] and pa[top] == pb[top]:
-        top += 1
-    for q in range(top, max(n, top - n) - 1, -1):
-        if all(a[i] == b[i + n] and pa[i] == tuple(y if y < q else y - n for y in pb[i + n])
-               for i in range(q, len(a))):
-            return q, n
-    return None
+    """`insertion` as its docstring defines it: the largest q, at most the length of the common prefix and at
+    least max(n, that length - n), at which every later task of `short` matches the one n further in `long`,
+    trying every q over every task (quadratic)."""
+    shapes = [periodic._shape(t) for t in short.tasks], [periodic._shape(t) for t in long.tasks]
+    pa, n = periodic._prerequisites(short), len(long.tasks) - len(short.tasks)
+    common = next((i for i in range(len(pa)) if (shapes[0][i], pa[i]) != (shapes[1][i], pb[i])), len(pa))
+
+    def fits(q: int) -> bool:
+        return all(shapes[0][i] == shapes[1][i + n] and pa[i] == tuple(y - n * (y >= q) for y in pb[i + n])
+                   for i in range(q, len(pa)))
+
+    return next(((q, n) for q in range(common, max(n, common - n) - 1, -1) if n > 0 and fits(q)), None)
 
 
 @pytest.mark.parametrize("name", list(REPEATS) + list(WHOLE))
