@@ -1,14 +1,12 @@
 """The one executor: runs the execution graphs of every rank class on a network model with simpy.
 
-A task starts when its dependencies are done and the previous task on its stream is done;
-compute and host work take their duration (compute re-timed while collectives interfere with it);
-a collective runs once for its process group, when every member class has reached it, and every
-member waits for it; a send/recv runs its point-to-point schedule. `barrier=True` (BSP, local
-SGD) starts iteration i + 1 of every class when all have finished iteration i, and, when
-`steady_skip`, stops simulating once two consecutive iterations are identical (the fabric is idle
-at every boundary, so the rest repeat exactly and are inferred); `barrier=False` (asynchronous
-PS) lets each class loop on its own under a sync policy's gates. Processes are generator
-functions taking env first; the log holds plain StepRecords.
+A task starts when its dependencies are done and the previous task on its stream is done; compute and host work take
+their duration (compute re-timed while collectives interfere with it); a collective runs once for its process group,
+when every member class has reached it, and every member waits for it; a send/recv runs its point-to-point schedule.
+`barrier=True` (BSP, local SGD) starts iteration i + 1 of every class when all have finished iteration i, and, when
+`steady_skip`, stops simulating once two consecutive iterations are identical (the fabric is idle at every boundary,
+so the rest repeat exactly and are inferred); `barrier=False` (asynchronous PS) lets each class loop on its own
+under a sync policy's gates. Processes are generator functions taking env first; the log holds plain StepRecords.
 """
 from __future__ import annotations
 
@@ -73,6 +71,7 @@ class Executor:
         # of a class runs at 1 / (1 + max s) while collectives of its groups run (see _work)
         self.slowdown = slowdown
         self._group_classes: dict[str, list[int]] = {}
+        self._slows: dict[tuple, tuple] = {}  # (group, op) -> its member classes' positive slowdowns, once
         self._comm_on: dict[int, list[float]] = {}
         self._computing: dict[int, set] = {}
         self._orders: dict[int, tuple] = {}  # per class: Graph.prerequisites()
@@ -260,12 +259,13 @@ class Executor:
         return 1.0 / (1.0 + max(on)) if on else 1.0
 
     def _interfere(self, task: Collective, start: bool, slows: tuple = ()) -> tuple:
-        """A collective starts (or ends) on every member class: note its slowdown, re-time their compute."""
-        assert self.slowdown is not None
-        classes = self._group_classes.get(task.group, ())
+        """A collective starts (or ends) on every member class: note its slowdown, re-time their compute (only
+        called with interference: `slowdown` set)."""
+        if start and (task.group, task.op) not in self._slows:
+            per_class = ((c, self.slowdown(c, str(task.op))) for c in self._group_classes.get(task.group, ()))
+            self._slows[task.group, task.op] = tuple((c, s) for c, s in per_class if s > 0)
         if start:
-            slows = tuple((c, self.slowdown(c, str(task.op))) for c in classes)
-            slows = tuple((c, s) for c, s in slows if s > 0)
+            slows = self._slows[task.group, task.op]
         for c, s in slows:
             on = self._comm_on.setdefault(c, [])
             before = self._rate(c)
