@@ -153,3 +153,30 @@ def test_a_null_dp_on_an_axis_is_derived_from_the_gpus():
             loads = False
         assert loads == (reasons[i] == ""), (values, reasons[i])
     assert 0 < (reasons == "").sum() < grid.n
+
+
+CROSSING = {**BASE, "name": "tp-across-nodes",
+            "cluster": {"nodes": [{"count": 4, "gpu": "a100-sxm4-40gb", "gpus_per_node": 8,
+                                   "intra_node": "nvswitch-a100", "nic": {"bandwidth": "100 Gb/s", "latency": "2 us",
+                                                                          "count": 2, "transport": "rdma"}}],
+                        "fabric": {"topology": "fat_tree", "nodes_per_leaf": 2, "oversubscription": 4.0}},
+            "training": {**BASE["training"], "placement_order": "dp,tp,pp"}}
+CROSSING_AXES = (Axis("training.parallelism.tp", (2, 4, 8)), Axis("training.parallelism.pp", (1, 2, 4)),
+                 Axis("training.micro_batch", (1, 4)), Axis("training.sequence_parallel", (False, True)))
+
+
+def test_the_tp_floor_holds_where_tp_groups_cross_nodes_on_an_oversubscribed_fat_tree():
+    """dp innermost puts every tp group across machines, four GPUs to a NIC and the stage's groups sharing the
+    leaves' thin uplinks: the floor (one group alone) stays under the estimate, which charges their union, and
+    the arrays still equal pipeline_bound_s with it."""
+    fs, grid, reasons, costs = _arrays(CROSSING_AXES, CROSSING)
+    steps = step_indices(fs, grid.n)
+    idx = np.flatnonzero(costs.covered & costs.fits)
+    assert idx.size > 10
+    for i in idx:
+        values = {k: v for f, s in zip(fs, steps) for k, v in f.items(int(s[i]))}
+        scenario = load_point(CROSSING, (), values, ".", "t")
+        assert math.isclose(pipeline_bound_s(build_mp_plan(scenario), tp_floor(scenario)), costs.bound_s[i],
+                            rel_tol=1e-12), values
+        result = simulate(scenario, fidelity="estimate", baseline=False)
+        assert result.iteration_time_s >= costs.bound_s[i] * (1 - 1e-12), values
