@@ -6,17 +6,17 @@
   iteration time of every cluster state it meets, each simulated once (failures/step_time.py, run here:
   `state_step_time`, `run_goodput`); `run.replicas` timelines (failures.montecarlo).
 
-Hybrid: asynchronous (asp, the parameter-server path) for iterations [0, S), synchronous (bsp, the same
-parameter servers) from S on, with S = `training.hybrid_switch` (an iteration, or a share of
-`run.iterations`). Dynamic: iterations [0, k) run with the split the job starts from (proportional to the
-predicted GPU speeds: equal on identical GPUs); after k = `training.rebalance_every` iterations the job has
-observed every GPU's step time, stragglers included, and re-splits the batch in proportion to the observed
-speeds (strategies/batch_split.py), from then on every k iterations (a steady run keeps it). Each distinct
-phase runs as an ordinary steady-state run (at the scenario's fidelity, `run.iterations` and `run.warmup`),
-and the run's figures are the iteration-weighted combination: total time = sum over phases of iterations x
-iteration time, mean iteration time = total / N, throughput = N x global batch / total. The result keeps the
-last phase's breakdown and names every phase in `phases` and `sync.hybrid`. A failure state's scenario is the
-healthy one modified (failures/step_time.py); its degraded links are set here through the network's capacity API.
+Hybrid: asynchronous (asp, the parameter-server path) for iterations [0, S), synchronous (bsp, the same parameter
+servers) from S on, with S = `training.hybrid_switch` (an iteration, or a share of `run.iterations`). Dynamic:
+iterations [0, k) run with the split the job starts from (proportional to the predicted GPU speeds: equal on
+identical GPUs); after k = `training.rebalance_every` iterations the job has observed every GPU's step time,
+stragglers included, and re-splits the batch in proportion to the observed speeds (strategies/batch_split.py), from
+then on every k iterations (a steady run keeps it). Each distinct phase runs as an ordinary steady-state run (at the
+scenario's fidelity, `run.iterations` and `run.warmup`), and the run's figures are the iteration-weighted
+combination: total time = sum over phases of iterations x iteration time, mean iteration time = total / N,
+throughput = N x global batch / total. The result keeps the last phase's breakdown and names every phase in `phases`
+and `sync.hybrid`. A failure state's scenario is the healthy one modified (failures/step_time.py); its degraded
+links are set here through the network's capacity API.
 """
 from __future__ import annotations
 
@@ -94,9 +94,8 @@ def state_step_time(scenario: Scenario, fidelity: Fidelity, job: failure_state.J
 
 def _state_iteration_s(scenario: Scenario, links, fidelity: Fidelity) -> float:
     """A failure state's iteration time: its steady run, on a cluster with `links` changed where it has any."""
-    if links:
-        return _with_links(scenario, fidelity, links)
-    return float(run_training(scenario, fidelity, with_baseline=False).iteration_time_s)
+    return _with_links(scenario, fidelity, links) if links else \
+        float(run_training(scenario, fidelity, with_baseline=False).iteration_time_s)
 
 
 def _with_links(scenario: Scenario, fidelity: Fidelity, links) -> float:

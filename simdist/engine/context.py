@@ -100,7 +100,6 @@ class FabricContext:
         # reductions on CPUs (gloo's host-memory algorithms, CPU parameter servers) cost host memory time
         return host_reduced(sched, self.scenario, requested, self.servers)
 
-
     def _node_orders(self):
         """The rings NCCL builds from each node's graph (collectives.node_rings), computed once."""
         if "orders" not in self._built:

@@ -153,25 +153,27 @@ class Executor:
         self.log.simulated = max(self.log.simulated, it)
 
     def _iteration(self, env, graph: Graph, it: int) -> Generator:
-        """One iteration of a class: each task starts (as its own process) once its dependencies and the
-        previous task on its stream have finished; the iteration ends with its last task."""
+        """One iteration of a class, ending with its last task: each task starts once its dependencies and its
+        stream's previous task have ended, in the process of the task whose end readied it first, else its own."""
         idx = graph.rank_class.index
         if idx not in self._orders:  # built once per class
             self._orders[idx] = graph.prerequisites()
         after, waiting, _ = self._orders[idx]
         spans: dict[int, tuple[float, float]] = {}
-        left = list(waiting)
-        done = env.event()
-        unfinished = [len(graph.tasks)]
+        left, done, unfinished = list(waiting), env.event(), [len(graph.tasks)]  # prerequisites and tasks to go
 
-        def finished(tid: int) -> None:
+        def finished(tid: int) -> Task | None:  # the first task tid's end readies; the others start now
+            here = None
             for nxt in after[tid]:
                 left[nxt] -= 1
-                if left[nxt] == 0:
+                if left[nxt] == 0 and here is None:
+                    here = graph.tasks[nxt]
+                elif left[nxt] == 0:
                     env.process(self._task(env, graph, it, graph.tasks[nxt], spans, finished))
             unfinished[0] -= 1
             if unfinished[0] == 0:
                 done.succeed()
+            return here
 
         for t in graph.tasks:
             if waiting[t.id] == 0:
@@ -186,28 +188,30 @@ class Executor:
         if self.record and (self.record_classes is None or idx in self.record_classes):
             self.log.records += class_records(graph, it, spans, self.max_tracked)
 
-    def _task(self, env, graph: Graph, it: int, task: Task, spans, finished: Callable[[int], None]) -> Generator:
-        t0 = env.now
-        if self.policy is not None:
-            yield from self.policy.before(env, graph, task, it)
-        if isinstance(task, (Compute, HostWork)):
-            if self.slowdown is not None and isinstance(task, Compute) and task.stream == Stream.COMPUTE:
-                yield from self._work(env, graph, task)
-            elif task.duration_s > 0:  # nothing re-times it (_work's loop, once)
-                yield env.timeout(task.duration_s)
-        elif isinstance(task, Collective) and self._members.get(task.group, 1) == 1:
-            t0 = env.now  # no other class to wait for: it starts now, in this process
-            yield from self._collective(env, graph, task)
-        elif isinstance(task, Collective):
-            done, started = self._join(env, graph, task, it)
-            yield done
-            t0 = started[0]
-        elif isinstance(task, SendRecv) and task.src != task.dst:
-            yield from self.network.run(env, self.schedule_of(task, graph))
-        if self.policy is not None:
-            self.policy.after(graph, task, it)
-        spans[task.id] = (t0, env.now)
-        finished(task.id)
+    def _task(self, env, graph: Graph, it: int, task: Task | None, spans, finished: Callable) -> Generator:
+        """Run `task`, then the first task its end readies, and so on: a chain of tasks is one process."""
+        while task is not None:
+            t0 = env.now
+            if self.policy is not None:
+                yield from self.policy.before(env, graph, task, it)
+            if isinstance(task, (Compute, HostWork)):
+                if self.slowdown is not None and isinstance(task, Compute) and task.stream == Stream.COMPUTE:
+                    yield from self._work(env, graph, task)
+                elif task.duration_s > 0:  # nothing re-times it (_work's loop, once)
+                    yield env.timeout(task.duration_s)
+            elif isinstance(task, Collective) and self._members.get(task.group, 1) == 1:
+                t0 = env.now  # no other class to wait for: it starts now, in this process
+                yield from self._collective(env, graph, task)
+            elif isinstance(task, Collective):
+                done, started = self._join(env, graph, task, it)
+                yield done
+                t0 = started[0]
+            elif isinstance(task, SendRecv) and task.src != task.dst:
+                yield from self.network.run(env, self.schedule_of(task, graph))
+            if self.policy is not None:
+                self.policy.after(graph, task, it)
+            spans[task.id] = (t0, env.now)
+            task = finished(task.id)
 
     def _join(self, env, graph: Graph, task: Collective, it: int):
         """Arrive at a group collective; the last member class to arrive starts it for all."""

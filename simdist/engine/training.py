@@ -36,10 +36,9 @@ from simdist.topology.summary import link_assumptions
 def run_steady(scenario: Scenario, fidelity: Fidelity, with_baseline: bool = True, context=None) -> RunResult:
     """Simulate or estimate a steady training run (phased runs: engine/composite.py).
 
-    `with_baseline` also gives `relative_time_to_target` against BSP without compression (folded in
-    closed form from the same cluster, never a second simulation); compare.py turns it off.
-    `context`: an already built FabricContext of the same cluster and strategy, reused by `estimate`
-    (a sweep builds the topology and routes once).
+    `with_baseline` also gives `relative_time_to_target` against BSP without compression (folded in closed form from
+    the same cluster, never a second simulation); compare.py turns it off. `context`: an already built FabricContext
+    of the same cluster and strategy, reused by `estimate` (a sweep builds the topology and routes once).
     """
     plan, sim = build(scenario, fidelity, context)
     if plan.model_parallel:
@@ -201,10 +200,8 @@ def _run_async(sim: Simulation, run_plan: Plan) -> Outcome:
     policy = PsPolicy(sim.env, sizes, bound)
     recorded = {g.rank_class.index for g in graphs
                 if g.rank_class.ranks[0] < MAX_TRACKED_RANKS or g.rank_class.slowdown != 1}
-    if simulated:
-        network, schedule_of = ctx.network, run_plan.schedule_of
-    else:
-        network, schedule_of = ClosedFormTimes(run_plan.time_of), lambda task, graph: (task, graph)
+    network, schedule_of = (ctx.network, run_plan.schedule_of) if simulated else \
+        (ClosedFormTimes(run_plan.time_of), lambda task, graph: (task, graph))
     ex = Executor(sim.env, network, schedule_of, run_plan.groups, policy, record_classes=recorded)
     log = ex.run(graphs, None if run.duration_s is not None else run.iterations, run.duration_s, barrier=False)
     n = plan.dp
