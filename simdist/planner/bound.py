@@ -120,7 +120,7 @@ def pipeline_bound_s(mp, tp_floor: TpFloor | None = None) -> float:
     best = 0.0
     for r, st in enumerate(stages):
         calls = math.fsum(tp_floor(r, x.call.op, x.call.size_bytes) for c in st.chunks for x in (*c.fwd, *c.bwd)
-                          if _blocking_tp(x)) if tp_floor is not None else 0.0
+                          if blocking_tp(x)) if tp_floor is not None else 0.0
         work = mp.micro_batches * (math.fsum(c.fwd_s + c.bwd_s for c in st.chunks) + calls)
         best = max(best, head + work + max(st.optimizer_s, tail + stages[0].optimizer_s))
         head += st.chunks[0].fwd_s
@@ -128,7 +128,7 @@ def pipeline_bound_s(mp, tp_floor: TpFloor | None = None) -> float:
     return best
 
 
-def _blocking_tp(segment) -> bool:
+def blocking_tp(segment) -> bool:
     """A segment whose tp collective runs after its compute on the stage's tp group (not beside it, not an
     expert group's dispatch)."""
     return segment.call is not None and segment.overlap is Overlap.NONE and not isinstance(segment.call, EpCollective)

@@ -24,6 +24,7 @@ from simdist.compute import ACTIVATION_BYTES, DTYPE_BYTES
 from simdist.low_precision import RECIPES, gathered_param_bytes
 from simdist.memory import (FRAMEWORK_RESERVE_BYTES, layer_activation_bytes, model_state_bytes, quantized_copy_bytes,
                             saved_gemm_input_bytes)
+from simdist.planner.bound import blocking_tp
 from simdist.planner.layout_space import RECOMPUTES, SCHEDULES, LayoutGrid, replica_batch
 from simdist.results.cost import cluster_price_per_hour
 from simdist.scenario import CpCommType, Precision, Recompute
@@ -31,6 +32,7 @@ from simdist.strategies.context_parallel import buffer_bytes as cp_buffer_bytes
 from simdist.strategies.context_parallel import ring_steps, shard_sequence
 from simdist.strategies.mp_plan import _BLOCK, _cp_cores, pipeline_units, transformer_shape
 from simdist.strategies.pipeline_schedule import balance_stages
+from simdist.strategies.chunk_segments import segments
 from simdist.strategies.recompute_policy import recomputes_layer, rerun_spans, selective_modules
 from simdist.strategies.sharding import fsdp_units
 from simdist.strategies.tensor_parallel import Phase, TpRole, layer_role, shard_model, tensor_parallel_plan
@@ -67,8 +69,8 @@ class _Layers:
     params: np.ndarray  # tp rank's parameters (tensor_parallel_plan's shards)
     total: list[float]
     fwd_list: list[float]
-    fwd_calls: list[tuple]  # per layer its forward's tp calls as (op, bytes) (an attention core under cp: none)
-    bwd_calls: list[tuple]
+    tpp: Any  # the tensor_parallel_plan these come from, and its context-parallel attention cores
+    cores: dict
 
 
 @dataclass
@@ -102,10 +104,11 @@ class _Context:
         self.grad_bytes = DTYPE_BYTES[s.workload.grad_dtype]
         self.cp_mode = CpCommType(s.training.cp_comm_type)
         self.modules = selective_modules(Recompute.SELECTIVE, s.training.recompute_modules)  # under selective
-        self.rerun = rerun_spans(self.model, self.modules)  # under selective: modules rerun with their tp calls
+        self.names = [x.name for x in self.model.layers]
         self._layers: dict = {}
         self._shards: dict = {}
         self._ranges: dict = {}
+        self._calls: dict = {}
         self._update: dict = {}
         self._states: dict = {}
         self._scenarios: dict = {}
@@ -135,9 +138,27 @@ class _Context:
                             for f, x in zip(fwd, tpp.layers)]),
                 np.asarray([float(x.shard.params) for x in tpp.layers]),
                 [x.time.total_s * k for x, k in zip(tpp.layers, mult)], [x.time.fwd_s * k for x, k in zip(tpp.layers, mult)],
-                *[[() if i in cores else tuple((c.op, c.size_bytes) for c in x.collectives if c.phase is phase)
-                   for i, x in enumerate(tpp.layers)] for phase in (Phase.FWD, Phase.BWD)])
+                tpp, cores)
         return self._layers[key]
+
+    def layer_calls(self, key: tuple, rc: Recompute) -> dict[tuple, np.ndarray]:
+        """The blocking tp calls per micro-batch as build_mp_plan's segments have them (chunk_segments.segments:
+        forward, backward with the modules rerun whole, the forward again under full recomputation), counted as
+        bound.pipeline_bound_s counts them: (op, bytes) -> the running count over the layers each call belongs to
+        (a chunk [lo, hi) has c[hi] - c[lo]). A segment's calls do not depend on where chunks are cut (a module
+        rerun whole lies inside one), so one pass over the whole model serves every cut."""
+        k = (key, rc)
+        if k not in self._calls:
+            lay, n = self._layers[key], len(self.names)
+            fwd = segments(lay.tpp, 0, n, Phase.FWD, self.names, "forward", cp_core=lay.cores)
+            bwd = segments(lay.tpp, 0, n, Phase.BWD, self.names, "backward", cp_core=lay.cores,
+                           rerun=rerun_spans(self.model, selective_modules(rc, self.s.training.recompute_modules)))
+            counts: dict[tuple, np.ndarray] = {}
+            for seg in (*fwd, *bwd, *(fwd if rc is Recompute.FULL else ())):
+                if blocking_tp(seg):
+                    counts.setdefault((seg.call.op, seg.call.size_bytes), np.zeros(n + 1))[seg.call.layer + 1] += 1
+            self._calls[k] = {c: np.cumsum(x) for c, x in counts.items()}
+        return self._calls[k]
 
     def shard(self, tp: int, sp: bool, cp: int) -> _Shard:
         key = (tp, sp, cp)
@@ -274,7 +295,7 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     m = replica_all[members] // mb
     tp_s = np.zeros((pp, members.size))  # per stage and candidate: a micro-batch's blocking tp calls at their floor
     if tp_floors is not None and tp > 1:
-        calls = [_stage_calls(lay, [ranges[c] for c in range(r, pp * v, pp)], full, ctx.rerun if selective else {})
+        calls = [_stage_calls(ctx, (tp, mb, precision, bool(sp), cp), [ranges[c] for c in range(r, pp * v, pp)], rc)
                  for r in range(pp)]
         for d in np.unique(dps):
             floor = tp_floors(tp, pp, int(d), cp)
@@ -311,21 +332,10 @@ def _class(ctx: _Context, g: LayoutGrid, key: tuple, members: np.ndarray, dp_all
     bound[members] = best
 
 
-def _stage_calls(lay: _Layers, spans, full: bool, rerun: dict) -> dict[tuple, int]:
-    """The blocking tp calls of a stage's chunks per micro-batch, (op, bytes) -> count, as mp_plan's segments
-    have them: every layer's forward and backward calls, the forward's again under full recomputation, and under
-    selective recomputation those of each module checkpointed whole (recompute_policy.rerun_spans)."""
-    out: dict[tuple, int] = {}
-    for lo, hi in spans:
-        ids = [*range(lo, hi), *(range(lo, hi) if full else ())]
-        ids += [j for last, starts in rerun.items() if lo <= last < hi for start in starts for j in range(start, last + 1)]
-        for i in range(lo, hi):
-            for c in lay.bwd_calls[i]:
-                out[c] = out.get(c, 0) + 1
-        for i in ids:
-            for c in lay.fwd_calls[i]:
-                out[c] = out.get(c, 0) + 1
-    return out
+def _stage_calls(ctx: _Context, key: tuple, spans, rc: Recompute) -> dict[tuple, int]:
+    """The blocking tp calls of a stage's chunks per micro-batch, (op, bytes) -> count (_Context.layer_calls)."""
+    counts = {call: int(sum(c[hi] - c[lo] for lo, hi in spans)) for call, c in ctx.layer_calls(key, rc).items()}
+    return {call: n for call, n in counts.items() if n}
 
 
 def _in_flight(schedule: str, pp: int, m: np.ndarray, stage: int, v: int) -> np.ndarray:
